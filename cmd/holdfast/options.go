@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+)
+
+// options are the command-line settings of the holdfast server.
+type options struct {
+	certDir                string
+	webhookHost            string
+	webhookPort            int
+	metricsAddr            string
+	probeAddr              string
+	namespace              string
+	leaderElect            bool
+	leaderElectionID       string
+	leaseDuration          time.Duration
+	renewDeadline          time.Duration
+	retryPeriod            time.Duration
+	kubeconfig             string
+	logFormat              string
+	logLevel               int8
+	gracefulShutdownPeriod time.Duration
+}
+
+func defaultOptions() *options {
+	return &options{
+		certDir:                "/tmp/k8s-webhook-server/serving-certs",
+		webhookPort:            9443,
+		metricsAddr:            ":8080",
+		probeAddr:              ":8081",
+		namespace:              "holdfast-system",
+		leaderElect:            true,
+		leaderElectionID:       "holdfast.holdfast.dev",
+		leaseDuration:          15 * time.Second,
+		renewDeadline:          10 * time.Second,
+		retryPeriod:            2 * time.Second,
+		logFormat:              "json",
+		gracefulShutdownPeriod: 30 * time.Second,
+	}
+}
+
+func (o *options) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&o.certDir, "cert-dir", o.certDir, "Directory holding the webhook serving certificate (tls.crt, tls.key); reloaded when it changes.")
+	fs.StringVar(&o.webhookHost, "webhook-host", o.webhookHost, "Address the webhook server binds to; empty means all interfaces.")
+	fs.IntVar(&o.webhookPort, "webhook-port", o.webhookPort, "Port of the webhook server (TLS 1.3, HTTP/1.1).")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Address of the Prometheus metrics endpoint; \"0\" turns it off.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr, "Address of the /healthz and /readyz endpoints.")
+	fs.StringVar(&o.namespace, "namespace", o.namespace, "Namespace holdfast runs in: its leader-election lease lives there, and its webhooks never guard it.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Elect one leader among replicas for the controllers; webhooks are served by every replica.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", o.leaderElectionID, "Name of the leader-election lease.")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", o.leaseDuration, "How long a leader's lease lasts without renewal.")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", o.renewDeadline, "How long the leader keeps trying to renew before giving up leadership.")
+	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", o.retryPeriod, "How often candidates try to acquire or renew the lease.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig; empty means in-cluster config or $KUBECONFIG.")
+	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "Log format: json, or console for human-readable lines.")
+	fs.Int8Var(&o.logLevel, "v", o.logLevel, "Log verbosity: 0 logs decisions that object to a request, higher levels add detail.")
+	fs.DurationVar(&o.gracefulShutdownPeriod, "graceful-shutdown-timeout", o.gracefulShutdownPeriod, "How long to drain in-flight requests and stop runnables on SIGTERM.")
+}
+
+func (o *options) validate() error {
+	switch o.logFormat {
+	case "json", "console":
+	default:
+		return fmt.Errorf("--log-format must be json or console, not %q", o.logFormat)
+	}
+	if o.webhookPort < 1 || o.webhookPort > 65535 {
+		return fmt.Errorf("--webhook-port must be between 1 and 65535, not %d", o.webhookPort)
+	}
+	if o.namespace == "" {
+		return fmt.Errorf("--namespace must not be empty")
+	}
+	if o.logLevel < 0 {
+		return fmt.Errorf("-v must not be negative")
+	}
+	return nil
+}
+
+func (o *options) zapLevel() zapcore.Level {
+	// zap levels run the other way: V(1) is debug, V(2) is one below, and so on.
+	return zapcore.Level(-o.logLevel)
+}

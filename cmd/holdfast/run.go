@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/holdfast-dev/holdfast/internal/server"
+	"github.com/holdfast-dev/holdfast/internal/version"
+)
+
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=holdfast-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+func run(_ context.Context, o *options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	zl, err := newZapLogger(o)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = zl.Sync() }()
+	log := zapr.NewLogger(zl)
+	ctrl.SetLogger(log)
+	klog.SetLogger(log)
+	log.Info("Starting holdfast", "version", version.String())
+
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        server.NewScheme(),
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		WebhookServer:                 server.WebhookServer(o.webhookHost, o.webhookPort, o.certDir),
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaseDuration,
+		RenewDeadline:                 &o.renewDeadline,
+		RetryPeriod:                   &o.retryPeriod,
+		GracefulShutdownTimeout:       &o.gracefulShutdownPeriod,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	ctx := signals.SetupSignalHandler()
+	if err := server.Setup(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up holdfast: %w", err)
+	}
+	log.Info("Serving", "webhookPort", o.webhookPort, "metrics", o.metricsAddr, "probes", o.probeAddr, "namespace", o.namespace)
+	return mgr.Start(ctx)
+}
+
+func newZapLogger(o *options) (*zap.Logger, error) {
+	cfg := zap.NewProductionConfig()
+	if o.logFormat == "console" {
+		cfg = zap.NewDevelopmentConfig()
+		cfg.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+	}
+	cfg.Level = zap.NewAtomicLevelAt(o.zapLevel())
+	cfg.Sampling = nil
+	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	return cfg.Build()
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}

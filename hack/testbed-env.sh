@@ -1,0 +1,9 @@
+# Sourced by the test-bed scripts and the Makefile: where the cached binaries live.
+# shellcheck shell=bash
+KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
+ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
+KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+HOLDFAST_CACHE="${HOLDFAST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/holdfast}"
+TESTBED_BIN="$HOLDFAST_CACHE/testbed/kube-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION/bin"
+TESTBED_STAGES="$HOLDFAST_CACHE/testbed/kwok-$KWOK_VERSION-stages"
+export KUBE_VERSION ETCD_VERSION KWOK_VERSION HOLDFAST_CACHE TESTBED_BIN TESTBED_STAGES

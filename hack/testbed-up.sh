@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Starts a local kwok cluster from the test bed's binaries: a real kube-apiserver, etcd,
+# kube-controller-manager and kube-scheduler, kwok's fake nodes, and pod stages with
+# realistic timing. Usage: hack/testbed-up.sh [nodes]   (default 4 nodes)
+# The cluster's name is $HOLDFAST_CLUSTER (default holdfast); its kubeconfig is printed last.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=hack/testbed-env.sh
+source "$here/testbed-env.sh"
+
+name="${HOLDFAST_CLUSTER:-holdfast}"
+nodes="${1:-4}"
+
+bash "$here/testbed-build.sh" >/dev/null
+stages="$(bash "$here/testbed-stages.sh")"
+# kwokctl runs kubectl from PATH: use the one built with the cluster.
+export PATH="$TESTBED_BIN:$PATH"
+
+if kwokctl get clusters 2>/dev/null | grep -qx "$name"; then
+	echo "testbed: cluster $name already exists" >&2
+else
+	kwokctl create cluster --name "$name" --runtime binary \
+		--kube-apiserver-binary "$TESTBED_BIN/kube-apiserver" \
+		--kube-controller-manager-binary "$TESTBED_BIN/kube-controller-manager" \
+		--kube-scheduler-binary "$TESTBED_BIN/kube-scheduler" \
+		--etcd-binary "$TESTBED_BIN/etcd" \
+		--kwok-controller-binary "$TESTBED_BIN/kwok" \
+		--config "$stages" \
+		--wait 2m >&2
+fi
+kwokctl scale node --name "$name" --replicas "$nodes" >&2
+
+kubeconfig="$HOLDFAST_CACHE/$name.kubeconfig"
+kwokctl get kubeconfig --name "$name" >"$kubeconfig"
+echo "testbed: cluster $name is up with $nodes nodes; kubectl: $TESTBED_BIN/kubectl --kubeconfig $kubeconfig" >&2
+echo "$kubeconfig"

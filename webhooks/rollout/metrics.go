@@ -1,0 +1,38 @@
+package rollout
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/holdfast-dev/holdfast/internal/policy"
+)
+
+var (
+	decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "holdfast_rollout_decisions_total",
+		Help: "Rollout policy findings by policy, rule, action and workload kind; requests no policy objected to count under policy=\"\".",
+	}, []string{"policy", "rule", "action", "kind"})
+
+	decisionSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "holdfast_rollout_decision_duration_seconds",
+		Help:    "Time to gather inputs and decide a rollout admission request.",
+		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1},
+	}, []string{"kind"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(decisions, decisionSeconds)
+}
+
+func observe(kind string, d Decision, took time.Duration) {
+	decisionSeconds.WithLabelValues(kind).Observe(took.Seconds())
+	if len(d.Violations) == 0 {
+		decisions.WithLabelValues("", "", policy.Allow.String(), kind).Inc()
+		return
+	}
+	for _, v := range d.Violations {
+		decisions.WithLabelValues(v.Policy, v.Rule, v.Action.String(), kind).Inc()
+	}
+}
