@@ -66,7 +66,7 @@ test-integration: testbed ## Integration tests: envtest with the real kube-apise
 
 .PHONY: test-e2e
 test-e2e: testbed ## End-to-end tests on a kwok cluster (real control plane, fake nodes).
-	TESTBED_BIN="$(TESTBED_BIN)" go test $(GO_TEST_FLAGS) -tags e2e -count=1 -timeout 20m ./e2e/...
+	TESTBED_BIN="$(TESTBED_BIN)" KWOKCTL_CONFIG="$$(bash hack/testbed-config.sh)" go test $(GO_TEST_FLAGS) -tags e2e -count=1 -timeout 20m ./e2e/...
 
 .PHONY: bench
 bench: ## Go benchmarks with allocation counts.

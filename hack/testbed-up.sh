@@ -12,21 +12,14 @@ name="${HOLDFAST_CLUSTER:-holdfast}"
 nodes="${1:-4}"
 
 bash "$here/testbed-build.sh" >/dev/null
-stages="$(bash "$here/testbed-stages.sh")"
+config="$(bash "$here/testbed-config.sh")"
 # kwokctl runs kubectl from PATH: use the one built with the cluster.
 export PATH="$TESTBED_BIN:$PATH"
 
 if kwokctl get clusters 2>/dev/null | grep -qx "$name"; then
 	echo "testbed: cluster $name already exists" >&2
 else
-	kwokctl create cluster --name "$name" --runtime binary \
-		--kube-apiserver-binary "$TESTBED_BIN/kube-apiserver" \
-		--kube-controller-manager-binary "$TESTBED_BIN/kube-controller-manager" \
-		--kube-scheduler-binary "$TESTBED_BIN/kube-scheduler" \
-		--etcd-binary "$TESTBED_BIN/etcd" \
-		--kwok-controller-binary "$TESTBED_BIN/kwok" \
-		--config "$stages" \
-		--wait 2m >&2
+	kwokctl create cluster --name "$name" --config "$config" --wait 2m >&2
 fi
 kwokctl scale node --name "$name" --replicas "$nodes" >&2
 
