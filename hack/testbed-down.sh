@@ -7,6 +7,13 @@ source "$here/testbed-env.sh"
 
 name="${HOLDFAST_CLUSTER:-holdfast}"
 export PATH="$TESTBED_BIN:$PATH"
+
+# A holdfast left running in the background by `make demo`.
+pidfile="$HOLDFAST_CACHE/holdfast.pid"
+if [ -f "$pidfile" ]; then
+	kill "$(cat "$pidfile")" 2>/dev/null || true
+	rm -f "$pidfile"
+fi
 if kwokctl get clusters 2>/dev/null | grep -qx "$name"; then
 	kwokctl delete cluster --name "$name"
 else

@@ -1,0 +1,163 @@
+//go:build e2e
+
+// Package e2e runs holdfast against a kwok cluster built from source: a real
+// kube-apiserver, etcd, kube-controller-manager and kube-scheduler, fake nodes, and pods
+// with realistic timing. holdfast runs as a local process; the API server reaches its
+// webhooks by URL.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/env"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
+	"sigs.k8s.io/e2e-framework/support/kwok"
+
+	"github.com/holdfast-dev/holdfast/internal/devcluster"
+)
+
+const (
+	holdfastNamespace = "holdfast-system"
+	nodeCount         = 4
+)
+
+var (
+	testenv     env.Environment
+	clusterName = envconf.RandomName("holdfast-e2e", 20)
+	holdfast    *exec.Cmd
+	holdfastLog string
+)
+
+func TestMain(m *testing.M) {
+	bin, config := os.Getenv("TESTBED_BIN"), os.Getenv("KWOKCTL_CONFIG")
+	if bin == "" || config == "" {
+		fmt.Fprintln(os.Stderr, "TESTBED_BIN and KWOKCTL_CONFIG must be set: run `make test-e2e`")
+		os.Exit(1)
+	}
+	// kwokctl runs kubectl from PATH; use the one built with the test bed.
+	os.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	testenv = env.New()
+	testenv.Setup(
+		envfuncs.CreateClusterWithConfig(kwok.NewProvider(), clusterName, config,
+			kwok.WithPath(filepath.Join(bin, "kwokctl")), kwok.WithWaitDuration(2*time.Minute)),
+		addNodes(filepath.Join(bin, "kwokctl"), nodeCount),
+		startHoldfast,
+	)
+	testenv.Finish(
+		stopHoldfast,
+		envfuncs.DestroyCluster(clusterName),
+	)
+	os.Exit(testenv.Run(m))
+}
+
+// addNodes adds fake nodes through kwokctl, with kwok's usual node template.
+func addNodes(kwokctl string, n int) env.Func {
+	return func(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
+		out, err := exec.CommandContext(ctx, kwokctl, "scale", "node", "--name", clusterName,
+			"--replicas", fmt.Sprint(n)).CombinedOutput()
+		if err != nil {
+			return ctx, fmt.Errorf("kwokctl scale node: %v: %s", err, out)
+		}
+		return ctx, nil
+	}
+}
+
+// startHoldfast builds holdfast, installs its CRDs and webhooks (failurePolicy Fail,
+// so a webhook that does not answer fails the tests) and runs it as a local process.
+func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
+	dir, err := os.MkdirTemp("", "holdfast-e2e-")
+	if err != nil {
+		return ctx, err
+	}
+	binary := filepath.Join(dir, "holdfast")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, "../cmd/holdfast").CombinedOutput(); err != nil {
+		return ctx, fmt.Errorf("building holdfast: %v: %s", err, out)
+	}
+	certDir := filepath.Join(dir, "certs")
+	caPEM, err := devcluster.WriteCerts(certDir)
+	if err != nil {
+		return ctx, err
+	}
+	c, err := client.New(cfg.Client().RESTConfig(), client.Options{Scheme: devcluster.NewScheme()})
+	if err != nil {
+		return ctx, err
+	}
+	if err := devcluster.InstallCRDs(ctx, c, "../config/crd/bases"); err != nil {
+		return ctx, err
+	}
+	if err := devcluster.EnsureNamespace(ctx, c, holdfastNamespace); err != nil {
+		return ctx, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return ctx, err
+	}
+	p := devcluster.Process{
+		Binary: binary, Kubeconfig: cfg.KubeconfigFile(), CertDir: certDir, Namespace: holdfastNamespace,
+		WebhookPort: ports[0], MetricsPort: ports[1], ProbePort: ports[2],
+		ExtraArgs: []string{"--log-format=console"},
+	}
+	holdfastLog = filepath.Join(dir, "holdfast.log")
+	logFile, err := os.Create(holdfastLog)
+	if err != nil {
+		return ctx, err
+	}
+	p.Stdout, p.Stderr = logFile, logFile
+	holdfast = p.Command(context.Background())
+	if err := holdfast.Start(); err != nil {
+		return ctx, fmt.Errorf("starting holdfast: %w", err)
+	}
+	if err := p.WaitReady(ctx, time.Minute); err != nil {
+		return ctx, fmt.Errorf("%w (log: %s)", err, holdfastLog)
+	}
+	err = devcluster.InstallWebhooks(ctx, c, devcluster.WebhookOptions{
+		Manifest:      "../config/webhook/manifests.yaml",
+		BaseURL:       fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
+		CABundle:      caPEM,
+		Namespace:     holdfastNamespace,
+		FailurePolicy: admissionregistrationv1.Fail,
+	})
+	return ctx, err
+}
+
+func stopHoldfast(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	if holdfast != nil && holdfast.Process != nil {
+		_ = holdfast.Process.Signal(os.Interrupt)
+		_ = holdfast.Wait()
+	}
+	return ctx, nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// newClient is a controller-runtime client of the kwok cluster with holdfast's kinds.
+func newClient(t *testing.T, cfg *envconf.Config) client.Client {
+	t.Helper()
+	c, err := client.New(cfg.Client().RESTConfig(), client.Options{Scheme: devcluster.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

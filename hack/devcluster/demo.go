@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
+)
+
+const (
+	tenantNamespace = "tenant-a"
+	samplePolicy    = "config/samples/rolloutpolicy_konnectivity_server_count.yaml"
+)
+
+// demo runs holdfast in the background and walks through what it guards, printing a
+// report of each request and holdfast's answer.
+func demo(ctx context.Context) error {
+	e, err := prepare(ctx)
+	if err != nil {
+		return err
+	}
+	if err := e.installWebhooks(ctx); err != nil {
+		return err
+	}
+	step("Starting holdfast in the background")
+	logPath, err := e.startBackground(ctx)
+	if err != nil {
+		return err
+	}
+	step("Applying the sample policy %s", samplePolicy)
+	if err := e.applyPolicy(ctx, samplePolicy); err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace,
+		Labels: map[string]string{"holdfast.dev/hosted-control-plane": "true"}}}
+	if err := e.client.Patch(ctx, ns, client.Apply, client.FieldOwner("holdfast-demo"), client.ForceOwnership); err != nil {
+		return err
+	}
+	_ = e.client.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "kube-apiserver"}})
+	if err := waitGone(ctx, e.client); err != nil {
+		return err
+	}
+
+	r := &report{}
+	step("Scenario: a hosted control plane whose konnectivity-server must know the replica count")
+	d := utiltesting.MakeDeployment(tenantNamespace, "kube-apiserver").Replicas(3).
+		Container("konnectivity-server", "--mode=grpc", "--server-count=3").Obj()
+	d.TypeMeta = metav1.TypeMeta{}
+	r.expect("create kube-apiserver, 3 replicas, --server-count=3", e.client.Create(ctx, d), false)
+	if err := waitReady(ctx, e.client, d, 3); err != nil {
+		return err
+	}
+	r.note("3 pods Ready on fake nodes")
+
+	scaled := d.DeepCopy()
+	scaled.Spec.Replicas = ptr.To[int32](5)
+	r.expect("scale to 5 replicas, --server-count left at 3", e.client.Update(ctx, scaled), true)
+
+	if err := e.client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		return err
+	}
+	d.Spec.Replicas = ptr.To[int32](5)
+	d.Spec.Template.Spec.Containers[1].Args = []string{"--mode=grpc", "--server-count=5"}
+	r.expect("scale to 5 replicas with --server-count=5", e.client.Update(ctx, d), false)
+	if err := waitReady(ctx, e.client, d, 5); err != nil {
+		return err
+	}
+	r.note("5 pods Ready")
+
+	r.print()
+	if r.surprises > 0 {
+		return fmt.Errorf("%d answers were not what holdfast should give; see %s", r.surprises, logPath)
+	}
+	fmt.Printf(`
+holdfast keeps running in the background against the local cluster:
+  kubectl:      %s --kubeconfig %s
+  holdfast log: %s
+  readiness:    %s
+  metrics:      curl -s http://127.0.0.1:%d/metrics | grep holdfast_
+Try it:         %[1]s --kubeconfig %[2]s -n %[6]s scale deployment kube-apiserver --replicas=4
+Stop it all:    make testbed-down
+`, e.kubectl, e.kubeconfig, logPath, proc.ReadyURL(), proc.MetricsPort, tenantNamespace)
+	if os.Getenv("HOLDFAST_DEMO_TEARDOWN") != "" {
+		step("Tearing down (HOLDFAST_DEMO_TEARDOWN is set)")
+		stopBackground(e.cache)
+		return runScript(ctx, "hack/testbed-down.sh")
+	}
+	return nil
+}
+
+func (e *env) applyPolicy(ctx context.Context, path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	p := &v1alpha1.RolloutPolicy{}
+	if err := yaml.UnmarshalStrict(raw, p); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return e.client.Patch(ctx, p, client.Apply, client.FieldOwner("holdfast-demo"), client.ForceOwnership)
+}
+
+func waitGone(ctx context.Context, c client.Client) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(tenantNamespace)); err != nil {
+			return false, err
+		}
+		err := c.Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: "kube-apiserver"}, &appsv1.Deployment{})
+		return apierrors.IsNotFound(err) && len(pods.Items) == 0, nil
+	})
+}
+
+func waitReady(ctx context.Context, c client.Client, d *appsv1.Deployment, n int32) error {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got := &appsv1.Deployment{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(d), got); err != nil {
+			return false, err
+		}
+		s := got.Status
+		return got.Generation == s.ObservedGeneration && s.UpdatedReplicas == n && s.ReadyReplicas == n && s.Replicas == n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d Ready replicas of %s: %w", n, d.Name, err)
+	}
+	return nil
+}
+
+// report collects what the demo asked and what holdfast answered.
+type report struct {
+	lines     []string
+	surprises int
+}
+
+// expect records a request's answer and whether holdfast should have denied it.
+func (r *report) expect(what string, err error, wantDenied bool) {
+	denied := apierrors.IsForbidden(err) && strings.Contains(err.Error(), "holdfast.dev")
+	switch {
+	case err == nil:
+		r.lines = append(r.lines, fmt.Sprintf("  ADMITTED  %s", what))
+	case denied:
+		r.lines = append(r.lines, fmt.Sprintf("  DENIED    %s\n            %s", what, err))
+	default:
+		r.lines = append(r.lines, fmt.Sprintf("  ERROR     %s: %v", what, err))
+	}
+	if denied != wantDenied || (err != nil && !denied) {
+		r.surprises++
+		r.lines[len(r.lines)-1] += "   <-- unexpected"
+	}
+	fmt.Fprintln(os.Stderr, r.lines[len(r.lines)-1])
+}
+
+func (r *report) note(s string) {
+	r.lines = append(r.lines, "            "+s)
+	fmt.Fprintln(os.Stderr, r.lines[len(r.lines)-1])
+}
+
+func (r *report) print() {
+	fmt.Println("\nholdfast demo report")
+	fmt.Println("====================")
+	for _, l := range r.lines {
+		fmt.Println(l)
+	}
+}

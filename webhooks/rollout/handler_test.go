@@ -1,0 +1,159 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
+)
+
+// newTestHandler serves decisions from an in-memory store with one enforcing
+// --server-count policy and the namespace tenant-a.
+func newTestHandler(t testing.TB) *Handler {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	reader := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}},
+		utiltesting.MakeRolloutPolicy("server-count").ArgMatchesReplicas("konnectivity-server", "--server-count").Obj(),
+	).Build()
+	return &Handler{Reader: reader, Decoder: admission.NewDecoder(s)}
+}
+
+func request(op admissionv1.Operation, kind string, obj, old []byte) admission.Request {
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID:       "1",
+		Kind:      metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: kind},
+		Resource:  metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
+		Namespace: "tenant-a", Name: "kube-apiserver",
+		Operation: op,
+		Object:    runtime.RawExtension{Raw: obj},
+		OldObject: runtime.RawExtension{Raw: old},
+	}}
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestHandlerStatusCodes(t *testing.T) {
+	h := newTestHandler(t)
+	good := mustJSON(t, konnectivity(3, "3").Obj())
+	bad := mustJSON(t, konnectivity(3, "1").Obj())
+	cases := map[string]struct {
+		req      admission.Request
+		allowed  bool
+		code     int32
+		warnings int
+	}{
+		"matching create":       {req: request(admissionv1.Create, "Deployment", good, nil), allowed: true, code: http.StatusOK},
+		"mismatched create":     {req: request(admissionv1.Create, "Deployment", bad, nil), code: http.StatusForbidden},
+		"mismatched update":     {req: request(admissionv1.Update, "Deployment", bad, good), code: http.StatusForbidden},
+		"update without old":    {req: request(admissionv1.Update, "Deployment", bad, nil), code: http.StatusBadRequest},
+		"malformed object":      {req: request(admissionv1.Create, "Deployment", []byte(`{"spec":`), nil), code: http.StatusBadRequest},
+		"object of wrong shape": {req: request(admissionv1.Create, "Deployment", []byte(`{"spec":{"replicas":"three"}}`), nil), code: http.StatusBadRequest},
+		"unknown kind":          {req: request(admissionv1.Create, "ReplicaSet", good, nil), code: http.StatusBadRequest},
+		"delete is not guarded": {req: request(admissionv1.Delete, "Deployment", nil, good), allowed: true, code: http.StatusOK},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp := h.Handle(context.Background(), tc.req)
+			if resp.Allowed != tc.allowed {
+				t.Errorf("allowed = %v, want %v (%+v)", resp.Allowed, tc.allowed, resp.Result)
+			}
+			if resp.Result == nil || resp.Result.Code != tc.code {
+				t.Errorf("result = %+v, want code %d", resp.Result, tc.code)
+			}
+		})
+	}
+}
+
+func TestHandlerDenialNamesRuleAndField(t *testing.T) {
+	resp := newTestHandler(t).Handle(context.Background(),
+		request(admissionv1.Create, "Deployment", mustJSON(t, konnectivity(3, "1").Obj()), nil))
+	if resp.Result.Reason != metav1.StatusReasonForbidden || resp.Result.Details == nil || len(resp.Result.Details.Causes) != 1 {
+		t.Fatalf("result = %+v, want one Forbidden cause", resp.Result)
+	}
+	c := resp.Result.Details.Causes[0]
+	if c.Type != CauseType || c.Field != "spec.template.spec.containers[1].args[1]" {
+		t.Errorf("cause = %+v", c)
+	}
+}
+
+// FuzzRolloutHandler feeds arbitrary objects to the handler: it must never panic, and it
+// must never allow what the typed decision denies.
+func FuzzRolloutHandler(f *testing.F) {
+	h := newTestHandler(f)
+	f.Add(mustJSON(f, konnectivity(3, "3").Obj()), mustJSON(f, konnectivity(3, "1").Obj()), "Deployment")
+	f.Add(mustJSON(f, konnectivity(3, "1").Obj()), []byte(nil), "StatefulSet")
+	f.Add([]byte(`{"spec":{"replicas":2,"template":{"spec":{"containers":[{"name":"konnectivity-server","args":["--server-count"]}]}}}}`), []byte(`{}`), "DaemonSet")
+	f.Add([]byte(`null`), []byte(`[]`), "Deployment")
+	f.Fuzz(func(t *testing.T, obj, old []byte, kind string) {
+		op := admissionv1.Update
+		if old == nil {
+			op = admissionv1.Create
+		}
+		resp := h.Handle(context.Background(), request(op, kind, obj, old))
+		if resp.Result == nil {
+			t.Fatal("response without a result")
+		}
+		if !resp.Allowed {
+			return
+		}
+		// Whatever was admitted must be decodable and free of violations under the policy.
+		in, err := h.decode(request(op, kind, obj, old))
+		if err != nil {
+			t.Fatalf("admitted an undecodable request: %v", err)
+		}
+		if in.New != nil {
+			pols := newPolicies(t, h)
+			in.Policies = pols
+			if d := Decide(in); len(d.Violations) > 0 {
+				t.Fatalf("admitted a request with violations %v", d.Violations)
+			}
+		}
+	})
+}
+
+func newPolicies(t *testing.T, h *Handler) []v1alpha1.RolloutPolicy {
+	var list v1alpha1.RolloutPolicyList
+	if err := h.Reader.List(context.Background(), &list); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// BenchmarkRolloutHandler measures one Deployment UPDATE through decode, decide and
+// respond, with policies and namespaces read from memory.
+func BenchmarkRolloutHandler(b *testing.B) {
+	h := newTestHandler(b)
+	req := request(admissionv1.Update, "Deployment", mustJSON(b, konnectivity(5, "5").Obj()), mustJSON(b, konnectivity(3, "3").Obj()))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp := h.Handle(ctx, req); !resp.Allowed {
+			b.Fatalf("denied: %v", resp.Result)
+		}
+	}
+}
