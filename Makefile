@@ -54,19 +54,22 @@ lint: ## gofmt and go vet over every build tag, and shellcheck on hack/ when ins
 ##@ Test
 
 .PHONY: test
-test: test-unit test-integration test-e2e ## Run every test layer: unit, integration, e2e (what CI runs).
+test: ## Run every test layer: unit, integration, e2e (what CI runs), then the totals.
+	@rm -f _output/summary-*.txt; rc=0; for layer in unit integration e2e; do $(MAKE) --no-print-directory test-$$layer || rc=1; done; \
+	cat _output/summary-*.txt 2>/dev/null | awk '{p+=$$2; f+=$$4; s+=$$6} END {printf "total: %d passed, %d failed, %d skipped\n", p, f, s}'; \
+	exit $$rc
 
 .PHONY: test-unit
 test-unit: ## Unit tests of pure logic, with the fuzz seed corpora.
-	go test $(GO_TEST_FLAGS) ./...
+	bash hack/test-layer.sh unit $(GO_TEST_FLAGS) -count=1 ./...
 
 .PHONY: test-integration
 test-integration: testbed ## Integration tests: envtest with the real kube-apiserver and etcd calling holdfast's webhooks.
-	KUBEBUILDER_ASSETS="$(TESTBED_BIN)" go test $(GO_TEST_FLAGS) -tags integration -count=1 ./integration/...
+	KUBEBUILDER_ASSETS="$(TESTBED_BIN)" bash hack/test-layer.sh integration $(GO_TEST_FLAGS) -tags integration -count=1 ./integration/...
 
 .PHONY: test-e2e
 test-e2e: testbed ## End-to-end tests on a kwok cluster (real control plane, fake nodes).
-	TESTBED_BIN="$(TESTBED_BIN)" KWOKCTL_CONFIG="$$(bash hack/testbed-config.sh)" go test $(GO_TEST_FLAGS) -tags e2e -count=1 -timeout 20m ./e2e/...
+	TESTBED_BIN="$(TESTBED_BIN)" KWOKCTL_CONFIG="$$(bash hack/testbed-config.sh)" bash hack/test-layer.sh e2e $(GO_TEST_FLAGS) -tags e2e -count=1 -timeout 20m ./e2e/...
 
 .PHONY: bench
 bench: ## Go benchmarks with allocation counts.

@@ -16,12 +16,18 @@ config="$(bash "$here/testbed-config.sh")"
 # kwokctl runs kubectl from PATH: use the one built with the cluster.
 export PATH="$TESTBED_BIN:$PATH"
 
+# kwokctl logs every step; keep that in a file and show it only when something fails.
+log="$HOLDFAST_CACHE/$name-kwokctl.log"
+: >"$log"
+quiet() { "$@" >>"$log" 2>&1 || { cat "$log" >&2; echo "testbed: failed: $*" >&2; exit 1; }; }
+
 if kwokctl get clusters 2>/dev/null | grep -qx "$name"; then
 	echo "testbed: cluster $name already exists" >&2
 else
-	kwokctl create cluster --name "$name" --config "$config" --wait 2m >&2
+	echo "testbed: creating cluster $name" >&2
+	quiet kwokctl create cluster --name "$name" --config "$config" --wait 2m
 fi
-kwokctl scale node --name "$name" --replicas "$nodes" >&2
+quiet kwokctl scale node --name "$name" --replicas "$nodes"
 
 kubeconfig="$HOLDFAST_CACHE/$name.kubeconfig"
 kwokctl get kubeconfig --name "$name" >"$kubeconfig"

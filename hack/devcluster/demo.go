@@ -44,13 +44,19 @@ func demo(ctx context.Context) error {
 	if err := e.applyPolicy(ctx, samplePolicy); err != nil {
 		return err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace,
-		Labels: map[string]string{"holdfast.dev/hosted-control-plane": "true"}}}
+	ns := &corev1.Namespace{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace,
+			Labels: map[string]string{"holdfast.dev/hosted-control-plane": "true"}}}
 	if err := e.client.Patch(ctx, ns, client.Apply, client.FieldOwner("holdfast-demo"), client.ForceOwnership); err != nil {
 		return err
 	}
 	_ = e.client.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "kube-apiserver"}})
 	if err := waitGone(ctx, e.client); err != nil {
+		return err
+	}
+
+	if err := waitPolicyActive(ctx, e.client); err != nil {
 		return err
 	}
 
@@ -65,6 +71,9 @@ func demo(ctx context.Context) error {
 	}
 	r.note("3 pods Ready on fake nodes")
 
+	if err := e.client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		return err
+	}
 	scaled := d.DeepCopy()
 	scaled.Spec.Replicas = ptr.To[int32](5)
 	r.expect("scale to 5 replicas, --server-count left at 3", e.client.Update(ctx, scaled), true)
@@ -90,7 +99,7 @@ holdfast keeps running in the background against the local cluster:
   holdfast log: %s
   readiness:    %s
   metrics:      curl -s http://127.0.0.1:%d/metrics | grep holdfast_
-Try it:         %[1]s --kubeconfig %[2]s -n %[6]s scale deployment kube-apiserver --replicas=4
+Try it:         %[1]s --kubeconfig %[2]s -n %[6]s patch deployment kube-apiserver -p '{"spec":{"replicas":4}}'
 Stop it all:    make testbed-down
 `, e.kubectl, e.kubeconfig, logPath, proc.ReadyURL(), proc.MetricsPort, tenantNamespace)
 	if os.Getenv("HOLDFAST_DEMO_TEARDOWN") != "" {
@@ -111,6 +120,20 @@ func (e *env) applyPolicy(ctx context.Context, path string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return e.client.Patch(ctx, p, client.Apply, client.FieldOwner("holdfast-demo"), client.ForceOwnership)
+}
+
+// waitPolicyActive waits until holdfast's cache has the sample policy: a dry-run create
+// that breaks it is denied.
+func waitPolicyActive(ctx context.Context, c client.Client) error {
+	probe := utiltesting.MakeDeployment(tenantNamespace, "policy-probe").Replicas(2).
+		Container("konnectivity-server", "--server-count=1").Obj()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsForbidden(c.Create(ctx, probe.DeepCopy(), client.DryRunAll)), nil
+	})
+	if err != nil {
+		return fmt.Errorf("holdfast did not start enforcing the sample policy: %w", err)
+	}
+	return nil
 }
 
 func waitGone(ctx context.Context, c client.Client) error {
@@ -160,12 +183,10 @@ func (r *report) expect(what string, err error, wantDenied bool) {
 		r.surprises++
 		r.lines[len(r.lines)-1] += "   <-- unexpected"
 	}
-	fmt.Fprintln(os.Stderr, r.lines[len(r.lines)-1])
 }
 
 func (r *report) note(s string) {
 	r.lines = append(r.lines, "            "+s)
-	fmt.Fprintln(os.Stderr, r.lines[len(r.lines)-1])
 }
 
 func (r *report) print() {

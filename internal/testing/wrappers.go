@@ -25,7 +25,7 @@ func MakeDeployment(namespace, name string) *DeploymentWrapper {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/main:1"}}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/main:1"}}},
 			},
 		},
 	}}
