@@ -76,6 +76,7 @@ func run(m *testing.M) int {
 	wio := &env.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 server.NewScheme(),
+		Cache:                  server.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          server.WebhookServer(wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir),

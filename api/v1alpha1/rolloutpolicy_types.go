@@ -29,17 +29,56 @@ type RolloutPolicySpec struct {
 }
 
 // RolloutRules are the checks of a RolloutPolicy.
-// +kubebuilder:validation:XValidation:rule="has(self.argsMatchReplicas) && size(self.argsMatchReplicas) > 0",message="rules must name at least one rule"
+// +kubebuilder:validation:XValidation:rule="has(self.settle) || has(self.minInterval) || has(self.revertWindow) || (has(self.argsMatchReplicas) && size(self.argsMatchReplicas) > 0)",message="rules must enable at least one of settle, minInterval, revertWindow, argsMatchReplicas"
 type RolloutRules struct {
+	// settle denies a pod-template change while the previous revision is still rolling
+	// out. Always allowed: a rollback to the revision that is still serving, a change to
+	// a stalled rollout (Deployments whose progress deadline passed, or any workload none
+	// of whose pods was created or changed readiness for stallAfter), paused Deployments,
+	// and OnDelete StatefulSets and DaemonSets.
+	// +optional
+	Settle *SettleRule `json:"settle,omitempty"`
+
+	// minInterval denies a new pod-template revision sooner than this after the last one,
+	// e.g. "2m". A rollback to the revision that is still serving is allowed.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	MinInterval *metav1.Duration `json:"minInterval,omitempty"`
+
+	// revertWindow denies a pod template equal to a revision that stopped being current
+	// less than this long ago, measured from its successor's creation: A→B→A flapping.
+	// Going back while the successor still rolls out and the old revision still serves is
+	// a rollback, and allowed; so is going back from a stalled successor.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	RevertWindow *metav1.Duration `json:"revertWindow,omitempty"`
+
 	// argsMatchReplicas lists container flags whose value must equal spec.replicas,
 	// such as konnectivity-server's --server-count. Applies to Deployments and
-	// StatefulSets that have the named container.
+	// StatefulSets that have the named container. A change whose only template difference
+	// is such a flag, following a replicas change, is a scale: settle and minInterval do
+	// not apply to it. A request to the scale subresource cannot change the flag, so it is
+	// denied whenever it changes replicas; on an HPA-scaled workload, exempt the HPA.
 	// +optional
 	// +listType=map
 	// +listMapKey=container
 	// +listMapKey=flag
 	// +kubebuilder:validation:MaxItems=16
 	ArgsMatchReplicas []ArgMatchesReplicas `json:"argsMatchReplicas,omitempty"`
+}
+
+// SettleRule configures the settle rule.
+type SettleRule struct {
+	// stallAfter is how long a rollout may go without any of the workload's pods being
+	// created or changing readiness before holdfast treats it as stalled and lets a fix
+	// through. StatefulSets and DaemonSets have no progress deadline; this is theirs.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	StallAfter *metav1.Duration `json:"stallAfter,omitempty"`
 }
 
 // ArgMatchesReplicas names one container flag that must carry the replica count.

@@ -40,6 +40,7 @@ func run(_ context.Context, o *options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        server.NewScheme(),
+		Cache:                         server.CacheOptions(),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		WebhookServer:                 server.WebhookServer(o.webhookHost, o.webhookPort, o.certDir),

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,7 +55,14 @@ func WebhookServer(host string, port int, certDir string) webhook.Server {
 // Setup registers holdfast's webhooks and readiness checks with the manager and starts
 // the informers decisions read, so that readiness waits for them to sync.
 func Setup(ctx context.Context, mgr manager.Manager) error {
-	for _, obj := range []client.Object{&v1alpha1.RolloutPolicy{}, namespaceMetadata()} {
+	if err := indexOwners(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	informers := []client.Object{
+		&v1alpha1.RolloutPolicy{}, namespaceMetadata(),
+		&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{},
+	}
+	for _, obj := range informers {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("starting informer for %T: %w", obj, err)
 		}
@@ -61,7 +70,12 @@ func Setup(ctx context.Context, mgr manager.Manager) error {
 
 	srv := mgr.GetWebhookServer()
 	srv.Register(rollout.Path, &admission.Webhook{
-		Handler:      &rollout.Handler{Reader: mgr.GetCache(), Decoder: admission.NewDecoder(mgr.GetScheme())},
+		Handler: &rollout.Handler{
+			Reader:  mgr.GetCache(),
+			Decoder: admission.NewDecoder(mgr.GetScheme()),
+			Clock:   clock.RealClock{},
+			Events:  &rollout.EventLimiter{Recorder: mgr.GetEventRecorder("holdfast")},
+		},
 		RecoverPanic: ptr.To(true),
 	})
 

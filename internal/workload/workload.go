@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
@@ -21,6 +22,28 @@ type Workload struct {
 	// Replicas is spec.replicas; nil for DaemonSets, which have none.
 	Replicas *int32
 	Template *corev1.PodTemplateSpec
+	// UID identifies the workload as the owner of its ReplicaSets, ControllerRevisions and pods.
+	UID types.UID
+	// Rollout is the state of the rollout, read from the object's status.
+	Rollout Rollout
+}
+
+// Rollout is what the status of a workload says about its rollout.
+type Rollout struct {
+	// InProgress is true while the current revision is still rolling out: the
+	// controller has not observed the latest spec, or not every replica is updated and
+	// available (Deployments), not every replica below the partition is updated
+	// (StatefulSets), or not every scheduled pod is updated and available (DaemonSets).
+	InProgress bool
+	// Progress describes the rollout for messages, e.g. "2/3 updated, 1/3 available".
+	Progress string
+	// Paused is a paused Deployment: edits while paused roll nothing out.
+	Paused bool
+	// OnDelete is a StatefulSet or DaemonSet that only updates pods when they are deleted.
+	OnDelete bool
+	// DeadlineExceeded is a Deployment whose Progressing condition is False with
+	// ProgressDeadlineExceeded: kube itself has declared the rollout stalled.
+	DeadlineExceeded bool
 }
 
 // From views a typed apps/v1 workload as a Workload. The result shares memory with obj.
@@ -28,13 +51,13 @@ func From(obj runtime.Object) (*Workload, error) {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		return &Workload{Kind: v1alpha1.KindDeployment, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			Replicas: o.Spec.Replicas, Template: &o.Spec.Template}, nil
+			UID: o.UID, Replicas: o.Spec.Replicas, Template: &o.Spec.Template, Rollout: deploymentRollout(o)}, nil
 	case *appsv1.StatefulSet:
 		return &Workload{Kind: v1alpha1.KindStatefulSet, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			Replicas: o.Spec.Replicas, Template: &o.Spec.Template}, nil
+			UID: o.UID, Replicas: o.Spec.Replicas, Template: &o.Spec.Template, Rollout: statefulSetRollout(o)}, nil
 	case *appsv1.DaemonSet:
 		return &Workload{Kind: v1alpha1.KindDaemonSet, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			Template: &o.Spec.Template}, nil
+			UID: o.UID, Template: &o.Spec.Template, Rollout: daemonSetRollout(o)}, nil
 	default:
 		return nil, fmt.Errorf("unsupported workload type %T: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", obj)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -14,12 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // Rule names, as they appear in messages and metrics.
 const (
+	RuleSettle            = "settle"
+	RuleMinInterval       = "minInterval"
+	RuleRevertWindow      = "revertWindow"
 	RuleArgsMatchReplicas = "argsMatchReplicas"
 	// RuleTargets reports a policy whose selectors cannot be evaluated.
 	RuleTargets = "targets"
@@ -33,6 +38,9 @@ type Input struct {
 	NamespaceLabels map[string]string
 	User            authenticationv1.UserInfo
 	Policies        []v1alpha1.RolloutPolicy
+	// History is the workload's revisions and pod activity, read on UPDATE.
+	History history.History
+	Now     time.Time
 }
 
 // Violation is one rule of one policy that the request breaks.
@@ -82,8 +90,8 @@ func Decide(in Input) Decision {
 		if !applies {
 			continue
 		}
-		for _, f := range checkArgsMatchReplicas(in.New, p.Spec.Rules.ArgsMatchReplicas) {
-			d.Violations = append(d.Violations, Violation{Policy: p.Name, Rule: RuleArgsMatchReplicas,
+		for _, f := range check(in, &p.Spec.Rules) {
+			d.Violations = append(d.Violations, Violation{Policy: p.Name, Rule: f.rule,
 				Action: action, Field: f.field, Message: f.message})
 		}
 	}
@@ -106,8 +114,125 @@ func selectsEither(p *v1alpha1.RolloutPolicy, in Input) (bool, error) {
 }
 
 type finding struct {
+	rule    string
 	field   *field.Path
 	message string
+}
+
+var templatePath = field.NewPath("spec", "template")
+
+// check applies one policy's rules to the request.
+func check(in Input, rules *v1alpha1.RolloutRules) []finding {
+	out := checkArgsMatchReplicas(in.New, rules.ArgsMatchReplicas)
+	if in.Operation != admissionv1.Update || in.Old == nil || history.SameTemplate(in.Old.Template, in.New.Template) {
+		return out // Only a new pod template starts a rollout.
+	}
+	scale := isScale(in.Old, in.New, rules.ArgsMatchReplicas)
+	rev := in.History.Find(in.New.Template)
+	newest := in.History.Newest()
+	rollback := isRollback(in, rev, newest)
+	stalled := isStalled(in, rules.Settle)
+
+	if rules.Settle != nil && !scale && in.Old.Rollout.InProgress {
+		r := in.Old.Rollout
+		escaped := in.New.Rollout.Paused || in.New.Rollout.OnDelete || r.DeadlineExceeded || stalled || rollback
+		if !escaped {
+			out = append(out, finding{RuleSettle, templatePath, fmt.Sprintf(
+				"%s is still rolling out its current revision (%s); wait until the rollout completes, "+
+					"or roll back to the revision that is still serving", in.New, r.Progress)})
+		}
+	}
+	if rules.MinInterval != nil && !scale && !rollback && newest != nil {
+		since := in.Now.Sub(newest.Created)
+		if wait := rules.MinInterval.Duration - since; wait > 0 {
+			out = append(out, finding{RuleMinInterval, templatePath, fmt.Sprintf(
+				"%s got its current revision %s ago, less than the minimum interval of %s between revisions; retry after %s",
+				in.New, round(since), rules.MinInterval.Duration, round(wait))})
+		}
+	}
+	if rules.RevertWindow != nil && rev != nil && rev != newest && !rollback && !stalled {
+		if succ := in.History.Successor(rev); succ != nil {
+			since := in.Now.Sub(succ.Created)
+			if wait := rules.RevertWindow.Duration - since; wait > 0 {
+				out = append(out, finding{RuleRevertWindow, templatePath, fmt.Sprintf(
+					"%s: the new pod template equals revision %d, which revision %d replaced %s ago; "+
+						"going back within %s is flapping; keep the current revision, or retry after %s",
+					in.New, rev.Number, succ.Number, round(since), rules.RevertWindow.Duration, round(wait))})
+			}
+		}
+	}
+	return out
+}
+
+// isRollback is a return to the revision still serving while its successor rolls out:
+// cancelling an unfinished rollout is the cheapest move, so no rule stands in its way.
+func isRollback(in Input, rev, newest *history.Revision) bool {
+	return in.Old.Rollout.InProgress && rev != nil && rev != newest && rev.Serving > 0
+}
+
+// isStalled is a rollout kube declared stalled, or one none of whose pods was created or
+// changed readiness for stallAfter (StatefulSets and DaemonSets have no deadline).
+func isStalled(in Input, settle *v1alpha1.SettleRule) bool {
+	if !in.Old.Rollout.InProgress {
+		return false
+	}
+	if in.Old.Rollout.DeadlineExceeded {
+		return true
+	}
+	after := defaultStallAfter
+	if settle != nil && settle.StallAfter != nil {
+		after = settle.StallAfter.Duration
+	}
+	last := in.History.LastActivity
+	if n := in.History.Newest(); n != nil && n.Created.After(last) {
+		last = n.Created
+	}
+	return !last.IsZero() && in.Now.Sub(last) >= after
+}
+
+// defaultStallAfter matches the CRD's default for settle.stallAfter.
+const defaultStallAfter = 10 * time.Minute
+
+// isScale reports a change whose only template difference is argsMatchReplicas flags,
+// following a replicas change: munge the flags' old values into a copy of the new
+// template, then compare.
+func isScale(old, new *workload.Workload, rules []v1alpha1.ArgMatchesReplicas) bool {
+	if len(rules) == 0 || old.Replicas == nil || new.Replicas == nil || *old.Replicas == *new.Replicas {
+		return false
+	}
+	munged := new.Template.DeepCopy()
+	for _, r := range rules {
+		i, j := containerIndex(munged.Spec.Containers, r.Container), containerIndex(old.Template.Spec.Containers, r.Container)
+		if i < 0 || j < 0 {
+			continue
+		}
+		v, at, ok := flagValue(&old.Template.Spec.Containers[j], r.Flag)
+		if !ok {
+			continue
+		}
+		_, mat, ok := flagValue(&munged.Spec.Containers[i], r.Flag)
+		if !ok || mat != at {
+			continue
+		}
+		c := &munged.Spec.Containers[i]
+		argv := c.Args
+		if at.name == "command" {
+			argv = c.Command
+		}
+		if strings.HasPrefix(argv[at.index], r.Flag+"=") {
+			argv[at.index] = r.Flag + "=" + v
+		} else {
+			argv[at.index] = v
+		}
+	}
+	return history.SameTemplate(old.Template, munged)
+}
+
+func round(d time.Duration) time.Duration {
+	if d > time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
 }
 
 // checkArgsMatchReplicas finds the named container flags whose value differs from spec.replicas.
@@ -127,11 +252,11 @@ func checkArgsMatchReplicas(w *workload.Workload, rules []v1alpha1.ArgMatchesRep
 		value, path, found := flagValue(c, r.Flag)
 		switch {
 		case !found:
-			out = append(out, finding{containers.Index(i), fmt.Sprintf(
+			out = append(out, finding{RuleArgsMatchReplicas, containers.Index(i), fmt.Sprintf(
 				"%s: container %q has no %s flag, which must equal spec.replicas (%d); add %s=%d",
 				w, r.Container, r.Flag, replicas, r.Flag, replicas)})
 		case value != strconv.Itoa(int(replicas)):
-			out = append(out, finding{containers.Index(i).Child(path.name).Index(path.index), fmt.Sprintf(
+			out = append(out, finding{RuleArgsMatchReplicas, containers.Index(i).Child(path.name).Index(path.index), fmt.Sprintf(
 				"%s: container %q has %s=%s but spec.replicas is %d; change replicas and %s together, to %s=%d",
 				w, r.Container, r.Flag, value, replicas, r.Flag, r.Flag, replicas)})
 		}

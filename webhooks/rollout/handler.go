@@ -2,20 +2,23 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -26,83 +29,169 @@ const Path = "/validate-rollout"
 // Handler gathers a rollout decision's inputs from the request and the caches,
 // calls Decide, and turns the decision into an admission response.
 type Handler struct {
-	// Reader reads policies and namespaces; in the manager it is backed by informer caches.
+	// Reader reads policies, namespaces, workloads and their history; in the manager it
+	// is backed by informer caches, so no admission request makes an API call.
 	Reader  client.Reader
 	Decoder admission.Decoder
+	Clock   clock.PassiveClock
+	// Events records a deny or warn on the workload, at most once per workload, rule and
+	// minute; nil records nothing.
+	Events *EventLimiter
 }
 
 var _ admission.Handler = &Handler{}
 
 // +kubebuilder:rbac:groups=holdfast.dev,resources=rolloutpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets;controllerrevisions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Handle implements admission.Handler.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	start := time.Now()
+	start := h.Clock.Now()
 	log := logf.FromContext(ctx)
-
-	in, err := h.decode(req)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
-	}
-	if in.New == nil {
-		return admission.Allowed("") // DELETE and CONNECT are not guarded.
-	}
 
 	var policies v1alpha1.RolloutPolicyList
 	if err := h.Reader.List(ctx, &policies); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("listing RolloutPolicies: %w", err))
 	}
-	if len(policies.Items) == 0 {
-		return admission.Allowed("")
+	in, obj, err := h.decode(ctx, req, len(policies.Items) > 0)
+	if err != nil {
+		return errored(err)
+	}
+	if in.New == nil || len(policies.Items) == 0 {
+		return admission.Allowed("") // DELETE and CONNECT are not guarded.
 	}
 	in.Policies = policies.Items
+	in.Now = start
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	if err := h.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %q: %w", req.Namespace, err))
 	}
 	in.NamespaceLabels = ns.Labels
+	if in.Old != nil && !history.SameTemplate(in.Old.Template, in.New.Template) {
+		if in.History, err = history.Read(ctx, h.Reader, in.Old); err != nil {
+			// Decide from what is known: the rules that need no history still apply.
+			log.Error(err, "Reading workload history; deciding without it", "workload", in.New.String())
+		}
+	}
 
 	d := Decide(in)
-	observe(req.Kind.Kind, d, time.Since(start))
+	observe(in.New.Kind, d, h.Clock.Since(start))
 	if len(d.Violations) > 0 {
-		log.Info("Rollout policy violated", "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name,
-			"action", d.Action().String(), "violations", messages(d.Violations, policy.Audit))
+		log.Info("Rollout policy violated", "workload", in.New.String(), "action", d.Action().String(),
+			"dryRun", isDryRun(req), "violations", messages(d.Violations, policy.Audit))
+		if !isDryRun(req) {
+			h.Events.Record(obj, d.Violations, start)
+		}
 	}
 	return respond(d)
 }
 
-// decode reads the new and old objects of the request as workloads.
-func (h *Handler) decode(req admission.Request) (Input, error) {
-	in := Input{Operation: req.Operation, User: req.UserInfo}
-	if req.Kind.Group != "apps" || req.Kind.Version != "v1" {
-		return in, fmt.Errorf("unsupported kind %s: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", req.Kind)
+// statusError is a decoding failure with the HTTP status it answers.
+type statusError struct {
+	code int32
+	err  error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+
+func badRequest(format string, args ...any) error {
+	return &statusError{http.StatusBadRequest, fmt.Errorf(format, args...)}
+}
+
+func errored(err error) admission.Response {
+	var se *statusError
+	if errors.As(err, &se) {
+		return admission.Errored(se.code, se.err)
 	}
-	read := func(raw runtime.RawExtension, what string) (*workload.Workload, error) {
+	return admission.Errored(http.StatusInternalServerError, err)
+}
+
+// decode reads the new and old objects of the request as workloads. A scale subresource
+// request is read as an update of the cached workload's replicas; it needs the cache
+// only when a policy might apply (guarded).
+func (h *Handler) decode(ctx context.Context, req admission.Request, guarded bool) (Input, runtime.Object, error) {
+	in := Input{Operation: req.Operation, User: req.UserInfo}
+	switch req.SubResource {
+	case "":
+	case "scale":
+		return h.decodeScale(ctx, req, in, guarded)
+	default:
+		return in, nil, badRequest("unsupported subresource %q: holdfast guards workloads and their scale subresource", req.SubResource)
+	}
+	if req.Kind.Group != "apps" || req.Kind.Version != "v1" {
+		return in, nil, badRequest("unsupported kind %s: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", req.Kind)
+	}
+	read := func(raw runtime.RawExtension, what string) (runtime.Object, *workload.Workload, error) {
 		obj, err := workload.New(req.Kind.Kind)
 		if err != nil {
-			return nil, err
+			return nil, nil, badRequest("%v", err)
 		}
 		if err := h.Decoder.DecodeRaw(raw, obj); err != nil {
-			return nil, fmt.Errorf("decoding %s as %s: %w", what, req.Kind.Kind, err)
+			return nil, nil, badRequest("decoding %s as %s: %v", what, req.Kind.Kind, err)
 		}
-		return workload.From(obj)
+		w, err := workload.From(obj)
+		return obj, w, err
 	}
+	var obj runtime.Object
 	var err error
 	switch req.Operation {
 	case admissionv1.Create:
-		in.New, err = read(req.Object, "object")
+		obj, in.New, err = read(req.Object, "object")
 	case admissionv1.Update:
 		if len(req.OldObject.Raw) == 0 {
-			return in, fmt.Errorf("UPDATE request without oldObject")
+			return in, nil, badRequest("UPDATE request without oldObject")
 		}
-		if in.New, err = read(req.Object, "object"); err == nil {
-			in.Old, err = read(req.OldObject, "oldObject")
+		if obj, in.New, err = read(req.Object, "object"); err == nil {
+			_, in.Old, err = read(req.OldObject, "oldObject")
 		}
 	}
-	return in, err
+	return in, obj, err
 }
+
+// decodeScale reads a scale subresource request as an update of the workload's replicas.
+func (h *Handler) decodeScale(ctx context.Context, req admission.Request, in Input, guarded bool) (Input, runtime.Object, error) {
+	if req.Operation != admissionv1.Update {
+		return in, nil, nil
+	}
+	var kind v1alpha1.WorkloadKind
+	switch req.Resource.Resource {
+	case "deployments":
+		kind = v1alpha1.KindDeployment
+	case "statefulsets":
+		kind = v1alpha1.KindStatefulSet
+	default:
+		return in, nil, badRequest("unsupported scale of %s: holdfast guards the scale of Deployments and StatefulSets", req.Resource.Resource)
+	}
+	scale := &autoscalingv1.Scale{}
+	if err := h.Decoder.DecodeRaw(req.Object, scale); err != nil {
+		return in, nil, badRequest("decoding object as Scale: %v", err)
+	}
+	if !guarded {
+		return in, nil, nil
+	}
+	obj, err := workload.New(string(kind))
+	if err != nil {
+		return in, nil, err
+	}
+	cobj := obj.(client.Object)
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, cobj); err != nil {
+		return in, nil, fmt.Errorf("reading %s %s/%s to check its scale: %w; retry", kind, req.Namespace, req.Name, err)
+	}
+	if in.Old, err = workload.From(obj); err != nil {
+		return in, nil, err
+	}
+	scaled := cobj.DeepCopyObject()
+	if in.New, err = workload.From(scaled); err != nil {
+		return in, nil, err
+	}
+	in.New.Replicas = &scale.Spec.Replicas
+	return in, scaled, nil
+}
+
+func isDryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRun }
 
 // respond maps a decision to the admission response: a 403 listing every violation when
 // any policy enforces; otherwise allowed, with warnings and audit annotations.
@@ -176,4 +265,4 @@ func messagesAt(vs []Violation, a policy.Action) []string {
 
 // The webhook configuration generated from this marker is the base the chart and the
 // kustomize config refine (namespaceSelector, matchConditions, failure policy).
-// +kubebuilder:webhook:path=/validate-rollout,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups=apps,resources=deployments;statefulsets;daemonsets,verbs=create;update,versions=v1,name=rollout.holdfast.dev,admissionReviewVersions=v1,timeoutSeconds=3,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-rollout,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups=apps,resources=deployments;statefulsets;daemonsets;deployments/scale;statefulsets/scale,verbs=create;update,versions=v1,name=rollout.holdfast.dev,admissionReviewVersions=v1,timeoutSeconds=3,matchPolicy=Equivalent

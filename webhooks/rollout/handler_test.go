@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -33,7 +35,7 @@ func newTestHandler(t testing.TB) *Handler {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}},
 		utiltesting.MakeRolloutPolicy("server-count").ArgMatchesReplicas("konnectivity-server", "--server-count").Obj(),
 	).Build()
-	return &Handler{Reader: reader, Decoder: admission.NewDecoder(s)}
+	return &Handler{Reader: reader, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now())}
 }
 
 func request(op admissionv1.Operation, kind string, obj, old []byte) admission.Request {
@@ -122,13 +124,14 @@ func FuzzRolloutHandler(f *testing.F) {
 			return
 		}
 		// Whatever was admitted must be decodable and free of violations under the policy.
-		in, err := h.decode(request(op, kind, obj, old))
+		in, _, err := h.decode(context.Background(), request(op, kind, obj, old), true)
 		if err != nil {
 			t.Fatalf("admitted an undecodable request: %v", err)
 		}
 		if in.New != nil {
 			pols := newPolicies(t, h)
 			in.Policies = pols
+			in.Now = time.Now()
 			if d := Decide(in); len(d.Violations) > 0 {
 				t.Fatalf("admitted a request with violations %v", d.Violations)
 			}

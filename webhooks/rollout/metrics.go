@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 )
 
@@ -26,13 +27,13 @@ func init() {
 	metrics.Registry.MustRegister(decisions, decisionSeconds)
 }
 
-func observe(kind string, d Decision, took time.Duration) {
-	decisionSeconds.WithLabelValues(kind).Observe(took.Seconds())
+func observe(kind v1alpha1.WorkloadKind, d Decision, took time.Duration) {
+	decisionSeconds.WithLabelValues(string(kind)).Observe(took.Seconds())
 	if len(d.Violations) == 0 {
-		decisions.WithLabelValues("", "", policy.Allow.String(), kind).Inc()
+		decisions.WithLabelValues("", "", policy.Allow.String(), string(kind)).Inc()
 		return
 	}
 	for _, v := range d.Violations {
-		decisions.WithLabelValues(v.Policy, v.Rule, v.Action.String(), kind).Inc()
+		decisions.WithLabelValues(v.Policy, v.Rule, v.Action.String(), string(kind)).Inc()
 	}
 }

@@ -1,0 +1,229 @@
+// Package history reads a workload's revision history the way kube's controllers keep
+// it: ReplicaSets for Deployments, ControllerRevisions for StatefulSets and DaemonSets.
+// It reads from the cluster (informer caches), never from webhook memory, so that every
+// holdfast replica decides from the same facts.
+package history
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Revision is one pod-template revision of a workload.
+type Revision struct {
+	// Name is the ReplicaSet's or ControllerRevision's name.
+	Name string
+	// Number is the revision number; kube renumbers a revision that is rolled back to.
+	Number int64
+	// Template is the revision's pod template, without the hash label kube adds.
+	Template *corev1.PodTemplateSpec
+	Created  time.Time
+	// Serving counts the revision's pods that are available (ReplicaSets) or Ready
+	// (pods of a ControllerRevision) now.
+	Serving int32
+}
+
+// History is what the cluster knows of a workload's revisions and pods.
+type History struct {
+	// Revisions are ordered oldest first, by revision number.
+	Revisions []Revision
+	// LastActivity is the newest pod creation or readiness change among the workload's
+	// pods; zero when none is known.
+	LastActivity time.Time
+}
+
+// Find returns the revision whose template is semantically equal to t, or nil.
+func (h History) Find(t *corev1.PodTemplateSpec) *Revision {
+	for i := range h.Revisions {
+		if SameTemplate(h.Revisions[i].Template, t) {
+			return &h.Revisions[i]
+		}
+	}
+	return nil
+}
+
+// Successor returns the revision that followed r, or nil when r is the newest.
+func (h History) Successor(r *Revision) *Revision {
+	for i := range h.Revisions {
+		if h.Revisions[i].Name == r.Name && i+1 < len(h.Revisions) {
+			return &h.Revisions[i+1]
+		}
+	}
+	return nil
+}
+
+// Newest returns the newest revision, or nil when none is known.
+func (h History) Newest() *Revision {
+	if len(h.Revisions) == 0 {
+		return nil
+	}
+	return &h.Revisions[len(h.Revisions)-1]
+}
+
+// hashLabels are the labels kube's controllers add to a revision's pod template.
+var hashLabels = []string{appsv1.DefaultDeploymentUniqueLabelKey, appsv1.ControllerRevisionHashLabelKey}
+
+// SameTemplate compares two pod templates semantically, ignoring the hash labels kube adds.
+func SameTemplate(a, b *corev1.PodTemplateSpec) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return equality.Semantic.DeepEqual(withoutHashLabels(a), withoutHashLabels(b))
+}
+
+func withoutHashLabels(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	has := false
+	for _, k := range hashLabels {
+		_, ok := t.Labels[k]
+		has = has || ok
+	}
+	if !has {
+		return t
+	}
+	c := t.DeepCopy()
+	for _, k := range hashLabels {
+		delete(c.Labels, k)
+	}
+	if len(c.Labels) == 0 {
+		c.Labels = nil
+	}
+	return c
+}
+
+// FromReplicaSets builds a Deployment's revisions from the ReplicaSets it controls.
+func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
+	var out []Revision
+	for i := range sets {
+		rs := &sets[i]
+		if !controlledBy(rs.OwnerReferences, owner) {
+			continue
+		}
+		out = append(out, Revision{
+			Name:     rs.Name,
+			Number:   revisionNumber(rs.Annotations["deployment.kubernetes.io/revision"]),
+			Template: &rs.Spec.Template,
+			Created:  rs.CreationTimestamp.Time,
+			Serving:  rs.Status.AvailableReplicas,
+		})
+	}
+	sortRevisions(out)
+	return out
+}
+
+// FromControllerRevisions builds a StatefulSet's or DaemonSet's revisions from its
+// ControllerRevisions, whose data holds the pod template, and counts each revision's
+// Ready pods by their controller-revision-hash label.
+func FromControllerRevisions(owner types.UID, ownerName string, revisions []appsv1.ControllerRevision, pods []corev1.Pod) ([]Revision, error) {
+	var out []Revision
+	for i := range revisions {
+		cr := &revisions[i]
+		if !controlledBy(cr.OwnerReferences, owner) {
+			continue
+		}
+		t, err := templateOf(cr)
+		if err != nil {
+			return nil, err
+		}
+		r := Revision{Name: cr.Name, Number: cr.Revision, Template: t, Created: cr.CreationTimestamp.Time}
+		for j := range pods {
+			p := &pods[j]
+			if h := p.Labels[appsv1.ControllerRevisionHashLabelKey]; h != "" && (h == cr.Name || ownerName+"-"+h == cr.Name) && PodReady(p) {
+				r.Serving++
+			}
+		}
+		out = append(out, r)
+	}
+	sortRevisions(out)
+	return out, nil
+}
+
+// templateOf decodes the pod template from a ControllerRevision's data, a strategic
+// merge patch of the form {"spec":{"template":{…,"$patch":"replace"}}}.
+func templateOf(cr *appsv1.ControllerRevision) (*corev1.PodTemplateSpec, error) {
+	var patch struct {
+		Spec struct {
+			Template *corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	if len(cr.Data.Raw) == 0 {
+		return nil, fmt.Errorf("ControllerRevision %s/%s has no data", cr.Namespace, cr.Name)
+	}
+	if err := json.Unmarshal(cr.Data.Raw, &patch); err != nil {
+		return nil, fmt.Errorf("decoding ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+	}
+	if patch.Spec.Template == nil {
+		return nil, fmt.Errorf("ControllerRevision %s/%s holds no pod template", cr.Namespace, cr.Name)
+	}
+	return patch.Spec.Template, nil
+}
+
+// LastActivity is the newest pod creation or Ready transition among pods.
+func LastActivity(pods []corev1.Pod) time.Time {
+	var last time.Time
+	for i := range pods {
+		p := &pods[i]
+		last = later(last, p.CreationTimestamp)
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				last = later(last, c.LastTransitionTime)
+			}
+		}
+	}
+	return last
+}
+
+// PodReady reports a pod that is Ready and not terminating.
+func PodReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func later(t time.Time, m metav1.Time) time.Time {
+	if m.After(t) {
+		return m.Time
+	}
+	return t
+}
+
+func controlledBy(refs []metav1.OwnerReference, owner types.UID) bool {
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller && r.UID == owner {
+			return true
+		}
+	}
+	return false
+}
+
+func revisionNumber(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0 // not yet numbered by the Deployment controller: the oldest possible
+	}
+	return n
+}
+
+func sortRevisions(rs []Revision) {
+	slices.SortStableFunc(rs, func(a, b Revision) int {
+		if a.Number != b.Number {
+			return cmp.Compare(a.Number, b.Number)
+		}
+		return a.Created.Compare(b.Created)
+	})
+}

@@ -1,0 +1,115 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func tmpl(image string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "a"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: image}}},
+	}
+}
+
+func controller(uid types.UID) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{UID: uid, Controller: ptr.To(true), Name: "owner"}}
+}
+
+func TestSameTemplateIgnoresHashLabels(t *testing.T) {
+	a, b := tmpl("x"), tmpl("x")
+	b.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = "abc"
+	if !SameTemplate(&a, &b) {
+		t.Error("templates differing only in pod-template-hash must compare equal")
+	}
+	c := tmpl("y")
+	if SameTemplate(&a, &c) {
+		t.Error("templates with different images must differ")
+	}
+	if b.Labels[appsv1.DefaultDeploymentUniqueLabelKey] != "abc" {
+		t.Error("SameTemplate must not modify its arguments")
+	}
+}
+
+func TestFromReplicaSets(t *testing.T) {
+	rs := func(name, revision string, owner types.UID, created time.Duration, available int32) appsv1.ReplicaSet {
+		return appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: controller(owner),
+				Annotations:       map[string]string{"deployment.kubernetes.io/revision": revision},
+				CreationTimestamp: metav1.NewTime(t0.Add(created))},
+			Spec:   appsv1.ReplicaSetSpec{Template: tmpl(name)},
+			Status: appsv1.ReplicaSetStatus{AvailableReplicas: available},
+		}
+	}
+	// Rolled back: a's revision was renumbered 3 after b's 2.
+	got := FromReplicaSets("d", []appsv1.ReplicaSet{
+		rs("a", "3", "d", 0, 2), rs("b", "2", "d", time.Minute, 1), rs("other", "1", "x", 0, 5),
+	})
+	var names []string
+	for _, r := range got {
+		names = append(names, r.Name)
+	}
+	if diff := cmp.Diff([]string{"b", "a"}, names); diff != "" {
+		t.Errorf("revisions (-want +got):\n%s", diff)
+	}
+	h := History{Revisions: got}
+	a := tmpl("a")
+	if r := h.Find(&a); r == nil || r.Serving != 2 || h.Newest() != r || h.Successor(r) != nil {
+		t.Errorf("Find(a) = %+v; want the newest revision, serving 2", r)
+	}
+	if s := h.Successor(&got[0]); s == nil || s.Name != "a" {
+		t.Errorf("Successor(b) = %+v, want a", s)
+	}
+}
+
+func TestFromControllerRevisions(t *testing.T) {
+	cr := func(name string, n int64, image string) appsv1.ControllerRevision {
+		tp := tmpl(image)
+		raw := []byte(`{"spec":{"template":{"$patch":"replace","metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"` + tp.Spec.Containers[0].Image + `"}]}}}}`)
+		return appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: controller("s")},
+			Revision: n, Data: runtime.RawExtension{Raw: raw}}
+	}
+	pod := func(hash string, ready bool) corev1.Pod {
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: hash}, CreationTimestamp: metav1.NewTime(t0)},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(t0.Add(time.Minute))}}},
+		}
+	}
+	// StatefulSet pods carry the revision's full name; DaemonSet pods only its hash.
+	pods := []corev1.Pod{pod("web-1", true), pod("2", true), pod("2", false)}
+	got, err := FromControllerRevisions("s", "web", []appsv1.ControllerRevision{cr("web-2", 2, "y"), cr("web-1", 1, "x")}, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "web-1" || got[0].Serving != 1 || got[1].Serving != 1 {
+		t.Fatalf("revisions = %+v", got)
+	}
+	y := tmpl("y")
+	if !SameTemplate(got[1].Template, &y) {
+		t.Errorf("template of web-2 = %+v, want image y", got[1].Template)
+	}
+	if last := LastActivity(pods); !last.Equal(t0.Add(time.Minute)) {
+		t.Errorf("LastActivity = %v, want the Ready transition", last)
+	}
+
+	bad := cr("web-3", 3, "z")
+	bad.Data.Raw = []byte(`{"spec":{}}`)
+	if _, err := FromControllerRevisions("s", "web", []appsv1.ControllerRevision{bad}, nil); err == nil {
+		t.Error("a ControllerRevision without a template must be an error")
+	}
+}
