@@ -150,8 +150,11 @@ func TestDecideRolloutRules(t *testing.T) {
 			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 0), rev(2, B, 31*time.Second, 3)}},
 		},
 		"minInterval: a scale is not a revision": {
-			rules: only(func(r *v1alpha1.RolloutRules) { r.MinInterval = rules.MinInterval; r.ArgsMatchReplicas = rules.ArgsMatchReplicas }),
-			old:   wl(dep, 3, B, done), obj: wl(dep, 4, template("B", "4"), done),
+			rules: only(func(r *v1alpha1.RolloutRules) {
+				r.MinInterval = rules.MinInterval
+				r.ArgsMatchReplicas = rules.ArgsMatchReplicas
+			}),
+			old: wl(dep, 3, B, done), obj: wl(dep, 4, template("B", "4"), done),
 			history: history.History{Revisions: []history.Revision{rev(2, B, time.Second, 3)}},
 		},
 		"minInterval: a workload with no known history is allowed": {
