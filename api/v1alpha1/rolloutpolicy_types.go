@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // RolloutPolicySpec is what a RolloutPolicy guards and how.
@@ -29,7 +30,7 @@ type RolloutPolicySpec struct {
 }
 
 // RolloutRules are the checks of a RolloutPolicy.
-// +kubebuilder:validation:XValidation:rule="has(self.settle) || has(self.minInterval) || has(self.revertWindow) || (has(self.argsMatchReplicas) && size(self.argsMatchReplicas) > 0)",message="rules must enable at least one of settle, minInterval, revertWindow, argsMatchReplicas"
+// +kubebuilder:validation:XValidation:rule="has(self.settle) || has(self.minInterval) || has(self.revertWindow) || has(self.strategy) || (has(self.argsMatchReplicas) && size(self.argsMatchReplicas) > 0)",message="rules must enable at least one of settle, minInterval, revertWindow, argsMatchReplicas, strategy"
 type RolloutRules struct {
 	// settle denies a pod-template change while the previous revision is still rolling
 	// out. Always allowed: a rollback to the revision that is still serving, a change to
@@ -55,6 +56,12 @@ type RolloutRules struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	RevertWindow *metav1.Duration `json:"revertWindow,omitempty"`
 
+	// strategy lints the shape of a workload's rollout strategy and pods, on create and
+	// on every update that introduces a new finding (an update that leaves an existing
+	// finding as it was is not held up by it).
+	// +optional
+	Strategy *StrategyRule `json:"strategy,omitempty"`
+
 	// argsMatchReplicas lists container flags whose value must equal spec.replicas,
 	// such as konnectivity-server's --server-count. Applies to Deployments and
 	// StatefulSets that have the named container. A change whose only template difference
@@ -67,6 +74,56 @@ type RolloutRules struct {
 	// +listMapKey=flag
 	// +kubebuilder:validation:MaxItems=16
 	ArgsMatchReplicas []ArgMatchesReplicas `json:"argsMatchReplicas,omitempty"`
+}
+
+// StrategyRule lists the shape requirements of guarded workloads; unset fields check nothing.
+type StrategyRule struct {
+	// maxUnavailable is the largest rolling-update maxUnavailable allowed, as a number of
+	// pods or a percentage; both sides are resolved against the replica count (or
+	// desiredNumberScheduled) the way kube rounds maxUnavailable, down.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="must be a non-negative number of pods or a percentage such as 25%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// minReadySeconds is the least spec.minReadySeconds allowed: how long a new pod must
+	// be Ready before the rollout moves on.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
+
+	// daemonSetSurge requires DaemonSets to roll with maxSurge of at least one pod and
+	// maxUnavailable 0, so that each node's replacement agent runs before the old one stops.
+	// +optional
+	DaemonSetSurge bool `json:"daemonSetSurge,omitempty"`
+
+	// readinessProbe requires every container to have a readiness probe.
+	// +optional
+	ReadinessProbe bool `json:"readinessProbe,omitempty"`
+
+	// minTerminationGracePeriodSeconds is the least terminationGracePeriodSeconds allowed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinTerminationGracePeriodSeconds *int64 `json:"minTerminationGracePeriodSeconds,omitempty"`
+
+	// preStop requires every container to have a preStop hook, so that it can drain
+	// connections before it is sent SIGTERM.
+	// +optional
+	PreStop bool `json:"preStop,omitempty"`
+
+	// antiAffinityTopologyKey requires a required pod anti-affinity term on this
+	// topology key (e.g. kubernetes.io/hostname) that selects the workload's own pods.
+	// +optional
+	// +kubebuilder:validation:MaxLength=316
+	AntiAffinityTopologyKey string `json:"antiAffinityTopologyKey,omitempty"`
+
+	// maxNoExecuteTolerationSeconds requires Deployments to tolerate the
+	// node.kubernetes.io/not-ready and node.kubernetes.io/unreachable NoExecute taints
+	// for a bounded time no longer than this: agents run as Deployments must leave a
+	// failed node, but not at the first blip. DaemonSets tolerate these taints forever by design.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxNoExecuteTolerationSeconds *int64 `json:"maxNoExecuteTolerationSeconds,omitempty"`
 }
 
 // SettleRule configures the settle rule.

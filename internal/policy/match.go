@@ -42,15 +42,16 @@ func Selects(t v1alpha1.WorkloadTargets, kind v1alpha1.WorkloadKind, nsLabels, o
 	if len(t.Kinds) > 0 && !slices.Contains(t.Kinds, kind) {
 		return false, nil
 	}
-	ok, err := matches(t.NamespaceSelector, nsLabels)
+	ok, err := Matches(t.NamespaceSelector, nsLabels)
 	if err != nil || !ok {
 		return false, wrap("namespaceSelector", err)
 	}
-	ok, err = matches(t.Selector, objLabels)
+	ok, err = Matches(t.Selector, objLabels)
 	return ok, wrap("selector", err)
 }
 
-func matches(sel *metav1.LabelSelector, set map[string]string) (bool, error) {
+// Matches reports whether a label selector selects a label set; a nil selector selects everything.
+func Matches(sel *metav1.LabelSelector, set map[string]string) (bool, error) {
 	if sel == nil {
 		return true, nil
 	}

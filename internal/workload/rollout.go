@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func deploymentRollout(d *appsv1.Deployment) Rollout {
@@ -56,4 +57,35 @@ func replicasOrOne(r *int32) int32 {
 		return 1 // the API server's default
 	}
 	return *r
+}
+
+func deploymentStrategy(d *appsv1.Deployment) Strategy {
+	s := Strategy{Rolling: d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType,
+		MinReadySeconds: d.Spec.MinReadySeconds, Scale: replicasOrOne(d.Spec.Replicas)}
+	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
+		s.MaxUnavailable, s.MaxSurge = ru.MaxUnavailable, ru.MaxSurge
+	}
+	return s
+}
+
+func statefulSetStrategy(st *appsv1.StatefulSet) Strategy {
+	s := Strategy{Rolling: st.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType,
+		MinReadySeconds: st.Spec.MinReadySeconds, Scale: replicasOrOne(st.Spec.Replicas)}
+	if ru := st.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+		s.MaxUnavailable = ru.MaxUnavailable
+	}
+	if s.Rolling && s.MaxUnavailable == nil {
+		one := intstr.FromInt32(1) // StatefulSets replace one pod at a time unless told otherwise
+		s.MaxUnavailable = &one
+	}
+	return s
+}
+
+func daemonSetStrategy(d *appsv1.DaemonSet) Strategy {
+	s := Strategy{Rolling: d.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType,
+		MinReadySeconds: d.Spec.MinReadySeconds, Scale: d.Status.DesiredNumberScheduled}
+	if ru := d.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+		s.MaxUnavailable, s.MaxSurge = ru.MaxUnavailable, ru.MaxSurge
+	}
+	return s
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
@@ -26,6 +27,21 @@ type Workload struct {
 	UID types.UID
 	// Rollout is the state of the rollout, read from the object's status.
 	Rollout Rollout
+	// Strategy is how the workload replaces its pods.
+	Strategy Strategy
+}
+
+// Strategy is the update strategy of a workload, in one shape for all kinds.
+type Strategy struct {
+	// Rolling is false for Recreate Deployments and OnDelete StatefulSets and DaemonSets.
+	Rolling bool
+	// MaxUnavailable and MaxSurge are as written, nil where unset or not supported
+	// (StatefulSets have no maxSurge); the API server defaults them before admission.
+	MaxUnavailable, MaxSurge *intstr.IntOrString
+	MinReadySeconds          int32
+	// Scale is what percentages resolve against: spec.replicas, or a DaemonSet's
+	// desiredNumberScheduled.
+	Scale int32
 }
 
 // Rollout is what the status of a workload says about its rollout.
@@ -51,13 +67,16 @@ func From(obj runtime.Object) (*Workload, error) {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		return &Workload{Kind: v1alpha1.KindDeployment, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			UID: o.UID, Replicas: o.Spec.Replicas, Template: &o.Spec.Template, Rollout: deploymentRollout(o)}, nil
+			UID: o.UID, Replicas: o.Spec.Replicas, Template: &o.Spec.Template, Rollout: deploymentRollout(o),
+			Strategy: deploymentStrategy(o)}, nil
 	case *appsv1.StatefulSet:
 		return &Workload{Kind: v1alpha1.KindStatefulSet, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			UID: o.UID, Replicas: o.Spec.Replicas, Template: &o.Spec.Template, Rollout: statefulSetRollout(o)}, nil
+			UID: o.UID, Replicas: o.Spec.Replicas, Template: &o.Spec.Template, Rollout: statefulSetRollout(o),
+			Strategy: statefulSetStrategy(o)}, nil
 	case *appsv1.DaemonSet:
 		return &Workload{Kind: v1alpha1.KindDaemonSet, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			UID: o.UID, Template: &o.Spec.Template, Rollout: daemonSetRollout(o)}, nil
+			UID: o.UID, Template: &o.Spec.Template, Rollout: daemonSetRollout(o),
+			Strategy: daemonSetStrategy(o)}, nil
 	default:
 		return nil, fmt.Errorf("unsupported workload type %T: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", obj)
 	}

@@ -117,6 +117,8 @@ type finding struct {
 	rule    string
 	field   *field.Path
 	message string
+	// lint tells strategy findings at the same field apart.
+	lint string
 }
 
 var templatePath = field.NewPath("spec", "template")
@@ -124,6 +126,7 @@ var templatePath = field.NewPath("spec", "template")
 // check applies one policy's rules to the request.
 func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 	out := checkArgsMatchReplicas(in.New, rules.ArgsMatchReplicas)
+	out = append(out, checkStrategy(in, rules.Strategy)...)
 	if in.Operation != admissionv1.Update || in.Old == nil || history.SameTemplate(in.Old.Template, in.New.Template) {
 		return out // Only a new pod template starts a rollout.
 	}
@@ -137,7 +140,7 @@ func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 		r := in.Old.Rollout
 		escaped := in.New.Rollout.Paused || in.New.Rollout.OnDelete || r.DeadlineExceeded || stalled || rollback
 		if !escaped {
-			out = append(out, finding{RuleSettle, templatePath, fmt.Sprintf(
+			out = append(out, finding{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
 				"%s is still rolling out its current revision (%s); wait until the rollout completes, "+
 					"or roll back to the revision that is still serving", in.New, r.Progress)})
 		}
@@ -145,7 +148,7 @@ func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 	if rules.MinInterval != nil && !scale && !rollback && newest != nil {
 		since := in.Now.Sub(newest.Created)
 		if wait := rules.MinInterval.Duration - since; wait > 0 {
-			out = append(out, finding{RuleMinInterval, templatePath, fmt.Sprintf(
+			out = append(out, finding{rule: RuleMinInterval, field: templatePath, message: fmt.Sprintf(
 				"%s got its current revision %s ago, less than the minimum interval of %s between revisions; retry after %s",
 				in.New, round(since), rules.MinInterval.Duration, round(wait))})
 		}
@@ -154,7 +157,7 @@ func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 		if succ := in.History.Successor(rev); succ != nil {
 			since := in.Now.Sub(succ.Created)
 			if wait := rules.RevertWindow.Duration - since; wait > 0 {
-				out = append(out, finding{RuleRevertWindow, templatePath, fmt.Sprintf(
+				out = append(out, finding{rule: RuleRevertWindow, field: templatePath, message: fmt.Sprintf(
 					"%s: the new pod template equals revision %d, which revision %d replaced %s ago; "+
 						"going back within %s is flapping; keep the current revision, or retry after %s",
 					in.New, rev.Number, succ.Number, round(since), rules.RevertWindow.Duration, round(wait))})
@@ -252,11 +255,11 @@ func checkArgsMatchReplicas(w *workload.Workload, rules []v1alpha1.ArgMatchesRep
 		value, path, found := flagValue(c, r.Flag)
 		switch {
 		case !found:
-			out = append(out, finding{RuleArgsMatchReplicas, containers.Index(i), fmt.Sprintf(
+			out = append(out, finding{rule: RuleArgsMatchReplicas, field: containers.Index(i), message: fmt.Sprintf(
 				"%s: container %q has no %s flag, which must equal spec.replicas (%d); add %s=%d",
 				w, r.Container, r.Flag, replicas, r.Flag, replicas)})
 		case value != strconv.Itoa(int(replicas)):
-			out = append(out, finding{RuleArgsMatchReplicas, containers.Index(i).Child(path.name).Index(path.index), fmt.Sprintf(
+			out = append(out, finding{rule: RuleArgsMatchReplicas, field: containers.Index(i).Child(path.name).Index(path.index), message: fmt.Sprintf(
 				"%s: container %q has %s=%s but spec.replicas is %d; change replicas and %s together, to %s=%d",
 				w, r.Container, r.Flag, value, replicas, r.Flag, r.Flag, replicas)})
 		}

@@ -1,0 +1,185 @@
+package rollout
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// RuleStrategy names the strategy lints.
+const RuleStrategy = "strategy"
+
+var (
+	podSpecPath  = field.NewPath("spec", "template", "spec")
+	notReadyKeys = []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable}
+)
+
+// checkStrategy lints a workload's rollout strategy and pod shape. On UPDATE only
+// findings the old object did not have count, so an unrelated edit of a workload that
+// predates the policy is not held up.
+func checkStrategy(in Input, rule *v1alpha1.StrategyRule) []finding {
+	if rule == nil {
+		return nil
+	}
+	found := lintStrategy(in.New, rule)
+	if in.Old == nil || len(found) == 0 {
+		return found
+	}
+	had := map[string]bool{}
+	for _, f := range lintStrategy(in.Old, rule) {
+		had[f.key()] = true
+	}
+	var out []finding
+	for _, f := range found {
+		if !had[f.key()] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (f finding) key() string {
+	p := ""
+	if f.field != nil {
+		p = f.field.String()
+	}
+	return f.rule + "|" + p + "|" + f.lint
+}
+
+func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) []finding {
+	var out []finding
+	add := func(lint string, path *field.Path, format string, args ...any) {
+		out = append(out, finding{rule: RuleStrategy, lint: lint, field: path,
+			message: fmt.Sprintf("%s: ", w) + fmt.Sprintf(format, args...)})
+	}
+	s := w.Strategy
+	strategyPath := field.NewPath("spec", "strategy")
+	if w.Kind != v1alpha1.KindDeployment {
+		strategyPath = field.NewPath("spec", "updateStrategy")
+	}
+
+	if r.MaxUnavailable != nil && s.Rolling {
+		limit := resolveDown(r.MaxUnavailable, s.Scale)
+		if got := resolveDown(s.MaxUnavailable, s.Scale); got > limit {
+			add("maxUnavailable", strategyPath.Child("rollingUpdate", "maxUnavailable"),
+				"maxUnavailable %s lets %d of %d pods go at once, more than the %d allowed (%s); lower it",
+				s.MaxUnavailable.String(), got, s.Scale, limit, r.MaxUnavailable.String())
+		}
+	}
+	if r.MinReadySeconds != nil && s.MinReadySeconds < *r.MinReadySeconds {
+		add("minReadySeconds", field.NewPath("spec", "minReadySeconds"),
+			"minReadySeconds is %d; set it to at least %d so that each new pod proves itself before the next is replaced",
+			s.MinReadySeconds, *r.MinReadySeconds)
+	}
+	if r.DaemonSetSurge && w.Kind == v1alpha1.KindDaemonSet {
+		surge := resolveUp(s.MaxSurge, max(s.Scale, 1))
+		if !s.Rolling || surge < 1 || resolveDown(s.MaxUnavailable, s.Scale) != 0 {
+			add("daemonSetSurge", strategyPath.Child("rollingUpdate"),
+				"the DaemonSet must roll with maxSurge of at least 1 and maxUnavailable 0, so that each node's new agent runs before the old one stops")
+		}
+	}
+	pod := &w.Template.Spec
+	containers := podSpecPath.Child("containers")
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		if r.ReadinessProbe && c.ReadinessProbe == nil {
+			add("readinessProbe", containers.Index(i).Child("readinessProbe"),
+				"container %q has no readiness probe; without one a pod counts as ready the moment it starts", c.Name)
+		}
+		if r.PreStop && (c.Lifecycle == nil || c.Lifecycle.PreStop == nil) {
+			add("preStop", containers.Index(i).Child("lifecycle", "preStop"),
+				"container %q has no preStop hook to drain its connections before SIGTERM", c.Name)
+		}
+	}
+	if r.MinTerminationGracePeriodSeconds != nil {
+		got := int64(corev1.DefaultTerminationGracePeriodSeconds)
+		if pod.TerminationGracePeriodSeconds != nil {
+			got = *pod.TerminationGracePeriodSeconds
+		}
+		if got < *r.MinTerminationGracePeriodSeconds {
+			add("terminationGracePeriodSeconds", podSpecPath.Child("terminationGracePeriodSeconds"),
+				"terminationGracePeriodSeconds is %d; set it to at least %d", got, *r.MinTerminationGracePeriodSeconds)
+		}
+	}
+	if key := r.AntiAffinityTopologyKey; key != "" && !hasRequiredAntiAffinity(w.Template, key) {
+		add("antiAffinity", podSpecPath.Child("affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
+			"no required pod anti-affinity on %s selects the workload's own pods; two of them could share a failure domain", key)
+	}
+	if limit := r.MaxNoExecuteTolerationSeconds; limit != nil && w.Kind == v1alpha1.KindDeployment {
+		for _, key := range notReadyKeys {
+			secs, ok := noExecuteToleration(pod.Tolerations, key)
+			switch {
+			case !ok:
+				add("tolerations", podSpecPath.Child("tolerations"),
+					"no NoExecute toleration for %s; add one with tolerationSeconds of at most %d", key, *limit)
+			case secs == nil:
+				add("tolerations", podSpecPath.Child("tolerations"),
+					"the NoExecute toleration for %s has no tolerationSeconds, so pods stay on a dead node forever; bound it to at most %d", key, *limit)
+			case *secs > *limit:
+				add("tolerations", podSpecPath.Child("tolerations"),
+					"the NoExecute toleration for %s lasts %ds; bound it to at most %d", key, *secs, *limit)
+			}
+		}
+	}
+	return out
+}
+
+// hasRequiredAntiAffinity reports a required anti-affinity term on key whose selector
+// matches the template's own pod labels.
+func hasRequiredAntiAffinity(t *corev1.PodTemplateSpec, key string) bool {
+	a := t.Spec.Affinity
+	if a == nil || a.PodAntiAffinity == nil {
+		return false
+	}
+	for _, term := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		if term.TopologyKey != key || term.LabelSelector == nil {
+			continue
+		}
+		if ok, err := policy.Matches(term.LabelSelector, t.Labels); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// noExecuteToleration finds the toleration of a NoExecute taint key; secs is nil for "forever".
+func noExecuteToleration(ts []corev1.Toleration, key string) (secs *int64, ok bool) {
+	for _, t := range ts {
+		keyMatches := t.Key == key || (t.Key == "" && t.Operator == corev1.TolerationOpExists)
+		if keyMatches && (t.Effect == corev1.TaintEffectNoExecute || t.Effect == "") {
+			return t.TolerationSeconds, true
+		}
+	}
+	return nil, false
+}
+
+// resolveDown resolves an int-or-percent against total, rounding down as kube does for
+// maxUnavailable; unset is 0.
+func resolveDown(v *intstr.IntOrString, total int32) int32 {
+	if v == nil {
+		return 0
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(total), false)
+	if err != nil {
+		return total // unreadable: assume the worst
+	}
+	return int32(n)
+}
+
+// resolveUp resolves an int-or-percent against total, rounding up as kube does for maxSurge.
+func resolveUp(v *intstr.IntOrString, total int32) int32 {
+	if v == nil {
+		return 0
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(total), true)
+	if err != nil {
+		return 0
+	}
+	return int32(n)
+}
