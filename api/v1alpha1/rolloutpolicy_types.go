@@ -152,10 +152,40 @@ type ArgMatchesReplicas struct {
 	Flag string `json:"flag"`
 }
 
+// RolloutPolicyStatus is what holdfast last observed of a RolloutPolicy. Decision counts
+// are in metrics (holdfast_rollout_decisions_total), not here.
+type RolloutPolicyStatus struct {
+	// observedGeneration is the policy generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// workloadsMatched counts the Deployments, StatefulSets and DaemonSets the policy selects.
+	// +optional
+	WorkloadsMatched int32 `json:"workloadsMatched"`
+
+	// conditions: Ready is True when the policy is valid and in force, False with reason
+	// InvalidSelector (the policy then denies in its mode: it cannot be evaluated) or Suspended.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Condition types and reasons of holdfast's policies.
+const (
+	ConditionReady        = "Ready"
+	ReasonValid           = "Valid"
+	ReasonInvalidSelector = "InvalidSelector"
+	ReasonSuspended       = "Suspended"
+)
+
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=rp,categories=holdfast
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
-// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Workloads",type=integer,JSONPath=`.status.workloadsMatched`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // RolloutPolicy guards Deployments, StatefulSets and DaemonSets against pod-template
@@ -166,6 +196,10 @@ type RolloutPolicy struct {
 
 	// spec is the desired behaviour of the policy.
 	Spec RolloutPolicySpec `json:"spec"`
+
+	// status is what holdfast last observed of the policy.
+	// +optional
+	Status RolloutPolicyStatus `json:"status,omitempty"`
 }
 
 // +kubebuilder:object:root=true

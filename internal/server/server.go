@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/controller"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
 
@@ -60,7 +61,8 @@ func Setup(ctx context.Context, mgr manager.Manager) error {
 	}
 	informers := []client.Object{
 		&v1alpha1.RolloutPolicy{}, namespaceMetadata(),
-		&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{},
+		&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{},
+		&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{},
 	}
 	for _, obj := range informers {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
@@ -78,6 +80,10 @@ func Setup(ctx context.Context, mgr manager.Manager) error {
 		},
 		RecoverPanic: ptr.To(true),
 	})
+
+	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
+	}
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
