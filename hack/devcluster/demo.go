@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -22,7 +23,7 @@ import (
 
 const (
 	tenantNamespace = "tenant-a"
-	samplePolicy    = "config/samples/rolloutpolicy_konnectivity_server_count.yaml"
+	samplePolicy    = "config/samples/rolloutpolicy_hosted_control_plane.yaml"
 )
 
 // demo runs holdfast in the background and walks through what it guards, printing a
@@ -61,33 +62,58 @@ func demo(ctx context.Context) error {
 	}
 
 	r := &report{}
-	step("Scenario: a hosted control plane whose konnectivity-server must know the replica count")
+	step("Scenario: an operator drives a hosted control plane (3 kube-apiserver replicas with konnectivity-server)")
 	d := utiltesting.MakeDeployment(tenantNamespace, "kube-apiserver").Replicas(3).
 		Container("konnectivity-server", "--mode=grpc", "--server-count=3").Obj()
 	d.TypeMeta = metav1.TypeMeta{}
-	r.expect("create kube-apiserver, 3 replicas, --server-count=3", e.client.Create(ctx, d), false)
+	key := client.ObjectKeyFromObject(d)
+	// update re-reads the Deployment, applies change and sends it, as an operator would.
+	update := func(change func(*appsv1.Deployment)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := e.client.Get(ctx, key, d); err != nil {
+				return err
+			}
+			c := d.DeepCopy()
+			change(c)
+			return e.client.Update(ctx, c)
+		})
+	}
+	image := func(tag string) func(*appsv1.Deployment) {
+		return func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Containers[0].Image = "registry.example/main:" + tag
+		}
+	}
+	scale := func(n int32, serverCount bool) func(*appsv1.Deployment) {
+		return func(d *appsv1.Deployment) {
+			d.Spec.Replicas = ptr.To(n)
+			if serverCount {
+				d.Spec.Template.Spec.Containers[1].Args = []string{"--mode=grpc", fmt.Sprintf("--server-count=%d", n)}
+			}
+		}
+	}
+
+	r.expect("create kube-apiserver: 3 replicas, --server-count=3 (revision A)", e.client.Create(ctx, d), false)
+	r.expect("change the image at once, while revision A still rolls out", update(image("B")), true)
 	if err := waitReady(ctx, e.client, d, 3); err != nil {
 		return err
 	}
-	r.note("3 pods Ready on fake nodes")
-
-	if err := e.client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-		return err
-	}
-	scaled := d.DeepCopy()
-	scaled.Spec.Replicas = ptr.To[int32](5)
-	r.expect("scale to 5 replicas, --server-count left at 3", e.client.Update(ctx, scaled), true)
-
-	if err := e.client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-		return err
-	}
-	d.Spec.Replicas = ptr.To[int32](5)
-	d.Spec.Template.Spec.Containers[1].Args = []string{"--mode=grpc", "--server-count=5"}
-	r.expect("scale to 5 replicas with --server-count=5", e.client.Update(ctx, d), false)
+	r.note("revision A: 3 pods Ready")
+	r.expect("scale to 5 replicas, --server-count left at 3", update(scale(5, false)), true)
+	r.expect("scale to 5 replicas with --server-count=5 (a scale, not a new revision)", update(scale(5, true)), false)
 	if err := waitReady(ctx, e.client, d, 5); err != nil {
 		return err
 	}
 	r.note("5 pods Ready")
+	r.expect("change the image now that the rollout is complete (revision B)", update(image("B")), false)
+	if err := waitObserved(ctx, e.client, d); err != nil {
+		return err
+	}
+	r.expect("roll back to A while B rolls out and A still serves", update(image("1")), false)
+	if err := waitReady(ctx, e.client, d, 5); err != nil {
+		return err
+	}
+	r.note("back on revision A: 5 pods Ready")
+	r.expect("go to B again within the 10m revert window (flapping)", update(image("B")), true)
 
 	r.print()
 	if r.surprises > 0 {
@@ -125,7 +151,7 @@ func (e *env) applyPolicy(ctx context.Context, path string) error {
 // waitPolicyActive waits until holdfast's cache has the sample policy: a dry-run create
 // that breaks it is denied.
 func waitPolicyActive(ctx context.Context, c client.Client) error {
-	probe := utiltesting.MakeDeployment(tenantNamespace, "policy-probe").Replicas(2).
+	probe := utiltesting.MakeDeployment(tenantNamespace, "policy-probe").Label("app", "kube-apiserver").Replicas(2).
 		Container("konnectivity-server", "--server-count=1").Obj()
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		return apierrors.IsForbidden(c.Create(ctx, probe.DeepCopy(), client.DryRunAll)), nil
@@ -144,6 +170,18 @@ func waitGone(ctx context.Context, c client.Client) error {
 		}
 		err := c.Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: "kube-apiserver"}, &appsv1.Deployment{})
 		return apierrors.IsNotFound(err) && len(pods.Items) == 0, nil
+	})
+}
+
+// waitObserved waits until the Deployment controller has acted on the latest generation,
+// so that the new revision's ReplicaSet exists.
+func waitObserved(ctx context.Context, c client.Client, d *appsv1.Deployment) error {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got := &appsv1.Deployment{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(d), got); err != nil {
+			return false, err
+		}
+		return got.Status.ObservedGeneration == got.Generation, nil
 	})
 }
 

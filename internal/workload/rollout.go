@@ -15,6 +15,9 @@ func deploymentRollout(d *appsv1.Deployment) Rollout {
 		Paused:   d.Spec.Paused,
 		Progress: fmt.Sprintf("%d/%d updated, %d/%d available, %d in all", s.UpdatedReplicas, want, s.AvailableReplicas, want, s.Replicas),
 	}
+	if s.ObservedGeneration < d.Generation {
+		r.Progress = fmt.Sprintf("generation %d not yet acted on by the Deployment controller", d.Generation)
+	}
 	r.InProgress = s.ObservedGeneration < d.Generation ||
 		s.UpdatedReplicas < want || s.AvailableReplicas < want || s.Replicas > s.UpdatedReplicas
 	for _, c := range s.Conditions {

@@ -133,7 +133,7 @@ func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 	scale := isScale(in.Old, in.New, rules.ArgsMatchReplicas)
 	rev := in.History.Find(in.New.Template)
 	newest := in.History.Newest()
-	rollback := isRollback(in, rev, newest)
+	rollback := isRollback(in, rev)
 	stalled := isStalled(in, rules.Settle)
 
 	if rules.Settle != nil && !scale && in.Old.Rollout.InProgress {
@@ -153,7 +153,7 @@ func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 				in.New, round(since), rules.MinInterval.Duration, round(wait))})
 		}
 	}
-	if rules.RevertWindow != nil && rev != nil && rev != newest && !rollback && !stalled {
+	if rules.RevertWindow != nil && rev != nil && !history.SameTemplate(rev.Template, in.Old.Template) && !rollback && !stalled {
 		if succ := in.History.Successor(rev); succ != nil {
 			since := in.Now.Sub(succ.Created)
 			if wait := rules.RevertWindow.Duration - since; wait > 0 {
@@ -167,10 +167,12 @@ func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 	return out
 }
 
-// isRollback is a return to the revision still serving while its successor rolls out:
+// isRollback is a return to a revision still serving while the current one rolls out:
 // cancelling an unfinished rollout is the cheapest move, so no rule stands in its way.
-func isRollback(in Input, rev, newest *history.Revision) bool {
-	return in.Old.Rollout.InProgress && rev != nil && rev != newest && rev.Serving > 0
+// The current revision is the old object's template, which may not have reached the
+// cache yet; so a rollback target is any other known revision with serving pods.
+func isRollback(in Input, rev *history.Revision) bool {
+	return in.Old.Rollout.InProgress && rev != nil && rev.Serving > 0 && !history.SameTemplate(rev.Template, in.Old.Template)
 }
 
 // isStalled is a rollout kube declared stalled, or one none of whose pods was created or

@@ -93,6 +93,10 @@ func TestDecideRolloutRules(t *testing.T) {
 			rules: settleOnly, old: wl(dep, 3, B, rolling), obj: wl(dep, 3, A, done),
 			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), rev(2, B, 20*time.Second, 1)}, LastActivity: now},
 		},
+		"settle: rollback before the current revision reached the cache is allowed": {
+			rules: settleOnly, old: wl(dep, 3, B, rolling), obj: wl(dep, 3, A, done),
+			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 3)}, LastActivity: now},
+		},
 		"settle: going back to a revision with no pods left is not a rollback": {
 			rules: settleOnly, old: wl(dep, 3, B, rolling), obj: wl(dep, 3, A, done),
 			history:   history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 0), rev(2, B, 20*time.Second, 1)}, LastActivity: now},
