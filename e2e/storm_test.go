@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
 	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
 )
 
@@ -101,7 +102,7 @@ func runStorm(ctx context.Context, t *testing.T, c client.Client, ns string) sto
 			var pods corev1.PodList
 			if c.List(watchCtx, &rsl, client.InNamespace(ns)) == nil && c.List(watchCtx, &pods, client.InNamespace(ns)) == nil {
 				for _, rs := range rsl.Items {
-					if isOwner(rs.OwnerReferences, d.UID) {
+					if history.ControlledBy(rs.OwnerReferences, d.UID) {
 						sets[rs.Name] = true
 					}
 				}

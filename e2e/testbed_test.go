@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"github.com/holdfast-dev/holdfast/internal/history"
 	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
 )
 
@@ -55,7 +56,7 @@ func TestDeploymentOnFakeNodes(t *testing.T) {
 				}
 				ready = ready[:0]
 				for _, p := range pods.Items {
-					if podReady(&p) && p.Spec.NodeName != "" && isOwner(p.OwnerReferences, rs.UID) {
+					if history.PodReady(&p) && p.Spec.NodeName != "" && history.ControlledBy(p.OwnerReferences, rs.UID) {
 						ready = append(ready, p)
 					}
 				}
@@ -120,30 +121,9 @@ func TestHoldfastGuardsThroughTheAPIServer(t *testing.T) {
 func ownedBy(sets []appsv1.ReplicaSet, d *appsv1.Deployment) []appsv1.ReplicaSet {
 	var out []appsv1.ReplicaSet
 	for _, rs := range sets {
-		if isOwner(rs.OwnerReferences, d.UID) {
+		if history.ControlledBy(rs.OwnerReferences, d.UID) {
 			out = append(out, rs)
 		}
 	}
 	return out
-}
-
-func isOwner(refs []metav1.OwnerReference, uid types.UID) bool {
-	for _, r := range refs {
-		if r.Controller != nil && *r.Controller && r.UID == uid {
-			return true
-		}
-	}
-	return false
-}
-
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

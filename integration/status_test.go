@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -53,12 +54,16 @@ func TestRolloutPolicyStatus(t *testing.T) {
 	bad := utiltesting.MakeRolloutPolicy("bad-selector").ArgMatchesReplicas("konnectivity-server", "--server-count").Obj()
 	applyPolicy(t, ns, bad)
 	bad.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
-	got := &v1alpha1.RolloutPolicy{}
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(bad), got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec = bad.Spec
-	if err := k8s.Update(ctx, got); err != nil {
+	// The status controller writes too: re-read on conflict, as any client would.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := &v1alpha1.RolloutPolicy{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(bad), got); err != nil {
+			return err
+		}
+		got.Spec = bad.Spec
+		return k8s.Update(ctx, got)
+	})
+	if err != nil {
 		t.Fatalf("the API accepts a selector it cannot parse: %v", err)
 	}
 	waitStatus(t, bad.Name, func(s v1alpha1.RolloutPolicyStatus) bool {

@@ -105,7 +105,7 @@ func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 	var out []Revision
 	for i := range sets {
 		rs := &sets[i]
-		if !controlledBy(rs.OwnerReferences, owner) {
+		if !ControlledBy(rs.OwnerReferences, owner) {
 			continue
 		}
 		out = append(out, Revision{
@@ -127,7 +127,7 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 	var out []Revision
 	for i := range revisions {
 		cr := &revisions[i]
-		if !controlledBy(cr.OwnerReferences, owner) {
+		if !ControlledBy(cr.OwnerReferences, owner) {
 			continue
 		}
 		t, err := templateOf(cr)
@@ -202,7 +202,8 @@ func later(t time.Time, m metav1.Time) time.Time {
 	return t
 }
 
-func controlledBy(refs []metav1.OwnerReference, owner types.UID) bool {
+// ControlledBy reports whether owner is the controller among refs.
+func ControlledBy(refs []metav1.OwnerReference, owner types.UID) bool {
 	for _, r := range refs {
 		if r.Controller != nil && *r.Controller && r.UID == owner {
 			return true
