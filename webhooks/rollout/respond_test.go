@@ -1,0 +1,62 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/holdfast-dev/holdfast/internal/policy"
+)
+
+func TestRespondMapsActions(t *testing.T) {
+	audit := Violation{Policy: "a", Rule: RuleSettle, Action: policy.Audit, Message: "m1"}
+	warn := Violation{Policy: "w", Rule: RuleMinInterval, Action: policy.Warn, Message: "m2"}
+	deny := Violation{Policy: "d", Rule: RuleRevertWindow, Action: policy.Deny, Message: "m3"}
+
+	resp := respond(Decision{Violations: []Violation{audit, warn}})
+	if !resp.Allowed {
+		t.Fatal("warn and audit must admit")
+	}
+	if len(resp.Warnings) != 1 || resp.Warnings[0] != "[w/minInterval] m2" {
+		t.Errorf("warnings = %q", resp.Warnings)
+	}
+	if got := resp.AuditAnnotations[RuleSettle]; got != "[a/settle] m1" {
+		t.Errorf("audit annotations = %v", resp.AuditAnnotations)
+	}
+
+	resp = respond(Decision{Violations: []Violation{audit, warn, deny}})
+	if resp.Allowed || resp.Result.Code != 403 {
+		t.Fatalf("deny must answer 403, got %+v", resp.Result)
+	}
+	// Every message is reported: the denial lists enforced ones, warnings and audit the rest.
+	if !strings.Contains(resp.Result.Message, "[d/revertWindow] m3") || len(resp.Warnings) != 1 || len(resp.AuditAnnotations) != 1 {
+		t.Errorf("response = %+v", resp)
+	}
+}
+
+func TestEventLimiterOnePerWorkloadRuleAndMinute(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	l := &EventLimiter{Recorder: rec}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kas", UID: "u1"}}
+	settle := Violation{Policy: "p", Rule: RuleSettle, Action: policy.Deny, Message: "m"}
+	audit := Violation{Policy: "p", Rule: RuleMinInterval, Action: policy.Audit, Message: "m"}
+	t0 := time.Now()
+
+	l.Record(d, []Violation{settle, audit}, t0)
+	l.Record(d, []Violation{settle}, t0.Add(5*time.Second)) // an operator retrying
+	l.Record(d, []Violation{settle}, t0.Add(61*time.Second))
+	other := d.DeepCopy()
+	other.UID, other.Name = "u2", "other"
+	l.Record(other, []Violation{settle}, t0.Add(5*time.Second))
+
+	if got := len(rec.Events); got != 3 {
+		t.Fatalf("recorded %d events, want 3 (first, after a minute, other workload; none for audit)", got)
+	}
+	if e := <-rec.Events; !strings.Contains(e, "RolloutDenied") {
+		t.Errorf("event %q, want reason RolloutDenied", e)
+	}
+}
