@@ -1,0 +1,121 @@
+package v1alpha1
+
+import (
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// PodTargets selects the pods a DisruptionPolicy guards.
+type PodTargets struct {
+	// namespaceSelector selects the namespaces by their labels; unset means every namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// selector selects pods by their labels; unset means every pod in the selected namespaces.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// DisruptionPolicySpec is which pods a DisruptionPolicy guards against evictions, and how.
+type DisruptionPolicySpec struct {
+	// targets selects the guarded pods. Budgets are kept per group: the pods of one
+	// controller (a Deployment through its ReplicaSets, a StatefulSet, a DaemonSet).
+	// Pods of other owners are not guarded.
+	Targets PodTargets `json:"targets"`
+
+	// mode is what a violation does: Enforce defers the eviction (429) or refuses it
+	// (403, when the budget is zero), Warn admits it with a warning, Audit admits it and
+	// records the violation in the audit annotations.
+	// +kubebuilder:default=Enforce
+	// +optional
+	Mode Mode `json:"mode,omitempty"`
+
+	// exemptions lists requesters the policy never applies to.
+	// +optional
+	Exemptions Exemptions `json:"exemptions,omitempty"`
+
+	// suspend turns the policy off without deleting it.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// maxUnavailable is how many pods of a group may be unavailable at once, as a number
+	// or a percentage of the group's expected count (spec.replicas, or a DaemonSet's
+	// desiredNumberScheduled), rounded up as PodDisruptionBudgets round.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="must be a non-negative number of pods or a percentage such as 25%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// minReadySeconds is how long a pod must have been Ready to count as available: a
+	// replacement that just became Ready has not settled yet.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// cooldown is the least time between two evictions admitted in one group, e.g. "20s".
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	Cooldown *metav1.Duration `json:"cooldown,omitempty"`
+
+	// unhealthyPodEvictionPolicy says when a pod that is not Ready may be evicted, as in a
+	// PodDisruptionBudget: AlwaysAllow (default) lets it go at once; IfHealthyBudget only
+	// while the group is within its budget.
+	// +kubebuilder:default=AlwaysAllow
+	// +kubebuilder:validation:Enum=IfHealthyBudget;AlwaysAllow
+	// +optional
+	UnhealthyPodEvictionPolicy *policyv1.UnhealthyPodEvictionPolicyType `json:"unhealthyPodEvictionPolicy,omitempty"`
+}
+
+// DisruptionPolicyStatus is what holdfast last observed of a DisruptionPolicy. Eviction
+// counts are in metrics (holdfast_evictions_total), not here.
+type DisruptionPolicyStatus struct {
+	// observedGeneration is the policy generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready is True when the policy is valid and in force.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=dp,categories=holdfast
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Max Unavailable",type=string,JSONPath=`.spec.maxUnavailable`
+// +kubebuilder:printcolumn:name="Cooldown",type=string,JSONPath=`.spec.cooldown`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// DisruptionPolicy paces evictions of the pods it selects: how many of a group may be
+// unavailable at once, how long a replacement must be Ready first, and how long to
+// wait between evictions.
+type DisruptionPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired behaviour of the policy.
+	Spec DisruptionPolicySpec `json:"spec"`
+
+	// status is what holdfast last observed of the policy.
+	// +optional
+	Status DisruptionPolicyStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// DisruptionPolicyList is a list of DisruptionPolicies.
+type DisruptionPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DisruptionPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&DisruptionPolicy{}, &DisruptionPolicyList{})
+}
