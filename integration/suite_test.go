@@ -39,6 +39,8 @@ var (
 	warnings = &warningRecorder{}
 	// cached reads what holdfast's decisions read: the manager's informer caches.
 	cached client.Reader
+	// restConfig reaches the API server as an administrator.
+	restConfig *rest.Config
 )
 
 func TestMain(m *testing.M) {
@@ -71,6 +73,10 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = env.Stop() }()
 
+	if err := createHoldfastNamespace(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wio := &env.WebhookInstallOptions
@@ -82,7 +88,7 @@ func run(m *testing.M) int {
 		WebhookServer:          server.WebhookServer(wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir),
 	})
 	if err == nil {
-		err = server.Setup(ctx, mgr)
+		err = server.Setup(ctx, mgr, server.Options{Namespace: holdfastNamespace, Identity: "integration"})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setting up holdfast:", err)
@@ -106,6 +112,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 
+	restConfig = cfg
 	userCfg := rest.CopyConfig(cfg)
 	userCfg.WarningHandler = warnings
 	if k8s, err = client.New(userCfg, client.Options{Scheme: server.NewScheme()}); err != nil {
@@ -182,4 +189,15 @@ func createNamespace(t *testing.T, labels map[string]string) string {
 // namespaceNamed selects one namespace by name, as policies in the tests do to stay apart.
 func namespaceNamed(ns string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}
+}
+
+// holdfastNamespace is where holdfast keeps its eviction ledgers in the tests.
+const holdfastNamespace = "holdfast-system"
+
+func createHoldfastNamespace(cfg *rest.Config) error {
+	c, err := client.New(cfg, client.Options{Scheme: server.NewScheme()})
+	if err != nil {
+		return err
+	}
+	return c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: holdfastNamespace}})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
@@ -57,7 +58,11 @@ func run(_ context.Context, o *options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	ctx := signals.SetupSignalHandler()
-	if err := server.Setup(ctx, mgr); err != nil {
+	identity, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("reading the host name for this replica's identity: %w", err)
+	}
+	if err := server.Setup(ctx, mgr, server.Options{Namespace: o.namespace, Identity: identity}); err != nil {
 		return fmt.Errorf("setting up holdfast: %w", err)
 	}
 	log.Info("Serving", "webhookPort", o.webhookPort, "metrics", o.metricsAddr, "probes", o.probeAddr, "namespace", o.namespace)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/controller"
+	"github.com/holdfast-dev/holdfast/webhooks/eviction"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
 
@@ -53,14 +54,22 @@ func WebhookServer(host string, port int, certDir string) webhook.Server {
 	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: TLSOpts()})
 }
 
+// Options are the settings Setup needs beyond the manager.
+type Options struct {
+	// Namespace is holdfast's own: the eviction ledgers live there.
+	Namespace string
+	// Identity names this replica in what it writes, e.g. its pod or host name.
+	Identity string
+}
+
 // Setup registers holdfast's webhooks and readiness checks with the manager and starts
 // the informers decisions read, so that readiness waits for them to sync.
-func Setup(ctx context.Context, mgr manager.Manager) error {
+func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 	if err := indexOwners(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	informers := []client.Object{
-		&v1alpha1.RolloutPolicy{}, namespaceMetadata(),
+		&v1alpha1.RolloutPolicy{}, &v1alpha1.DisruptionPolicy{}, namespaceMetadata(),
 		&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{},
 		&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{},
 	}
@@ -77,6 +86,19 @@ func Setup(ctx context.Context, mgr manager.Manager) error {
 			Decoder: admission.NewDecoder(mgr.GetScheme()),
 			Clock:   clock.RealClock{},
 			Events:  &rollout.EventLimiter{Recorder: mgr.GetEventRecorder("holdfast")},
+		},
+		RecoverPanic: ptr.To(true),
+	})
+
+	srv.Register(eviction.Path, &admission.Webhook{
+		Handler: &eviction.Handler{
+			Reader:       mgr.GetCache(),
+			LedgerReader: mgr.GetAPIReader(),
+			LedgerWriter: mgr.GetClient(),
+			Namespace:    o.Namespace,
+			Identity:     o.Identity,
+			Decoder:      admission.NewDecoder(mgr.GetScheme()),
+			Clock:        clock.RealClock{},
 		},
 		RecoverPanic: ptr.To(true),
 	})

@@ -1,0 +1,190 @@
+package eviction
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+)
+
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// group returns a group of n pods, each Ready for an hour, named p0…p(n-1).
+func group(kind string, n int32) *Group {
+	g := &Group{Kind: kind, Namespace: "kube-system", Name: "agent", UID: "g", Expected: n}
+	for i := range n {
+		g.Pods = append(g.Pods, Pod{Name: fmt.Sprintf("p%d", i), UID: types.UID(fmt.Sprintf("u%d", i)),
+			Phase: corev1.PodRunning, Ready: true, ReadySince: now.Add(-time.Hour)})
+	}
+	return g
+}
+
+func dp(mut func(*v1alpha1.DisruptionPolicySpec)) v1alpha1.DisruptionPolicy {
+	p := v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents"},
+		Spec: v1alpha1.DisruptionPolicySpec{Mode: v1alpha1.ModeEnforce, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Targets: v1alpha1.PodTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}}}}
+	if mut != nil {
+		mut(&p.Spec)
+	}
+	return p
+}
+
+func TestBudgetRoundsAsPDBs(t *testing.T) {
+	cases := []struct {
+		v        intstr.IntOrString
+		expected int32
+		want     int32
+	}{
+		{intstr.FromInt32(1), 4, 1},
+		{intstr.FromString("25%"), 4, 1},
+		{intstr.FromString("25%"), 5, 2}, // 1.25 rounds up
+		{intstr.FromString("10%"), 3, 1},
+		{intstr.FromString("0%"), 3, 0},
+		{intstr.FromInt32(0), 3, 0},
+		{intstr.FromString("half"), 3, 0}, // unreadable guards strictly
+	}
+	for _, tc := range cases {
+		if got := Budget(&tc.v, tc.expected); got != tc.want {
+			t.Errorf("Budget(%s of %d) = %d, want %d", tc.v.String(), tc.expected, got, tc.want)
+		}
+	}
+	if Budget(nil, 9) != 1 {
+		t.Error("an unset maxUnavailable is 1")
+	}
+}
+
+func TestDecideEviction(t *testing.T) {
+	ifHealthy := ptr.To(policyv1.IfHealthyBudget)
+	cases := map[string]struct {
+		group    *Group
+		pod      int // index of the pod evicted
+		mutPod   func(*Pod)
+		mutGroup func(*Group)
+		policy   v1alpha1.DisruptionPolicy
+		records  []Record
+		labels   map[string]string
+		user     string
+		want     []string // rules violated
+		action   policy.Action
+		never    bool
+		wait     time.Duration
+	}{
+		"first eviction in a healthy Deployment group is allowed": {group: group("Deployment", 4), policy: dp(nil)},
+		"first eviction in a StatefulSet group is allowed":        {group: group("StatefulSet", 3), policy: dp(nil)},
+		"second while the first replacement is not Ready is deferred": {group: group("DaemonSet", 6), pod: 1, policy: dp(nil),
+			mutGroup: func(g *Group) { g.Pods[0].Ready = false },
+			want:     []string{RuleMaxUnavailable}, action: policy.Deny},
+		"a missing pod counts as unavailable": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
+			mutGroup: func(g *Group) { g.Pods = g.Pods[1:] },
+			want:     []string{RuleMaxUnavailable}, action: policy.Deny},
+		"a replacement Ready for less than minReadySeconds has not settled": {group: group("Deployment", 4), pod: 1,
+			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MinReadySeconds = 10 }),
+			mutGroup: func(g *Group) { g.Pods[0].ReadySince = now.Add(-4 * time.Second) },
+			want:     []string{RuleMaxUnavailable}, action: policy.Deny, wait: 6 * time.Second},
+		"a replacement Ready for minReadySeconds has settled": {group: group("Deployment", 4), pod: 1,
+			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MinReadySeconds = 10 }),
+			mutGroup: func(g *Group) { g.Pods[0].ReadySince = now.Add(-10 * time.Second) }},
+		"an admitted eviction the informer has not seen yet counts": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
+			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-time.Second)}},
+			want:    []string{RuleMaxUnavailable}, action: policy.Deny},
+		"an admitted eviction that never took effect lapses": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
+			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-RecordLapse)}}},
+		"a retried eviction of the same pod is not counted twice": {group: group("Deployment", 4), pod: 0, policy: dp(nil),
+			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-time.Second)}}},
+		"percentages round up as PDBs do": {group: group("Deployment", 5), pod: 1,
+			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromString("25%")) }),
+			mutGroup: func(g *Group) { g.Pods[0].Ready = false }},
+		"cooldown defers the next eviction": {group: group("DaemonSet", 6), pod: 1,
+			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 20 * time.Second} }),
+			records: []Record{{Pod: "gone", UID: "gone", At: now.Add(-5 * time.Second)}},
+			want:    []string{RuleCooldown}, action: policy.Deny, wait: 15 * time.Second},
+		"cooldown has passed": {group: group("DaemonSet", 6), pod: 1,
+			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 20 * time.Second} }),
+			records: []Record{{Pod: "gone", UID: "gone", At: now.Add(-21 * time.Second)}}},
+		"an eviction kube refused does not hold the cooldown": {group: group("DaemonSet", 6), pod: 1,
+			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: time.Hour} }),
+			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-time.Minute)}}},
+		"budget zero is never": {group: group("Deployment", 3),
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromInt32(0)) }),
+			want:   []string{RuleMaxUnavailable}, action: policy.Deny, never: true},
+		"an unready pod goes at once under AlwaysAllow": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
+			mutGroup: func(g *Group) { g.Pods[0].Ready, g.Pods[1].Ready = false, false }},
+		"an unready pod waits under IfHealthyBudget when the group is over budget": {group: group("Deployment", 4), pod: 1,
+			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.UnhealthyPodEvictionPolicy = ifHealthy }),
+			mutGroup: func(g *Group) { g.Pods[0].Ready, g.Pods[1].Ready, g.Pods[2].Ready = false, false, false },
+			want:     []string{RuleMaxUnavailable}, action: policy.Deny},
+		"Pending, Succeeded, Failed and terminating pods are never guarded": {group: group("Deployment", 2), pod: 1,
+			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromInt32(0)) }),
+			mutGroup: func(g *Group) { g.Pods[1].Phase = corev1.PodPending }},
+		"pods of other owners are not guarded": {group: nil, policy: dp(nil)},
+		"pods the policy does not select are not guarded": {group: group("Deployment", 2), labels: map[string]string{"app": "web"},
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromInt32(0)) })},
+		"exempt requesters pass": {group: group("Deployment", 2), user: "system:serviceaccount:kube-system:autoscaler",
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.MaxUnavailable = ptr.To(intstr.FromInt32(0))
+				s.Exemptions.ServiceAccounts = []string{"kube-system/autoscaler"}
+			})},
+		"Warn mode admits with a warning": {group: group("Deployment", 4), pod: 1,
+			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Mode = v1alpha1.ModeWarn }),
+			mutGroup: func(g *Group) { g.Pods[0].Ready = false },
+			want:     []string{RuleMaxUnavailable}, action: policy.Warn},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			labels := tc.labels
+			if labels == nil {
+				labels = map[string]string{"app": "agent"}
+			}
+			in := Input{PodLabels: labels, Group: tc.group, Records: tc.records, Now: now,
+				User: authenticationv1.UserInfo{Username: tc.user}, Policies: []v1alpha1.DisruptionPolicy{tc.policy}}
+			if tc.group != nil && tc.mutGroup != nil {
+				tc.mutGroup(tc.group)
+			}
+			if tc.group != nil {
+				in.Pod = tc.group.Pods[tc.pod]
+			} else {
+				in.Pod = Pod{Name: "bare", Phase: corev1.PodRunning, Ready: true}
+			}
+			d := Decide(in)
+			var got []string
+			for _, v := range d.Violations {
+				got = append(got, v.Rule)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("rules (-want +got):\n%s\n%v", diff, d.Violations)
+			}
+			if d.Action() != tc.action || d.Never() != tc.never {
+				t.Errorf("action %v never %v, want %v %v", d.Action(), d.Never(), tc.action, tc.never)
+			}
+			if tc.wait != 0 && d.Wait() != tc.wait {
+				t.Errorf("wait = %v, want %v", d.Wait(), tc.wait)
+			}
+		})
+	}
+}
+
+func TestRespondDeferralIsA429WithCappedRetry(t *testing.T) {
+	d := Decision{Guarded: true, Violations: []Violation{{Policy: "agents", Rule: RuleCooldown, Action: policy.Deny, Wait: 95 * time.Second, Message: "wait"}}}
+	r := respond(d)
+	if r.Allowed || r.Result.Code != 429 || r.Result.Reason != metav1.StatusReasonTooManyRequests {
+		t.Fatalf("result = %+v", r.Result)
+	}
+	if r.Result.Details.RetryAfterSeconds != 10 || r.Result.Details.Causes[0].Type != policyv1.DisruptionBudgetCause {
+		t.Errorf("details = %+v", r.Result.Details)
+	}
+	d.Violations[0].Never = true
+	if r := respond(d); r.Result.Code != 403 || r.Result.Details.Causes[0].Type != CauseType {
+		t.Errorf("never: result = %+v", r.Result)
+	}
+}

@@ -1,0 +1,206 @@
+package eviction
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+)
+
+// Path is where the eviction webhook is served.
+const Path = "/validate-eviction"
+
+// CauseType marks holdfast's refusals ("never") of evictions; deferrals carry kube's
+// DisruptionBudget cause so that drains retry them, with a message that names holdfast.
+const CauseType metav1.CauseType = "holdfast.dev/DisruptionPolicy"
+
+// ledgerAttempts bounds the optimistic-concurrency retries on the group's ledger.
+const ledgerAttempts = 5
+
+// Handler decides evictions of the pods DisruptionPolicies select.
+type Handler struct {
+	// Reader reads policies, namespaces, pods and their owners from informer caches.
+	Reader client.Reader
+	// Ledger reads (uncached) and writes the groups' eviction ledgers.
+	LedgerReader client.Reader
+	LedgerWriter client.Client
+	// Namespace is holdfast's own, where the ledgers live.
+	Namespace string
+	// Identity names this replica in the ledgers it writes.
+	Identity string
+	Decoder  admission.Decoder
+	Clock    clock.PassiveClock
+}
+
+var _ admission.Handler = &Handler{}
+
+// +kubebuilder:rbac:groups=holdfast.dev,resources=disruptionpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;replicasets;statefulsets;daemonsets,verbs=get;list;watch
+
+// Handle implements admission.Handler.
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := h.Clock.Now()
+	log := logf.FromContext(ctx)
+	ev, err := h.decode(req)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	dryRun := (req.DryRun != nil && *req.DryRun) || (ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll))
+
+	var policies v1alpha1.DisruptionPolicyList
+	if err := h.Reader.List(ctx, &policies); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("listing DisruptionPolicies: %w", err))
+	}
+	if len(policies.Items) == 0 {
+		return admission.Allowed("")
+	}
+	pod := &corev1.Pod{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return admission.Allowed("") // the API server answers 404 itself
+		}
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := h.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %q: %w", req.Namespace, err))
+	}
+	in := Input{Pod: podState(pod), PodLabels: pod.Labels, NamespaceLabels: ns.Labels,
+		Policies: policies.Items, User: req.UserInfo, Now: start}
+	if !selectsAny(in) {
+		return admission.Allowed("") // the fast path: no policy selects the pod
+	}
+	if in.Group, err = groupOf(ctx, h.Reader, pod); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+
+	for range ledgerAttempts {
+		var l *ledger
+		if in.Group != nil {
+			if l, err = readLedger(ctx, h.LedgerReader, h.Namespace, in.Group.UID); err != nil {
+				return admission.Errored(http.StatusInternalServerError, err)
+			}
+			in.Records = l.records
+		}
+		in.Now = h.Clock.Now()
+		d := Decide(in)
+		observe(d, in, h.Clock.Since(start))
+		if len(d.Violations) > 0 {
+			log.Info("Eviction policy violated", "pod", klogRef(pod), "action", d.Action().String(), "dryRun", dryRun,
+				"violations", messages(d.Violations, policy.Audit))
+		}
+		if d.Action() == policy.Deny || dryRun || !d.Guarded || l == nil {
+			return respond(d)
+		}
+		err = l.admit(ctx, h.LedgerWriter, Record{Pod: pod.Name, UID: pod.UID, At: in.Now}, h.Identity)
+		if err == nil {
+			return respond(d)
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("recording the eviction: %w", err))
+		}
+		// Another replica admitted an eviction in this group meanwhile: decide again.
+	}
+	return respond(Decision{Violations: []Violation{{Policy: "holdfast", Rule: RuleMaxUnavailable, Action: policy.Deny,
+		Wait: MaxRetryAfter, Message: "the group's eviction ledger is contended; retry"}}})
+}
+
+func selectsAny(in Input) bool {
+	for _, p := range in.Policies {
+		if ok, err := selects(p.Spec.Targets, in.NamespaceLabels, in.PodLabels); ok || err != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// decode reads the Eviction and checks that it names the pod of the URL.
+func (h *Handler) decode(req admission.Request) (*policyv1.Eviction, error) {
+	if req.Kind.Kind != "Eviction" || req.Resource.Resource != "pods" || req.SubResource != "eviction" {
+		return nil, fmt.Errorf("unsupported request for %s %s/%s: this webhook guards pods/eviction", req.Kind.Kind, req.Resource.Resource, req.SubResource)
+	}
+	ev := &policyv1.Eviction{}
+	if err := h.Decoder.DecodeRaw(req.Object, ev); err != nil {
+		return nil, fmt.Errorf("decoding the Eviction: %w", err)
+	}
+	if ev.Name != "" && ev.Name != req.Name {
+		return nil, fmt.Errorf("the Eviction names pod %q but the request is for pod %q", ev.Name, req.Name)
+	}
+	if ev.Namespace != "" && ev.Namespace != req.Namespace {
+		return nil, fmt.Errorf("the Eviction is in namespace %q but the request is for namespace %q", ev.Namespace, req.Namespace)
+	}
+	return ev, nil
+}
+
+// respond maps a decision: a deferral is 429 with kube's DisruptionBudget cause and a
+// retry-after capped at MaxRetryAfter; a budget of zero is 403; Warn and Audit admit.
+func respond(d Decision) admission.Response {
+	var warnings []string
+	audit := map[string]string{}
+	for _, v := range d.Violations {
+		switch v.Action {
+		case policy.Warn:
+			warnings = append(warnings, v.String())
+		case policy.Audit:
+			audit[v.Rule] = strings.TrimPrefix(audit[v.Rule]+"; "+v.String(), "; ")
+		}
+	}
+	if d.Action() != policy.Deny {
+		resp := admission.Allowed("")
+		resp.Warnings = warnings
+		if len(audit) > 0 {
+			resp.AuditAnnotations = audit
+		}
+		return resp
+	}
+	msg := "holdfast: " + strings.Join(messages(d.Violations, policy.Deny), "; ")
+	status := metav1.Status{Status: metav1.StatusFailure, Message: msg, Details: &metav1.StatusDetails{}}
+	if d.Never() {
+		status.Code, status.Reason = http.StatusForbidden, metav1.StatusReasonForbidden
+		status.Details.Causes = []metav1.StatusCause{{Type: CauseType, Message: msg}}
+	} else {
+		status.Code, status.Reason = http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests
+		status.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: msg}}
+		secs := int32(math.Ceil(min(d.Wait(), MaxRetryAfter).Seconds()))
+		status.Details.RetryAfterSeconds = max(secs, 1)
+	}
+	resp := admission.ValidationResponse(false, msg)
+	resp.Result = &status
+	resp.Warnings = warnings
+	if len(audit) > 0 {
+		resp.AuditAnnotations = audit
+	}
+	return resp
+}
+
+func messages(vs []Violation, atLeast policy.Action) []string {
+	var out []string
+	for _, v := range vs {
+		if v.Action >= atLeast {
+			out = append(out, v.String())
+		}
+	}
+	return out
+}
+
+func klogRef(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// The webhook configuration generated from this marker is the base the chart and the
+// kustomize config refine. An objectSelector cannot filter pods/eviction: every eviction
+// in the cluster reaches this webhook, and pods no policy selects are allowed fast.
+// +kubebuilder:webhook:path=/validate-eviction,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=pods/eviction,verbs=create,versions=v1,name=eviction.holdfast.dev,admissionReviewVersions=v1,timeoutSeconds=3,matchPolicy=Equivalent
