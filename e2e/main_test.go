@@ -28,7 +28,7 @@ import (
 
 const (
 	holdfastNamespace = "holdfast-system"
-	nodeCount         = 4
+	nodeCount         = 8
 )
 
 var (

@@ -1,0 +1,213 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/drain"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
+)
+
+const (
+	agents       = 4
+	agentCool    = 20 * time.Second
+	agentMinWarm = 10
+)
+
+// TestAgentDrain drains the four nodes of a konnectivity-agent Deployment at once with
+// kubectl's drain library, as an upgrade would, under a DisruptionPolicy of one agent at a
+// time, each replacement Ready for 10 s, evictions 20 s apart.
+func TestAgentDrain(t *testing.T) {
+	f := features.New("agent drain").
+		Assess("drained agents go one at a time", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			ns := newNamespace(ctx, t, c, "agents")
+			p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
+				Spec: v1alpha1.DisruptionPolicySpec{
+					MaxUnavailable: ptr.To(intstr.FromInt32(1)), MinReadySeconds: agentMinWarm,
+					Cooldown: &metav1.Duration{Duration: agentCool},
+					Targets: v1alpha1.PodTargets{
+						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+						Selector:          &metav1.LabelSelector{MatchLabels: map[string]string{"app": "konnectivity-agent"}}}}}
+			if err := c.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			d := utiltesting.MakeDeployment(ns, "konnectivity-agent").Replicas(agents).Obj()
+			d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "konnectivity-agent"}}}}}}
+			if err := c.Create(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			pods := waitReadyPods(ctx, t, c, ns, "konnectivity-agent", agents)
+			nodes := map[string]bool{}
+			for _, p := range pods {
+				nodes[p.Spec.NodeName] = true
+			}
+			if len(nodes) != agents {
+				t.Fatalf("agents on %d nodes, want one per node on %d", len(nodes), agents)
+			}
+
+			w := watchGroup(ctx, c, ns, "konnectivity-agent", agents)
+			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			drained := 0
+			for node := range nodes {
+				wg.Go(func() {
+					h := &drain.Helper{Ctx: ctx, Client: cs, Force: true, GracePeriodSeconds: -1, IgnoreAllDaemonSets: true,
+						DeleteEmptyDirData: true, Timeout: 5 * time.Minute, EvictErrorRetryDelay: 2 * time.Second,
+						Out: io.Discard, ErrOut: io.Discard}
+					n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+					if err == nil {
+						err = drain.RunCordonOrUncordon(h, n, true)
+					}
+					if err == nil {
+						err = drain.RunNodeDrain(h, node)
+					}
+					if err != nil {
+						t.Errorf("draining %s: %v", node, err)
+						return
+					}
+					mu.Lock()
+					drained++
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			waitReadyPods(ctx, t, c, ns, "konnectivity-agent", agents)
+			res := w.stop()
+			uncordon(ctx, t, cs, nodes)
+
+			fmt.Printf("SCENARIO agent-drain maxUnavailableSeen=%d minGapSeconds=%d drained=%d/%d\n",
+				res.maxUnavailable, res.minGapSeconds, drained, len(nodes))
+			if res.maxUnavailable > 1 || res.minGapSeconds < int(agentCool.Seconds()) || drained != len(nodes) || res.evictions != agents {
+				t.Errorf("want at most 1 agent unavailable, evictions at least %s apart and %d/%d nodes drained; got %+v, drained %d",
+					agentCool, len(nodes), len(nodes), res, drained)
+			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
+}
+
+// groupWatch samples a group's pods until stopped.
+type groupWatch struct {
+	cancel context.CancelFunc
+	done   chan groupResult
+}
+
+type groupResult struct {
+	maxUnavailable int
+	minReady       int
+	// evictions counts pods seen terminating; minGapSeconds is the least time between two
+	// of them, from the deletion timestamps the API server set.
+	evictions     int
+	minGapSeconds int
+}
+
+// watchGroup samples every 200 ms how many of the expected pods with label app=name are
+// not Ready (or terminating), and when each pod started terminating.
+func watchGroup(ctx context.Context, c client.Client, ns, name string, expected int) *groupWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &groupWatch{cancel: cancel, done: make(chan groupResult, 1)}
+	go func() {
+		res := groupResult{minReady: expected, minGapSeconds: -1}
+		deleted := map[string]time.Time{}
+		for ctx.Err() == nil {
+			var pods corev1.PodList
+			if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": name}); err == nil {
+				ready := 0
+				for i := range pods.Items {
+					p := &pods.Items[i]
+					if history.PodReady(p) {
+						ready++
+					}
+					if p.DeletionTimestamp != nil {
+						deleted[p.Name] = p.DeletionTimestamp.Time
+					}
+				}
+				res.maxUnavailable = max(res.maxUnavailable, expected-ready)
+				res.minReady = min(res.minReady, ready)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		var times []time.Time
+		for _, t := range deleted {
+			times = append(times, t)
+		}
+		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+		res.evictions = len(times)
+		for i := 1; i < len(times); i++ {
+			gap := int(times[i].Sub(times[i-1]).Seconds())
+			if res.minGapSeconds < 0 || gap < res.minGapSeconds {
+				res.minGapSeconds = gap
+			}
+		}
+		w.done <- res
+	}()
+	return w
+}
+
+func (w *groupWatch) stop() groupResult {
+	time.Sleep(time.Second)
+	w.cancel()
+	return <-w.done
+}
+
+// waitReadyPods waits until n pods labelled app=name are Ready and none terminates.
+func waitReadyPods(ctx context.Context, t *testing.T, c client.Client, ns, name string, n int) []corev1.Pod {
+	t.Helper()
+	var ready []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": name}); err != nil {
+			return false, err
+		}
+		ready = ready[:0]
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				return false, nil
+			}
+			if history.PodReady(&p) {
+				ready = append(ready, p)
+			}
+		}
+		return len(ready) == n, nil
+	})
+	if err != nil {
+		t.Fatalf("want %d Ready %s pods, have %d: %v", n, name, len(ready), err)
+	}
+	return ready
+}
+
+func uncordon(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) {
+	h := &drain.Helper{Ctx: ctx, Client: cs, Out: io.Discard, ErrOut: io.Discard}
+	for node := range nodes {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err == nil {
+			err = drain.RunCordonOrUncordon(h, n, false)
+		}
+		if err != nil {
+			t.Errorf("uncordoning %s: %v", node, err)
+		}
+	}
+}
