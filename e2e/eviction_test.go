@@ -8,10 +8,13 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -210,4 +213,59 @@ func uncordon(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes 
 			t.Errorf("uncordoning %s: %v", node, err)
 		}
 	}
+}
+
+// TestEvictionRace sends 20 concurrent evictions of 20 distinct pods of one group with a
+// budget of one through both holdfast replicas: exactly one may pass.
+func TestEvictionRace(t *testing.T) {
+	const pods = 20
+	f := features.New("eviction race").
+		Assess("one eviction passes a budget of one across replicas", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			ns := newNamespace(ctx, t, c, "race")
+			p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
+				Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+					Targets: v1alpha1.PodTargets{
+						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}
+			if err := c.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Create(ctx, utiltesting.MakeDeployment(ns, "agent").Replicas(pods).Obj()); err != nil {
+				t.Fatal(err)
+			}
+			ready := waitReadyPods(ctx, t, c, ns, "agent", pods)
+			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			before := lb.counts()
+			var wg sync.WaitGroup
+			var allowed, deferred atomic.Int32
+			for _, pod := range ready {
+				wg.Go(func() {
+					ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}}
+					// No silent client-go retries: count each request's first answer.
+					err := cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod.Name).
+						SubResource("eviction").Body(ev).MaxRetries(0).Do(ctx).Error()
+					switch {
+					case err == nil:
+						allowed.Add(1)
+					case apierrors.IsTooManyRequests(err):
+						deferred.Add(1)
+					default:
+						t.Errorf("evicting %s: %v", pod.Name, err)
+					}
+				})
+			}
+			wg.Wait()
+			after := lb.counts()
+			fmt.Printf("SCENARIO eviction-race replicas=%d requests=%d allowed=%d budget=1\n", len(after), pods, allowed.Load())
+			for i := range after {
+				if after[i] == before[i] {
+					t.Errorf("replica %d answered none of the evictions (%v → %v)", i, before, after)
+				}
+			}
+			if allowed.Load() != 1 || deferred.Load() != pods-1 {
+				t.Errorf("allowed %d, deferred %d; want exactly one allowed", allowed.Load(), deferred.Load())
+			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
 }

@@ -31,11 +31,15 @@ const (
 	nodeCount         = 8
 )
 
+// replicas is how many holdfast processes run, behind a balancer standing in for a Service.
+const replicas = 2
+
 var (
 	testenv     env.Environment
 	clusterName = envconf.RandomName("holdfast-e2e", 20)
-	holdfast    *exec.Cmd
+	holdfast    []*exec.Cmd
 	holdfastLog string
+	lb          *balancer
 )
 
 func TestMain(m *testing.M) {
@@ -99,31 +103,39 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 	if err := devcluster.EnsureNamespace(ctx, c, holdfastNamespace); err != nil {
 		return ctx, err
 	}
-	ports, err := freePorts(3)
+	ports, err := freePorts(3 * replicas)
 	if err != nil {
 		return ctx, err
 	}
-	p := devcluster.Process{
-		Binary: binary, Kubeconfig: cfg.KubeconfigFile(), CertDir: certDir, Namespace: holdfastNamespace,
-		WebhookPort: ports[0], MetricsPort: ports[1], ProbePort: ports[2],
-		ExtraArgs: []string{"--log-format=console"},
+	holdfastLog = filepath.Join(dir, "holdfast-*.log")
+	var webhookPorts []int
+	for i := range replicas {
+		p := devcluster.Process{
+			Binary: binary, Kubeconfig: cfg.KubeconfigFile(), CertDir: certDir, Namespace: holdfastNamespace,
+			WebhookPort: ports[3*i], MetricsPort: ports[3*i+1], ProbePort: ports[3*i+2],
+			ExtraArgs: []string{"--log-format=console"},
+		}
+		logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("holdfast-%d.log", i)))
+		if err != nil {
+			return ctx, err
+		}
+		p.Stdout, p.Stderr = logFile, logFile
+		cmd := p.Command(context.Background())
+		if err := cmd.Start(); err != nil {
+			return ctx, fmt.Errorf("starting holdfast: %w", err)
+		}
+		holdfast = append(holdfast, cmd)
+		if err := p.WaitReady(ctx, time.Minute); err != nil {
+			return ctx, fmt.Errorf("%w (log: %s)", err, holdfastLog)
+		}
+		webhookPorts = append(webhookPorts, p.WebhookPort)
 	}
-	holdfastLog = filepath.Join(dir, "holdfast.log")
-	logFile, err := os.Create(holdfastLog)
-	if err != nil {
+	if lb, err = startBalancer(certDir, webhookPorts); err != nil {
 		return ctx, err
-	}
-	p.Stdout, p.Stderr = logFile, logFile
-	holdfast = p.Command(context.Background())
-	if err := holdfast.Start(); err != nil {
-		return ctx, fmt.Errorf("starting holdfast: %w", err)
-	}
-	if err := p.WaitReady(ctx, time.Minute); err != nil {
-		return ctx, fmt.Errorf("%w (log: %s)", err, holdfastLog)
 	}
 	err = devcluster.InstallWebhooks(ctx, c, devcluster.WebhookOptions{
 		Manifest:      "../config/webhook/manifests.yaml",
-		BaseURL:       fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
+		BaseURL:       "https://" + lb.addr,
 		CABundle:      caPEM,
 		Namespace:     holdfastNamespace,
 		FailurePolicy: admissionregistrationv1.Fail,
@@ -132,9 +144,14 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 }
 
 func stopHoldfast(ctx context.Context, _ *envconf.Config) (context.Context, error) {
-	if holdfast != nil && holdfast.Process != nil {
-		_ = holdfast.Process.Signal(os.Interrupt)
-		_ = holdfast.Wait()
+	for _, cmd := range holdfast {
+		if cmd.Process != nil {
+			_ = cmd.Process.Signal(os.Interrupt)
+			_ = cmd.Wait()
+		}
+	}
+	if lb != nil {
+		_ = lb.srv.Close()
 	}
 	return ctx, nil
 }
