@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -72,31 +74,7 @@ func TestAgentDrain(t *testing.T) {
 
 			w := watchGroup(ctx, c, ns, "konnectivity-agent", agents)
 			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			drained := 0
-			for node := range nodes {
-				wg.Go(func() {
-					h := &drain.Helper{Ctx: ctx, Client: cs, Force: true, GracePeriodSeconds: -1, IgnoreAllDaemonSets: true,
-						DeleteEmptyDirData: true, Timeout: 5 * time.Minute, EvictErrorRetryDelay: 2 * time.Second,
-						Out: io.Discard, ErrOut: io.Discard}
-					n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-					if err == nil {
-						err = drain.RunCordonOrUncordon(h, n, true)
-					}
-					if err == nil {
-						err = drain.RunNodeDrain(h, node)
-					}
-					if err != nil {
-						t.Errorf("draining %s: %v", node, err)
-						return
-					}
-					mu.Lock()
-					drained++
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
+			drained := drainAll(ctx, t, cs, nodes)
 			waitReadyPods(ctx, t, c, ns, "konnectivity-agent", agents)
 			res := w.stop()
 			uncordon(ctx, t, cs, nodes)
@@ -268,4 +246,181 @@ func TestEvictionRace(t *testing.T) {
 			return ctx
 		}).Feature()
 	testenv.Test(t, f)
+}
+
+// TestKiamServers swaps the node group under a 3-replica kiam-server Deployment: three
+// "old" nodes drained at once after three "new" ones joined. Agents must never see fewer
+// than two ready servers.
+func TestKiamServers(t *testing.T) {
+	f := features.New("kiam servers").
+		Assess("a node-group swap keeps two servers ready", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			ns := newNamespace(ctx, t, c, "kiam")
+			var nodes corev1.NodeList
+			if err := c.List(ctx, &nodes); err != nil || len(nodes.Items) < 6 {
+				t.Fatalf("want at least 6 nodes: %d, %v", len(nodes.Items), err)
+			}
+			old, rest := map[string]bool{}, map[string]bool{}
+			for i, n := range nodes.Items {
+				if i < 3 {
+					old[n.Name] = true
+				} else {
+					rest[n.Name] = true
+				}
+			}
+			// Only the old group exists when the servers start.
+			cordon(ctx, t, cs, rest)
+			defer uncordon(ctx, t, cs, old)
+			defer uncordon(ctx, t, cs, rest)
+
+			p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
+				Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+					Targets: v1alpha1.PodTargets{
+						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}
+			if err := c.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			d := utiltesting.MakeDeployment(ns, "kiam-server").Replicas(3).Obj()
+			d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kiam-server"}}}}}}
+			if err := c.Create(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			waitReadyPods(ctx, t, c, ns, "kiam-server", 3)
+
+			// The new group joins; the old one is drained at once.
+			uncordon(ctx, t, cs, rest)
+			w := watchGroup(ctx, c, ns, "kiam-server", 3)
+			drained := drainAll(ctx, t, cs, old)
+			waitReadyPods(ctx, t, c, ns, "kiam-server", 3)
+			res := w.stop()
+			fmt.Printf("SCENARIO kiam-servers minReadySeen=%d\n", res.minReady)
+			if res.minReady < 2 || drained != len(old) {
+				t.Errorf("want at least 2 ready servers throughout and %d nodes drained; got %+v, drained %d", len(old), res, drained)
+			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
+}
+
+// TestDaemonSetEvictions evicts every pod of a 6-node DaemonSet agent directly through the
+// eviction API, as cluster-autoscaler and Karpenter do (kubectl drain skips DaemonSet
+// pods), each caller retrying its 429s: the budget of one holds.
+func TestDaemonSetEvictions(t *testing.T) {
+	const poolLabel = "holdfast.dev/e2e-agent-pool"
+	f := features.New("daemonset evictions").
+		Assess("direct evictions of a DaemonSet keep to the budget", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			ns := newNamespace(ctx, t, c, "ds")
+			var nodes corev1.NodeList
+			if err := c.List(ctx, &nodes); err != nil || len(nodes.Items) < 6 {
+				t.Fatalf("want at least 6 nodes: %d, %v", len(nodes.Items), err)
+			}
+			for _, n := range nodes.Items[:6] {
+				patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, poolLabel))
+				if err := c.Patch(ctx, &n, client.RawPatch(types.MergePatchType, patch)); err != nil {
+					t.Fatal(err)
+				}
+				defer func() {
+					_ = c.Patch(context.Background(), &n, client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, poolLabel))))
+				}()
+			}
+			p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
+				Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), MinReadySeconds: 2,
+					Targets: v1alpha1.PodTargets{
+						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}
+			if err := c.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			tmpl := utiltesting.MakeDeployment(ns, "node-agent").Obj().Spec.Template
+			tmpl.Spec.NodeSelector = map[string]string{poolLabel: "true"}
+			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "node-agent"},
+				Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl}}
+			if err := c.Create(ctx, ds); err != nil {
+				t.Fatal(err)
+			}
+			pods := waitReadyPods(ctx, t, c, ns, "node-agent", 6)
+			// Let the DaemonSet's status count the six nodes: it is the group's expected size.
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(ds), ds)
+				return err == nil && ds.Status.DesiredNumberScheduled == 6 && ds.Status.NumberAvailable == 6, err
+			}); err != nil {
+				t.Fatalf("DaemonSet status: %v", err)
+			}
+
+			w := watchGroup(ctx, c, ns, "node-agent", 6)
+			var wg sync.WaitGroup
+			for _, pod := range pods {
+				wg.Go(func() {
+					deadline := time.Now().Add(3 * time.Minute)
+					for time.Now().Before(deadline) {
+						ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}}
+						err := cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod.Name).
+							SubResource("eviction").Body(ev).MaxRetries(0).Do(ctx).Error()
+						if err == nil || apierrors.IsNotFound(err) {
+							return
+						}
+						if !apierrors.IsTooManyRequests(err) {
+							t.Errorf("evicting %s: %v", pod.Name, err)
+							return
+						}
+						time.Sleep(time.Second)
+					}
+					t.Errorf("eviction of %s never admitted", pod.Name)
+				})
+			}
+			wg.Wait()
+			waitReadyPods(ctx, t, c, ns, "node-agent", 6)
+			res := w.stop()
+			fmt.Printf("SCENARIO daemonset-evictions maxUnavailableSeen=%d budget=1\n", res.maxUnavailable)
+			if res.maxUnavailable > 1 || res.evictions != 6 {
+				t.Errorf("want 6 evictions and at most 1 agent unavailable; got %+v", res)
+			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
+}
+
+// drainAll cordons and drains the nodes at once and returns how many drains completed.
+func drainAll(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) int {
+	t.Helper()
+	var wg sync.WaitGroup
+	var drained atomic.Int32
+	for node := range nodes {
+		wg.Go(func() {
+			h := &drain.Helper{Ctx: ctx, Client: cs, Force: true, GracePeriodSeconds: -1, IgnoreAllDaemonSets: true,
+				DeleteEmptyDirData: true, Timeout: 5 * time.Minute, EvictErrorRetryDelay: 2 * time.Second,
+				Out: io.Discard, ErrOut: io.Discard}
+			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err == nil {
+				err = drain.RunCordonOrUncordon(h, n, true)
+			}
+			if err == nil {
+				err = drain.RunNodeDrain(h, node)
+			}
+			if err != nil {
+				t.Errorf("draining %s: %v", node, err)
+				return
+			}
+			drained.Add(1)
+		})
+	}
+	wg.Wait()
+	return int(drained.Load())
+}
+
+func cordon(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) {
+	h := &drain.Helper{Ctx: ctx, Client: cs, Out: io.Discard, ErrOut: io.Discard}
+	for node := range nodes {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err == nil {
+			err = drain.RunCordonOrUncordon(h, n, true)
+		}
+		if err != nil {
+			t.Fatalf("cordoning %s: %v", node, err)
+		}
+	}
 }
