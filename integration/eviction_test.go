@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -211,5 +212,26 @@ func TestEvictionRace(t *testing.T) {
 	t.Logf("concurrent evictions: %d allowed, %d deferred", allowed, deferred)
 	if allowed != 1 || deferred != len(pods)-1 {
 		t.Errorf("allowed %d, deferred %d; want exactly 1 allowed with a budget of 1", allowed, deferred)
+	}
+}
+
+func TestDisruptionPolicyStatus(t *testing.T) {
+	ns := createNamespace(t, nil)
+	disruptionPolicy(t, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		p := &v1alpha1.DisruptionPolicy{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: ns + "-agents"}, p); err == nil {
+			c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+			if c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonInvalidSelector && p.Status.ObservedGeneration == p.Generation {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the policy with an invalid selector never reported Ready=False InvalidSelector")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/controller"
+	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
@@ -85,7 +86,7 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 			Reader:  mgr.GetCache(),
 			Decoder: admission.NewDecoder(mgr.GetScheme()),
 			Clock:   clock.RealClock{},
-			Events:  &rollout.EventLimiter{Recorder: mgr.GetEventRecorder("holdfast")},
+			Events:  &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
 		},
 		RecoverPanic: ptr.To(true),
 	})
@@ -99,12 +100,17 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 			Identity:     o.Identity,
 			Decoder:      admission.NewDecoder(mgr.GetScheme()),
 			Clock:        clock.RealClock{},
+			Events:       &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
 		},
 		RecoverPanic: ptr.To(true),
 	})
 
 	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
+	}
+
+	if err := (&controller.DisruptionPolicyStatus{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the DisruptionPolicy status controller: %w", err)
 	}
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

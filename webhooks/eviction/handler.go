@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 )
 
@@ -44,6 +45,9 @@ type Handler struct {
 	Identity string
 	Decoder  admission.Decoder
 	Clock    clock.PassiveClock
+	// Events records a deferral or refusal on the pod, at most once per pod and minute
+	// (drains retry every 5 s); nil records nothing.
+	Events *events.Limiter
 }
 
 var _ admission.Handler = &Handler{}
@@ -105,6 +109,13 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 				"violations", messages(d.Violations, policy.Audit))
 		}
 		if d.Action() == policy.Deny || dryRun || !d.Guarded || l == nil {
+			if d.Action() == policy.Deny && !dryRun {
+				reason := "EvictionDeferred"
+				if d.Never() {
+					reason = "EvictionRefused"
+				}
+				h.Events.Warn(pod, "eviction", in.Now, reason, strings.Join(messages(d.Violations, policy.Deny), "; "))
+			}
 			return respond(d)
 		}
 		err = l.admit(ctx, h.LedgerWriter, Record{Pod: pod.Name, UID: pod.UID, At: in.Now}, h.Identity)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -36,7 +37,7 @@ type Handler struct {
 	Clock   clock.PassiveClock
 	// Events records a deny or warn on the workload, at most once per workload, rule and
 	// minute; nil records nothing.
-	Events *EventLimiter
+	Events *events.Limiter
 }
 
 var _ admission.Handler = &Handler{}
@@ -83,7 +84,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		log.Info("Rollout policy violated", "workload", in.New.String(), "action", d.Action().String(),
 			"dryRun", isDryRun(req), "violations", messages(d.Violations, policy.Audit))
 		if !isDryRun(req) {
-			h.Events.Record(obj, d.Violations, start)
+			recordEvents(h.Events, obj, d.Violations, start)
 		}
 	}
 	return respond(d)

@@ -7,8 +7,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
+	k8sevents "k8s.io/client-go/tools/events"
 
+	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 )
 
@@ -39,19 +40,19 @@ func TestRespondMapsActions(t *testing.T) {
 }
 
 func TestEventLimiterOnePerWorkloadRuleAndMinute(t *testing.T) {
-	rec := events.NewFakeRecorder(10)
-	l := &EventLimiter{Recorder: rec}
+	rec := k8sevents.NewFakeRecorder(10)
+	l := &events.Limiter{Recorder: rec}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kas", UID: "u1"}}
 	settle := Violation{Policy: "p", Rule: RuleSettle, Action: policy.Deny, Message: "m"}
 	audit := Violation{Policy: "p", Rule: RuleMinInterval, Action: policy.Audit, Message: "m"}
 	t0 := time.Now()
 
-	l.Record(d, []Violation{settle, audit}, t0)
-	l.Record(d, []Violation{settle}, t0.Add(5*time.Second)) // an operator retrying
-	l.Record(d, []Violation{settle}, t0.Add(61*time.Second))
+	recordEvents(l, d, []Violation{settle, audit}, t0)
+	recordEvents(l, d, []Violation{settle}, t0.Add(5*time.Second)) // an operator retrying
+	recordEvents(l, d, []Violation{settle}, t0.Add(61*time.Second))
 	other := d.DeepCopy()
 	other.UID, other.Name = "u2", "other"
-	l.Record(other, []Violation{settle}, t0.Add(5*time.Second))
+	recordEvents(l, other, []Violation{settle}, t0.Add(5*time.Second))
 
 	if got := len(rec.Events); got != 3 {
 		t.Fatalf("recorded %d events, want 3 (first, after a minute, other workload; none for audit)", got)
