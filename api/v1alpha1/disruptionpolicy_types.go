@@ -67,6 +67,24 @@ type DisruptionPolicySpec struct {
 	// +kubebuilder:validation:Enum=IfHealthyBudget;AlwaysAllow
 	// +optional
 	UnhealthyPodEvictionPolicy *policyv1.UnhealthyPodEvictionPolicyType `json:"unhealthyPodEvictionPolicy,omitempty"`
+
+	// pdb makes holdfast keep a PodDisruptionBudget under every workload whose pods the
+	// policy selects: the floor that still holds when holdfast's webhook is down.
+	// +optional
+	PDB *PDBGeneration `json:"pdb,omitempty"`
+}
+
+// PDBGeneration configures the PodDisruptionBudgets holdfast generates.
+type PDBGeneration struct {
+	// generate turns generation on.
+	Generate bool `json:"generate"`
+
+	// minReplicas is the least expected pod count of a workload that gets a PDB: a
+	// one-replica workload under a budget of one could never be drained.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
 }
 
 // DisruptionPolicyStatus is what holdfast last observed of a DisruptionPolicy. Eviction
@@ -76,7 +94,22 @@ type DisruptionPolicyStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready is True when the policy is valid and in force.
+	// workloadsSelected counts the Deployments, StatefulSets and DaemonSets whose pods the
+	// policy selects; set when pdb.generate is on.
+	// +optional
+	WorkloadsSelected int32 `json:"workloadsSelected,omitempty"`
+
+	// pdbsManaged counts the PodDisruptionBudgets holdfast keeps for this policy.
+	// +optional
+	PDBsManaged int32 `json:"pdbsManaged,omitempty"`
+
+	// conflicts counts selected workloads that get no PDB because another PDB already
+	// covers their pods, or their selector would cover another workload's pods.
+	// +optional
+	Conflicts int32 `json:"conflicts,omitempty"`
+
+	// conditions: Ready is True when the policy is valid and in force; PDBConflict is True
+	// while some selected workload gets no PDB because of a conflict.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -90,6 +123,8 @@ type DisruptionPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Max Unavailable",type=string,JSONPath=`.spec.maxUnavailable`
 // +kubebuilder:printcolumn:name="Cooldown",type=string,JSONPath=`.spec.cooldown`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="PDBs",type=integer,JSONPath=`.status.pdbsManaged`
+// +kubebuilder:printcolumn:name="Conflicts",type=integer,JSONPath=`.status.conflicts`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // DisruptionPolicy paces evictions of the pods it selects: how many of a group may be

@@ -177,6 +177,10 @@ const (
 	ReasonValid           = "Valid"
 	ReasonInvalidSelector = "InvalidSelector"
 	ReasonSuspended       = "Suspended"
+	// ConditionPDBConflict is True while a selected workload gets no generated PDB.
+	ConditionPDBConflict = "PDBConflict"
+	ReasonNoConflict     = "NoConflict"
+	ReasonConflict       = "Conflict"
 )
 
 // +kubebuilder:object:root=true

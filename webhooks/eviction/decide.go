@@ -5,14 +5,12 @@ package eviction
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/policy"
@@ -182,7 +180,7 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []Violation {
 	available, soonest := availability(g, minReady, in.Now)
 	pending := pendingRecords(in, minReady)
 	unavailable := g.Expected - available + pending
-	budget := Budget(spec.MaxUnavailable, g.Expected)
+	budget := policy.Budget(spec.MaxUnavailable, g.Expected)
 	self := isAvailable(in.Pod, minReady, in.Now)
 	alwaysAllow := spec.UnhealthyPodEvictionPolicy == nil || *spec.UnhealthyPodEvictionPolicy == policyv1.AlwaysAllow
 
@@ -216,19 +214,6 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []Violation {
 		}
 	}
 	return out
-}
-
-// Budget resolves maxUnavailable against the expected count, rounding up as kube's
-// disruption controller does for a PodDisruptionBudget's maxUnavailable. Unset is 1.
-func Budget(maxUnavailable *intstr.IntOrString, expected int32) int32 {
-	if maxUnavailable == nil {
-		return 1
-	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(maxUnavailable, int(expected), true)
-	if err != nil || n < 0 {
-		return 0 // unreadable: guard as strictly as possible
-	}
-	return int32(min(n, math.MaxInt32))
 }
 
 // availability counts the group's available pods: Ready for at least minReady and not

@@ -55,11 +55,11 @@ func TestBudgetRoundsAsPDBs(t *testing.T) {
 		{intstr.FromString("half"), 3, 0}, // unreadable guards strictly
 	}
 	for _, tc := range cases {
-		if got := Budget(&tc.v, tc.expected); got != tc.want {
+		if got := policy.Budget(&tc.v, tc.expected); got != tc.want {
 			t.Errorf("Budget(%s of %d) = %d, want %d", tc.v.String(), tc.expected, got, tc.want)
 		}
 	}
-	if Budget(nil, 9) != 1 {
+	if policy.Budget(nil, 9) != 1 {
 		t.Error("an unset maxUnavailable is 1")
 	}
 }

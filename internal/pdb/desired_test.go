@@ -1,0 +1,140 @@
+package pdb
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+)
+
+func agentPolicy(name string, maxUnavailable intstr.IntOrString, mut func(*v1alpha1.DisruptionPolicySpec)) *v1alpha1.DisruptionPolicy {
+	p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.DisruptionPolicySpec{
+		MaxUnavailable: &maxUnavailable, PDB: &v1alpha1.PDBGeneration{Generate: true},
+		Targets: v1alpha1.PodTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}}}}
+	if mut != nil {
+		mut(&p.Spec)
+	}
+	return p
+}
+
+func agent(kind string, expected int32) Workload {
+	return Workload{Kind: kind, Namespace: "kube-system", Name: "agent", UID: "u",
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}, PodLabels: map[string]string{"app": "agent", "tier": "node"},
+		Expected: expected}
+}
+
+func TestDesired(t *testing.T) {
+	ifHealthy := policyv1.IfHealthyBudget
+	cases := map[string]struct {
+		w        Workload
+		policies []*v1alpha1.DisruptionPolicy
+		// want: nil for no PDB; otherwise the policy named and the budget.
+		wantNone       bool
+		policy         string
+		maxUnavailable *intstr.IntOrString
+		minAvailable   *intstr.IntOrString
+		unhealthy      policyv1.UnhealthyPodEvictionPolicyType
+	}{
+		"a Deployment gets maxUnavailable": {w: agent("Deployment", 4), policies: []*v1alpha1.DisruptionPolicy{agentPolicy("a", intstr.FromInt32(1), nil)},
+			policy: "a", maxUnavailable: ptr.To(intstr.FromInt32(1)), unhealthy: policyv1.AlwaysAllow},
+		"a StatefulSet keeps a percentage": {w: agent("StatefulSet", 5), policies: []*v1alpha1.DisruptionPolicy{agentPolicy("a", intstr.FromString("25%"), nil)},
+			policy: "a", maxUnavailable: ptr.To(intstr.FromString("25%")), unhealthy: policyv1.AlwaysAllow},
+		"a DaemonSet gets an integer minAvailable": {w: agent("DaemonSet", 6), policies: []*v1alpha1.DisruptionPolicy{agentPolicy("a", intstr.FromInt32(1), nil)},
+			policy: "a", minAvailable: ptr.To(intstr.FromInt32(5)), unhealthy: policyv1.AlwaysAllow},
+		"a DaemonSet's percentage rounds up as the webhook does": {w: agent("DaemonSet", 6), policies: []*v1alpha1.DisruptionPolicy{agentPolicy("a", intstr.FromString("25%"), nil)},
+			policy: "a", minAvailable: ptr.To(intstr.FromInt32(4)), unhealthy: policyv1.AlwaysAllow},
+		"the smallest maxUnavailable wins": {w: agent("Deployment", 10), policies: []*v1alpha1.DisruptionPolicy{
+			agentPolicy("loose", intstr.FromString("50%"), nil), agentPolicy("strict", intstr.FromInt32(1), nil)},
+			policy: "strict", maxUnavailable: ptr.To(intstr.FromInt32(1)), unhealthy: policyv1.AlwaysAllow},
+		"unhealthyPodEvictionPolicy comes from the policy": {w: agent("Deployment", 3), policies: []*v1alpha1.DisruptionPolicy{
+			agentPolicy("a", intstr.FromInt32(1), func(s *v1alpha1.DisruptionPolicySpec) { s.UnhealthyPodEvictionPolicy = &ifHealthy })},
+			policy: "a", maxUnavailable: ptr.To(intstr.FromInt32(1)), unhealthy: policyv1.IfHealthyBudget},
+		"below minReplicas there is no PDB": {w: agent("Deployment", 1), policies: []*v1alpha1.DisruptionPolicy{agentPolicy("a", intstr.FromInt32(1), nil)},
+			wantNone: true},
+		"minReplicas is the policy's": {w: agent("Deployment", 3), policies: []*v1alpha1.DisruptionPolicy{
+			agentPolicy("a", intstr.FromInt32(1), func(s *v1alpha1.DisruptionPolicySpec) { s.PDB.MinReplicas = ptr.To[int32](4) })},
+			wantNone: true},
+		"no policy, no PDB": {w: agent("Deployment", 3), wantNone: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Desired(tc.w, tc.policies)
+			if tc.wantNone {
+				if got != nil {
+					t.Fatalf("want no PDB, got %+v", got.Spec)
+				}
+				return
+			}
+			if got == nil {
+				t.Fatal("want a PDB, got none")
+			}
+			if got.Labels[PolicyLabel] != tc.policy || got.Labels[ManagedByLabel] != ManagedBy {
+				t.Errorf("labels = %v", got.Labels)
+			}
+			if diff := cmp.Diff(tc.maxUnavailable, got.Spec.MaxUnavailable); diff != "" {
+				t.Errorf("maxUnavailable (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.minAvailable, got.Spec.MinAvailable); diff != "" {
+				t.Errorf("minAvailable (-want +got):\n%s", diff)
+			}
+			if *got.Spec.UnhealthyPodEvictionPolicy != tc.unhealthy {
+				t.Errorf("unhealthyPodEvictionPolicy = %s", *got.Spec.UnhealthyPodEvictionPolicy)
+			}
+			if diff := cmp.Diff(tc.w.Selector, got.Spec.Selector); diff != "" {
+				t.Errorf("selector (-want +got):\n%s", diff)
+			}
+			if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != tc.w.UID || ref.Kind != tc.w.Kind {
+				t.Errorf("owner = %+v", got.OwnerReferences)
+			}
+		})
+	}
+}
+
+func TestGenerating(t *testing.T) {
+	w := agent("Deployment", 3)
+	if !Generating(agentPolicy("a", intstr.FromInt32(1), nil), w, nil) {
+		t.Error("a generating policy selecting the pods must generate")
+	}
+	off := agentPolicy("a", intstr.FromInt32(1), func(s *v1alpha1.DisruptionPolicySpec) { s.PDB.Generate = false })
+	suspended := agentPolicy("a", intstr.FromInt32(1), func(s *v1alpha1.DisruptionPolicySpec) { s.Suspend = true })
+	other := agentPolicy("a", intstr.FromInt32(1), func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	})
+	deleting := agentPolicy("a", intstr.FromInt32(1), nil)
+	deleting.DeletionTimestamp = ptr.To(metav1.Now())
+	for name, p := range map[string]*v1alpha1.DisruptionPolicy{"generate off": off, "suspended": suspended, "other pods": other, "being deleted": deleting} {
+		if Generating(p, w, nil) {
+			t.Errorf("%s: must not generate", name)
+		}
+	}
+}
+
+func TestConflict(t *testing.T) {
+	w := agent("Deployment", 3)
+	user := policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "user"},
+		Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "node"}}}}
+	ours := *Desired(w, []*v1alpha1.DisruptionPolicy{agentPolicy("a", intstr.FromInt32(1), nil)})
+	elsewhere := user
+	elsewhere.Namespace = "other"
+
+	if c := Conflict(w, []policyv1.PodDisruptionBudget{ours, elsewhere}, nil); c != "" {
+		t.Errorf("holdfast's own PDB and PDBs of other namespaces are no conflict: %s", c)
+	}
+	if c := Conflict(w, []policyv1.PodDisruptionBudget{user}, nil); c == "" {
+		t.Error("a user PDB over the same pods is a conflict")
+	}
+	sibling := agent("DaemonSet", 6)
+	sibling.UID, sibling.Name = "s", "agent-ds"
+	if c := Conflict(w, nil, []Workload{w, sibling}); c == "" {
+		t.Error("a selector that covers another workload's pods is a conflict")
+	}
+	sibling.PodLabels = map[string]string{"app": "other"}
+	if c := Conflict(w, nil, []Workload{w, sibling}); c != "" {
+		t.Errorf("no overlap, no conflict: %s", c)
+	}
+}
