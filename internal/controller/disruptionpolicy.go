@@ -4,40 +4,80 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/pdb"
 )
 
-// DisruptionPolicyStatus keeps each DisruptionPolicy's Ready condition: whether its
-// selectors can be evaluated and it is in force. Eviction counts are in metrics.
+// PDBFinalizer keeps a DisruptionPolicy that generates PDBs until they are removed.
+const PDBFinalizer = "holdfast.dev/pdb-cleanup"
+
+// DisruptionPolicyStatus keeps each DisruptionPolicy's status (Ready, and for PDB
+// generation the workloads selected, PDBs managed and conflicts) and its finalizer,
+// which removes the generated PDBs when the policy is deleted.
 type DisruptionPolicyStatus struct {
 	Client client.Client
 }
 
 // +kubebuilder:rbac:groups=holdfast.dev,resources=disruptionpolicies/status,verbs=get;update;patch
 
-// SetupWithManager watches DisruptionPolicies' specs.
+// SetupWithManager watches DisruptionPolicies' specs and deletion, the generated PDBs,
+// and workloads whose creation, deletion or labels can change what a policy selects.
 func (r *DisruptionPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	all := handler.EnqueueRequestsFromMapFunc(r.allPolicies)
+	deleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return e.ObjectNew.GetDeletionTimestamp() != nil }}
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("disruptionpolicy-status").
-		For(&v1alpha1.DisruptionPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Complete(r)
+		For(&v1alpha1.DisruptionPolicy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting))).
+		Watches(&policyv1.PodDisruptionBudget{}, all)
+	for _, k := range pdb.Kinds {
+		b = b.Watches(pdb.NewWorkload(k), all, builder.WithPredicates(predicate.LabelChangedPredicate{}))
+	}
+	return b.Complete(r)
 }
 
-// Reconcile computes the policy's Ready condition and writes it only when it changed.
+func (r *DisruptionPolicyStatus) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1alpha1.DisruptionPolicyList
+	if err := r.Client.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing DisruptionPolicies")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, p := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+	}
+	return out
+}
+
+// Reconcile handles the finalizer, then computes the status and writes it only when it changed.
 func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	p := &v1alpha1.DisruptionPolicy{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	generates := p.Spec.PDB != nil && p.Spec.PDB.Generate
+	if p.DeletionTimestamp != nil || (!generates && controllerutil.ContainsFinalizer(p, PDBFinalizer)) {
+		return reconcile.Result{}, r.release(ctx, p)
+	}
+	if generates && controllerutil.AddFinalizer(p, PDBFinalizer) {
+		if err := r.Client.Update(ctx, p); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+
 	status := p.Status.DeepCopy()
 	status.ObservedGeneration = p.Generation
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonValid,
@@ -52,9 +92,89 @@ func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Re
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonSuspended, "spec.suspend is true"
 	}
 	meta.SetStatusCondition(&status.Conditions, ready)
+	if generates {
+		if err := r.pdbStatus(ctx, p, status); err != nil {
+			return reconcile.Result{}, err
+		}
+	} else {
+		status.WorkloadsSelected, status.PDBsManaged, status.Conflicts = 0, 0, 0
+		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionPDBConflict)
+	}
 	if equality.Semantic.DeepEqual(status, &p.Status) {
 		return reconcile.Result{}, nil
 	}
 	p.Status = *status
 	return reconcile.Result{}, r.Client.Status().Update(ctx, p)
+}
+
+// pdbStatus counts the workloads the policy selects, the PDBs it manages and the
+// workloads that get none because of a conflict.
+func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.DisruptionPolicy, status *v1alpha1.DisruptionPolicyStatus) error {
+	nsList := &metav1.PartialObjectMetadataList{}
+	nsList.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	if err := r.Client.List(ctx, nsList); err != nil {
+		return err
+	}
+	nsLabels := map[string]map[string]string{}
+	for _, ns := range nsList.Items {
+		nsLabels[ns.Name] = ns.Labels
+	}
+	var selected, conflicts int32
+	first := ""
+	for _, k := range pdb.Kinds {
+		list := pdb.NewWorkloadList(k)
+		if err := r.Client.List(ctx, list); err != nil {
+			return err
+		}
+		objs, _ := meta.ExtractList(list)
+		for _, o := range objs {
+			w, _ := pdb.FromObject(o)
+			if !pdb.Generating(p, w, nsLabels[w.Namespace]) {
+				continue
+			}
+			selected++
+			_, conflict, err := pdb.Plan(ctx, r.Client, w)
+			if err != nil {
+				return err
+			}
+			if conflict != "" {
+				conflicts++
+				if first == "" {
+					first = conflict
+				}
+			}
+		}
+	}
+	var managed policyv1.PodDisruptionBudgetList
+	if err := r.Client.List(ctx, &managed, client.MatchingLabels{pdb.ManagedByLabel: pdb.ManagedBy, pdb.PolicyLabel: p.Name}); err != nil {
+		return err
+	}
+	status.WorkloadsSelected, status.PDBsManaged, status.Conflicts = selected, int32(len(managed.Items)), conflicts
+	c := metav1.Condition{Type: v1alpha1.ConditionPDBConflict, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoConflict,
+		Message: "every selected workload has its PodDisruptionBudget", ObservedGeneration: p.Generation}
+	if conflicts > 0 {
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonConflict
+		c.Message = fmt.Sprintf("%d selected workloads get no PodDisruptionBudget; first: %s", conflicts, first)
+	}
+	meta.SetStatusCondition(&status.Conditions, c)
+	return nil
+}
+
+// release deletes the PDBs generated for the policy and removes its finalizer. The
+// workload controllers then regenerate PDBs for workloads other policies still select.
+func (r *DisruptionPolicyStatus) release(ctx context.Context, p *v1alpha1.DisruptionPolicy) error {
+	if !controllerutil.ContainsFinalizer(p, PDBFinalizer) {
+		return nil
+	}
+	var managed policyv1.PodDisruptionBudgetList
+	if err := r.Client.List(ctx, &managed, client.MatchingLabels{pdb.ManagedByLabel: pdb.ManagedBy, pdb.PolicyLabel: p.Name}); err != nil {
+		return err
+	}
+	for i := range managed.Items {
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, &managed.Items[i])); err != nil {
+			return err
+		}
+	}
+	controllerutil.RemoveFinalizer(p, PDBFinalizer)
+	return r.Client.Update(ctx, p)
 }

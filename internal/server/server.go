@@ -28,6 +28,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/controller"
 	"github.com/holdfast-dev/holdfast/internal/events"
+	"github.com/holdfast-dev/holdfast/internal/pdb"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
@@ -111,6 +112,13 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 
 	if err := (&controller.DisruptionPolicyStatus{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DisruptionPolicy status controller: %w", err)
+	}
+
+	for _, kind := range pdb.Kinds {
+		r := &pdb.Reconciler{Client: mgr.GetClient(), Kind: kind, Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the PDB generator for %ss: %w", kind, err)
+		}
 	}
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

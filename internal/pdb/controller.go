@@ -1,0 +1,211 @@
+package pdb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/events"
+)
+
+// Kinds are the workload kinds the generator keeps PDBs for, one controller each.
+var Kinds = []string{"Deployment", "StatefulSet", "DaemonSet"}
+
+// Reconciler keeps the generated PDB of each workload of one kind.
+type Reconciler struct {
+	Client client.Client
+	Kind   string
+	// Events records conflicts on the workload; nil records nothing.
+	Events *events.Limiter
+}
+
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=holdfast.dev,resources=disruptionpolicies,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=holdfast.dev,resources=disruptionpolicies/finalizers,verbs=update
+
+// NewWorkload returns an empty object of a workload kind.
+func NewWorkload(kind string) client.Object {
+	switch kind {
+	case "Deployment":
+		return &appsv1.Deployment{}
+	case "StatefulSet":
+		return &appsv1.StatefulSet{}
+	default:
+		return &appsv1.DaemonSet{}
+	}
+}
+
+// NewWorkloadList returns an empty list of a workload kind.
+func NewWorkloadList(kind string) client.ObjectList {
+	switch kind {
+	case "Deployment":
+		return &appsv1.DeploymentList{}
+	case "StatefulSet":
+		return &appsv1.StatefulSetList{}
+	default:
+		return &appsv1.DaemonSetList{}
+	}
+}
+
+// SetupWithManager watches the workloads of the kind and their PDBs, the policies, the
+// PDBs of others and the workloads of other kinds whose pods could overlap.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	inNamespace := handler.EnqueueRequestsFromMapFunc(r.workloadsInNamespace)
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("pdb-"+strings.ToLower(r.Kind)).
+		For(NewWorkload(r.Kind)).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&v1alpha1.DisruptionPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allWorkloads)).
+		Watches(&policyv1.PodDisruptionBudget{}, inNamespace, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetLabels()[ManagedByLabel] != ManagedBy
+		}))).
+		WatchesMetadata(ns, handler.EnqueueRequestsFromMapFunc(r.workloadsOfNamespace), builder.WithPredicates(predicate.LabelChangedPredicate{}))
+	for _, k := range Kinds {
+		if k != r.Kind {
+			b = b.Watches(NewWorkload(k), inNamespace, builder.WithPredicates(podLabelsChanged()))
+		}
+	}
+	return b.Complete(r)
+}
+
+// podLabelsChanged passes creations, deletions and changes of a workload's pod labels.
+func podLabelsChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		a, _ := FromObject(e.ObjectOld)
+		b, _ := FromObject(e.ObjectNew)
+		return !equality.Semantic.DeepEqual(a.PodLabels, b.PodLabels)
+	}}
+}
+
+func (r *Reconciler) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	list := NewWorkloadList(r.Kind)
+	if err := r.Client.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing workloads", "kind", r.Kind)
+		return nil
+	}
+	objs, _ := meta.ExtractList(list)
+	out := make([]reconcile.Request, 0, len(objs))
+	for _, o := range objs {
+		m, _ := meta.Accessor(o)
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: m.GetNamespace(), Name: m.GetName()}})
+	}
+	return out
+}
+
+func (r *Reconciler) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.requests(ctx)
+}
+
+func (r *Reconciler) workloadsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.requests(ctx, client.InNamespace(o.GetNamespace()))
+}
+
+func (r *Reconciler) workloadsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.requests(ctx, client.InNamespace(o.GetName()))
+}
+
+// Reconcile brings the workload's generated PDB to what the policies want: created,
+// updated on a semantic diff (which reverts hand edits), or deleted.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := NewWorkload(r.Kind)
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err) // its PDB goes with it, by owner reference
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		return reconcile.Result{}, nil
+	}
+	w, _ := FromObject(obj)
+	desired, conflict, err := Plan(ctx, r.Client, w)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if conflict != "" {
+		r.Events.Warn(obj, "pdb-conflict", time.Now(), "PDBConflict", conflict+"; holdfast generates no PodDisruptionBudget for it")
+	}
+
+	existing := &policyv1.PodDisruptionBudget{}
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: Name(w)}, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		if desired == nil {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, client.IgnoreAlreadyExists(r.Client.Create(ctx, desired))
+	case err != nil:
+		return reconcile.Result{}, err
+	case !Managed(existing):
+		return reconcile.Result{}, nil // a PDB of someone else's that happens to bear our name
+	case desired == nil:
+		return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, existing))
+	}
+	if equality.Semantic.DeepEqual(existing.Spec, desired.Spec) && equality.Semantic.DeepEqual(existing.Labels, desired.Labels) &&
+		equality.Semantic.DeepEqual(existing.OwnerReferences, desired.OwnerReferences) {
+		return reconcile.Result{}, nil
+	}
+	existing.Spec, existing.Labels, existing.OwnerReferences = desired.Spec, desired.Labels, desired.OwnerReferences
+	return reconcile.Result{}, r.Client.Update(ctx, existing)
+}
+
+// Plan computes the workload's desired PDB from the cache, and the conflict that rules
+// one out, if any.
+func Plan(ctx context.Context, c client.Reader, w Workload) (*policyv1.PodDisruptionBudget, string, error) {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := c.Get(ctx, client.ObjectKey{Name: w.Namespace}, ns); err != nil {
+		return nil, "", fmt.Errorf("reading namespace %s: %w", w.Namespace, err)
+	}
+	var policies v1alpha1.DisruptionPolicyList
+	if err := c.List(ctx, &policies); err != nil {
+		return nil, "", err
+	}
+	var generating []*v1alpha1.DisruptionPolicy
+	for i := range policies.Items {
+		if Generating(&policies.Items[i], w, ns.Labels) {
+			generating = append(generating, &policies.Items[i])
+		}
+	}
+	desired := Desired(w, generating)
+	if desired == nil {
+		return nil, "", nil
+	}
+	var pdbs policyv1.PodDisruptionBudgetList
+	if err := c.List(ctx, &pdbs, client.InNamespace(w.Namespace)); err != nil {
+		return nil, "", err
+	}
+	var others []Workload
+	for _, k := range Kinds {
+		list := NewWorkloadList(k)
+		if err := c.List(ctx, list, client.InNamespace(w.Namespace)); err != nil {
+			return nil, "", err
+		}
+		objs, _ := meta.ExtractList(list)
+		for _, o := range objs {
+			if ow, ok := FromObject(o); ok {
+				others = append(others, ow)
+			}
+		}
+	}
+	if conflict := Conflict(w, pdbs.Items, others); conflict != "" {
+		return nil, conflict, nil
+	}
+	return desired, "", nil
+}
