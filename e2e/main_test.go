@@ -144,6 +144,7 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 }
 
 func stopHoldfast(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	defer func() { holdfast, lb = nil, nil }()
 	for _, cmd := range holdfast {
 		if cmd.Process != nil {
 			_ = cmd.Process.Signal(os.Interrupt)
