@@ -147,6 +147,25 @@ func TestPDBGeneratedForDeployment(t *testing.T) {
 		}
 		eventually(t, "PDB back once the user PDB is gone", func() bool { return pdbOf(t, ns, "Deployment", "agent") != nil })
 	})
+	t.Run("a policy that stops selecting the workload takes its PDB away", func(t *testing.T) {
+		setSelector := func(labels map[string]string) {
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				p := &v1alpha1.DisruptionPolicy{}
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), p); err != nil {
+					return err
+				}
+				p.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: labels}
+				return k8s.Update(ctx, p)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		setSelector(map[string]string{"tier": "other"})
+		eventually(t, "PDB removed", func() bool { return pdbOf(t, ns, "Deployment", "agent") == nil })
+		setSelector(map[string]string{"tier": "agent"})
+		eventually(t, "PDB back", func() bool { return pdbOf(t, ns, "Deployment", "agent") != nil })
+	})
 	t.Run("deleting the policy removes its PDBs through the finalizer", func(t *testing.T) {
 		p := &v1alpha1.DisruptionPolicy{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), p); err != nil || !slices.Contains(p.Finalizers, controller.PDBFinalizer) {

@@ -24,9 +24,9 @@ import (
 // TestSamplesAreValid applies every sample policy (server-side dry run) through the
 // CRD's schema and CEL rules.
 func TestSamplesAreValid(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "config", "samples", "rolloutpolicy_*.yaml"))
-	if err != nil || len(files) < 3 {
-		t.Fatalf("want the three RolloutPolicy samples, found %v (%v)", files, err)
+	files, err := filepath.Glob(filepath.Join("..", "config", "samples", "*policy_*.yaml"))
+	if err != nil || len(files) < 5 {
+		t.Fatalf("want the RolloutPolicy and DisruptionPolicy samples, found %v (%v)", files, err)
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -34,7 +34,10 @@ func TestSamplesAreValid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := &v1alpha1.RolloutPolicy{}
+			var p client.Object = &v1alpha1.RolloutPolicy{}
+			if strings.HasPrefix(filepath.Base(f), "disruptionpolicy_") {
+				p = &v1alpha1.DisruptionPolicy{}
+			}
 			if err := yaml.UnmarshalStrict(raw, p); err != nil {
 				t.Fatal(err)
 			}
