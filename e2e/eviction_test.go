@@ -46,16 +46,10 @@ func TestAgentDrain(t *testing.T) {
 		Assess("drained agents go one at a time", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := newClient(t, cfg)
 			ns := newNamespace(ctx, t, c, "agents")
-			p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
-				Spec: v1alpha1.DisruptionPolicySpec{
-					MaxUnavailable: ptr.To(intstr.FromInt32(1)), MinReadySeconds: agentMinWarm,
-					Cooldown: &metav1.Duration{Duration: agentCool},
-					Targets: v1alpha1.PodTargets{
-						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
-						Selector:          &metav1.LabelSelector{MatchLabels: map[string]string{"app": "konnectivity-agent"}}}}}
-			if err := c.Create(ctx, p); err != nil {
-				t.Fatal(err)
-			}
+			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+				s.MinReadySeconds, s.Cooldown = agentMinWarm, &metav1.Duration{Duration: agentCool}
+				s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "konnectivity-agent"}}
+			})
 			d := utiltesting.MakeDeployment(ns, "konnectivity-agent").Replicas(agents).Obj()
 			d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
@@ -201,13 +195,7 @@ func TestEvictionRace(t *testing.T) {
 		Assess("one eviction passes a budget of one across replicas", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := newClient(t, cfg)
 			ns := newNamespace(ctx, t, c, "race")
-			p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
-				Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-					Targets: v1alpha1.PodTargets{
-						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}
-			if err := c.Create(ctx, p); err != nil {
-				t.Fatal(err)
-			}
+			namespacePolicy(ctx, t, c, ns, nil)
 			if err := c.Create(ctx, utiltesting.MakeDeployment(ns, "agent").Replicas(pods).Obj()); err != nil {
 				t.Fatal(err)
 			}
@@ -274,13 +262,7 @@ func TestKiamServers(t *testing.T) {
 			defer uncordon(ctx, t, cs, old)
 			defer uncordon(ctx, t, cs, rest)
 
-			p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
-				Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-					Targets: v1alpha1.PodTargets{
-						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}
-			if err := c.Create(ctx, p); err != nil {
-				t.Fatal(err)
-			}
+			namespacePolicy(ctx, t, c, ns, nil)
 			d := utiltesting.MakeDeployment(ns, "kiam-server").Replicas(3).Obj()
 			d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
@@ -328,13 +310,7 @@ func TestDaemonSetEvictions(t *testing.T) {
 					_ = c.Patch(context.Background(), &n, client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, poolLabel))))
 				}()
 			}
-			p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
-				Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), MinReadySeconds: 2,
-					Targets: v1alpha1.PodTargets{
-						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}
-			if err := c.Create(ctx, p); err != nil {
-				t.Fatal(err)
-			}
+			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) { s.MinReadySeconds = 2 })
 			tmpl := utiltesting.MakeDeployment(ns, "node-agent").Obj().Spec.Template
 			tmpl.Spec.NodeSelector = map[string]string{poolLabel: "true"}
 			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "node-agent"},
@@ -422,5 +398,21 @@ func cordon(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes ma
 		if err != nil {
 			t.Fatalf("cordoning %s: %v", node, err)
 		}
+	}
+}
+
+// namespacePolicy creates a DisruptionPolicy over every pod of the namespace with a
+// budget of one, changed by mut.
+func namespacePolicy(ctx context.Context, t *testing.T, c client.Client, ns string, mut func(*v1alpha1.DisruptionPolicySpec)) {
+	t.Helper()
+	p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Targets: v1alpha1.PodTargets{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}
+	if mut != nil {
+		mut(&p.Spec)
+	}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -35,15 +34,10 @@ func TestPDBFloor(t *testing.T) {
 			c := newClient(t, cfg)
 			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
 			ns := newNamespace(ctx, t, c, "floor")
-			ifHealthy := policyv1.IfHealthyBudget
-			p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
-				Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-					UnhealthyPodEvictionPolicy: &ifHealthy, PDB: &v1alpha1.PDBGeneration{Generate: true},
-					Targets: v1alpha1.PodTargets{
-						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}
-			if err := c.Create(ctx, p); err != nil {
-				t.Fatal(err)
-			}
+			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+				s.UnhealthyPodEvictionPolicy = ptr.To(policyv1.IfHealthyBudget)
+				s.PDB = &v1alpha1.PDBGeneration{Generate: true}
+			})
 			d := utiltesting.MakeDeployment(ns, "agent").Replicas(agents).Obj()
 			d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,

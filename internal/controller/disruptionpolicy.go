@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
 )
 
@@ -50,16 +51,7 @@ func (r *DisruptionPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *DisruptionPolicyStatus) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list v1alpha1.DisruptionPolicyList
-	if err := r.Client.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing DisruptionPolicies")
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, p := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
-	}
-	return out
+	return enqueue.All(ctx, r.Client, func() client.ObjectList { return &v1alpha1.DisruptionPolicyList{} })
 }
 
 // Reconcile handles the finalizer, then computes the status and writes it only when it changed.

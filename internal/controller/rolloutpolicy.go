@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -50,16 +51,7 @@ func (r *RolloutPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *RolloutPolicyStatus) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list v1alpha1.RolloutPolicyList
-	if err := r.Client.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing RolloutPolicies")
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, p := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
-	}
-	return out
+	return enqueue.All(ctx, r.Client, func() client.ObjectList { return &v1alpha1.RolloutPolicyList{} })
 }
 
 // Reconcile computes the policy's status and writes it only when it changed.

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/events"
 )
 
@@ -97,18 +98,7 @@ func podLabelsChanged() predicate.Funcs {
 }
 
 func (r *Reconciler) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
-	list := NewWorkloadList(r.Kind)
-	if err := r.Client.List(ctx, list, opts...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing workloads", "kind", r.Kind)
-		return nil
-	}
-	objs, _ := meta.ExtractList(list)
-	out := make([]reconcile.Request, 0, len(objs))
-	for _, o := range objs {
-		m, _ := meta.Accessor(o)
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: m.GetNamespace(), Name: m.GetName()}})
-	}
-	return out
+	return enqueue.All(ctx, r.Client, func() client.ObjectList { return NewWorkloadList(r.Kind) }, opts...)
 }
 
 func (r *Reconciler) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
