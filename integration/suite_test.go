@@ -85,7 +85,7 @@ func run(m *testing.M) int {
 		Cache:                  server.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		WebhookServer:          server.WebhookServer(wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir),
+		WebhookServer:          server.WebhookServer(ctx, wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir),
 	})
 	if err == nil {
 		err = server.Setup(ctx, mgr, server.Options{Namespace: holdfastNamespace, Identity: "integration"})

@@ -25,6 +25,10 @@ type options struct {
 	logFormat              string
 	logLevel               int8
 	gracefulShutdownPeriod time.Duration
+	certRotation           bool
+	webhookSecret          string
+	webhookService         string
+	webhookConfigName      string
 }
 
 func defaultOptions() *options {
@@ -41,6 +45,9 @@ func defaultOptions() *options {
 		retryPeriod:            2 * time.Second,
 		logFormat:              "json",
 		gracefulShutdownPeriod: 30 * time.Second,
+		webhookSecret:          "holdfast-webhook-cert",
+		webhookService:         "holdfast-webhook",
+		webhookConfigName:      "holdfast",
 	}
 }
 
@@ -59,6 +66,10 @@ func (o *options) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig; empty means in-cluster config or $KUBECONFIG.")
 	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "Log format: json, or console for human-readable lines.")
 	fs.Int8Var(&o.logLevel, "v", o.logLevel, "Log verbosity: 0 logs decisions that object to a request, higher levels add detail.")
+	fs.BoolVar(&o.certRotation, "cert-rotation", o.certRotation, "Issue and rotate the webhook serving certificate in --webhook-secret and inject its CA into --webhook-configuration; off when cert-manager or another tool provides the certificate.")
+	fs.StringVar(&o.webhookSecret, "webhook-secret", o.webhookSecret, "Secret (in --namespace) holding the serving certificate, with --cert-rotation.")
+	fs.StringVar(&o.webhookService, "webhook-service", o.webhookService, "Service (in --namespace) the API server calls the webhooks through; the certificate names it.")
+	fs.StringVar(&o.webhookConfigName, "webhook-configuration", o.webhookConfigName, "ValidatingWebhookConfiguration whose CA bundle --cert-rotation keeps current.")
 	fs.DurationVar(&o.gracefulShutdownPeriod, "graceful-shutdown-timeout", o.gracefulShutdownPeriod, "How long to drain in-flight requests and stop runnables on SIGTERM.")
 }
 

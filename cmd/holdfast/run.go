@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 
 	"github.com/go-logr/zapr"
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -39,12 +43,13 @@ func run(_ context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	ctx := signals.SetupSignalHandler()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        server.NewScheme(),
 		Cache:                         server.CacheOptions(),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
-		WebhookServer:                 server.WebhookServer(o.webhookHost, o.webhookPort, o.certDir),
+		WebhookServer:                 server.WebhookServer(ctx, o.webhookHost, o.webhookPort, o.certDir),
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.namespace,
@@ -57,7 +62,11 @@ func run(_ context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	ctx := signals.SetupSignalHandler()
+	if o.certRotation {
+		if err := addCertRotator(mgr, o); err != nil {
+			return err
+		}
+	}
 	identity, err := os.Hostname()
 	if err != nil {
 		return fmt.Errorf("reading the host name for this replica's identity: %w", err)
@@ -86,4 +95,38 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return ctrl.GetConfig()
 	}
 	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
+
+// +kubebuilder:rbac:groups="",namespace=holdfast-system,resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update;patch
+
+// addCertRotator makes holdfast issue and rotate its own serving certificate (a CA and a
+// leaf for the webhook Service, kept in a Secret the pod mounts at --cert-dir) and inject
+// the CA into its webhook configuration. Readiness waits for both.
+func addCertRotator(mgr ctrl.Manager, o *options) error {
+	ready := make(chan struct{})
+	svc := o.webhookService + "." + o.namespace + ".svc"
+	err := rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey:            types.NamespacedName{Namespace: o.namespace, Name: o.webhookSecret},
+		CertDir:              o.certDir,
+		CAName:               "holdfast-ca",
+		CAOrganization:       "holdfast",
+		DNSName:              svc,
+		ExtraDNSNames:        []string{svc + ".cluster.local"},
+		IsReady:              ready,
+		Webhooks:             []rotator.WebhookInfo{{Name: o.webhookConfigName, Type: rotator.Validating}},
+		FieldOwner:           "holdfast",
+		EnableReadinessCheck: true,
+	})
+	if err != nil {
+		return fmt.Errorf("setting up certificate rotation: %w", err)
+	}
+	return mgr.AddReadyzCheck("certificates", func(*http.Request) error {
+		select {
+		case <-ready:
+			return nil
+		default:
+			return errors.New("the serving certificate is not yet mounted or its CA not yet injected")
+		}
+	})
 }

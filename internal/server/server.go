@@ -51,9 +51,13 @@ func TLSOpts() []func(*tls.Config) {
 	}}
 }
 
-// WebhookServer returns the hardened webhook server.
-func WebhookServer(host string, port int, certDir string) webhook.Server {
-	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: TLSOpts()})
+// WebhookServer returns the hardened webhook server. It serves the certificate in certDir
+// from the moment it appears and reloads it when it changes; until then handshakes fail
+// and readiness stays false.
+func WebhookServer(ctx context.Context, host string, port int, certDir string) webhook.Server {
+	lazy := newLazyCertificate(ctx, certDir)
+	opts := append(TLSOpts(), func(c *tls.Config) { c.GetCertificate = lazy.GetCertificate })
+	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: opts})
 }
 
 // Options are the settings Setup needs beyond the manager.
