@@ -32,6 +32,7 @@ manifests: ## Generate the CRDs, RBAC and webhook manifests from the code's mark
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=holdfast paths=./... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths=./... output:webhook:artifacts:config=config/webhook
+	go run ./hack/chartgen
 
 .PHONY: generate
 generate: manifests ## Generate the deep-copy code and every manifest.
@@ -46,9 +47,10 @@ verify: generate ## Regenerate, then fail on any diff; gofmt and go vet.
 	go vet -tags integration,e2e ./...
 
 .PHONY: lint
-lint: ## gofmt and go vet over every build tag, and shellcheck on hack/ when installed.
+lint: ## gofmt and go vet over every build tag, helm lint (Helm's library), and shellcheck on hack/ when installed.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet -tags integration,e2e ./...
+	go test -count=1 -run '^TestLint$$' ./charts/
 	@if command -v shellcheck >/dev/null; then shellcheck -x hack/*.sh .ci/run; else echo "shellcheck not installed: skipped"; fi
 
 ##@ Test

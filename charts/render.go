@@ -1,0 +1,61 @@
+// Package charts renders the Helm chart in charts/holdfast with Helm's own library, for
+// the chart tests and for applying the chart to a test cluster.
+package charts
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// Dir is the chart's directory.
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "holdfast")
+}
+
+// Render renders the chart as `helm install holdfast --namespace ns` would, validating
+// values against values.schema.json, and returns the objects sorted by file and order.
+func Render(ns string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	c, err := loader.Load(Dir())
+	if err != nil {
+		return nil, err
+	}
+	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{Name: "holdfast", Namespace: ns, IsInstall: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, err
+	}
+	files, err := engine.Render(c, vals)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []*unstructured.Unstructured
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".yaml") {
+			continue
+		}
+		for _, doc := range strings.Split(files[name], "\n---") {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(strings.TrimPrefix(strings.TrimSpace(doc), "---")), &u.Object); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			if len(u.Object) > 0 {
+				out = append(out, u)
+			}
+		}
+	}
+	return out, nil
+}
