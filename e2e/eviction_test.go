@@ -116,7 +116,9 @@ func watchGroup(ctx context.Context, c client.Client, ns, name string, expected 
 					if history.PodReady(p) {
 						ready++
 					}
-					if p.DeletionTimestamp != nil {
+					// The first deletion timestamp is the eviction's (plus the grace period);
+					// kwok shortens it later when it finishes the pod off.
+					if _, seen := deleted[p.Name]; p.DeletionTimestamp != nil && !seen {
 						deleted[p.Name] = p.DeletionTimestamp.Time
 					}
 				}

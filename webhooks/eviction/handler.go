@@ -72,8 +72,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if len(policies.Items) == 0 {
 		return admission.Allowed("")
 	}
+	// Objects missing from this replica's cache may be new ones it has not seen yet:
+	// confirm with the API server before treating them as gone.
+	reader := fallbackReader{cached: h.Reader, live: h.LedgerReader}
 	pod := &corev1.Pod{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
 		if apierrors.IsNotFound(err) {
 			return admission.Allowed("") // the API server answers 404 itself
 		}
@@ -89,7 +92,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if !selectsAny(in) {
 		return admission.Allowed("") // the fast path: no policy selects the pod
 	}
-	if in.Group, err = groupOf(ctx, h.Reader, pod); err != nil {
+	if in.Group, err = groupOf(ctx, reader, pod); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 
@@ -129,6 +132,23 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	return respond(Decision{Violations: []Violation{{Policy: "holdfast", Rule: RuleMaxUnavailable, Action: policy.Deny,
 		Wait: MaxRetryAfter, Message: "the group's eviction ledger is contended; retry"}}})
+}
+
+// fallbackReader reads from the cache, and from the API server what the cache lacks.
+type fallbackReader struct {
+	cached, live client.Reader
+}
+
+func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.cached.Get(ctx, key, obj, opts...)
+	if apierrors.IsNotFound(err) && r.live != nil {
+		return r.live.Get(ctx, key, obj, opts...)
+	}
+	return err
+}
+
+func (r fallbackReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return r.cached.List(ctx, list, opts...)
 }
 
 func selectsAny(in Input) bool {
