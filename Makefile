@@ -33,6 +33,7 @@ manifests: ## Generate the CRDs, RBAC and webhook manifests from the code's mark
 	$(CONTROLLER_GEN) rbac:roleName=holdfast paths=./... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths=./... output:webhook:artifacts:config=config/webhook
 	go run ./hack/chartgen
+	go run ./hack/docgen
 
 .PHONY: generate
 generate: manifests ## Generate the deep-copy code and every manifest.
@@ -40,8 +41,8 @@ generate: manifests ## Generate the deep-copy code and every manifest.
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any diff; gofmt and go vet.
-	git diff --exit-code -- api config charts
-	@test -z "$$(git status --porcelain -- api config charts)" || { git status --porcelain -- api config charts; echo "generated files are not committed"; exit 1; }
+	git diff --exit-code -- api config charts docs
+	@test -z "$$(git status --porcelain -- api config charts docs)" || { git status --porcelain -- api config charts docs; echo "generated files are not committed"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
 	go vet -tags integration,e2e ./...
