@@ -103,7 +103,9 @@ func walk(out *bytes.Buffer, path string, s apiextensionsv1.JSONSchemaProps, req
 	}
 }
 
-func required(s *apiextensionsv1.JSONSchemaProps, name string) bool { return contains(s.Required, name) }
+func required(s *apiextensionsv1.JSONSchemaProps, name string) bool {
+	return contains(s.Required, name)
+}
 
 func contains(list []string, s string) bool {
 	for _, v := range list {
