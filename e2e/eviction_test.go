@@ -5,8 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,13 +21,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/kubectl/pkg/drain"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/devcluster"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
 )
@@ -66,88 +66,22 @@ func TestAgentDrain(t *testing.T) {
 				t.Fatalf("agents on %d nodes, want one per node on %d", len(nodes), agents)
 			}
 
-			w := watchGroup(ctx, c, ns, "konnectivity-agent", agents)
+			w := devcluster.WatchGroup(ctx, c, ns, "konnectivity-agent", agents)
 			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
 			drained := drainAll(ctx, t, cs, nodes)
 			waitReadyPods(ctx, t, c, ns, "konnectivity-agent", agents)
-			res := w.stop()
+			res := w.Stop()
 			uncordon(ctx, t, cs, nodes)
 
 			fmt.Printf("SCENARIO agent-drain maxUnavailableSeen=%d minGapSeconds=%d drained=%d/%d\n",
-				res.maxUnavailable, res.minGapSeconds, drained, len(nodes))
-			if res.maxUnavailable > 1 || res.minGapSeconds < int(agentCool.Seconds()) || drained != len(nodes) || res.evictions != agents {
+				res.MaxUnavailable, res.MinGapSeconds, drained, len(nodes))
+			if res.MaxUnavailable > 1 || res.MinGapSeconds < int(agentCool.Seconds()) || drained != len(nodes) || res.Evictions != agents {
 				t.Errorf("want at most 1 agent unavailable, evictions at least %s apart and %d/%d nodes drained; got %+v, drained %d",
 					agentCool, len(nodes), len(nodes), res, drained)
 			}
 			return ctx
 		}).Feature()
 	testenv.Test(t, f)
-}
-
-// groupWatch samples a group's pods until stopped.
-type groupWatch struct {
-	cancel context.CancelFunc
-	done   chan groupResult
-}
-
-type groupResult struct {
-	maxUnavailable int
-	minReady       int
-	// evictions counts pods seen terminating; minGapSeconds is the least time between two
-	// of them, from the deletion timestamps the API server set.
-	evictions     int
-	minGapSeconds int
-}
-
-// watchGroup samples every 200 ms how many of the expected pods with label app=name are
-// not Ready (or terminating), and when each pod started terminating.
-func watchGroup(ctx context.Context, c client.Client, ns, name string, expected int) *groupWatch {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &groupWatch{cancel: cancel, done: make(chan groupResult, 1)}
-	go func() {
-		res := groupResult{minReady: expected, minGapSeconds: -1}
-		deleted := map[string]time.Time{}
-		for ctx.Err() == nil {
-			var pods corev1.PodList
-			if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": name}); err == nil {
-				ready := 0
-				for i := range pods.Items {
-					p := &pods.Items[i]
-					if history.PodReady(p) {
-						ready++
-					}
-					// The first deletion timestamp is the eviction's (plus the grace period);
-					// kwok shortens it later when it finishes the pod off.
-					if _, seen := deleted[p.Name]; p.DeletionTimestamp != nil && !seen {
-						deleted[p.Name] = p.DeletionTimestamp.Time
-					}
-				}
-				res.maxUnavailable = max(res.maxUnavailable, expected-ready)
-				res.minReady = min(res.minReady, ready)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		var times []time.Time
-		for _, t := range deleted {
-			times = append(times, t)
-		}
-		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
-		res.evictions = len(times)
-		for i := 1; i < len(times); i++ {
-			gap := int(times[i].Sub(times[i-1]).Seconds())
-			if res.minGapSeconds < 0 || gap < res.minGapSeconds {
-				res.minGapSeconds = gap
-			}
-		}
-		w.done <- res
-	}()
-	return w
-}
-
-func (w *groupWatch) stop() groupResult {
-	time.Sleep(time.Second)
-	w.cancel()
-	return <-w.done
 }
 
 // waitReadyPods waits until n pods labelled app=name are Ready and none terminates.
@@ -174,19 +108,6 @@ func waitReadyPods(ctx context.Context, t *testing.T, c client.Client, ns, name 
 		t.Fatalf("want %d Ready %s pods, have %d: %v", n, name, len(ready), err)
 	}
 	return ready
-}
-
-func uncordon(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) {
-	h := &drain.Helper{Ctx: ctx, Client: cs, Out: io.Discard, ErrOut: io.Discard}
-	for node := range nodes {
-		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err == nil {
-			err = drain.RunCordonOrUncordon(h, n, false)
-		}
-		if err != nil {
-			t.Errorf("uncordoning %s: %v", node, err)
-		}
-	}
 }
 
 // TestEvictionRace sends 20 concurrent evictions of 20 distinct pods of one group with a
@@ -276,12 +197,12 @@ func TestKiamServers(t *testing.T) {
 
 			// The new group joins; the old one is drained at once.
 			uncordon(ctx, t, cs, rest)
-			w := watchGroup(ctx, c, ns, "kiam-server", 3)
+			w := devcluster.WatchGroup(ctx, c, ns, "kiam-server", 3)
 			drained := drainAll(ctx, t, cs, old)
 			waitReadyPods(ctx, t, c, ns, "kiam-server", 3)
-			res := w.stop()
-			fmt.Printf("SCENARIO kiam-servers minReadySeen=%d\n", res.minReady)
-			if res.minReady < 2 || drained != len(old) {
+			res := w.Stop()
+			fmt.Printf("SCENARIO kiam-servers minReadySeen=%d\n", res.MinReady)
+			if res.MinReady < 2 || drained != len(old) {
 				t.Errorf("want at least 2 ready servers throughout and %d nodes drained; got %+v, drained %d", len(old), res, drained)
 			}
 			return ctx
@@ -329,7 +250,7 @@ func TestDaemonSetEvictions(t *testing.T) {
 				t.Fatalf("DaemonSet status: %v", err)
 			}
 
-			w := watchGroup(ctx, c, ns, "node-agent", 6)
+			w := devcluster.WatchGroup(ctx, c, ns, "node-agent", 6)
 			var wg sync.WaitGroup
 			for _, pod := range pods {
 				wg.Go(func() {
@@ -352,55 +273,14 @@ func TestDaemonSetEvictions(t *testing.T) {
 			}
 			wg.Wait()
 			waitReadyPods(ctx, t, c, ns, "node-agent", 6)
-			res := w.stop()
-			fmt.Printf("SCENARIO daemonset-evictions maxUnavailableSeen=%d budget=1\n", res.maxUnavailable)
-			if res.maxUnavailable > 1 || res.evictions != 6 {
+			res := w.Stop()
+			fmt.Printf("SCENARIO daemonset-evictions maxUnavailableSeen=%d budget=1\n", res.MaxUnavailable)
+			if res.MaxUnavailable > 1 || res.Evictions != 6 {
 				t.Errorf("want 6 evictions and at most 1 agent unavailable; got %+v", res)
 			}
 			return ctx
 		}).Feature()
 	testenv.Test(t, f)
-}
-
-// drainAll cordons and drains the nodes at once and returns how many drains completed.
-func drainAll(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) int {
-	t.Helper()
-	var wg sync.WaitGroup
-	var drained atomic.Int32
-	for node := range nodes {
-		wg.Go(func() {
-			h := &drain.Helper{Ctx: ctx, Client: cs, Force: true, GracePeriodSeconds: -1, IgnoreAllDaemonSets: true,
-				DeleteEmptyDirData: true, Timeout: 5 * time.Minute, EvictErrorRetryDelay: 2 * time.Second,
-				Out: io.Discard, ErrOut: io.Discard}
-			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-			if err == nil {
-				err = drain.RunCordonOrUncordon(h, n, true)
-			}
-			if err == nil {
-				err = drain.RunNodeDrain(h, node)
-			}
-			if err != nil {
-				t.Errorf("draining %s: %v", node, err)
-				return
-			}
-			drained.Add(1)
-		})
-	}
-	wg.Wait()
-	return int(drained.Load())
-}
-
-func cordon(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) {
-	h := &drain.Helper{Ctx: ctx, Client: cs, Out: io.Discard, ErrOut: io.Discard}
-	for node := range nodes {
-		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err == nil {
-			err = drain.RunCordonOrUncordon(h, n, true)
-		}
-		if err != nil {
-			t.Fatalf("cordoning %s: %v", node, err)
-		}
-	}
 }
 
 // namespacePolicy creates a DisruptionPolicy over every pod of the namespace with a
@@ -416,5 +296,29 @@ func namespacePolicy(ctx context.Context, t *testing.T, c client.Client, ns stri
 	}
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// drainAll drains the nodes at once and reports failed drains as test errors.
+func drainAll(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) int {
+	t.Helper()
+	drained, errs := devcluster.DrainAll(ctx, cs, slices.Collect(maps.Keys(nodes)))
+	for _, err := range errs {
+		t.Error(err)
+	}
+	return drained
+}
+
+func cordon(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) {
+	t.Helper()
+	if err := devcluster.Cordon(ctx, cs, slices.Collect(maps.Keys(nodes)), true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func uncordon(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) {
+	t.Helper()
+	if err := devcluster.Cordon(ctx, cs, slices.Collect(maps.Keys(nodes)), false); err != nil {
+		t.Error(err)
 	}
 }

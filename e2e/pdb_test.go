@@ -92,13 +92,13 @@ func TestPDBFloor(t *testing.T) {
 			for _, p := range pods {
 				agentNodes[p.Spec.NodeName] = true
 			}
-			w := watchGroup(ctx, c, ns, "agent", agents)
+			w := devcluster.WatchGroup(ctx, c, ns, "agent", agents)
 			drained := drainAll(ctx, t, cs, agentNodes)
 			waitReadyPods(ctx, t, c, ns, "agent", agents)
-			res := w.stop()
+			res := w.Stop()
 			uncordon(ctx, t, cs, agentNodes)
-			fmt.Printf("SCENARIO pdb-floor webhook=down maxUnavailableSeen=%d budget=1\n", res.maxUnavailable)
-			if res.maxUnavailable > 1 || drained != len(agentNodes) {
+			fmt.Printf("SCENARIO pdb-floor webhook=down maxUnavailableSeen=%d budget=1\n", res.MaxUnavailable)
+			if res.MaxUnavailable > 1 || drained != len(agentNodes) {
 				t.Errorf("want at most 1 agent unavailable and %d nodes drained; got %+v, drained %d", len(agentNodes), res, drained)
 			}
 			return ctx

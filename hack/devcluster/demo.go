@@ -11,13 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
 )
 
@@ -115,6 +115,10 @@ func demo(ctx context.Context) error {
 	r.note("back on revision A: 5 pods Ready")
 	r.expect("go to B again within the 10m revert window (flapping)", update(image("B")), true)
 
+	if err := e.agentDrain(ctx, r); err != nil {
+		return err
+	}
+
 	r.print()
 	if r.surprises > 0 {
 		return fmt.Errorf("%d answers were not what holdfast should give; see %s", r.surprises, logPath)
@@ -136,16 +140,17 @@ Stop it all:    make testbed-down
 	return nil
 }
 
+// applyPolicy applies a sample policy of either kind with server-side apply.
 func (e *env) applyPolicy(ctx context.Context, path string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	p := &v1alpha1.RolloutPolicy{}
-	if err := yaml.UnmarshalStrict(raw, p); err != nil {
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return e.client.Patch(ctx, p, client.Apply, client.FieldOwner("holdfast-demo"), client.ForceOwnership)
+	return e.client.Patch(ctx, u, client.Apply, client.FieldOwner("holdfast-demo"), client.ForceOwnership)
 }
 
 // waitPolicyActive waits until holdfast's cache has the sample policy: a dry-run create
@@ -221,6 +226,16 @@ func (r *report) expect(what string, err error, wantDenied bool) {
 		r.surprises++
 		r.lines[len(r.lines)-1] += "   <-- unexpected"
 	}
+}
+
+// check records an outcome the demo measured, and whether it is what holdfast promises.
+func (r *report) check(ok bool, s string) {
+	mark := "  HELD      "
+	if !ok {
+		mark = "  BROKEN    "
+		r.surprises++
+	}
+	r.lines = append(r.lines, mark+s)
 }
 
 func (r *report) note(s string) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,6 +53,7 @@ type env struct {
 	cache      string
 	kubeconfig string
 	kubectl    string
+	config     *rest.Config
 	client     client.Client
 }
 
@@ -59,7 +61,8 @@ type env struct {
 // the CRDs and a webhook configuration that calls holdfast on 127.0.0.1.
 func prepare(ctx context.Context) (*env, error) {
 	step("Starting the local kwok cluster (first run builds the control plane from source: ~25 min on 2 cores)")
-	up := exec.CommandContext(ctx, "bash", "hack/testbed-up.sh")
+	// Eight fake nodes: the agent drain moves four agents onto four spare nodes.
+	up := exec.CommandContext(ctx, "bash", "hack/testbed-up.sh", "8")
 	up.Stderr = os.Stderr
 	out, err := up.Output()
 	if err != nil {
@@ -84,6 +87,7 @@ func prepare(ctx context.Context) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.config = cfg
 	if e.client, err = client.New(cfg, client.Options{Scheme: devcluster.NewScheme()}); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/internal/devcluster"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
+)
+
+const (
+	agentPolicy = "config/samples/disruptionpolicy_konnectivity_agent.yaml"
+	agents      = 4
+)
+
+// agentDrain plays a node upgrade that drains every konnectivity-agent node at once, under
+// the sample DisruptionPolicy: one agent at a time, each replacement Ready for 10 s, 20 s apart.
+func (e *env) agentDrain(ctx context.Context, r *report) error {
+	step("Scenario: a node upgrade drains the four konnectivity-agent nodes at once (this takes about a minute)")
+	cs, err := kubernetes.NewForConfig(e.config)
+	if err != nil {
+		return err
+	}
+	var nodes corev1.NodeList
+	if err := e.client.List(ctx, &nodes); err != nil {
+		return err
+	}
+	var all []string
+	for _, n := range nodes.Items {
+		all = append(all, n.Name)
+	}
+	if len(all) < 2*agents {
+		return fmt.Errorf("the agent drain needs %d nodes, the cluster has %d", 2*agents, len(all))
+	}
+	// An earlier demo may have left nodes cordoned.
+	if err := devcluster.Cordon(ctx, cs, all, false); err != nil {
+		return err
+	}
+	if err := e.applyPolicy(ctx, agentPolicy); err != nil {
+		return err
+	}
+
+	d := utiltesting.MakeDeployment("kube-system", "konnectivity-agent").Replicas(agents).Obj()
+	d.TypeMeta = metav1.TypeMeta{}
+	d.Labels["k8s-app"] = "konnectivity-agent"
+	d.Spec.Template.Labels["k8s-app"] = "konnectivity-agent"
+	d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "konnectivity-agent"}}}}}}
+	_ = e.client.Delete(ctx, d.DeepCopy(), client.PropagationPolicy(metav1.DeletePropagationForeground))
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		err := e.client.List(ctx, &pods, client.InNamespace("kube-system"), client.MatchingLabels{"app": "konnectivity-agent"})
+		return err == nil && len(pods.Items) == 0 && apierrors.IsNotFound(e.client.Get(ctx, client.ObjectKeyFromObject(d), d.DeepCopy())), nil
+	}); err != nil {
+		return fmt.Errorf("removing the agents of an earlier demo: %w", err)
+	}
+	if err := e.client.Create(ctx, d); err != nil {
+		return err
+	}
+	agentNodes, err := readyAgents(ctx, e.client)
+	if err != nil {
+		return err
+	}
+	r.note(fmt.Sprintf("konnectivity-agent: %d pods Ready, one per node", agents))
+
+	start := time.Now()
+	w := devcluster.WatchGroup(ctx, e.client, "kube-system", "konnectivity-agent", agents)
+	drained, errs := devcluster.DrainAll(ctx, cs, agentNodes)
+	if _, err := readyAgents(ctx, e.client); err != nil {
+		return err
+	}
+	res := w.Stop()
+	if err := devcluster.Cordon(ctx, cs, agentNodes, false); err != nil {
+		return err
+	}
+	for _, err := range errs {
+		r.note("drain error: " + err.Error())
+	}
+	ok := drained == agents && res.MaxUnavailable <= 1 && res.MinGapSeconds >= 20
+	r.check(ok, fmt.Sprintf("kubectl drain of %d nodes at once: %d/%d drained in %s; never more than %d agent unavailable; evictions at least %ds apart (holdfast deferred the rest with 429s, which drain retries)",
+		len(agentNodes), drained, len(agentNodes), time.Since(start).Round(time.Second), res.MaxUnavailable, res.MinGapSeconds))
+	return nil
+}
+
+// readyAgents waits until every agent is Ready and none terminates, and returns their nodes.
+func readyAgents(ctx context.Context, c client.Client) ([]string, error) {
+	var nodes []string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace("kube-system"), client.MatchingLabels{"app": "konnectivity-agent"}); err != nil {
+			return false, err
+		}
+		nodes = nodes[:0]
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				return false, nil
+			}
+			if history.PodReady(&p) {
+				nodes = append(nodes, p.Spec.NodeName)
+			}
+		}
+		return len(nodes) == agents, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for %d Ready agents: %w", agents, err)
+	}
+	return nodes, nil
+}
