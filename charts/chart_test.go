@@ -148,6 +148,32 @@ func TestRenderCertManager(t *testing.T) {
 	}
 }
 
+func TestRenderSamples(t *testing.T) {
+	objs, err := render(t, "holdfast-system", map[string]any{"samples": map[string]any{"enabled": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, _ := filepath.Glob(filepath.Join("..", "config", "samples", "*.yaml"))
+	n := 0
+	for _, u := range objs {
+		if u.GetAPIVersion() == "holdfast.dev/v1alpha1" {
+			n++
+		}
+	}
+	if n == 0 || n != len(samples) {
+		t.Errorf("rendered %d sample policies, config/samples has %d", n, len(samples))
+	}
+	if objs, _ := render(t, "holdfast-system", nil); len(objs) == 0 {
+		t.Fatal("no objects")
+	} else {
+		for _, u := range objs {
+			if u.GetAPIVersion() == "holdfast.dev/v1alpha1" {
+				t.Errorf("samples rendered without samples.enabled: %s", u.GetName())
+			}
+		}
+	}
+}
+
 func TestValuesSchemaRejectsBadValues(t *testing.T) {
 	for name, vals := range map[string]map[string]any{
 		"failure policy": {"webhook": map[string]any{"rollout": map[string]any{"failurePolicy": "Sometimes"}}},

@@ -16,7 +16,8 @@ import (
 // matchConditions and the RBAC rules included.
 func TestChartAppliesToTheAPIServer(t *testing.T) {
 	for name, values := range map[string]map[string]any{
-		"defaults": nil,
+		"defaults":         nil,
+		"with the samples": {"samples": map[string]any{"enabled": true}},
 		"fail closed, one replica": {"replicaCount": 1, "webhook": map[string]any{
 			"rollout": map[string]any{"failurePolicy": "Fail"}, "eviction": map[string]any{"failurePolicy": "Fail"}}},
 	} {

@@ -1,6 +1,7 @@
 // Command chartgen copies what controller-gen generates from the code's markers into the
-// Helm chart, so that the chart and config/ cannot drift: the CRDs into crds/, and the
-// RBAC rules and webhook rules into templates/_generated.tpl. `make manifests` runs it
+// Helm chart, so that the chart and config/ cannot drift: the CRDs into crds/, the RBAC
+// rules and webhook rules into templates/_generated.tpl, and the sample policies into
+// files/samples/. `make manifests` runs it
 // and `make verify` fails on any diff.
 package main
 
@@ -34,6 +35,24 @@ func run(config, chart string) error {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(chart, "crds", filepath.Base(f)), raw, 0o644); err != nil {
+			return err
+		}
+	}
+
+	samples, err := filepath.Glob(filepath.Join(config, "samples", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(chart, "files", "samples")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range samples {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), raw, 0o644); err != nil {
 			return err
 		}
 	}
