@@ -118,6 +118,9 @@ func demo(ctx context.Context) error {
 	if err := e.agentDrain(ctx, r); err != nil {
 		return err
 	}
+	if err := e.kiamSwap(ctx, r); err != nil {
+		return err
+	}
 
 	r.print()
 	if r.surprises > 0 {
