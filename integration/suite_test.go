@@ -41,6 +41,9 @@ var (
 	cached client.Reader
 	// restConfig reaches the API server as an administrator.
 	restConfig *rest.Config
+	// webhookHost and webhookPort are where holdfast's webhook server listens.
+	webhookHost string
+	webhookPort int
 )
 
 func TestMain(m *testing.M) {
@@ -80,6 +83,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wio := &env.WebhookInstallOptions
+	webhookHost, webhookPort = wio.LocalServingHost, wio.LocalServingPort
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 server.NewScheme(),
 		Cache:                  server.CacheOptions(),
