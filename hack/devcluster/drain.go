@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,18 +57,10 @@ func (e *env) agentDrain(ctx context.Context, r *report) error {
 	d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "konnectivity-agent"}}}}}}
-	_ = e.client.Delete(ctx, d.DeepCopy(), client.PropagationPolicy(metav1.DeletePropagationForeground))
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		err := e.client.List(ctx, &pods, client.InNamespace("kube-system"), client.MatchingLabels{"app": "konnectivity-agent"})
-		return err == nil && len(pods.Items) == 0 && apierrors.IsNotFound(e.client.Get(ctx, client.ObjectKeyFromObject(d), d.DeepCopy())), nil
-	}); err != nil {
-		return fmt.Errorf("removing the agents of an earlier demo: %w", err)
-	}
-	if err := e.client.Create(ctx, d); err != nil {
+	if err := recreate(ctx, e.client, d); err != nil {
 		return err
 	}
-	agentNodes, err := readyAgents(ctx, e.client)
+	agentNodes, err := readyPods(ctx, e.client, d, agents)
 	if err != nil {
 		return err
 	}
@@ -76,7 +69,7 @@ func (e *env) agentDrain(ctx context.Context, r *report) error {
 	start := time.Now()
 	w := devcluster.WatchGroup(ctx, e.client, "kube-system", "konnectivity-agent", agents)
 	drained, errs := devcluster.DrainAll(ctx, cs, agentNodes)
-	if _, err := readyAgents(ctx, e.client); err != nil {
+	if _, err := readyPods(ctx, e.client, d, agents); err != nil {
 		return err
 	}
 	res := w.Stop()
@@ -92,12 +85,28 @@ func (e *env) agentDrain(ctx context.Context, r *report) error {
 	return nil
 }
 
-// readyAgents waits until every agent is Ready and none terminates, and returns their nodes.
-func readyAgents(ctx context.Context, c client.Client) ([]string, error) {
+// recreate deletes what an earlier demo left of the Deployment, waits until its pods are
+// gone, and creates it anew.
+func recreate(ctx context.Context, c client.Client, d *appsv1.Deployment) error {
+	_ = c.Delete(ctx, d.DeepCopy(), client.PropagationPolicy(metav1.DeletePropagationForeground))
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		err := c.List(ctx, &pods, client.InNamespace(d.Namespace), client.MatchingLabels{"app": d.Name})
+		return err == nil && len(pods.Items) == 0 && apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(d), d.DeepCopy())), nil
+	})
+	if err != nil {
+		return fmt.Errorf("removing the %s of an earlier demo: %w", d.Name, err)
+	}
+	return c.Create(ctx, d)
+}
+
+// readyPods waits until n pods of the Deployment (labelled app=<name>) are Ready and none
+// terminates, and returns their nodes.
+func readyPods(ctx context.Context, c client.Client, d *appsv1.Deployment, n int) ([]string, error) {
 	var nodes []string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace("kube-system"), client.MatchingLabels{"app": "konnectivity-agent"}); err != nil {
+		if err := c.List(ctx, &pods, client.InNamespace(d.Namespace), client.MatchingLabels{"app": d.Name}); err != nil {
 			return false, err
 		}
 		nodes = nodes[:0]
@@ -109,10 +118,10 @@ func readyAgents(ctx context.Context, c client.Client) ([]string, error) {
 				nodes = append(nodes, p.Spec.NodeName)
 			}
 		}
-		return len(nodes) == agents, nil
+		return len(nodes) == n, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("waiting for %d Ready agents: %w", agents, err)
+		return nil, fmt.Errorf("waiting for %d Ready %s pods: %w", n, d.Name, err)
 	}
 	return nodes, nil
 }

@@ -6,14 +6,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/internal/devcluster"
-	"github.com/holdfast-dev/holdfast/internal/history"
 	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
 )
 
@@ -54,18 +50,10 @@ func (e *env) kiamSwap(ctx context.Context, r *report) error {
 	d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kiam-server"}}}}}}
-	_ = e.client.Delete(ctx, d.DeepCopy(), client.PropagationPolicy(metav1.DeletePropagationForeground))
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		err := e.client.List(ctx, &pods, client.InNamespace("kube-system"), client.MatchingLabels{"app": "kiam-server"})
-		return err == nil && len(pods.Items) == 0 && apierrors.IsNotFound(e.client.Get(ctx, client.ObjectKeyFromObject(d), d.DeepCopy())), nil
-	}); err != nil {
-		return fmt.Errorf("removing the servers of an earlier demo: %w", err)
-	}
-	if err := e.client.Create(ctx, d); err != nil {
+	if err := recreate(ctx, e.client, d); err != nil {
 		return err
 	}
-	if err := readyServers(ctx, e.client); err != nil {
+	if _, err := readyPods(ctx, e.client, d, 3); err != nil {
 		return err
 	}
 	r.note("kiam-server: 3 pods Ready on the old nodes")
@@ -77,7 +65,7 @@ func (e *env) kiamSwap(ctx context.Context, r *report) error {
 	start := time.Now()
 	w := devcluster.WatchGroup(ctx, e.client, "kube-system", "kiam-server", 3)
 	drained, errs := devcluster.DrainAll(ctx, cs, old)
-	if err := readyServers(ctx, e.client); err != nil {
+	if _, err := readyPods(ctx, e.client, d, 3); err != nil {
 		return err
 	}
 	res := w.Stop()
@@ -88,23 +76,4 @@ func (e *env) kiamSwap(ctx context.Context, r *report) error {
 		"drain of the 3 old nodes at once: %d/%d drained in %s; never fewer than %d ready servers",
 		drained, len(old), time.Since(start).Round(time.Second), res.MinReady))
 	return nil
-}
-
-func readyServers(ctx context.Context, c client.Client) error {
-	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace("kube-system"), client.MatchingLabels{"app": "kiam-server"}); err != nil {
-			return false, err
-		}
-		ready := 0
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil {
-				return false, nil
-			}
-			if history.PodReady(&p) {
-				ready++
-			}
-		}
-		return ready == 3, nil
-	})
 }
