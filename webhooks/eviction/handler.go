@@ -96,6 +96,22 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 
+	// finish records and answers the final decision; ledger conflicts retried before it are not counted.
+	finish := func(d Decision) admission.Response {
+		observe(d, in, h.Clock.Since(start))
+		if len(d.Violations) > 0 {
+			log.Info("Eviction policy violated", "pod", klogRef(pod), "action", d.Action().String(), "dryRun", dryRun,
+				"violations", messages(d.Violations, policy.Audit))
+		}
+		if d.Action() == policy.Deny && !dryRun {
+			reason := "EvictionDeferred"
+			if d.Never() {
+				reason = "EvictionRefused"
+			}
+			h.Events.Warn(pod, "eviction", in.Now, reason, strings.Join(messages(d.Violations, policy.Deny), "; "))
+		}
+		return respond(d)
+	}
 	for range ledgerAttempts {
 		var l *ledger
 		if in.Group != nil {
@@ -106,31 +122,19 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		in.Now = h.Clock.Now()
 		d := Decide(in)
-		observe(d, in, h.Clock.Since(start))
-		if len(d.Violations) > 0 {
-			log.Info("Eviction policy violated", "pod", klogRef(pod), "action", d.Action().String(), "dryRun", dryRun,
-				"violations", messages(d.Violations, policy.Audit))
-		}
 		if d.Action() == policy.Deny || dryRun || !d.Guarded || l == nil {
-			if d.Action() == policy.Deny && !dryRun {
-				reason := "EvictionDeferred"
-				if d.Never() {
-					reason = "EvictionRefused"
-				}
-				h.Events.Warn(pod, "eviction", in.Now, reason, strings.Join(messages(d.Violations, policy.Deny), "; "))
-			}
-			return respond(d)
+			return finish(d)
 		}
 		err = l.admit(ctx, h.LedgerWriter, Record{Pod: pod.Name, UID: pod.UID, At: in.Now}, h.Identity)
 		if err == nil {
-			return respond(d)
+			return finish(d)
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("recording the eviction: %w", err))
 		}
 		// Another replica admitted an eviction in this group meanwhile: decide again.
 	}
-	return respond(Decision{Violations: []Violation{{Policy: "holdfast", Rule: RuleMaxUnavailable, Action: policy.Deny,
+	return finish(Decision{Guarded: true, Violations: []Violation{{Policy: "holdfast", Rule: RuleMaxUnavailable, Action: policy.Deny,
 		Wait: MaxRetryAfter, Message: "the group's eviction ledger is contended; retry"}}})
 }
 
