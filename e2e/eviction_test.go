@@ -28,7 +28,6 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/devcluster"
-	"github.com/holdfast-dev/holdfast/internal/history"
 	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
 )
 
@@ -87,25 +86,9 @@ func TestAgentDrain(t *testing.T) {
 // waitReadyPods waits until n pods labelled app=name are Ready and none terminates.
 func waitReadyPods(ctx context.Context, t *testing.T, c client.Client, ns, name string, n int) []corev1.Pod {
 	t.Helper()
-	var ready []corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": name}); err != nil {
-			return false, err
-		}
-		ready = ready[:0]
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil {
-				return false, nil
-			}
-			if history.PodReady(&p) {
-				ready = append(ready, p)
-			}
-		}
-		return len(ready) == n, nil
-	})
+	ready, err := devcluster.ReadyPods(ctx, c, ns, name, n)
 	if err != nil {
-		t.Fatalf("want %d Ready %s pods, have %d: %v", n, name, len(ready), err)
+		t.Fatal(err)
 	}
 	return ready
 }

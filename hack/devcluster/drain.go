@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/internal/devcluster"
-	"github.com/holdfast-dev/holdfast/internal/history"
 	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
 )
 
@@ -103,25 +102,13 @@ func recreate(ctx context.Context, c client.Client, d *appsv1.Deployment) error 
 // readyPods waits until n pods of the Deployment (labelled app=<name>) are Ready and none
 // terminates, and returns their nodes.
 func readyPods(ctx context.Context, c client.Client, d *appsv1.Deployment, n int) ([]string, error) {
-	var nodes []string
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(d.Namespace), client.MatchingLabels{"app": d.Name}); err != nil {
-			return false, err
-		}
-		nodes = nodes[:0]
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil {
-				return false, nil
-			}
-			if history.PodReady(&p) {
-				nodes = append(nodes, p.Spec.NodeName)
-			}
-		}
-		return len(nodes) == n, nil
-	})
+	pods, err := devcluster.ReadyPods(ctx, c, d.Namespace, d.Name, n)
 	if err != nil {
-		return nil, fmt.Errorf("waiting for %d Ready %s pods: %w", n, d.Name, err)
+		return nil, err
+	}
+	nodes := make([]string, 0, len(pods))
+	for _, p := range pods {
+		nodes = append(nodes, p.Spec.NodeName)
 	}
 	return nodes, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,4 +135,30 @@ func Cordon(ctx context.Context, cs kubernetes.Interface, nodes []string, desire
 		}
 	}
 	return nil
+}
+
+// ReadyPods waits up to three minutes until n pods labelled app=name in ns are Ready and
+// none terminates, and returns the Ready ones.
+func ReadyPods(ctx context.Context, c client.Client, ns, name string, n int) ([]corev1.Pod, error) {
+	var ready []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": name}); err != nil {
+			return false, err
+		}
+		ready = ready[:0]
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				return false, nil
+			}
+			if history.PodReady(&p) {
+				ready = append(ready, p)
+			}
+		}
+		return len(ready) == n, nil
+	})
+	if err != nil {
+		return ready, fmt.Errorf("want %d Ready %s pods, have %d: %w", n, name, len(ready), err)
+	}
+	return ready, nil
 }
