@@ -40,12 +40,13 @@ generate: manifests ## Generate the deep-copy code and every manifest.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: verify
-verify: generate ## Regenerate, then fail on any diff; gofmt and go vet.
+verify: generate ## Regenerate, then fail on any diff; chart and kustomize agree; gofmt and go vet.
 	git diff --exit-code -- api config charts docs
 	@test -z "$$(git status --porcelain -- api config charts docs)" || { git status --porcelain -- api config charts docs; echo "generated files are not committed"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
 	go vet -tags integration,e2e ./...
+	go test -count=1 -run '^TestChartAgreesWithKustomize$$' ./charts/
 
 .PHONY: lint
 lint: ## gofmt and go vet over every build tag, helm lint (Helm's library), and shellcheck on hack/ when installed.

@@ -13,6 +13,8 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
@@ -20,6 +22,53 @@ import (
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "holdfast")
+}
+
+// ConfigDir is the kustomize configuration's directory, config/ at the repository root.
+func ConfigDir() string {
+	return filepath.Join(filepath.Dir(Dir()), "..", "config")
+}
+
+// Kustomize builds a kustomization under config/ (for example "default") as
+// `kubectl kustomize` would, with kustomize's own library.
+func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	m, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(ConfigDir(), dir))
+	if err != nil {
+		return nil, fmt.Errorf("kustomize config/%s: %w", dir, err)
+	}
+	var out []*unstructured.Unstructured
+	for _, r := range m.Resources() {
+		// Through YAML, so numbers have the types Render gives them.
+		y, err := r.AsYAML()
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(y, &u.Object); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// CRDs returns the CustomResourceDefinitions the chart installs from its crds/ directory,
+// which Helm applies before rendering templates.
+func CRDs() ([]*unstructured.Unstructured, error) {
+	c, err := loader.Load(Dir())
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, f := range c.CRDObjects() {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(f.File.Data, &u.Object); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Filename, err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 // Render renders the chart as `helm install holdfast --namespace ns` would, validating
