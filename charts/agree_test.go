@@ -101,7 +101,6 @@ func byName(objs []*unstructured.Unstructured, kind string) map[string]*unstruct
 	return out
 }
 
-
 // one converts the only object of a kind into its Go type.
 func one(t *testing.T, objs []*unstructured.Unstructured, kind string, into any) bool {
 	t.Helper()
