@@ -23,7 +23,10 @@ import (
 
 const (
 	tenantNamespace = "tenant-a"
-	samplePolicy    = "config/samples/rolloutpolicy_hosted_control_plane.yaml"
+	// The storm runs twice: in a namespace the sample policy selects, and in one it does not.
+	stormNamespace     = "tenant-storm"
+	unguardedNamespace = "tenant-unguarded"
+	samplePolicy       = "config/samples/rolloutpolicy_hosted_control_plane.yaml"
 )
 
 // demo runs holdfast in the background and walks through what it guards, printing a
@@ -45,16 +48,10 @@ func demo(ctx context.Context) error {
 	if err := e.applyPolicy(ctx, samplePolicy); err != nil {
 		return err
 	}
-	ns := &corev1.Namespace{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace,
-			Labels: map[string]string{"holdfast.dev/hosted-control-plane": "true"}}}
-	if err := e.client.Patch(ctx, ns, client.Apply, client.FieldOwner("holdfast-demo"), client.ForceOwnership); err != nil {
-		return err
-	}
-	_ = e.client.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "kube-apiserver"}})
-	if err := waitGone(ctx, e.client); err != nil {
-		return err
+	for ns, guarded := range map[string]bool{tenantNamespace: true, stormNamespace: true, unguardedNamespace: false} {
+		if err := e.freshTenant(ctx, ns, guarded); err != nil {
+			return err
+		}
 	}
 
 	if err := waitPolicyActive(ctx, e.client); err != nil {
@@ -62,6 +59,9 @@ func demo(ctx context.Context) error {
 	}
 
 	r := &report{}
+	if err := e.storm(ctx, r); err != nil {
+		return err
+	}
 	step("Scenario: an operator drives a hosted control plane (3 kube-apiserver replicas with konnectivity-server)")
 	d := utiltesting.MakeDeployment(tenantNamespace, "kube-apiserver").Replicas(3).
 		Container("konnectivity-server", "--mode=grpc", "--server-count=3").Obj()
@@ -170,13 +170,23 @@ func waitPolicyActive(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-func waitGone(ctx context.Context, c client.Client) error {
+// freshTenant applies a tenant namespace, labelled for the sample policy when guarded,
+// and removes the kube-apiserver Deployment and pods a previous demo left in it.
+func (e *env) freshTenant(ctx context.Context, name string, guarded bool) error {
+	ns := &corev1.Namespace{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"holdfast.dev/hosted-control-plane": fmt.Sprint(guarded)}}}
+	if err := e.client.Patch(ctx, ns, client.Apply, client.FieldOwner("holdfast-demo"), client.ForceOwnership); err != nil {
+		return err
+	}
+	key := client.ObjectKey{Namespace: name, Name: "kube-apiserver"}
+	_ = e.client.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(tenantNamespace)); err != nil {
+		if err := e.client.List(ctx, &pods, client.InNamespace(name)); err != nil {
 			return false, err
 		}
-		err := c.Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: "kube-apiserver"}, &appsv1.Deployment{})
+		err := e.client.Get(ctx, key, &appsv1.Deployment{})
 		return apierrors.IsNotFound(err) && len(pods.Items) == 0, nil
 	})
 }
