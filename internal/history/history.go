@@ -14,9 +14,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // Revision is one pod-template revision of a workload.
@@ -25,8 +26,8 @@ type Revision struct {
 	Name string
 	// Number is the revision number; kube renumbers a revision that is rolled back to.
 	Number int64
-	// Template is the revision's pod template, without the hash label kube adds.
-	Template *corev1.PodTemplateSpec
+	// Template is the revision's pod template, with the fingerprint the cache computed.
+	Template *workload.Template
 	Created  time.Time
 	// Serving counts the revision's pods that are available (ReplicaSets) or Ready
 	// (pods of a ControllerRevision) now.
@@ -42,10 +43,10 @@ type History struct {
 	LastActivity time.Time
 }
 
-// Find returns the revision whose template is semantically equal to t, or nil.
-func (h History) Find(t *corev1.PodTemplateSpec) *Revision {
+// Find returns the revision whose template equals t (workload.SameTemplate), or nil.
+func (h History) Find(t *workload.Template) *Revision {
 	for i := range h.Revisions {
-		if SameTemplate(h.Revisions[i].Template, t) {
+		if workload.SameTemplate(h.Revisions[i].Template, t) {
 			return &h.Revisions[i]
 		}
 	}
@@ -70,36 +71,6 @@ func (h History) Newest() *Revision {
 	return &h.Revisions[len(h.Revisions)-1]
 }
 
-// hashLabels are the labels kube's controllers add to a revision's pod template.
-var hashLabels = []string{appsv1.DefaultDeploymentUniqueLabelKey, appsv1.ControllerRevisionHashLabelKey}
-
-// SameTemplate compares two pod templates semantically, ignoring the hash labels kube adds.
-func SameTemplate(a, b *corev1.PodTemplateSpec) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return equality.Semantic.DeepEqual(withoutHashLabels(a), withoutHashLabels(b))
-}
-
-func withoutHashLabels(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
-	has := false
-	for _, k := range hashLabels {
-		_, ok := t.Labels[k]
-		has = has || ok
-	}
-	if !has {
-		return t
-	}
-	c := t.DeepCopy()
-	for _, k := range hashLabels {
-		delete(c.Labels, k)
-	}
-	if len(c.Labels) == 0 {
-		c.Labels = nil
-	}
-	return c
-}
-
 // FromReplicaSets builds a Deployment's revisions from the ReplicaSets it controls.
 func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 	var out []Revision
@@ -111,7 +82,7 @@ func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 		out = append(out, Revision{
 			Name:     rs.Name,
 			Number:   revisionNumber(rs.Annotations["deployment.kubernetes.io/revision"]),
-			Template: &rs.Spec.Template,
+			Template: workload.FromSpec(&rs.Spec.Template, rs.Annotations[workload.FingerprintAnnotation]),
 			Created:  rs.CreationTimestamp.Time,
 			Serving:  rs.Status.AvailableReplicas,
 		})
@@ -130,11 +101,12 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 		if !ControlledBy(cr.OwnerReferences, owner) {
 			continue
 		}
-		t, err := templateOf(cr)
+		t, err := TemplateOf(cr)
 		if err != nil {
 			return nil, err
 		}
-		r := Revision{Name: cr.Name, Number: cr.Revision, Template: t, Created: cr.CreationTimestamp.Time}
+		r := Revision{Name: cr.Name, Number: cr.Revision, Template: workload.FromSpec(t, cr.Annotations[workload.FingerprintAnnotation]),
+			Created: cr.CreationTimestamp.Time}
 		for j := range pods {
 			p := &pods[j]
 			if h := p.Labels[appsv1.ControllerRevisionHashLabelKey]; h != "" && (h == cr.Name || ownerName+"-"+h == cr.Name) && PodReady(p) {
@@ -147,9 +119,9 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 	return out, nil
 }
 
-// templateOf decodes the pod template from a ControllerRevision's data, a strategic
+// TemplateOf decodes the pod template from a ControllerRevision's data, a strategic
 // merge patch of the form {"spec":{"template":{…,"$patch":"replace"}}}.
-func templateOf(cr *appsv1.ControllerRevision) (*corev1.PodTemplateSpec, error) {
+func TemplateOf(cr *appsv1.ControllerRevision) (*corev1.PodTemplateSpec, error) {
 	var patch struct {
 		Spec struct {
 			Template *corev1.PodTemplateSpec `json:"template"`
@@ -227,4 +199,34 @@ func sortRevisions(rs []Revision) {
 		}
 		return a.Created.Compare(b.Created)
 	})
+}
+
+// Fingerprint is a cache transform for ReplicaSets and ControllerRevisions: it records the
+// fingerprint of the revision's pod template in workload.FingerprintAnnotation, once per
+// change, so that comparing a request's template with the workload's history is a hash
+// comparison instead of a decode and deep comparison. Other objects pass unchanged.
+func Fingerprint(obj any) (any, error) {
+	var t *corev1.PodTemplateSpec
+	var m *metav1.ObjectMeta
+	switch o := obj.(type) {
+	case *appsv1.ReplicaSet:
+		t, m = &o.Spec.Template, &o.ObjectMeta
+	case *appsv1.ControllerRevision:
+		var err error
+		if t, err = TemplateOf(o); err != nil {
+			return obj, nil // Read reports it
+		}
+		m = &o.ObjectMeta
+	default:
+		return obj, nil
+	}
+	sum, err := workload.Fingerprint(t)
+	if err != nil {
+		return obj, nil // compared semantically instead
+	}
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[workload.FingerprintAnnotation] = sum
+	return obj, nil
 }

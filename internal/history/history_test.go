@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -29,15 +31,15 @@ func controller(uid types.UID) []metav1.OwnerReference {
 func TestSameTemplateIgnoresHashLabels(t *testing.T) {
 	a, b := tmpl("x"), tmpl("x")
 	b.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = "abc"
-	if !SameTemplate(&a, &b) {
+	if !workload.SameSpec(&a, &b) {
 		t.Error("templates differing only in pod-template-hash must compare equal")
 	}
 	c := tmpl("y")
-	if SameTemplate(&a, &c) {
+	if workload.SameSpec(&a, &c) {
 		t.Error("templates with different images must differ")
 	}
 	if b.Labels[appsv1.DefaultDeploymentUniqueLabelKey] != "abc" {
-		t.Error("SameTemplate must not modify its arguments")
+		t.Error("SameSpec must not modify its arguments")
 	}
 }
 
@@ -64,7 +66,7 @@ func TestFromReplicaSets(t *testing.T) {
 	}
 	h := History{Revisions: got}
 	a := tmpl("a")
-	if r := h.Find(&a); r == nil || r.Serving != 2 || h.Newest() != r || h.Successor(r) != nil {
+	if r := h.Find(workload.FromSpec(&a, "")); r == nil || r.Serving != 2 || h.Newest() != r || h.Successor(r) != nil {
 		t.Errorf("Find(a) = %+v; want the newest revision, serving 2", r)
 	}
 	if s := h.Successor(&got[0]); s == nil || s.Name != "a" {
@@ -100,7 +102,7 @@ func TestFromControllerRevisions(t *testing.T) {
 		t.Fatalf("revisions = %+v", got)
 	}
 	y := tmpl("y")
-	if !SameTemplate(got[1].Template, &y) {
+	if !workload.SameSpec(got[1].Template.Spec(), &y) {
 		t.Errorf("template of web-2 = %+v, want image y", got[1].Template)
 	}
 	if last := LastActivity(pods); !last.Equal(t0.Add(time.Minute)) {

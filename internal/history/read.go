@@ -15,11 +15,14 @@ import (
 // of their controller.
 const OwnerIndex = "holdfast.dev/controller-uid"
 
-// Read gathers a workload's history from a cache indexed by OwnerIndex.
+// Read gathers a workload's history from a cache indexed by OwnerIndex. Pods are read
+// only while w rolls out: only an unfinished rollout's decisions read LastActivity and
+// Serving (stalled rollouts, rollbacks to a revision that still serves).
 func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, error) {
 	var h History
 	owned := func(list client.ObjectList, uid string) error {
-		return r.List(ctx, list, client.InNamespace(w.Namespace), client.MatchingFields{OwnerIndex: uid})
+		// Read-only: the objects are the cache's own, not copies.
+		return r.List(ctx, list, client.InNamespace(w.Namespace), client.MatchingFields{OwnerIndex: uid}, client.UnsafeDisableDeepCopy)
 	}
 	var pods []corev1.Pod
 	if w.Kind == v1alpha1.KindDeployment {
@@ -28,6 +31,9 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 			return h, err
 		}
 		h.Revisions = FromReplicaSets(w.UID, sets.Items)
+		if !w.Rollout.InProgress {
+			return h, nil
+		}
 		for _, rs := range sets.Items {
 			var list corev1.PodList
 			if err := owned(&list, string(rs.UID)); err != nil {
@@ -41,8 +47,10 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 		if err := owned(&revs, string(w.UID)); err != nil {
 			return h, err
 		}
-		if err := owned(&list, string(w.UID)); err != nil {
-			return h, err
+		if w.Rollout.InProgress {
+			if err := owned(&list, string(w.UID)); err != nil {
+				return h, err
+			}
 		}
 		pods = list.Items
 		var err error

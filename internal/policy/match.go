@@ -4,8 +4,10 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,11 +57,54 @@ func Matches(sel *metav1.LabelSelector, set map[string]string) (bool, error) {
 	if sel == nil {
 		return true, nil
 	}
-	s, err := metav1.LabelSelectorAsSelector(sel)
+	s, err := compile(sel)
 	if err != nil {
 		return false, err
 	}
 	return s.Matches(labels.Set(set)), nil
+}
+
+// compiled holds label selectors compiled for Matches, by address: policies are read
+// from the informer cache without copying, so the same selector comes back on every
+// request until the policy changes. Each entry keeps a copy of what it compiled and is
+// used only while the selector still equals it.
+var compiled = struct {
+	sync.RWMutex
+	m map[*metav1.LabelSelector]compiledSelector
+}{m: map[*metav1.LabelSelector]compiledSelector{}}
+
+type compiledSelector struct {
+	source   *metav1.LabelSelector
+	selector labels.Selector
+	err      error
+}
+
+// maxCompiled bounds the cache; it is emptied when full.
+const maxCompiled = 4096
+
+func compile(sel *metav1.LabelSelector) (labels.Selector, error) {
+	compiled.RLock()
+	c, ok := compiled.m[sel]
+	compiled.RUnlock()
+	if ok && sameSelector(c.source, sel) {
+		return c.selector, c.err
+	}
+	c = compiledSelector{source: sel.DeepCopy()}
+	c.selector, c.err = metav1.LabelSelectorAsSelector(sel)
+	compiled.Lock()
+	if len(compiled.m) >= maxCompiled {
+		clear(compiled.m)
+	}
+	compiled.m[sel] = c
+	compiled.Unlock()
+	return c.selector, c.err
+}
+
+func sameSelector(a, b *metav1.LabelSelector) bool {
+	return maps.Equal(a.MatchLabels, b.MatchLabels) &&
+		slices.EqualFunc(a.MatchExpressions, b.MatchExpressions, func(x, y metav1.LabelSelectorRequirement) bool {
+			return x.Key == y.Key && x.Operator == y.Operator && slices.Equal(x.Values, y.Values)
+		})
 }
 
 func wrap(field string, err error) error {

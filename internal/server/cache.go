@@ -14,12 +14,23 @@ import (
 )
 
 // CacheOptions trims what holdfast caches to what its decisions read: no managed
-// fields anywhere, and pods reduced to identity, ownership, node and readiness.
+// fields anywhere, and pods reduced to identity, ownership, node and readiness. Revisions
+// carry their template's fingerprint (history.Fingerprint).
 func CacheOptions() cache.Options {
+	strip := cache.TransformStripManagedFields()
+	revision := func(obj any) (any, error) {
+		obj, err := strip(obj)
+		if err != nil {
+			return obj, err
+		}
+		return history.Fingerprint(obj)
+	}
 	return cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: strip,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Transform: leanPod},
+			&corev1.Pod{}:                {Transform: leanPod},
+			&appsv1.ReplicaSet{}:         {Transform: revision},
+			&appsv1.ControllerRevision{}: {Transform: revision},
 		},
 	}
 }

@@ -29,6 +29,8 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/controller"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
+	"github.com/holdfast-dev/holdfast/internal/review"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
@@ -86,7 +88,7 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 	}
 
 	srv := mgr.GetWebhookServer()
-	srv.Register(rollout.Path, &admission.Webhook{
+	srv.Register(rollout.Path, review.NewWebhook(&admission.Webhook{
 		Handler: &rollout.Handler{
 			Reader:  mgr.GetCache(),
 			Decoder: admission.NewDecoder(mgr.GetScheme()),
@@ -94,21 +96,20 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 			Events:  &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
 		},
 		RecoverPanic: ptr.To(true),
-	})
+	}, workload.DecodeObject))
 
-	srv.Register(eviction.Path, &admission.Webhook{
+	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{
 		Handler: &eviction.Handler{
 			Reader:       mgr.GetCache(),
 			LedgerReader: mgr.GetAPIReader(),
 			LedgerWriter: mgr.GetClient(),
 			Namespace:    o.Namespace,
 			Identity:     o.Identity,
-			Decoder:      admission.NewDecoder(mgr.GetScheme()),
 			Clock:        clock.RealClock{},
 			Events:       &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
 		},
 		RecoverPanic: ptr.To(true),
-	})
+	}, nil))
 
 	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -22,7 +21,7 @@ type Workload struct {
 	Labels    map[string]string
 	// Replicas is spec.replicas; nil for DaemonSets, which have none.
 	Replicas *int32
-	Template *corev1.PodTemplateSpec
+	Template *Template
 	// UID identifies the workload as the owner of its ReplicaSets, ControllerRevisions and pods.
 	UID types.UID
 	// Rollout is the state of the rollout, read from the object's status.
@@ -67,15 +66,15 @@ func From(obj runtime.Object) (*Workload, error) {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		return &Workload{Kind: v1alpha1.KindDeployment, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			UID: o.UID, Replicas: o.Spec.Replicas, Template: &o.Spec.Template, Rollout: deploymentRollout(o),
+			UID: o.UID, Replicas: o.Spec.Replicas, Template: FromSpec(&o.Spec.Template, ""), Rollout: deploymentRollout(o),
 			Strategy: deploymentStrategy(o)}, nil
 	case *appsv1.StatefulSet:
 		return &Workload{Kind: v1alpha1.KindStatefulSet, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			UID: o.UID, Replicas: o.Spec.Replicas, Template: &o.Spec.Template, Rollout: statefulSetRollout(o),
+			UID: o.UID, Replicas: o.Spec.Replicas, Template: FromSpec(&o.Spec.Template, ""), Rollout: statefulSetRollout(o),
 			Strategy: statefulSetStrategy(o)}, nil
 	case *appsv1.DaemonSet:
 		return &Workload{Kind: v1alpha1.KindDaemonSet, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			UID: o.UID, Template: &o.Spec.Template, Rollout: daemonSetRollout(o),
+			UID: o.UID, Template: FromSpec(&o.Spec.Template, ""), Rollout: daemonSetRollout(o),
 			Strategy: daemonSetStrategy(o)}, nil
 	default:
 		return nil, fmt.Errorf("unsupported workload type %T: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", obj)

@@ -20,6 +20,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/review"
 )
 
 // Path is where the eviction webhook is served.
@@ -43,7 +44,6 @@ type Handler struct {
 	Namespace string
 	// Identity names this replica in the ledgers it writes.
 	Identity string
-	Decoder  admission.Decoder
 	Clock    clock.PassiveClock
 	// Events records a deferral or refusal on the pod, at most once per pod and minute
 	// (drains retry every 5 s); nil records nothing.
@@ -65,8 +65,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	dryRun := (req.DryRun != nil && *req.DryRun) || (ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll))
 
+	// The cache's own objects, not copies: decisions only read them.
 	var policies v1alpha1.DisruptionPolicyList
-	if err := h.Reader.List(ctx, &policies); err != nil {
+	if err := h.Reader.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("listing DisruptionPolicies: %w", err))
 	}
 	if len(policies.Items) == 0 {
@@ -76,7 +77,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	// confirm with the API server before treating them as gone.
 	reader := fallbackReader{cached: h.Reader, live: h.LedgerReader}
 	pod := &corev1.Pod{}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return admission.Allowed("") // the API server answers 404 itself
 		}
@@ -84,7 +85,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := h.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns); err != nil {
+	if err := h.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns, client.UnsafeDisableDeepCopy); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %q: %w", req.Namespace, err))
 	}
 	in := Input{Pod: podState(pod), PodLabels: pod.Labels, NamespaceLabels: ns.Labels,
@@ -170,7 +171,7 @@ func (h *Handler) decode(req admission.Request) (*policyv1.Eviction, error) {
 		return nil, fmt.Errorf("unsupported request for %s %s/%s: this webhook guards pods/eviction", req.Kind.Kind, req.Resource.Resource, req.SubResource)
 	}
 	ev := &policyv1.Eviction{}
-	if err := h.Decoder.DecodeRaw(req.Object, ev); err != nil {
+	if err := review.Unmarshal(req.Object.Raw, ev); err != nil {
 		return nil, fmt.Errorf("decoding the Eviction: %w", err)
 	}
 	if ev.Name != "" && ev.Name != req.Name {

@@ -29,7 +29,7 @@ func TestBadEvictionRequests(t *testing.T) {
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Decoder: admission.NewDecoder(s), Clock: clock.RealClock{}} // no reader: bad input must not reach one
+	h := &Handler{Clock: clock.RealClock{}} // no reader: bad input must not reach one
 	cases := map[string]admission.Request{
 		"body names another pod":       evictionRequest("Eviction", "pods", "eviction", "agent-1", `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"agent-2","namespace":"kube-system"}}`),
 		"body in another namespace":    evictionRequest("Eviction", "pods", "eviction", "agent-1", `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"agent-1","namespace":"default"}}`),

@@ -121,13 +121,16 @@ type finding struct {
 	lint string
 }
 
-var templatePath = field.NewPath("spec", "template")
+var (
+	templatePath   = field.NewPath("spec", "template")
+	containersPath = templatePath.Child("spec", "containers")
+)
 
 // check applies one policy's rules to the request.
 func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 	out := checkArgsMatchReplicas(in.New, rules.ArgsMatchReplicas)
 	out = append(out, checkStrategy(in, rules.Strategy)...)
-	if in.Operation != admissionv1.Update || in.Old == nil || history.SameTemplate(in.Old.Template, in.New.Template) {
+	if in.Operation != admissionv1.Update || in.Old == nil || workload.SameTemplate(in.Old.Template, in.New.Template) {
 		return out // Only a new pod template starts a rollout.
 	}
 	scale := isScale(in.Old, in.New, rules.ArgsMatchReplicas)
@@ -153,7 +156,7 @@ func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 				in.New, round(since), rules.MinInterval.Duration, round(wait))})
 		}
 	}
-	if rules.RevertWindow != nil && rev != nil && !history.SameTemplate(rev.Template, in.Old.Template) && !rollback && !stalled {
+	if rules.RevertWindow != nil && rev != nil && !workload.SameTemplate(rev.Template, in.Old.Template) && !rollback && !stalled {
 		if succ := in.History.Successor(rev); succ != nil {
 			since := in.Now.Sub(succ.Created)
 			if wait := rules.RevertWindow.Duration - since; wait > 0 {
@@ -172,7 +175,7 @@ func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 // The current revision is the old object's template, which may not have reached the
 // cache yet; so a rollback target is any other known revision with serving pods.
 func isRollback(in Input, rev *history.Revision) bool {
-	return in.Old.Rollout.InProgress && rev != nil && rev.Serving > 0 && !history.SameTemplate(rev.Template, in.Old.Template)
+	return in.Old.Rollout.InProgress && rev != nil && rev.Serving > 0 && !workload.SameTemplate(rev.Template, in.Old.Template)
 }
 
 // isStalled is a rollout kube declared stalled, or one none of whose pods was created or
@@ -205,17 +208,18 @@ func isScale(old, new *workload.Workload, rules []v1alpha1.ArgMatchesReplicas) b
 	if len(rules) == 0 || old.Replicas == nil || new.Replicas == nil || *old.Replicas == *new.Replicas {
 		return false
 	}
-	munged := new.Template.DeepCopy()
+	oldSpec := old.Template.Spec()
+	munged := new.Template.Spec().DeepCopy()
 	for _, r := range rules {
-		i, j := containerIndex(munged.Spec.Containers, r.Container), containerIndex(old.Template.Spec.Containers, r.Container)
+		i, j := containerIndex(munged.Spec.Containers, r.Container), containerIndex(oldSpec.Spec.Containers, r.Container)
 		if i < 0 || j < 0 {
 			continue
 		}
-		v, at, ok := flagValue(&old.Template.Spec.Containers[j], r.Flag)
+		v, at, ok := flagValue(oldSpec.Spec.Containers[j].Command, oldSpec.Spec.Containers[j].Args, r.Flag)
 		if !ok {
 			continue
 		}
-		_, mat, ok := flagValue(&munged.Spec.Containers[i], r.Flag)
+		_, mat, ok := flagValue(munged.Spec.Containers[i].Command, munged.Spec.Containers[i].Args, r.Flag)
 		if !ok || mat != at {
 			continue
 		}
@@ -230,7 +234,7 @@ func isScale(old, new *workload.Workload, rules []v1alpha1.ArgMatchesReplicas) b
 			argv[at.index] = v
 		}
 	}
-	return history.SameTemplate(old.Template, munged)
+	return workload.SameSpec(oldSpec, munged)
 }
 
 func round(d time.Duration) time.Duration {
@@ -247,21 +251,19 @@ func checkArgsMatchReplicas(w *workload.Workload, rules []v1alpha1.ArgMatchesRep
 	}
 	replicas := *w.Replicas
 	var out []finding
-	containers := field.NewPath("spec", "template", "spec", "containers")
 	for _, r := range rules {
-		i := containerIndex(w.Template.Spec.Containers, r.Container)
-		if i < 0 {
+		c, i, ok := w.Template.CommandLine(r.Container)
+		if !ok {
 			continue // The rule guards workloads that run this container.
 		}
-		c := &w.Template.Spec.Containers[i]
-		value, path, found := flagValue(c, r.Flag)
+		value, path, found := flagValue(c.Command, c.Args, r.Flag)
 		switch {
 		case !found:
-			out = append(out, finding{rule: RuleArgsMatchReplicas, field: containers.Index(i), message: fmt.Sprintf(
+			out = append(out, finding{rule: RuleArgsMatchReplicas, field: containersPath.Index(i), message: fmt.Sprintf(
 				"%s: container %q has no %s flag, which must equal spec.replicas (%d); add %s=%d",
 				w, r.Container, r.Flag, replicas, r.Flag, replicas)})
 		case value != strconv.Itoa(int(replicas)):
-			out = append(out, finding{rule: RuleArgsMatchReplicas, field: containers.Index(i).Child(path.name).Index(path.index), message: fmt.Sprintf(
+			out = append(out, finding{rule: RuleArgsMatchReplicas, field: containersPath.Index(i).Child(path.name).Index(path.index), message: fmt.Sprintf(
 				"%s: container %q has %s=%s but spec.replicas is %d; change replicas and %s together, to %s=%d",
 				w, r.Container, r.Flag, value, replicas, r.Flag, r.Flag, replicas)})
 		}
@@ -285,11 +287,11 @@ type argPath struct {
 
 // flagValue reads a flag from a container's command line, accepting "--flag=v" and
 // "--flag v". As with most flag parsers, the last occurrence wins.
-func flagValue(c *corev1.Container, flag string) (value string, at argPath, found bool) {
+func flagValue(command, args []string, flag string) (value string, at argPath, found bool) {
 	for _, part := range []struct {
 		name string
 		argv []string
-	}{{"command", c.Command}, {"args", c.Args}} {
+	}{{"command", command}, {"args", args}} {
 		for i, a := range part.argv {
 			if v, ok := strings.CutPrefix(a, flag+"="); ok {
 				value, at, found = v, argPath{part.name, i}, true

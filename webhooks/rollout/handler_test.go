@@ -146,17 +146,3 @@ func newPolicies(t *testing.T, h *Handler) []v1alpha1.RolloutPolicy {
 	}
 	return list.Items
 }
-
-// BenchmarkRolloutHandler measures one Deployment UPDATE through decode, decide and
-// respond, with policies and namespaces read from memory.
-func BenchmarkRolloutHandler(b *testing.B) {
-	h := newTestHandler(b)
-	req := request(admissionv1.Update, "Deployment", mustJSON(b, konnectivity(5, "5").Obj()), mustJSON(b, konnectivity(3, "3").Obj()))
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if resp := h.Handle(ctx, req); !resp.Allowed {
-			b.Fatalf("denied: %v", resp.Result)
-		}
-	}
-}

@@ -32,7 +32,7 @@ func template(tag string, serverCount string) *corev1.PodTemplateSpec {
 }
 
 func wl(kind v1alpha1.WorkloadKind, replicas int32, t *corev1.PodTemplateSpec, r workload.Rollout) *workload.Workload {
-	w := &workload.Workload{Kind: kind, Namespace: "tenant-a", Name: "kube-apiserver", Template: t, Rollout: r}
+	w := &workload.Workload{Kind: kind, Namespace: "tenant-a", Name: "kube-apiserver", Template: workload.FromSpec(t, ""), Rollout: r}
 	if kind != v1alpha1.KindDaemonSet {
 		w.Replicas = ptr.To(replicas)
 	}
@@ -44,7 +44,7 @@ func wl(kind v1alpha1.WorkloadKind, replicas int32, t *corev1.PodTemplateSpec, r
 func rev(n int64, t *corev1.PodTemplateSpec, ago time.Duration, serving int32) history.Revision {
 	c := t.DeepCopy()
 	c.Labels[appsv1PodTemplateHash] = "h" + t.Spec.Containers[0].Image
-	return history.Revision{Name: "rev-" + c.Spec.Containers[0].Image, Number: n, Template: c, Created: now.Add(-ago), Serving: serving}
+	return history.Revision{Name: "rev-" + c.Spec.Containers[0].Image, Number: n, Template: workload.FromSpec(c, ""), Created: now.Add(-ago), Serving: serving}
 }
 
 const appsv1PodTemplateHash = "pod-template-hash"

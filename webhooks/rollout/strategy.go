@@ -84,7 +84,7 @@ func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) []finding {
 				"the DaemonSet must roll with maxSurge of at least 1 and maxUnavailable 0, so that each node's new agent runs before the old one stops")
 		}
 	}
-	pod := &w.Template.Spec
+	pod := &w.Template.Spec().Spec
 	containers := podSpecPath.Child("containers")
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
@@ -107,7 +107,7 @@ func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) []finding {
 				"terminationGracePeriodSeconds is %d; set it to at least %d", got, *r.MinTerminationGracePeriodSeconds)
 		}
 	}
-	if key := r.AntiAffinityTopologyKey; key != "" && !hasRequiredAntiAffinity(w.Template, key) {
+	if key := r.AntiAffinityTopologyKey; key != "" && !hasRequiredAntiAffinity(w.Template.Spec(), key) {
 		add("antiAffinity", podSpecPath.Child("affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
 			"no required pod anti-affinity on %s selects the workload's own pods; two of them could share a failure domain", key)
 	}

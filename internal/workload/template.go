@@ -1,0 +1,243 @@
+package workload
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/holdfast-dev/holdfast/internal/review"
+)
+
+// Template is a pod template known by its JSON, its typed form, or both.
+//
+// The rollout webhook reads templates from the request as the JSON the API server sent and
+// decodes them only when a rule reads more than their identity: most decisions compare
+// templates, and two templates compare by the SHA-256 of their canonical JSON (the
+// encoding/json form of the typed template, without the hash labels kube's controllers
+// add), which is how the API server encodes objects for admission and how the cache
+// fingerprints revisions (see FingerprintAnnotation).
+type Template struct {
+	raw   []byte
+	typed *corev1.PodTemplateSpec
+	err   error
+	sum   []byte // nil until known
+	// commands are the containers' command lines, still JSON, when read with raw.
+	commands []commandJSON
+}
+
+// FromSpec wraps a typed pod template. sum, when not empty, is its known fingerprint
+// (FingerprintAnnotation's hex value).
+func FromSpec(t *corev1.PodTemplateSpec, sum string) *Template {
+	out := &Template{typed: t}
+	if b, err := hex.DecodeString(sum); err == nil && len(b) == sha256.Size {
+		out.sum = b
+	}
+	return out
+}
+
+// FromJSON wraps a pod template's JSON as the API server encoded it. The bytes are kept,
+// not copied.
+func FromJSON(raw []byte) *Template {
+	return &Template{raw: raw}
+}
+
+// templateJSON reads spec.template in the workload's single pass over the request: its
+// JSON, as a slice of the input, and its containers' command lines, still JSON. It must be
+// decoded from a complete []byte (json.Unmarshal, or a review's body).
+type templateJSON struct {
+	raw      []byte
+	commands []commandJSON
+}
+
+type commandJSON struct {
+	Name    string  `json:"name"`
+	Command rawJSON `json:"command"`
+	Args    rawJSON `json:"args"`
+}
+
+// UnmarshalJSONFrom implements json.UnmarshalerFrom (encoding/json/v2).
+func (t *templateJSON) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	var v struct {
+		Spec struct {
+			Containers []commandJSON `json:"containers"`
+		} `json:"spec"`
+	}
+	before := dec.UnreadBuffer()
+	if err := jsonv2.UnmarshalDecode(dec, &v, review.Options); err != nil {
+		return err
+	}
+	t.raw = consumed(before, dec)
+	t.commands = v.Spec.Containers
+	return nil
+}
+
+// rawJSON is a JSON value kept as a slice of the input; see templateJSON.
+type rawJSON []byte
+
+// UnmarshalJSONFrom implements json.UnmarshalerFrom (encoding/json/v2).
+func (r *rawJSON) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	before := dec.UnreadBuffer()
+	if err := dec.SkipValue(); err != nil {
+		return err
+	}
+	*r = consumed(before, dec)
+	return nil
+}
+
+// consumed is the JSON value dec read since its unread buffer was before: a slice of the
+// input, without the whitespace and separator ahead of the value.
+func consumed(before []byte, dec *jsontext.Decoder) []byte {
+	return bytes.TrimLeft(before[:len(before)-len(dec.UnreadBuffer())], " \t\r\n:,")
+}
+
+// Spec returns the typed template, decoding the JSON on first use. A template that does
+// not decode reads as empty, and Err says why.
+func (t *Template) Spec() *corev1.PodTemplateSpec {
+	if t.typed == nil {
+		t.typed = &corev1.PodTemplateSpec{}
+		if t.raw == nil {
+			return t.typed
+		}
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(t.raw, t.typed); err != nil {
+			t.err = fmt.Errorf("decoding spec.template: %w", err)
+		}
+	}
+	return t.typed
+}
+
+// Err reports a template whose JSON did not decode.
+func (t *Template) Err() error { return t.err }
+
+// fingerprint returns the template's fingerprint when it is known or cheap: from the JSON
+// (one hash), unless the JSON carries a hash label, which the fingerprint leaves out.
+func (t *Template) fingerprint() []byte {
+	if t.sum == nil && t.raw != nil && !hasHashLabelKey(t.raw) {
+		s := sha256.Sum256(t.raw)
+		t.sum = s[:]
+	}
+	return t.sum
+}
+
+func hasHashLabelKey(raw []byte) bool {
+	for _, k := range hashLabels {
+		if bytes.Contains(raw, []byte(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Fingerprint computes the hex fingerprint of a typed template, as the cache stores it
+// in FingerprintAnnotation.
+func Fingerprint(t *corev1.PodTemplateSpec) (string, error) {
+	raw, err := json.Marshal(withoutHashLabels(t))
+	if err != nil {
+		return "", err
+	}
+	s := sha256.Sum256(raw)
+	return hex.EncodeToString(s[:]), nil
+}
+
+// FingerprintAnnotation is set by holdfast's cache (never in the cluster) on ReplicaSets
+// and ControllerRevisions to the fingerprint of their pod template.
+const FingerprintAnnotation = "holdfast.dev/template-sha256"
+
+// SameTemplate compares two templates: by fingerprint when both have one, otherwise
+// semantically, ignoring the hash labels kube adds. Nil equals only nil.
+func SameTemplate(a, b *Template) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a == b {
+		return true
+	}
+	if a.raw != nil && b.raw != nil && bytes.Equal(a.raw, b.raw) {
+		return true
+	}
+	if sa, sb := a.fingerprint(), b.fingerprint(); sa != nil && sb != nil {
+		return bytes.Equal(sa, sb)
+	}
+	return SameSpec(a.Spec(), b.Spec())
+}
+
+// SameSpec compares two typed pod templates semantically, ignoring the hash labels kube adds.
+func SameSpec(a, b *corev1.PodTemplateSpec) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return equality.Semantic.DeepEqual(withoutHashLabels(a), withoutHashLabels(b))
+}
+
+// hashLabels are the labels kube's controllers add to a revision's pod template.
+var hashLabels = []string{appsv1.DefaultDeploymentUniqueLabelKey, appsv1.ControllerRevisionHashLabelKey}
+
+func withoutHashLabels(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	has := false
+	for _, k := range hashLabels {
+		_, ok := t.Labels[k]
+		has = has || ok
+	}
+	if !has {
+		return t
+	}
+	c := t.DeepCopy()
+	for _, k := range hashLabels {
+		delete(c.Labels, k)
+	}
+	if len(c.Labels) == 0 {
+		c.Labels = nil
+	}
+	return c
+}
+
+// CommandLine is a container's name, command and args: what flag rules read.
+type CommandLine struct {
+	Name          string
+	Command, Args []string
+}
+
+// CommandLine returns the command line of the named container and its index, decoding
+// only that container's command and args when the template is still JSON.
+func (t *Template) CommandLine(container string) (CommandLine, int, bool) {
+	if t.typed != nil || t.commands == nil {
+		return t.typedCommandLine(container)
+	}
+	for i, c := range t.commands {
+		if c.Name != container {
+			continue
+		}
+		out := CommandLine{Name: c.Name}
+		for _, part := range []struct {
+			raw rawJSON
+			to  *[]string
+		}{{c.Command, &out.Command}, {c.Args, &out.Args}} {
+			if len(part.raw) == 0 {
+				continue
+			}
+			if err := review.Unmarshal(part.raw, part.to); err != nil {
+				return t.typedCommandLine(container)
+			}
+		}
+		return out, i, true
+	}
+	return CommandLine{}, -1, false
+}
+
+func (t *Template) typedCommandLine(container string) (CommandLine, int, bool) {
+	cs := t.Spec().Spec.Containers
+	for i := range cs {
+		if cs[i].Name == container {
+			return CommandLine{Name: cs[i].Name, Command: cs[i].Command, Args: cs[i].Args}, i, true
+		}
+	}
+	return CommandLine{}, -1, false
+}

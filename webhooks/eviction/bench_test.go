@@ -1,0 +1,98 @@
+package eviction
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/review"
+	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
+)
+
+// unselectedScene is the common case: a drain evicts an ordinary pod while a
+// DisruptionPolicy guards konnectivity-agent in kube-system. holdfast must allow it fast.
+func unselectedScene(tb testing.TB) (http.Handler, []byte) {
+	tb.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		tb.Fatal(err)
+	}
+	p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "konnectivity-agent"},
+		Spec: v1alpha1.DisruptionPolicySpec{
+			Targets: v1alpha1.PodTargets{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kube-system"}},
+				Selector:          &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "konnectivity-agent"}}},
+			MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-7d9f8-x2k4q", UID: "pod-uid",
+		Labels: map[string]string{"app": "web", "pod-template-hash": "7d9f8"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{corev1.LabelMetadataName: "shop"}}}
+	h := &Handler{Reader: utiltesting.NewMemReader(nil, p, pod, ns),
+		Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))}
+
+	eviction, err := json.Marshal(&policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: pod.Name}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:  "6a1f0c2e-8d7b-4c1a-9e3f-2b5d7c9e1a40",
+			Kind: metav1.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			SubResource: "eviction", Name: pod.Name, Namespace: "shop", Operation: admissionv1.Create,
+			UserInfo: authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:node-upgrader", Groups: []string{"system:serviceaccounts", "system:authenticated"}},
+			Object:   runtime.RawExtension{Raw: eviction}, DryRun: ptr.To(false),
+			Options: runtime.RawExtension{Raw: []byte(`{"kind":"CreateOptions","apiVersion":"meta.k8s.io/v1"}`)},
+		},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return review.NewWebhook(&admission.Webhook{Handler: h}, nil), body
+}
+
+type discard struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (d *discard) Header() http.Header         { return d.header }
+func (d *discard) WriteHeader(int)             {}
+func (d *discard) Write(b []byte) (int, error) { return d.body.Write(b) }
+
+func serveEviction(h http.Handler, body []byte, w *discard) {
+	w.body.Reset()
+	h.ServeHTTP(w, utiltesting.ReviewRequest(Path, body))
+}
+
+// BenchmarkEvictionUnselected measures the eviction of a pod no DisruptionPolicy selects,
+// from request body to response body: the path every eviction in the cluster takes.
+func BenchmarkEvictionUnselected(b *testing.B) {
+	h, body := unselectedScene(b)
+	w := &discard{header: http.Header{}}
+	serveEviction(h, body, w)
+	var ar admissionv1.AdmissionReview
+	if err := json.Unmarshal(w.body.Bytes(), &ar); err != nil || ar.Response == nil || !ar.Response.Allowed {
+		b.Fatalf("want allowed, got %s (%v)", w.body.String(), err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		serveEviction(h, body, w)
+	}
+}
