@@ -76,12 +76,12 @@ test-e2e: testbed ## End-to-end tests on a kwok cluster (real control plane, fak
 	TESTBED_BIN="$(TESTBED_BIN)" KWOKCTL_CONFIG="$$(bash hack/testbed-config.sh)" bash hack/test-layer.sh e2e $(GO_TEST_FLAGS) -tags e2e -count=1 -timeout 20m ./e2e/...
 
 .PHONY: bench
-bench: ## Go benchmarks with allocation counts.
-	go test -run '^$$' -bench . -benchmem ./...
+bench: testbed ## Go benchmarks and the load harness (serving, API server comparison, memory): BENCH lines.
+	bash hack/bench.sh
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
-	go test -run '^$$' -fuzz '^FuzzRolloutHandler$$' -fuzztime $(FUZZTIME) ./webhooks/rollout
+fuzz: ## Run each fuzz target for FUZZTIME (default 30s); their seeds run in `make test`.
+	bash hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: test-faults
 test-faults: ## Fault-injection harness (restarts, rotation, failover): not built yet.

@@ -9,7 +9,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,7 +102,7 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 	if err := devcluster.EnsureNamespace(ctx, c, holdfastNamespace); err != nil {
 		return ctx, err
 	}
-	ports, err := freePorts(3 * replicas)
+	ports, err := devcluster.FreePorts(3 * replicas)
 	if err != nil {
 		return ctx, err
 	}
@@ -155,19 +154,6 @@ func stopHoldfast(ctx context.Context, _ *envconf.Config) (context.Context, erro
 		_ = lb.srv.Close()
 	}
 	return ctx, nil
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // newClient is a controller-runtime client of the kwok cluster with holdfast's kinds.

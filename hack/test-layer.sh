@@ -14,7 +14,7 @@ go test -v "$@" >"$log" 2>&1
 rc=$?
 
 # Package results and anything that failed, without the per-test noise.
-grep -E '^(ok|FAIL|---|panic:|SCENARIO|\s+--- FAIL)|^\s+\S+_test\.go:[0-9]+:' "$log" | grep -vE '^\s*--- (PASS|SKIP)' || true
+grep -E '^(ok|FAIL|---|panic:|SCENARIO|RELIABILITY|\s+--- FAIL)|^\s+\S+_test\.go:[0-9]+:' "$log" | grep -vE '^\s*--- (PASS|SKIP)' || true
 
 passed=$(grep -cE '^\s*--- PASS:' "$log")
 failed=$(grep -cE '^\s*--- FAIL:' "$log")

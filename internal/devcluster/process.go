@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -52,6 +53,20 @@ func (p Process) Command(ctx context.Context) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, p.Binary, append(args, p.ExtraArgs...)...)
 	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
 	return cmd
+}
+
+// FreePorts returns n TCP ports free on 127.0.0.1 at the time of the call.
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // ReadyURL is the replica's readiness endpoint.

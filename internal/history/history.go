@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -82,7 +83,7 @@ func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 		out = append(out, Revision{
 			Name:     rs.Name,
 			Number:   revisionNumber(rs.Annotations["deployment.kubernetes.io/revision"]),
-			Template: workload.FromSpec(&rs.Spec.Template, rs.Annotations[workload.FingerprintAnnotation]),
+			Template: revisionTemplate(&rs.Spec.Template, rs.Annotations),
 			Created:  rs.CreationTimestamp.Time,
 			Serving:  rs.Status.AvailableReplicas,
 		})
@@ -101,12 +102,18 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 		if !ControlledBy(cr.OwnerReferences, owner) {
 			continue
 		}
-		t, err := TemplateOf(cr)
-		if err != nil {
-			return nil, err
+		var t *workload.Template
+		if len(cr.Data.Raw) == 0 {
+			t = workload.FromFingerprint(cr.Annotations[workload.FingerprintAnnotation]) // slimmed by the cache
 		}
-		r := Revision{Name: cr.Name, Number: cr.Revision, Template: workload.FromSpec(t, cr.Annotations[workload.FingerprintAnnotation]),
-			Created: cr.CreationTimestamp.Time}
+		if t == nil {
+			spec, err := TemplateOf(cr)
+			if err != nil {
+				return nil, err
+			}
+			t = workload.FromSpec(spec, cr.Annotations[workload.FingerprintAnnotation])
+		}
+		r := Revision{Name: cr.Name, Number: cr.Revision, Template: t, Created: cr.CreationTimestamp.Time}
 		for j := range pods {
 			p := &pods[j]
 			if h := p.Labels[appsv1.ControllerRevisionHashLabelKey]; h != "" && (h == cr.Name || ownerName+"-"+h == cr.Name) && PodReady(p) {
@@ -201,10 +208,42 @@ func sortRevisions(rs []Revision) {
 	})
 }
 
-// Fingerprint is a cache transform for ReplicaSets and ControllerRevisions: it records the
-// fingerprint of the revision's pod template in workload.FingerprintAnnotation, once per
-// change, so that comparing a request's template with the workload's history is a hash
-// comparison instead of a decode and deep comparison. Other objects pass unchanged.
+// revisionTemplate is a ReplicaSet's template, or its fingerprint alone once Slim dropped it.
+func revisionTemplate(t *corev1.PodTemplateSpec, annotations map[string]string) *workload.Template {
+	sum := annotations[workload.FingerprintAnnotation]
+	if t.Spec.Containers == nil {
+		if f := workload.FromFingerprint(sum); f != nil {
+			return f
+		}
+	}
+	return workload.FromSpec(t, sum)
+}
+
+// Slim is the cache transform for ReplicaSets and ControllerRevisions: it records the
+// fingerprint of the revision's pod template (Fingerprint) and drops the template, which
+// no decision reads once its fingerprint is known: at thousands of workloads the
+// revisions' templates are a third of the cache.
+func Slim(obj any) (any, error) {
+	if _, err := Fingerprint(obj); err != nil {
+		return obj, err
+	}
+	switch o := obj.(type) {
+	case *appsv1.ReplicaSet:
+		if o.Annotations[workload.FingerprintAnnotation] != "" {
+			o.Spec.Template = corev1.PodTemplateSpec{}
+		}
+	case *appsv1.ControllerRevision:
+		if o.Annotations[workload.FingerprintAnnotation] != "" {
+			o.Data = runtime.RawExtension{}
+		}
+	}
+	return obj, nil
+}
+
+// Fingerprint records the fingerprint of a ReplicaSet's or ControllerRevision's pod
+// template in workload.FingerprintAnnotation, so that comparing a request's template with
+// the workload's history is a hash comparison instead of a decode and deep comparison.
+// Other objects pass unchanged.
 func Fingerprint(obj any) (any, error) {
 	var t *corev1.PodTemplateSpec
 	var m *metav1.ObjectMeta

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -113,5 +114,49 @@ func TestFromControllerRevisions(t *testing.T) {
 	bad.Data.Raw = []byte(`{"spec":{}}`)
 	if _, err := FromControllerRevisions("s", "web", []appsv1.ControllerRevision{bad}, nil); err == nil {
 		t.Error("a ControllerRevision without a template must be an error")
+	}
+}
+
+// TestSlimRevisionsStayComparable checks what the cache relies on when it drops revision
+// templates: a slimmed ReplicaSet or ControllerRevision is still found by a typed
+// template, and by the JSON the API server sends, and a different template is not.
+func TestSlimRevisionsStayComparable(t *testing.T) {
+	a, b := tmpl("a"), tmpl("b")
+	rs := appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "rs-a", UID: "rs", Annotations: map[string]string{"deployment.kubernetes.io/revision": "1"},
+		OwnerReferences: []metav1.OwnerReference{{UID: "owner", Controller: ptr.To(true)}}}}
+	rs.Spec.Template = *a.DeepCopy()
+	rs.Spec.Template.Labels = map[string]string{"app": "a", appsv1.DefaultDeploymentUniqueLabelKey: "h"}
+	if _, err := Slim(&rs); err != nil {
+		t.Fatal(err)
+	}
+	if rs.Spec.Template.Spec.Containers != nil || rs.Annotations[workload.FingerprintAnnotation] == "" {
+		t.Fatalf("Slim kept the template or set no fingerprint: %+v", rs)
+	}
+	raw, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := History{Revisions: FromReplicaSets("owner", []appsv1.ReplicaSet{rs})}
+	for what, tt := range map[string]*workload.Template{"typed": workload.FromSpec(&a, ""), "JSON": workload.FromJSON(raw)} {
+		if h.Find(tt) == nil {
+			t.Errorf("the slimmed revision is not found by the %s template", what)
+		}
+	}
+	if h.Find(workload.FromSpec(&b, "")) != nil {
+		t.Error("a different template matched the slimmed revision")
+	}
+
+	cr := appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Annotations: map[string]string{},
+		OwnerReferences: []metav1.OwnerReference{{UID: "owner", Controller: ptr.To(true)}}}, Revision: 1,
+		Data: runtime.RawExtension{Raw: []byte(`{"spec":{"template":` + string(raw) + `}}`)}}
+	if _, err := Slim(&cr); err != nil {
+		t.Fatal(err)
+	}
+	revs, err := FromControllerRevisions("owner", "web", []appsv1.ControllerRevision{cr}, nil)
+	if err != nil || len(cr.Data.Raw) != 0 {
+		t.Fatalf("slimmed ControllerRevision: data %q, %v", cr.Data.Raw, err)
+	}
+	if (History{Revisions: revs}).Find(workload.FromJSON(raw)) == nil {
+		t.Error("the slimmed ControllerRevision is not found by its template's JSON")
 	}
 }

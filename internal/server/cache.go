@@ -15,7 +15,7 @@ import (
 
 // CacheOptions trims what holdfast caches to what its decisions read: no managed
 // fields anywhere, and pods reduced to identity, ownership, node and readiness. Revisions
-// carry their template's fingerprint (history.Fingerprint).
+// carry their template's fingerprint instead of the template (history.Slim).
 func CacheOptions() cache.Options {
 	strip := cache.TransformStripManagedFields()
 	revision := func(obj any) (any, error) {
@@ -23,7 +23,7 @@ func CacheOptions() cache.Options {
 		if err != nil {
 			return obj, err
 		}
-		return history.Fingerprint(obj)
+		return history.Slim(obj)
 	}
 	return cache.Options{
 		DefaultTransform: strip,

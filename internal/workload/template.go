@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -42,6 +43,16 @@ func FromSpec(t *corev1.PodTemplateSpec, sum string) *Template {
 		out.sum = b
 	}
 	return out
+}
+
+// FromFingerprint is a template known only by its fingerprint (FingerprintAnnotation's
+// hex value), as the cache keeps revisions; nil when sum is not a fingerprint.
+func FromFingerprint(sum string) *Template {
+	t := FromSpec(nil, sum)
+	if t.sum == nil {
+		return nil
+	}
+	return t
 }
 
 // FromJSON wraps a pod template's JSON as the API server encoded it. The bytes are kept,
@@ -100,11 +111,14 @@ func consumed(before []byte, dec *jsontext.Decoder) []byte {
 }
 
 // Spec returns the typed template, decoding the JSON on first use. A template that does
-// not decode reads as empty, and Err says why.
+// not decode, or is known only by its fingerprint, reads as empty; Err says why.
 func (t *Template) Spec() *corev1.PodTemplateSpec {
 	if t.typed == nil {
 		t.typed = &corev1.PodTemplateSpec{}
 		if t.raw == nil {
+			if t.sum != nil {
+				t.err = errors.New("the pod template is known only by its fingerprint")
+			}
 			return t.typed
 		}
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(t.raw, t.typed); err != nil {
@@ -151,8 +165,9 @@ func Fingerprint(t *corev1.PodTemplateSpec) (string, error) {
 // and ControllerRevisions to the fingerprint of their pod template.
 const FingerprintAnnotation = "holdfast.dev/template-sha256"
 
-// SameTemplate compares two templates: by fingerprint when both have one, otherwise
-// semantically, ignoring the hash labels kube adds. Nil equals only nil.
+// SameTemplate compares two templates, ignoring the hash labels kube adds: by
+// fingerprint when both have one at hand; otherwise semantically, unless one is known
+// only by its fingerprint, when the other's is computed. Nil equals only nil.
 func SameTemplate(a, b *Template) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -163,10 +178,36 @@ func SameTemplate(a, b *Template) bool {
 	if a.raw != nil && b.raw != nil && bytes.Equal(a.raw, b.raw) {
 		return true
 	}
-	if sa, sb := a.fingerprint(), b.fingerprint(); sa != nil && sb != nil {
+	sa, sb := a.fingerprint(), b.fingerprint()
+	if sa != nil && sb != nil {
 		return bytes.Equal(sa, sb)
 	}
-	return SameSpec(a.Spec(), b.Spec())
+	if !a.sumOnly() && !b.sumOnly() {
+		return SameSpec(a.Spec(), b.Spec())
+	}
+	if sa == nil {
+		sa = a.computeFingerprint()
+	}
+	if sb == nil {
+		sb = b.computeFingerprint()
+	}
+	return sa != nil && sb != nil && bytes.Equal(sa, sb)
+}
+
+func (t *Template) sumOnly() bool { return t.raw == nil && t.typed == nil }
+
+// computeFingerprint fingerprints a typed template the way the cache does; nil if it
+// cannot be encoded.
+func (t *Template) computeFingerprint() []byte {
+	if t.typed == nil {
+		return nil
+	}
+	sum, err := Fingerprint(t.typed)
+	if err != nil {
+		return nil
+	}
+	t.sum, _ = hex.DecodeString(sum)
+	return t.sum
 }
 
 // SameSpec compares two typed pod templates semantically, ignoring the hash labels kube adds.

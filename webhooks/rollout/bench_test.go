@@ -39,7 +39,7 @@ type hostedScene struct {
 }
 
 func newHostedScene(tb testing.TB) hostedScene {
-	return newScene(tb, sceneParams{image: "v1.37.2", replicas: 3, serverCount: 3})
+	return newScene(tb, sceneParams{image: "v1.37.2", replicas: 3, serverCount: 3, slim: true})
 }
 
 // sceneParams vary the hosted scene: the UPDATE's kube-apiserver image, replicas and
@@ -50,6 +50,9 @@ type sceneParams struct {
 	image                 string
 	replicas, serverCount int32
 	rollingOut, lints     bool
+	// slim drops the ReplicaSets' templates as holdfast's cache does (history.Slim);
+	// otherwise they keep them next to their fingerprints.
+	slim bool
 }
 
 func newScene(tb testing.TB, sp sceneParams) hostedScene {
@@ -109,7 +112,11 @@ func newScene(tb testing.TB, sp sceneParams) hostedScene {
 						LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}}})
 			}
 		}
-		if _, err := history.Fingerprint(rs); err != nil { // as the cache does
+		transform := history.Fingerprint
+		if sp.slim {
+			transform = history.Slim
+		}
+		if _, err := transform(rs); err != nil {
 			tb.Fatal(err)
 		}
 		objs = append(objs, rs)

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -48,13 +49,18 @@ func TestLeanDecidesAsTyped(t *testing.T) {
 		"scale and new image while rolling out, lints": {sceneParams{image: "v1.37.2", replicas: 5, serverCount: 5, rollingOut: true, lints: true}, false},
 	}
 	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			s := newScene(t, c.p)
-			resp := decideBoth(t, s, s.review(t))
-			if resp.Allowed != c.allowed {
-				t.Errorf("allowed = %t, want %t: %v", resp.Allowed, c.allowed, resp.Result)
-			}
-		})
+		// Revisions with their templates (the typed path compares them semantically) and
+		// known only by fingerprint, as holdfast's cache keeps them.
+		for _, slim := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/slim=%t", name, slim), func(t *testing.T) {
+				c.p.slim = slim
+				s := newScene(t, c.p)
+				resp := decideBoth(t, s, s.review(t))
+				if resp.Allowed != c.allowed {
+					t.Errorf("allowed = %t, want %t: %v", resp.Allowed, c.allowed, resp.Result)
+				}
+			})
+		}
 	}
 }
 
@@ -66,7 +72,34 @@ func FuzzLeanDecidesAsTyped(f *testing.F) {
 	f.Add("v1.37.1", int32(4), int32(3), true, true)
 	f.Add("v1.37.0", int32(0), int32(-1), false, true)
 	f.Fuzz(func(t *testing.T, image string, replicas, serverCount int32, rollingOut, lints bool) {
-		s := newScene(t, sceneParams{image: image, replicas: replicas, serverCount: serverCount, rollingOut: rollingOut, lints: lints})
+		s := newScene(t, sceneParams{image: image, replicas: replicas, serverCount: serverCount, rollingOut: rollingOut, lints: lints, slim: len(image)%2 == 0})
 		decideBoth(t, s, s.review(t))
+	})
+}
+
+// FuzzRolloutReview sends arbitrary bodies to the webhook as the API server would: every
+// answer is a well-formed AdmissionReview, nothing panics, and the lean path never allows
+// what the typed reference forbids.
+func FuzzRolloutReview(f *testing.F) {
+	s := newHostedScene(f)
+	for _, p := range []sceneParams{{image: "v1.37.2", replicas: 3, serverCount: 3}, {image: "v1.37.0", replicas: 5, serverCount: 3, rollingOut: true}} {
+		f.Add(newScene(f, p).review(f))
+	}
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","kind":{"group":"apps","version":"v1","kind":"Deployment"},"operation":"UPDATE","namespace":"tenant-a","object":{"spec":{"replicas":5,"template":{}}},"oldObject":{}}}`))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"1"}}`))
+	f.Add([]byte(`{"request":`))
+	lean := review.NewWebhook(&admission.Webhook{Handler: s.handler(f)}, workload.DecodeObject)
+	typedHandler := s.handler(f)
+	typedHandler.Typed = true
+	typed := &admission.Webhook{Handler: typedHandler}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		l := serve(t, lean, body, &discard{header: http.Header{}}).Response
+		if !l.Allowed && (l.Result == nil || l.Result.Code == 0 || l.Result.Message == "") {
+			t.Fatalf("a refusal without a code and message: %+v", l.Result)
+		}
+		ty := serve(t, typed, body, &discard{header: http.Header{}}).Response
+		if l.Allowed && !ty.Allowed && ty.Result != nil && ty.Result.Code == http.StatusForbidden {
+			t.Fatalf("the lean path allowed what the typed reference forbids: %s", ty.Result.Message)
+		}
 	})
 }
