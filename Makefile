@@ -14,6 +14,7 @@ TESTBED_BIN = $(shell source hack/testbed-env.sh && echo $$TESTBED_BIN)
 
 GO_TEST_FLAGS ?=
 FUZZTIME ?= 30s
+FAULTS_FLAGS ?=
 
 ##@ Build
 
@@ -84,8 +85,8 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s); their seeds run in `ma
 	bash hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: test-faults
-test-faults: ## Fault-injection harness (restarts, rotation, failover): not built yet.
-	@echo "test-faults: no fault-injection harness exists yet; nothing was tested" >&2; exit 1
+test-faults: testbed build ## Fault injection (restarts, SIGKILL, failover, cert rotation, API server outage, webhooks down) under load: RELIABILITY lines.
+	KUBEBUILDER_ASSETS="$(TESTBED_BIN)" go run ./hack/faults $(FAULTS_FLAGS)
 
 ##@ Run
 

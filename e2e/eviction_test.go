@@ -107,7 +107,7 @@ func TestEvictionRace(t *testing.T) {
 			}
 			ready := waitReadyPods(ctx, t, c, ns, "agent", pods)
 			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
-			before := lb.counts()
+			before := lb.Counts()
 			var wg sync.WaitGroup
 			var allowed, deferred atomic.Int32
 			for _, pod := range ready {
@@ -127,7 +127,7 @@ func TestEvictionRace(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			after := lb.counts()
+			after := lb.Counts()
 			fmt.Printf("SCENARIO eviction-race replicas=%d requests=%d allowed=%d budget=1\n", len(after), pods, allowed.Load())
 			for i := range after {
 				if after[i] == before[i] {

@@ -38,7 +38,7 @@ var (
 	clusterName = envconf.RandomName("holdfast-e2e", 20)
 	holdfast    []*exec.Cmd
 	holdfastLog string
-	lb          *balancer
+	lb          *devcluster.Balancer
 )
 
 func TestMain(m *testing.M) {
@@ -107,12 +107,13 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 		return ctx, err
 	}
 	holdfastLog = filepath.Join(dir, "holdfast-*.log")
-	var webhookPorts []int
+	var procs []devcluster.Process
 	for i := range replicas {
 		p := devcluster.Process{
 			Binary: binary, Kubeconfig: cfg.KubeconfigFile(), CertDir: certDir, Namespace: holdfastNamespace,
 			WebhookPort: ports[3*i], MetricsPort: ports[3*i+1], ProbePort: ports[3*i+2],
-			ExtraArgs: []string{"--log-format=console"},
+			// The balancer here never needs to see a replica go unready before it stops.
+			ExtraArgs: []string{"--log-format=console", "--shutdown-delay=0s"},
 		}
 		logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("holdfast-%d.log", i)))
 		if err != nil {
@@ -127,14 +128,14 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 		if err := p.WaitReady(ctx, time.Minute); err != nil {
 			return ctx, fmt.Errorf("%w (log: %s)", err, holdfastLog)
 		}
-		webhookPorts = append(webhookPorts, p.WebhookPort)
+		procs = append(procs, p)
 	}
-	if lb, err = startBalancer(certDir, webhookPorts); err != nil {
+	if lb, err = devcluster.StartBalancer(certDir, procs); err != nil {
 		return ctx, err
 	}
 	err = devcluster.InstallWebhooks(ctx, c, devcluster.WebhookOptions{
 		Manifest:      "../config/webhook/manifests.yaml",
-		BaseURL:       "https://" + lb.addr,
+		BaseURL:       "https://" + lb.Addr,
 		CABundle:      caPEM,
 		Namespace:     holdfastNamespace,
 		FailurePolicy: admissionregistrationv1.Fail,
@@ -151,7 +152,7 @@ func stopHoldfast(ctx context.Context, _ *envconf.Config) (context.Context, erro
 		}
 	}
 	if lb != nil {
-		_ = lb.srv.Close()
+		_ = lb.Close()
 	}
 	return ctx, nil
 }

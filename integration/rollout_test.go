@@ -122,3 +122,35 @@ func TestRolloutWarnMode(t *testing.T) {
 		t.Errorf("warnings = %q, want one from %s", got, rollout.RuleArgsMatchReplicas)
 	}
 }
+
+// TestExemptionIsNotTheWorkloadsToGrant checks that whoever may edit a guarded workload
+// cannot exempt the edit through the workload itself: annotations that read like an
+// exemption change nothing, and relabelling the workload out of the policy's selector in
+// the same edit does not carry a forbidden change past it. Exemptions live in the policy.
+func TestExemptionIsNotTheWorkloadsToGrant(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	applyPolicy(t, ns, utiltesting.MakeRolloutPolicy("server-count").Selector(map[string]string{"app": "kube-apiserver"}).
+		ArgMatchesReplicas("konnectivity-server", "--server-count").Obj())
+	d := konnectivity(ns, 3, "3")
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	flag := "spec.template.spec.containers[1].args[0]"
+	t.Run("exemption-like annotations", func(t *testing.T) {
+		c := d.DeepCopy()
+		c.Annotations = map[string]string{"holdfast.dev/exempt": "true", "holdfast.dev/suspend": "true", "holdfast.dev/skip": "true"}
+		c.Spec.Template.Annotations = c.Annotations
+		c.Spec.Replicas = ptr.To[int32](5)
+		assertHoldfastDenied(t, k8s.Update(ctx, c), rollout.RuleArgsMatchReplicas, flag)
+	})
+	t.Run("relabelled out of the selector in the same edit", func(t *testing.T) {
+		c := d.DeepCopy()
+		c.Labels = map[string]string{"app": "something-else"}
+		c.Spec.Replicas = ptr.To[int32](5)
+		err := k8s.Update(ctx, c)
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("got %v, want holdfast's denial", err)
+		}
+	})
+}

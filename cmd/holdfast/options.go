@@ -25,6 +25,7 @@ type options struct {
 	logFormat              string
 	logLevel               int8
 	gracefulShutdownPeriod time.Duration
+	shutdownDelay          time.Duration
 	certRotation           bool
 	webhookSecret          string
 	webhookService         string
@@ -45,6 +46,7 @@ func defaultOptions() *options {
 		retryPeriod:            2 * time.Second,
 		logFormat:              "json",
 		gracefulShutdownPeriod: 30 * time.Second,
+		shutdownDelay:          5 * time.Second,
 		webhookSecret:          "holdfast-webhook-cert",
 		webhookService:         "holdfast-webhook",
 		webhookConfigName:      "holdfast",
@@ -71,6 +73,7 @@ func (o *options) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&o.webhookService, "webhook-service", o.webhookService, "Service (in --namespace) the API server calls the webhooks through; the certificate names it.")
 	fs.StringVar(&o.webhookConfigName, "webhook-configuration", o.webhookConfigName, "ValidatingWebhookConfiguration whose CA bundle --cert-rotation keeps current.")
 	fs.DurationVar(&o.gracefulShutdownPeriod, "graceful-shutdown-timeout", o.gracefulShutdownPeriod, "How long to drain in-flight requests and stop runnables on SIGTERM.")
+	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", o.shutdownDelay, "On SIGTERM, how long to keep serving with readiness failing, so that Services and the API server stop sending requests before the webhook server closes.")
 }
 
 func (o *options) validate() error {

@@ -6,7 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/zapr"
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"go.uber.org/zap"
@@ -16,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/holdfast-dev/holdfast/internal/server"
@@ -43,7 +47,7 @@ func run(_ context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	ctx := signals.SetupSignalHandler()
+	ctx, draining := shutdownContext(o.shutdownDelay, log)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        server.NewScheme(),
 		Cache:                         server.CacheOptions(),
@@ -62,6 +66,14 @@ func run(_ context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
+	if err := mgr.AddReadyzCheck("shutdown", func(*http.Request) error {
+		if draining.Load() {
+			return errors.New("shutting down")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	if o.certRotation {
 		if err := addCertRotator(mgr, o); err != nil {
 			return err
@@ -76,6 +88,30 @@ func run(_ context.Context, o *options) error {
 	}
 	log.Info("Serving", "webhookPort", o.webhookPort, "metrics", o.metricsAddr, "probes", o.probeAddr, "namespace", o.namespace)
 	return mgr.Start(ctx)
+}
+
+// shutdownContext is cancelled delay after the first SIGTERM or SIGINT; meanwhile draining
+// is true, so that readiness fails and the endpoints that send webhook requests here drop
+// this replica while it still answers them. A second signal exits at once.
+func shutdownContext(delay time.Duration, log logr.Logger) (context.Context, *atomic.Bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	draining := &atomic.Bool{}
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
+	go func() {
+		sig := <-ch
+		draining.Store(true)
+		log.Info("Shutting down: readiness fails now, serving stops after the delay", "signal", sig.String(), "delay", delay)
+		select {
+		case <-time.After(delay):
+		case <-ch:
+			os.Exit(1)
+		}
+		cancel()
+		<-ch
+		os.Exit(1)
+	}()
+	return ctx, draining
 }
 
 func newZapLogger(o *options) (*zap.Logger, error) {

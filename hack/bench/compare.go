@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -109,7 +112,11 @@ func (b *bench) compare(ctx context.Context, o options) error {
 	}
 	lat := map[string][]time.Duration{}
 	warmup := min(100, o.updates/10)
+	var served [2]histogram
 	for i := range warmup + o.updates {
+		if i == warmup {
+			served[0] = b.webhookLatency()
+		}
 		for j := range modes {
 			m := modes[(i+j)%len(modes)] // rotate which mode goes first
 			d, err := update(m)
@@ -129,8 +136,47 @@ func (b *bench) compare(ctx context.Context, o options) error {
 		report("apiserver-"+m+"-p99", p99[m], "ms")
 	}
 	report("apiserver-updates-per-mode", float64(o.updates), "updates")
+	// Of mode (c)'s latency, the part spent inside holdfast's webhook server.
+	served[1] = b.webhookLatency()
+	if n := served[1].count - served[0].count; n > 0 {
+		report("apiserver-holdfast-served-mean", (served[1].sum-served[0].sum)/n*1000, "ms")
+	}
 	report("apiserver-holdfast-vs-vap-p99-ratio", p99["holdfast"]/p99["vap"], "ratio")
 	return nil
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// histogram is the sum and count of a Prometheus histogram.
+type histogram struct{ sum, count float64 }
+
+// webhookLatency reads controller-runtime's latency histogram of the rollout webhook from
+// the replica's metrics.
+func (b *bench) webhookLatency() histogram {
+	var h histogram
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", b.proc.MetricsPort))
+	if err != nil {
+		return h
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, `webhook="/validate-rollout"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "controller_runtime_webhook_latency_seconds_sum"):
+			h.sum = v
+		case strings.HasPrefix(line, "controller_runtime_webhook_latency_seconds_count"):
+			h.count = v
+		}
+	}
+	return h
+}

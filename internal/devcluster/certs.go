@@ -29,37 +29,64 @@ const (
 // into dir, valid for a week, and returns the CA in PEM for the webhook's caBundle.
 // These are for local clusters only; in a real cluster holdfast manages its own.
 func WriteCerts(dir string) ([]byte, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := NewCA()
 	if err != nil {
 		return nil, err
 	}
-	caTmpl := &x509.Certificate{
+	if err := ca.WriteServing(dir); err != nil {
+		return nil, err
+	}
+	return ca.PEM, writeFile(dir, CAFile, ca.PEM)
+}
+
+// CA is a local certificate authority for holdfast's serving certificates.
+type CA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	// PEM is the CA certificate, for a webhook's caBundle.
+	PEM []byte
+}
+
+// NewCA creates a CA valid for a week.
+func NewCA() (*CA, error) {
+	now := time.Now()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "holdfast local CA"},
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("holdfast local CA %d", now.UnixNano())},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(7 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("creating CA: %w", err)
 	}
-	ca, err := x509.ParseCertificate(caDER)
+	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		return nil, err
 	}
+	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
 
+// WriteServing issues a fresh serving certificate for 127.0.0.1 and localhost and writes
+// it and its key into dir, each file replaced at once (key first), as a Secret volume
+// update does: a running holdfast picks them up without a restart.
+func (ca *CA) WriteServing(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	now := time.Now()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	leafTmpl := &x509.Certificate{
+	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: "holdfast-webhook"},
 		NotBefore:    now.Add(-time.Hour),
@@ -69,27 +96,34 @@ func WriteCerts(dir string) ([]byte, error) {
 		DNSNames:     []string{"localhost"},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
 	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return nil, fmt.Errorf("creating serving certificate: %w", err)
+		return fmt.Errorf("creating serving certificate: %w", err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	if err := writeFile(dir, KeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})); err != nil {
+		return err
+	}
+	return writeFile(dir, CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
 
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	files := map[string][]byte{
-		CAFile:   caPEM,
-		CertFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
-		KeyFile:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+// writeFile replaces dir/name at once, through a rename.
+func writeFile(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, "."+name+"-")
+	if err != nil {
+		return err
 	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			return nil, err
-		}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
 	}
-	return caPEM, nil
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }
 
 func serial() *big.Int {

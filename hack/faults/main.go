@@ -1,0 +1,343 @@
+// Command faults is holdfast's fault-injection harness (make test-faults): two holdfast
+// replicas (the built binary) behind a balancer that drops unready endpoints as a Service
+// does, called by a real kube-apiserver (envtest, failurePolicy Fail) under a steady load
+// of Deployment updates, while replicas restart or die, the leader fails over, the serving
+// certificate and its CA rotate, holdfast loses the API server, and the webhooks go down.
+// It prints one RELIABILITY line per fault and exits non-zero when a promise is broken.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/holdfast-dev/holdfast/internal/devcluster"
+)
+
+const holdfastNamespace = "holdfast-system"
+
+type options struct {
+	binary       string
+	rate         int
+	rotation     time.Duration
+	lease        time.Duration
+	outage       time.Duration
+	only         string
+	settle       time.Duration
+	restartEvery time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.binary, "holdfast", "bin/holdfast", "the holdfast binary")
+	flag.IntVar(&o.rate, "rate", 200, "admission requests per second through the API server")
+	flag.DurationVar(&o.rotation, "rotation", 60*time.Second, "how often the serving certificate rotates")
+	flag.DurationVar(&o.lease, "lease", 4*time.Second, "the replicas' leader-election lease duration")
+	flag.DurationVar(&o.outage, "outage", 10*time.Second, "how long holdfast loses the API server")
+	flag.DurationVar(&o.settle, "settle", 3*time.Second, "load before and after each fault")
+	flag.StringVar(&o.only, "only", "restart,kill,failover,rotation,apiserver,down", "faults to inject, in order")
+	flag.Parse()
+	ctrl.SetLogger(zapr.NewLogger(zap.NewNop()))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	broken, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faults:", err)
+		os.Exit(1)
+	}
+	if broken > 0 {
+		fmt.Fprintf(os.Stderr, "faults: %d promises broken\n", broken)
+		os.Exit(1)
+	}
+}
+
+// harness is the API server, the replicas, the balancer and the load.
+type harness struct {
+	o       options
+	c       client.Client
+	env     *envtest.Environment
+	dir     string
+	certDir string
+	ca      *devcluster.CA
+	procs   []devcluster.Process
+	cmds    []*exec.Cmd
+	lb      *devcluster.Balancer
+	link    *link
+	load    *load
+	broken  int
+}
+
+func run(ctx context.Context, o options) (int, error) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return 0, fmt.Errorf("KUBEBUILDER_ASSETS must point at kube-apiserver and etcd: run `make test-faults`")
+	}
+	h := &harness{o: o}
+	h.env = &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	cfg, err := h.env.Start()
+	if err != nil {
+		return 0, fmt.Errorf("starting the API server: %w", err)
+	}
+	defer func() { _ = h.env.Stop() }()
+	cfg.QPS, cfg.Burst = 1000, 2000
+	if err := h.start(ctx, cfg); err != nil {
+		return 0, err
+	}
+	defer h.stopAll()
+
+	for _, f := range splitList(o.only) {
+		fault, ok := faults[f]
+		if !ok {
+			return h.broken, fmt.Errorf("unknown fault %q", f)
+		}
+		if err := fault(h, ctx); err != nil {
+			return h.broken, fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	return h.broken, nil
+}
+
+var faults = map[string]func(*harness, context.Context) error{
+	"restart":   (*harness).rollingRestart,
+	"kill":      (*harness).kill,
+	"failover":  (*harness).failover,
+	"rotation":  (*harness).rotation,
+	"apiserver": (*harness).apiserverOutage,
+	"down":      (*harness).webhooksDown,
+}
+
+func (h *harness) start(ctx context.Context, cfg *rest.Config) error {
+	var err error
+	if h.c, err = client.New(cfg, client.Options{Scheme: devcluster.NewScheme()}); err != nil {
+		return err
+	}
+	if h.dir, err = os.MkdirTemp("", "holdfast-faults-"); err != nil {
+		return err
+	}
+	h.certDir = filepath.Join(h.dir, "certs")
+	if h.ca, err = devcluster.NewCA(); err != nil {
+		return err
+	}
+	if err := h.ca.WriteServing(h.certDir); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(h.certDir, devcluster.CAFile), h.ca.PEM, 0o600); err != nil {
+		return err
+	}
+	// holdfast reaches the API server through a link the apiserver fault cuts.
+	if h.link, err = newLink(cfg.Host); err != nil {
+		return err
+	}
+	user, err := h.env.AddUser(envtest.User{Name: "holdfast", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		return err
+	}
+	raw, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	kc, err := clientcmd.Load(raw)
+	if err != nil {
+		return err
+	}
+	for _, cl := range kc.Clusters {
+		cl.Server = "https://" + h.link.addr
+	}
+	kubeconfig := filepath.Join(h.dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		return err
+	}
+	if err := devcluster.EnsureNamespace(ctx, h.c, holdfastNamespace); err != nil {
+		return err
+	}
+	ports, err := devcluster.FreePorts(6)
+	if err != nil {
+		return err
+	}
+	for i := range 2 {
+		p := devcluster.Process{Binary: h.o.binary, Kubeconfig: kubeconfig, CertDir: h.certDir, Namespace: holdfastNamespace,
+			WebhookPort: ports[3*i], MetricsPort: ports[3*i+1], ProbePort: ports[3*i+2],
+			ExtraArgs: []string{"--log-format=console",
+				"--leader-elect-lease-duration=" + h.o.lease.String(),
+				"--leader-elect-renew-deadline=" + (h.o.lease * 3 / 4).String(),
+				"--leader-elect-retry-period=500ms",
+				// Longer than the balancer's readiness period, as a preStop delay is longer
+				// than endpoint propagation.
+				"--shutdown-delay=1s", "--graceful-shutdown-timeout=10s"}}
+		h.procs = append(h.procs, p)
+		h.cmds = append(h.cmds, nil)
+		if err := h.startReplica(ctx, i); err != nil {
+			return err
+		}
+	}
+	if h.lb, err = devcluster.StartBalancer(h.certDir, h.procs); err != nil {
+		return err
+	}
+	if err := devcluster.InstallWebhooks(ctx, h.c, devcluster.WebhookOptions{Manifest: "config/webhook/manifests.yaml",
+		BaseURL: "https://" + h.lb.Addr, CABundle: h.ca.PEM, Namespace: holdfastNamespace,
+		FailurePolicy: admissionregistrationv1.Fail}); err != nil {
+		return err
+	}
+	h.load, err = newLoad(ctx, h.c, h.o.rate)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "faults: 2 replicas ready behind %s; logs in %s\n", h.lb.Addr, h.dir)
+	return nil
+}
+
+func (h *harness) startReplica(ctx context.Context, i int) error {
+	p := h.procs[i]
+	logFile, err := os.OpenFile(filepath.Join(h.dir, fmt.Sprintf("holdfast-%d.log", i)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	p.Stdout, p.Stderr = logFile, logFile
+	cmd := p.Command(context.Background())
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	h.cmds[i] = cmd
+	return p.WaitReady(ctx, time.Minute)
+}
+
+// stopReplica signals replica i and waits for it to exit.
+func (h *harness) stopReplica(i int, sig syscall.Signal) {
+	if cmd := h.cmds[i]; cmd != nil && cmd.Process != nil {
+		_ = cmd.Process.Signal(sig)
+		_ = cmd.Wait()
+		h.cmds[i] = nil
+	}
+}
+
+func (h *harness) stopAll() {
+	if h.load != nil {
+		h.load.stop()
+	}
+	for i := range h.cmds {
+		h.stopReplica(i, syscall.SIGKILL)
+	}
+	if h.lb != nil {
+		_ = h.lb.Close()
+	}
+	if h.link != nil {
+		h.link.close()
+	}
+}
+
+// promise records whether a promise held.
+func (h *harness) promise(ok bool, what string) {
+	if !ok {
+		h.broken++
+		fmt.Fprintln(os.Stderr, "faults: BROKEN:", what)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// link forwards TCP connections to the API server; cut drops them and refuses new ones.
+type link struct {
+	addr     string
+	target   string
+	l        net.Listener
+	mu       sync.Mutex
+	conns    map[net.Conn]bool
+	cutUntil time.Time
+}
+
+func newLink(host string) (*link, error) {
+	target := host
+	if u, err := url(host); err == nil {
+		target = u
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	k := &link{addr: l.Addr().String(), target: target, l: l, conns: map[net.Conn]bool{}}
+	go k.serve()
+	return k, nil
+}
+
+func url(host string) (string, error) {
+	for _, p := range []string{"https://", "http://"} {
+		if len(host) > len(p) && host[:len(p)] == p {
+			return host[len(p):], nil
+		}
+	}
+	return "", fmt.Errorf("no scheme in %q", host)
+}
+
+func (k *link) serve() {
+	for {
+		in, err := k.l.Accept()
+		if err != nil {
+			return
+		}
+		k.mu.Lock()
+		cut := time.Now().Before(k.cutUntil)
+		if !cut {
+			k.conns[in] = true
+		}
+		k.mu.Unlock()
+		if cut {
+			_ = in.Close()
+			continue
+		}
+		go func() {
+			out, err := net.Dial("tcp", k.target)
+			if err != nil {
+				_ = in.Close()
+				return
+			}
+			k.mu.Lock()
+			k.conns[out] = true
+			k.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+			_, _ = io.Copy(in, out)
+			_ = in.Close()
+		}()
+	}
+}
+
+// cut drops every connection and refuses new ones for d.
+func (k *link) cut(d time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.cutUntil = time.Now().Add(d)
+	for c := range k.conns {
+		_ = c.Close()
+		delete(k.conns, c)
+	}
+}
+
+func (k *link) close() { _ = k.l.Close() }
