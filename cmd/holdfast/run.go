@@ -20,7 +20,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/holdfast-dev/holdfast/internal/server"
@@ -48,20 +52,16 @@ func run(_ context.Context, o *options) error {
 		return err
 	}
 	ctx, draining := shutdownContext(o.shutdownDelay, log)
+	// This manager serves the webhooks, the probes and the metrics on every replica and
+	// owns the caches; it never takes part in leader election, so that losing the lease
+	// (to an API server outage longer than the renew deadline) cannot stop the webhooks.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        server.NewScheme(),
-		Cache:                         server.CacheOptions(),
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:        o.probeAddr,
-		WebhookServer:                 server.WebhookServer(ctx, o.webhookHost, o.webhookPort, o.certDir),
-		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              o.leaderElectionID,
-		LeaderElectionNamespace:       o.namespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &o.leaseDuration,
-		RenewDeadline:                 &o.renewDeadline,
-		RetryPeriod:                   &o.retryPeriod,
-		GracefulShutdownTimeout:       &o.gracefulShutdownPeriod,
+		Scheme:                  server.NewScheme(),
+		Cache:                   server.CacheOptions(),
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		WebhookServer:           server.WebhookServer(ctx, o.webhookHost, o.webhookPort, o.certDir),
+		GracefulShutdownTimeout: &o.gracefulShutdownPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -83,11 +83,62 @@ func run(_ context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("reading the host name for this replica's identity: %w", err)
 	}
-	if err := server.Setup(ctx, mgr, server.Options{Namespace: o.namespace, Identity: identity}); err != nil {
+	if err := server.SetupWebhooks(ctx, mgr, server.Options{Namespace: o.namespace, Identity: identity}); err != nil {
 		return fmt.Errorf("setting up holdfast: %w", err)
+	}
+	if !o.leaderElect {
+		if err := server.SetupControllers(mgr); err != nil {
+			return fmt.Errorf("setting up holdfast's controllers: %w", err)
+		}
+	} else if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return runControllers(ctx, cfg, mgr, o, log)
+	})); err != nil {
+		return err
 	}
 	log.Info("Serving", "webhookPort", o.webhookPort, "metrics", o.metricsAddr, "probes", o.probeAddr, "namespace", o.namespace)
 	return mgr.Start(ctx)
+}
+
+// runControllers runs the controllers (policy status, PDB generator) in a manager of
+// their own that campaigns for the lease over the webhook manager's cache. When it loses
+// the lease it stops and campaigns again; the webhooks keep serving meanwhile.
+func runControllers(ctx context.Context, cfg *rest.Config, owner manager.Manager, o *options, log logr.Logger) error {
+	for {
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+			Scheme: owner.GetScheme(),
+			NewCache: func(*rest.Config, cache.Options) (cache.Cache, error) {
+				return server.SharedCache(owner.GetCache()), nil
+			},
+			Metrics:                       metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress:        "0",
+			LeaderElection:                true,
+			LeaderElectionID:              o.leaderElectionID,
+			LeaderElectionNamespace:       o.namespace,
+			LeaderElectionReleaseOnCancel: true,
+			LeaseDuration:                 &o.leaseDuration,
+			RenewDeadline:                 &o.renewDeadline,
+			RetryPeriod:                   &o.retryPeriod,
+			GracefulShutdownTimeout:       &o.gracefulShutdownPeriod,
+			// Each campaign registers the controllers anew under the same names.
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		})
+		if err != nil {
+			return fmt.Errorf("creating the controllers' manager: %w", err)
+		}
+		if err := server.SetupControllers(mgr); err != nil {
+			return fmt.Errorf("setting up holdfast's controllers: %w", err)
+		}
+		err = mgr.Start(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Error(err, "The controllers stopped; the webhooks keep serving while this replica campaigns for the lease again")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(o.retryPeriod):
+		}
+	}
 }
 
 // shutdownContext is cancelled delay after the first SIGTERM or SIGINT; meanwhile draining

@@ -104,7 +104,7 @@ func (l *load) send(ctx context.Context, i int) error {
 	if forbidden {
 		d.Spec.Replicas = ptr.To[int32](5)
 	} else {
-		d.Spec.Template.Annotations["faults.holdfast.dev/request"] = strconv.Itoa(i)
+		d.Spec.Template.Annotations = map[string]string{"faults.holdfast.dev/request": strconv.Itoa(i)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -275,10 +276,11 @@ type link struct {
 }
 
 func newLink(host string) (*link, error) {
-	target := host
-	if u, err := url(host); err == nil {
-		target = u
+	u, err := neturl.Parse(host)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("API server address %q: %v", host, err)
 	}
+	target := u.Host
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -286,15 +288,6 @@ func newLink(host string) (*link, error) {
 	k := &link{addr: l.Addr().String(), target: target, l: l, conns: map[net.Conn]bool{}}
 	go k.serve()
 	return k, nil
-}
-
-func url(host string) (string, error) {
-	for _, p := range []string{"https://", "http://"} {
-		if len(host) > len(p) && host[:len(p)] == p {
-			return host[len(p):], nil
-		}
-	}
-	return "", fmt.Errorf("no scheme in %q", host)
 }
 
 func (k *link) serve() {

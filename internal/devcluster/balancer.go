@@ -1,10 +1,12 @@
 package devcluster
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -18,7 +20,8 @@ import (
 // Balancer stands in for a Service in front of holdfast's replicas: it terminates TLS with
 // the webhook's certificate and sends each request to the next ready replica in turn. Like
 // the endpoints controller, it drops a replica whose readiness fails (polled every
-// ReadinessPeriod) and keeps sending requests on open connections as kube-proxy does.
+// ReadinessPeriod). A replica that refuses connections is dropped at once and the request,
+// which it never received, goes to the next ready one, as a dead endpoint drops out.
 type Balancer struct {
 	// Addr is host:port of the balancer's TLS listener.
 	Addr     string
@@ -41,6 +44,8 @@ type backend struct {
 	ready    atomic.Bool
 	served   atomic.Int64
 	inFlight atomic.Int64
+	// lost counts requests the replica received but never answered: it died with them.
+	lost atomic.Int64
 }
 
 // StartBalancer serves on 127.0.0.1 in front of procs, with the certificate in certDir,
@@ -161,17 +166,48 @@ func (b *Balancer) watchReadiness() {
 type countingTransport struct{ b *Balancer }
 
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	var be *backend
-	for _, x := range t.b.backends {
-		if x.url.Host == r.URL.Host {
-			be = x
+	// Kept, so that a request no replica received can be sent to another.
+	var body []byte
+	if r.Body != nil {
+		var err error
+		if body, err = io.ReadAll(r.Body); err != nil {
+			return nil, err
 		}
+		_ = r.Body.Close()
 	}
-	if be != nil {
-		be.inFlight.Add(1)
-		defer be.inFlight.Add(-1)
+	for range t.b.backends {
+		var be *backend
+		for _, x := range t.b.backends {
+			if x.url.Host == r.URL.Host {
+				be = x
+			}
+		}
+		out := r.Clone(r.Context())
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		if be != nil {
+			be.inFlight.Add(1)
+		}
+		resp, err := t.b.transport.RoundTrip(out)
+		if be != nil {
+			be.inFlight.Add(-1)
+		}
+		var op *net.OpError
+		if err == nil || be == nil {
+			return resp, err
+		}
+		if !errors.As(err, &op) || op.Op != "dial" {
+			be.lost.Add(1)
+			return resp, err
+		}
+		be.ready.Store(false)
+		next := t.b.pick()
+		if next == nil {
+			return nil, err
+		}
+		next.served.Add(1)
+		r.URL.Host = next.url.Host
 	}
-	return t.b.transport.RoundTrip(r)
+	return nil, errors.New("no replica accepted the connection")
 }
 
 // Counts returns how many requests each replica has been sent so far.
@@ -185,6 +221,9 @@ func (b *Balancer) Counts() []int64 {
 
 // InFlight returns how many requests replica i is answering now.
 func (b *Balancer) InFlight(i int) int64 { return b.backends[i].inFlight.Load() }
+
+// Lost returns how many requests replica i received and never answered so far.
+func (b *Balancer) Lost(i int) int64 { return b.backends[i].lost.Load() }
 
 // Failed counts requests that no replica answered (connection or TLS errors, no ready replica).
 func (b *Balancer) Failed() int64 { return b.failed.Load() }

@@ -70,9 +70,18 @@ type Options struct {
 	Identity string
 }
 
-// Setup registers holdfast's webhooks and readiness checks with the manager and starts
-// the informers decisions read, so that readiness waits for them to sync.
+// Setup registers holdfast's webhooks and its controllers with one manager (SetupWebhooks
+// and SetupControllers).
 func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
+	if err := SetupWebhooks(ctx, mgr, o); err != nil {
+		return err
+	}
+	return SetupControllers(mgr)
+}
+
+// SetupWebhooks registers holdfast's webhooks and readiness checks with the manager and
+// starts the informers decisions read, so that readiness waits for them to sync.
+func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options) error {
 	if err := indexOwners(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -111,6 +120,20 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 		RecoverPanic: ptr.To(true),
 	}, nil))
 
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("caches", cacheSynced(mgr.GetCache())); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("webhook", srv.StartedChecker())
+}
+
+// SetupControllers registers the policy status controllers and the PDB generator. They
+// read through the manager's cache, whose informers and indexes SetupWebhooks set up: with
+// leader election, the binary gives them a manager of their own over the same cache
+// (SharedCache), so that losing the lease stops them and not the webhooks.
+func SetupControllers(mgr manager.Manager) error {
 	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
 	}
@@ -125,14 +148,18 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 			return fmt.Errorf("setting up the PDB generator for %ss: %w", kind, err)
 		}
 	}
+	return nil
+}
 
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("caches", cacheSynced(mgr.GetCache())); err != nil {
-		return err
-	}
-	return mgr.AddReadyzCheck("webhook", srv.StartedChecker())
+// SharedCache lends a started cache to another manager: its Start waits for the context
+// instead of starting informers the owner already runs.
+func SharedCache(c cache.Cache) cache.Cache { return sharedCache{c} }
+
+type sharedCache struct{ cache.Cache }
+
+func (c sharedCache) Start(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
 }
 
 func namespaceMetadata() *metav1.PartialObjectMetadata {
