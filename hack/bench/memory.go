@@ -19,15 +19,19 @@ import (
 	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
 )
 
-// memory fills the cluster with o.workloads Deployments, a ReplicaSet each, and o.pods
-// pods spread over them, then reads the replica's resident memory once its caches have
-// had time to take them in.
+// memory restarts the replica, fills the cluster with o.workloads Deployments, a
+// ReplicaSet each, and o.pods pods spread over them, then reads the replica's resident
+// memory once its caches have had time to take them in.
 func (b *bench) memory(ctx context.Context, o options) error {
 	const namespaces = 20
 	for i := range namespaces {
 		if err := namespace(ctx, b.c, fmt.Sprintf("memory-%02d", i), nil); err != nil {
 			return err
 		}
+	}
+	// A fresh replica: its memory is its caches, not what earlier measurements left.
+	if err := b.restart(ctx); err != nil {
+		return err
 	}
 	before, err := rss(b.cmd.Process.Pid)
 	if err != nil {

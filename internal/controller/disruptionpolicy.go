@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -38,7 +37,7 @@ type DisruptionPolicyStatus struct {
 // SetupWithManager watches DisruptionPolicies' specs and deletion, the generated PDBs,
 // and workloads whose creation, deletion or labels can change what a policy selects.
 func (r *DisruptionPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
-	all := handler.EnqueueRequestsFromMapFunc(r.allPolicies)
+	all := enqueue.Coalesced(statusDelay, r.allPolicies)
 	deleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return e.ObjectNew.GetDeletionTimestamp() != nil }}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("disruptionpolicy-status").
@@ -104,7 +103,7 @@ func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Re
 func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.DisruptionPolicy, status *v1alpha1.DisruptionPolicyStatus) error {
 	nsList := &metav1.PartialObjectMetadataList{}
 	nsList.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := r.Client.List(ctx, nsList); err != nil {
+	if err := r.Client.List(ctx, nsList, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	nsLabels := map[string]map[string]string{}
@@ -115,7 +114,8 @@ func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.Disr
 	first := ""
 	for _, k := range pdb.Kinds {
 		list := pdb.NewWorkloadList(k)
-		if err := r.Client.List(ctx, list); err != nil {
+		// Read-only: the cache's objects, not copies.
+		if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 			return err
 		}
 		objs, _ := meta.ExtractList(list)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -33,10 +33,15 @@ type RolloutPolicyStatus struct {
 // +kubebuilder:rbac:groups=holdfast.dev,resources=rolloutpolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch
 
+// statusDelay coalesces the events that can change policy statuses: statuses follow the
+// cluster within about a second, and a burst of workload changes costs one reconcile per
+// policy and second.
+const statusDelay = time.Second
+
 // SetupWithManager watches policies, and workloads and namespaces only where their
 // creation, deletion or labels can change what a policy selects.
 func (r *RolloutPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
-	all := handler.EnqueueRequestsFromMapFunc(r.allPolicies)
+	all := enqueue.Coalesced(statusDelay, r.allPolicies)
 	labels := builder.WithPredicates(predicate.LabelChangedPredicate{})
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
@@ -95,7 +100,7 @@ func isSelectorError(err error) bool {
 func (r *RolloutPolicyStatus) countSelected(ctx context.Context, t v1alpha1.WorkloadTargets) (int32, error) {
 	nsList := &metav1.PartialObjectMetadataList{}
 	nsList.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := r.Client.List(ctx, nsList); err != nil {
+	if err := r.Client.List(ctx, nsList, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	nsLabels := make(map[string]map[string]string, len(nsList.Items))
@@ -104,7 +109,9 @@ func (r *RolloutPolicyStatus) countSelected(ctx context.Context, t v1alpha1.Work
 	}
 	var n int32
 	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{}} {
-		if err := r.Client.List(ctx, list); err != nil {
+		// Read-only: the cache's objects, not copies; at thousands of workloads copies would
+		// be most of what a status update costs.
+		if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 			return 0, err
 		}
 		objs, err := meta.ExtractList(list)
