@@ -69,6 +69,16 @@ func run(m *testing.M) int {
 			ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{vwc},
 		},
 	}
+	auditDir, err := os.MkdirTemp("", "holdfast-audit-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	auditLog, err := enableAudit(env, auditDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
@@ -80,11 +90,17 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// holdfast runs as its service account, bound to the generated roles.
+	holdfastCfg, err := installRBAC(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "installing config/rbac:", err)
+		return 1
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wio := &env.WebhookInstallOptions
 	webhookHost, webhookPort = wio.LocalServingHost, wio.LocalServingPort
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(holdfastCfg, ctrl.Options{
 		Scheme:                 server.NewScheme(),
 		Cache:                  server.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -123,7 +139,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	if err := checkRBACAgainstAudit(auditLog); err != nil {
+		fmt.Println("--- FAIL: RBAC against the audit log:", err)
+		return 1
+	}
+	return code
 }
 
 // webhookConfiguration is the generated configuration with failurePolicy Fail, so that a

@@ -31,7 +31,8 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/version"
 )
 
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=holdfast-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// Leader election and the eviction ledgers read, create and update Leases; nothing lists them.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=holdfast-system,resources=leases,verbs=get;create;update
 
 func run(_ context.Context, o *options) error {
 	if err := o.validate(); err != nil {

@@ -32,7 +32,7 @@ type DisruptionPolicyStatus struct {
 	Client client.Client
 }
 
-// +kubebuilder:rbac:groups=holdfast.dev,resources=disruptionpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=holdfast.dev,resources=disruptionpolicies/status,verbs=update
 
 // SetupWithManager watches DisruptionPolicies' specs and deletion, the generated PDBs,
 // and workloads whose creation, deletion or labels can change what a policy selects.

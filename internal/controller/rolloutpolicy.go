@@ -30,7 +30,7 @@ type RolloutPolicyStatus struct {
 	Client client.Client
 }
 
-// +kubebuilder:rbac:groups=holdfast.dev,resources=rolloutpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=holdfast.dev,resources=rolloutpolicies/status,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch
 
 // statusDelay coalesces the events that can change policy statuses: statuses follow the

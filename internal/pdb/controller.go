@@ -37,9 +37,11 @@ type Reconciler struct {
 	Events *events.Limiter
 }
 
-// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=holdfast.dev,resources=disruptionpolicies,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=holdfast.dev,resources=disruptionpolicies/finalizers,verbs=update
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=holdfast.dev,resources=disruptionpolicies,verbs=get;list;watch;update
+// A generated PDB's owner reference blocks its workload's deletion, which clusters that
+// enforce owner-reference permissions allow only to who may update the owner's finalizers.
+// +kubebuilder:rbac:groups=apps,resources=deployments/finalizers;statefulsets/finalizers;daemonsets/finalizers,verbs=update
 
 // NewWorkload returns an empty object of a workload kind.
 func NewWorkload(kind string) client.Object {

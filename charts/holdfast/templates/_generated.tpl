@@ -32,6 +32,14 @@
   - list
   - watch
 - apiGroups:
+  - apps
+  resources:
+  - daemonsets/finalizers
+  - deployments/finalizers
+  - statefulsets/finalizers
+  verbs:
+  - update
+- apiGroups:
   - events.k8s.io
   resources:
   - events
@@ -45,23 +53,14 @@
   verbs:
   - get
   - list
-  - patch
   - update
   - watch
-- apiGroups:
-  - holdfast.dev
-  resources:
-  - disruptionpolicies/finalizers
-  verbs:
-  - update
 - apiGroups:
   - holdfast.dev
   resources:
   - disruptionpolicies/status
   - rolloutpolicies/status
   verbs:
-  - get
-  - patch
   - update
 - apiGroups:
   - holdfast.dev
@@ -80,7 +79,6 @@
   - delete
   - get
   - list
-  - patch
   - update
   - watch
 {{- end }}
@@ -102,12 +100,8 @@
   - leases
   verbs:
   - create
-  - delete
   - get
-  - list
-  - patch
   - update
-  - watch
 {{- end }}
 {{- define "holdfast.generated.webhook.eviction.rules" -}}
 - apiGroups:

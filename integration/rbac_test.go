@@ -1,0 +1,204 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/holdfast-dev/holdfast/charts"
+)
+
+// holdfastUser is the service account config/rbac binds, installed under its own name so
+// that the chart and kustomize tests can still create theirs; holdfast runs as it in the
+// integration tests (impersonated), so every call it makes meets the generated rules.
+const (
+	rbacSuffix   = "-integration"
+	holdfastUser = "system:serviceaccount:holdfast-system:holdfast" + rbacSuffix
+)
+
+// auditPolicy records every request's metadata.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+`
+
+// enableAudit makes the API server write an audit log to dir and returns its path.
+func enableAudit(env *envtest.Environment, dir string) (string, error) {
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return "", err
+	}
+	log := filepath.Join(dir, "audit.log")
+	args := env.ControlPlane.GetAPIServer().Configure()
+	args.Set("audit-policy-file", policy)
+	args.Set("audit-log-path", log)
+	return log, nil
+}
+
+// installRBAC applies config/rbac (the generated roles, the service account and the
+// bindings) and returns a copy of cfg that impersonates the service account.
+func installRBAC(cfg *rest.Config) (*rest.Config, error) {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	objs, err := charts.Kustomize("rbac")
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range objs {
+		u.SetName(u.GetName() + rbacSuffix)
+		if ref, ok := u.Object["roleRef"].(map[string]any); ok {
+			ref["name"] = ref["name"].(string) + rbacSuffix
+		}
+		if subjects, ok := u.Object["subjects"].([]any); ok {
+			for _, sub := range subjects {
+				m := sub.(map[string]any)
+				m["name"] = m["name"].(string) + rbacSuffix
+			}
+		}
+		if err := c.Create(context.Background(), u); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	hcfg := rest.CopyConfig(cfg)
+	hcfg.Impersonate = rest.ImpersonationConfig{UserName: holdfastUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:holdfast-system", "system:authenticated"}}
+	return hcfg, nil
+}
+
+// notExercised are granted verbs the integration run does not use, with the reason.
+var notExercised = map[string]string{
+	"/secrets/create": "certificate rotation (cert-controller) is off in the integration run",
+	"/secrets/update": "certificate rotation",
+	"/secrets/patch":  "certificate rotation",
+	"/secrets/get":    "certificate rotation",
+	"/secrets/list":   "certificate rotation",
+	"/secrets/watch":  "certificate rotation",
+	"admissionregistration.k8s.io/validatingwebhookconfigurations/get":    "certificate rotation injects the CA",
+	"admissionregistration.k8s.io/validatingwebhookconfigurations/list":   "certificate rotation",
+	"admissionregistration.k8s.io/validatingwebhookconfigurations/watch":  "certificate rotation",
+	"admissionregistration.k8s.io/validatingwebhookconfigurations/update": "certificate rotation",
+	"admissionregistration.k8s.io/validatingwebhookconfigurations/patch":  "certificate rotation",
+	"events.k8s.io/events/patch":                                          "the event recorder patches an Event that repeats (a series)",
+	"apps/deployments/finalizers/update":                                  "needed where owner-reference permissions are enforced (the PDBs block their workload's deletion); envtest does not enforce them",
+	"apps/statefulsets/finalizers/update":                                 "the same, for StatefulSets",
+	"apps/daemonsets/finalizers/update":                                   "the same, for DaemonSets",
+	"coordination.k8s.io/leases/update":                                   "leader election renews its Lease (the integration manager does not elect) and a ledger records into an existing group",
+}
+
+// checkRBACAgainstAudit holds the generated ClusterRole and Role to what holdfast did in
+// the run, as the API server's audit log recorded it: no call was forbidden, and every
+// granted verb was used or is listed in notExercised with the reason. Informers list
+// through watches (watch-list) and gets are served from them, so get and list count as
+// used on a resource holdfast watched.
+func checkRBACAgainstAudit(logPath string) error {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	used := map[string]bool{}
+	var forbidden []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct {
+			Stage            string `json:"stage"`
+			Verb             string `json:"verb"`
+			ImpersonatedUser *struct {
+				Username string `json:"username"`
+			} `json:"impersonatedUser"`
+			ObjectRef *struct {
+				Resource, Subresource, APIGroup, Namespace string
+			} `json:"objectRef"`
+			ResponseStatus *struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.ImpersonatedUser == nil || ev.ImpersonatedUser.Username != holdfastUser || ev.ObjectRef == nil {
+			continue
+		}
+		res := ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			res += "/" + ev.ObjectRef.Subresource
+		}
+		key := ev.ObjectRef.APIGroup + "/" + res + "/" + ev.Verb
+		used[key] = true
+		if ev.ResponseStatus != nil && ev.ResponseStatus.Code == 403 {
+			forbidden = append(forbidden, key+" in "+ev.ObjectRef.Namespace)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	objs, err := charts.Kustomize("rbac")
+	if err != nil {
+		return err
+	}
+	var granted []string
+	for _, u := range objs {
+		var rules []rbacv1.PolicyRule
+		switch u.GetKind() {
+		case "ClusterRole":
+			var r rbacv1.ClusterRole
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+				return err
+			}
+			rules = r.Rules
+		case "Role":
+			var r rbacv1.Role
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+				return err
+			}
+			rules = r.Rules
+		}
+		for _, rule := range rules {
+			for _, g := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					for _, v := range rule.Verbs {
+						granted = append(granted, g+"/"+res+"/"+v)
+					}
+				}
+			}
+		}
+	}
+	var unused []string
+	for _, g := range granted {
+		base, verb := g[:strings.LastIndex(g, "/")], g[strings.LastIndex(g, "/")+1:]
+		if (verb == "get" || verb == "list") && used[base+"/watch"] {
+			continue
+		}
+		if !used[g] && notExercised[g] == "" {
+			unused = append(unused, g)
+		}
+	}
+	slices.Sort(unused)
+	fmt.Printf("RELIABILITY rbac-audit granted=%d used=%d forbidden=%d unusedGranted=%d\n", len(granted), len(used), len(forbidden), len(unused))
+	var problems []string
+	if len(forbidden) > 0 {
+		problems = append(problems, "calls the generated RBAC forbids: "+strings.Join(forbidden, ", "))
+	}
+	if len(unused) > 0 {
+		problems = append(problems, "granted but never used in the run (drop them, or say why in notExercised): "+strings.Join(unused, ", "))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
