@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -135,9 +136,9 @@ func (h *harness) leader(ctx context.Context) (int, error) {
 			if err != nil {
 				continue
 			}
-			var b strings.Builder
-			_, _ = fmt.Fprint(&b, readAll(resp))
-			if strings.Contains(b.String(), "leader_election_master_status{name=\"holdfast.holdfast.dev\"} 1") {
+			metrics, err := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if err == nil && strings.Contains(string(metrics), "leader_election_master_status{name=\"holdfast.holdfast.dev\"} 1") {
 				return i, nil
 			}
 		}
@@ -148,19 +149,6 @@ func (h *harness) leader(ctx context.Context) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no replica reports leadership")
-}
-
-func readAll(resp *http.Response) string {
-	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			return b.String()
-		}
-	}
 }
 
 // pdbGenerated creates a DisruptionPolicy generating PDBs and a Deployment it selects, and

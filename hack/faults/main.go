@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -103,7 +104,7 @@ func run(ctx context.Context, o options) (int, error) {
 	}
 	defer h.stopAll()
 
-	for _, f := range splitList(o.only) {
+	for _, f := range strings.Split(o.only, ",") {
 		fault, ok := faults[f]
 		if !ok {
 			return h.broken, fmt.Errorf("unknown fault %q", f)
@@ -249,20 +250,6 @@ func (h *harness) promise(ok bool, what string) {
 		h.broken++
 		fmt.Fprintln(os.Stderr, "faults: BROKEN:", what)
 	}
-}
-
-func splitList(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
 }
 
 // link forwards TCP connections to the API server; cut drops them and refuses new ones.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -101,14 +100,9 @@ func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Re
 // pdbStatus counts the workloads the policy selects, the PDBs it manages and the
 // workloads that get none because of a conflict.
 func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.DisruptionPolicy, status *v1alpha1.DisruptionPolicyStatus) error {
-	nsList := &metav1.PartialObjectMetadataList{}
-	nsList.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := r.Client.List(ctx, nsList, client.UnsafeDisableDeepCopy); err != nil {
+	nsLabels, err := namespaceLabels(ctx, r.Client)
+	if err != nil {
 		return err
-	}
-	nsLabels := map[string]map[string]string{}
-	for _, ns := range nsList.Items {
-		nsLabels[ns.Name] = ns.Labels
 	}
 	var selected, conflicts int32
 	first := ""

@@ -98,14 +98,9 @@ func isSelectorError(err error) bool {
 
 // countSelected counts the workloads the targets select, from the cache.
 func (r *RolloutPolicyStatus) countSelected(ctx context.Context, t v1alpha1.WorkloadTargets) (int32, error) {
-	nsList := &metav1.PartialObjectMetadataList{}
-	nsList.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := r.Client.List(ctx, nsList, client.UnsafeDisableDeepCopy); err != nil {
+	nsLabels, err := namespaceLabels(ctx, r.Client)
+	if err != nil {
 		return 0, err
-	}
-	nsLabels := make(map[string]map[string]string, len(nsList.Items))
-	for _, ns := range nsList.Items {
-		nsLabels[ns.Name] = ns.Labels
 	}
 	var n int32
 	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{}} {

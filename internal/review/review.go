@@ -91,12 +91,8 @@ func Unmarshal(data []byte, v any) error {
 	return jsonv2.Unmarshal(data, v, Options)
 }
 
-// Decode reads an admission.k8s.io/v1 AdmissionReview request from body, decoding its
-// objects with objects when it is not nil. The request may share memory with body.
-func Decode(body []byte, objects ObjectDecoder) (admission.Request, error) {
-	return decode(body, decodeOptions(objects))
-}
-
+// decode reads an admission.k8s.io/v1 AdmissionReview request from body, with the options
+// of decodeOptions. The request may share memory with body.
 func decode(body []byte, opts jsonv2.Options) (admission.Request, error) {
 	var req admission.Request
 	ar := admissionv1.AdmissionReview{Request: &req.AdmissionRequest}

@@ -95,6 +95,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		log.Info("Rollout policy violated", "workload", in.New.String(), "action", d.Action().String(),
 			"dryRun", isDryRun(req), "violations", messages(d.Violations, policy.Audit))
 		if !isDryRun(req) {
+			if obj == nil {
+				obj = reference(in.New)
+			}
 			recordEvents(h.Events, obj, d.Violations, start)
 		}
 	}
@@ -123,7 +126,8 @@ func errored(err error) admission.Response {
 
 // decode reads the new and old objects of the request as workloads. A scale subresource
 // request is read as an update of the cached workload's replicas; it needs the cache
-// only when a policy might apply (guarded).
+// only when a policy might apply (guarded). The object it returns is what Events are
+// recorded on; nil on the lean path, where Handle builds a reference only when needed.
 func (h *Handler) decode(ctx context.Context, req admission.Request, guarded bool) (Input, runtime.Object, error) {
 	in := Input{Operation: req.Operation, User: req.UserInfo}
 	switch req.SubResource {
@@ -148,7 +152,7 @@ func (h *Handler) decode(ctx context.Context, req admission.Request, guarded boo
 			if err != nil {
 				return nil, nil, badRequest("%s: %v", what, err)
 			}
-			return reference(w), w, nil
+			return nil, w, nil // the Event reference is built only when one is recorded
 		}
 		obj, err := workload.New(req.Kind.Kind)
 		if err != nil {
