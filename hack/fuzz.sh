@@ -11,6 +11,7 @@ targets=(
   "./webhooks/rollout FuzzLeanDecidesAsTyped"
   "./webhooks/eviction FuzzEvictionReview"
   "./internal/policy FuzzPolicyTargets"
+  "./internal/workload FuzzDecodeReadsAsTyped"
 )
 mkdir -p _output/fuzz
 status=0

@@ -21,7 +21,6 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/policy"
-	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // RolloutPolicyStatus keeps each RolloutPolicy's status: whether it is in force, and how
@@ -103,22 +102,25 @@ func (r *RolloutPolicyStatus) countSelected(ctx context.Context, t v1alpha1.Work
 		return 0, err
 	}
 	var n int32
-	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{}} {
+	for _, kl := range []struct {
+		kind v1alpha1.WorkloadKind
+		list client.ObjectList
+	}{{v1alpha1.KindDeployment, &appsv1.DeploymentList{}}, {v1alpha1.KindStatefulSet, &appsv1.StatefulSetList{}}, {v1alpha1.KindDaemonSet, &appsv1.DaemonSetList{}}} {
 		// Read-only: the cache's objects, not copies; at thousands of workloads copies would
 		// be most of what a status update costs.
-		if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		if err := r.Client.List(ctx, kl.list, client.UnsafeDisableDeepCopy); err != nil {
 			return 0, err
 		}
-		objs, err := meta.ExtractList(list)
+		objs, err := meta.ExtractList(kl.list)
 		if err != nil {
 			return 0, err
 		}
 		for _, obj := range objs {
-			w, err := workload.From(obj)
-			if err != nil {
-				return 0, err
+			w, ok := obj.(client.Object)
+			if !ok {
+				return 0, fmt.Errorf("listing %ss: got a %T", kl.kind, obj)
 			}
-			ok, err := policy.Selects(t, w.Kind, nsLabels[w.Namespace], w.Labels)
+			ok, err := policy.Selects(t, kl.kind, nsLabels[w.GetNamespace()], w.GetLabels())
 			if err != nil {
 				return 0, selectorError{err}
 			}

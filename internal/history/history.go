@@ -74,7 +74,7 @@ func (h History) Newest() *Revision {
 
 // FromReplicaSets builds a Deployment's revisions from the ReplicaSets it controls.
 func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
-	var out []Revision
+	out := make([]Revision, 0, len(sets))
 	for i := range sets {
 		rs := &sets[i]
 		if !ControlledBy(rs.OwnerReferences, owner) {

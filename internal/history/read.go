@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -15,6 +16,9 @@ import (
 // of their controller.
 const OwnerIndex = "holdfast.dev/controller-uid"
 
+// cacheOwn asks the cache for its own objects, not copies.
+var cacheOwn = true
+
 // Read gathers a workload's history from a cache indexed by OwnerIndex. Pods are read
 // only while w rolls out: only an unfinished rollout's decisions read LastActivity and
 // Serving (stalled rollouts, rollbacks to a revision that still serves).
@@ -22,7 +26,8 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 	var h History
 	owned := func(list client.ObjectList, uid string) error {
 		// Read-only: the objects are the cache's own, not copies.
-		return r.List(ctx, list, client.InNamespace(w.Namespace), client.MatchingFields{OwnerIndex: uid}, client.UnsafeDisableDeepCopy)
+		return r.List(ctx, list, &client.ListOptions{Namespace: w.Namespace,
+			FieldSelector: fields.OneTermEqualSelector(OwnerIndex, uid), UnsafeDisableDeepCopy: &cacheOwn})
 	}
 	var pods []corev1.Pod
 	if w.Kind == v1alpha1.KindDeployment {

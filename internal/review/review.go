@@ -19,6 +19,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -35,8 +36,12 @@ type Webhook struct {
 }
 
 // NewWebhook serves wh. objects, when not nil, decodes the request's embedded objects
-// in the same pass over the body as the rest of the review (see ObjectDecoder).
+// in the same pass over the body as the rest of the review (see ObjectDecoder). Unless wh
+// has a LogConstructor, its request loggers are RequestLogger's.
 func NewWebhook(wh *admission.Webhook, objects ObjectDecoder) *Webhook {
+	if wh.LogConstructor == nil {
+		wh.LogConstructor = RequestLogger
+	}
 	return &Webhook{Webhook: wh, opts: decodeOptions(objects)}
 }
 
@@ -94,18 +99,22 @@ func Unmarshal(data []byte, v any) error {
 // decode reads an admission.k8s.io/v1 AdmissionReview request from body, with the options
 // of decodeOptions. The request may share memory with body.
 func decode(body []byte, opts jsonv2.Options) (admission.Request, error) {
-	var req admission.Request
-	ar := admissionv1.AdmissionReview{Request: &req.AdmissionRequest}
-	if err := jsonv2.Unmarshal(body, &ar, opts); err != nil {
-		return req, fmt.Errorf("decoding the AdmissionReview: %w", err)
+	in := &struct { // one allocation for both
+		ar  admissionv1.AdmissionReview
+		req admission.Request
+	}{}
+	ar := &in.ar
+	ar.Request = &in.req.AdmissionRequest
+	if err := jsonv2.Unmarshal(body, ar, opts); err != nil {
+		return in.req, fmt.Errorf("decoding the AdmissionReview: %w", err)
 	}
-	if ar.APIVersion != admissionv1.SchemeGroupVersion.String() || ar.Kind != "AdmissionReview" {
-		return req, fmt.Errorf("unsupported %q of apiVersion %q: holdfast reads admission.k8s.io/v1 AdmissionReviews", ar.Kind, ar.APIVersion)
+	if ar.APIVersion != "admission.k8s.io/v1" || ar.Kind != "AdmissionReview" {
+		return in.req, fmt.Errorf("unsupported %q of apiVersion %q: holdfast reads admission.k8s.io/v1 AdmissionReviews", ar.Kind, ar.APIVersion)
 	}
 	if ar.Request == nil || ar.Request.UID == "" {
-		return req, errors.New("the AdmissionReview has no request, or a request without uid")
+		return in.req, errors.New("the AdmissionReview has no request, or a request without uid")
 	}
-	return req, nil
+	return in.req, nil
 }
 
 func read(r *http.Request, opts jsonv2.Options) (admission.Request, int32, error) {
@@ -139,11 +148,14 @@ func read(r *http.Request, opts jsonv2.Options) (admission.Request, int32, error
 	return req, 0, nil
 }
 
+// jsonContentType is the Content-Type header's value, shared by every answer.
+var jsonContentType = []string{"application/json"}
+
 // write answers with an admission.k8s.io/v1 AdmissionReview.
 func write(w http.ResponseWriter, resp admission.Response) {
-	ar := admissionv1.AdmissionReview{Response: &resp.AdmissionResponse}
-	ar.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"))
-	w.Header().Set("Content-Type", "application/json")
+	ar := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Response: &resp.AdmissionResponse}
+	w.Header()["Content-Type"] = jsonContentType
 	if err := json.NewEncoder(w).Encode(ar); err != nil {
 		logf.Log.WithName("admission").Error(err, "Writing the admission response")
 	}

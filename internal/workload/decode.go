@@ -2,7 +2,6 @@ package workload
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -21,8 +20,10 @@ import (
 )
 
 // Lean is the part of an apps/v1 Deployment, StatefulSet or DaemonSet that decisions
-// read, in one shape for the three kinds; the pod template stays JSON. It is a
-// runtime.Object only to travel in a request's RawExtension (see DecodeObject).
+// read, in one shape for the three kinds; the pod template stays JSON. A Workload is a
+// view of a Lean (FromLean), whichever way the object was read: decoded from a review
+// (DecodeObject, Decode) or taken from a typed object (From). It is a runtime.Object only
+// to travel in a request's RawExtension.
 type Lean struct {
 	Metadata struct {
 		Name       string            `json:"name"`
@@ -32,20 +33,13 @@ type Lean struct {
 		Labels     map[string]string `json:"labels"`
 	} `json:"metadata"`
 	Spec struct {
-		Replicas        *int32 `json:"replicas"`
-		Paused          bool   `json:"paused"`
-		MinReadySeconds int32  `json:"minReadySeconds"`
-		// Deployments
-		Strategy struct {
-			Type          appsv1.DeploymentStrategyType `json:"type"`
-			RollingUpdate *rollingUpdate                `json:"rollingUpdate"`
-		} `json:"strategy"`
-		// StatefulSets and DaemonSets
-		UpdateStrategy struct {
-			Type          string         `json:"type"`
-			RollingUpdate *rollingUpdate `json:"rollingUpdate"`
-		} `json:"updateStrategy"`
-		Template templateJSON `json:"template"`
+		Replicas        optInt32 `json:"replicas"`
+		Paused          bool     `json:"paused"`
+		MinReadySeconds int32    `json:"minReadySeconds"`
+		// Strategy is a Deployment's; UpdateStrategy a StatefulSet's or DaemonSet's.
+		Strategy       strategy     `json:"strategy"`
+		UpdateStrategy strategy     `json:"updateStrategy"`
+		Template       templateJSON `json:"template"`
 	} `json:"spec"`
 	Status struct {
 		ObservedGeneration int64 `json:"observedGeneration"`
@@ -60,19 +54,21 @@ type Lean struct {
 		DesiredNumberScheduled int32 `json:"desiredNumberScheduled"`
 		UpdatedNumberScheduled int32 `json:"updatedNumberScheduled"`
 		NumberAvailable        int32 `json:"numberAvailable"`
-		// Deployments
-		Conditions []struct {
-			Type   appsv1.DeploymentConditionType `json:"type"`
-			Status corev1.ConditionStatus         `json:"status"`
-			Reason string                         `json:"reason"`
-		} `json:"conditions"`
+		// Deployments: of their conditions, whether kube has declared the rollout stalled.
+		Conditions deadlineExceeded `json:"conditions"`
 	} `json:"status"`
+
+	// workload is the Lean's view as a Workload (view).
+	workload Workload
 }
 
-type rollingUpdate struct {
-	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable"`
-	MaxSurge       *intstr.IntOrString `json:"maxSurge"`
-	Partition      *int32              `json:"partition"`
+type strategy struct {
+	Type          string `json:"type"`
+	RollingUpdate struct {
+		MaxUnavailable optIntOrString `json:"maxUnavailable"`
+		MaxSurge       optIntOrString `json:"maxSurge"` // Deployments and DaemonSets
+		Partition      optInt32       `json:"partition"`
+	} `json:"rollingUpdate"`
 }
 
 // GetObjectKind implements runtime.Object; a Lean has no kind of its own.
@@ -81,9 +77,14 @@ func (l *Lean) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind
 // DeepCopyObject implements runtime.Object.
 func (l *Lean) DeepCopyObject() runtime.Object {
 	c := *l
-	c.Metadata.Labels = maps.Clone(l.Metadata.Labels)
+	if l.Metadata.Labels != nil {
+		c.Metadata.Labels = make(map[string]string, len(l.Metadata.Labels))
+		for k, v := range l.Metadata.Labels {
+			c.Metadata.Labels[k] = v
+		}
+	}
 	c.Spec.Template.commands = slices.Clone(l.Spec.Template.commands)
-	c.Status.Conditions = slices.Clone(l.Status.Conditions)
+	c.workload = Workload{}
 	return &c
 }
 
@@ -101,64 +102,244 @@ func DecodeObject(dec *jsontext.Decoder) (runtime.Object, error) {
 // template is kept as JSON (see Template). It decides the same as From over the typed
 // object; the differential tests hold it to that.
 func Decode(kind string, raw []byte) (*Workload, error) {
-	var l Lean
-	if err := review.Unmarshal(raw, &l); err != nil {
+	l := &Lean{}
+	if err := review.Unmarshal(raw, l); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", kind, err)
 	}
-	return FromLean(kind, &l)
+	return FromLean(kind, l)
 }
 
-// FromLean views a Lean decoded from a workload of the given kind as a Workload.
+// FromLean views a Lean decoded from a workload of the given kind as a Workload, which
+// shares its memory.
 func FromLean(kind string, l *Lean) (*Workload, error) {
-	if len(l.Spec.Template.raw) == 0 || string(l.Spec.Template.raw) == "null" {
+	if t := l.Spec.Template.raw; len(t) == 0 || string(t) == "null" {
 		return nil, fmt.Errorf("decoding %s: spec.template is missing", kind)
 	}
-	meta := metav1.ObjectMeta{Name: l.Metadata.Name, Namespace: l.Metadata.Namespace, UID: l.Metadata.UID,
-		Generation: l.Metadata.Generation, Labels: l.Metadata.Labels}
-	st := &l.Status
-	var obj runtime.Object
-	switch v1alpha1.WorkloadKind(kind) {
+	return view(v1alpha1.WorkloadKind(kind), l, &l.Spec.Template.Template)
+}
+
+// view is the Workload a Lean of the given kind describes, with its template; it lives
+// in the Lean.
+func view(kind v1alpha1.WorkloadKind, l *Lean, t *Template) (*Workload, error) {
+	w := &l.workload
+	*w = Workload{Kind: kind, Namespace: l.Metadata.Namespace, Name: l.Metadata.Name, Labels: l.Metadata.Labels,
+		UID: l.Metadata.UID, Template: t}
+	switch kind {
 	case v1alpha1.KindDeployment:
-		d := &appsv1.Deployment{ObjectMeta: meta}
-		d.Spec.Replicas, d.Spec.Paused, d.Spec.MinReadySeconds = l.Spec.Replicas, l.Spec.Paused, l.Spec.MinReadySeconds
-		d.Spec.Strategy.Type = l.Spec.Strategy.Type
-		if ru := l.Spec.Strategy.RollingUpdate; ru != nil {
-			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxUnavailable: ru.MaxUnavailable, MaxSurge: ru.MaxSurge}
-		}
-		d.Status = appsv1.DeploymentStatus{ObservedGeneration: st.ObservedGeneration, Replicas: st.Replicas,
-			UpdatedReplicas: st.UpdatedReplicas, ReadyReplicas: st.ReadyReplicas, AvailableReplicas: st.AvailableReplicas}
-		for _, c := range st.Conditions {
-			d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
-		}
-		obj = d
+		w.Replicas = l.Spec.Replicas.ptr()
+		w.Rollout, w.Strategy = deploymentRollout(l), deploymentStrategy(l)
 	case v1alpha1.KindStatefulSet:
-		s := &appsv1.StatefulSet{ObjectMeta: meta}
-		s.Spec.Replicas, s.Spec.MinReadySeconds = l.Spec.Replicas, l.Spec.MinReadySeconds
-		s.Spec.UpdateStrategy.Type = appsv1.StatefulSetUpdateStrategyType(l.Spec.UpdateStrategy.Type)
-		if ru := l.Spec.UpdateStrategy.RollingUpdate; ru != nil {
-			s.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ru.MaxUnavailable, Partition: ru.Partition}
-		}
-		s.Status = appsv1.StatefulSetStatus{ObservedGeneration: st.ObservedGeneration, Replicas: st.Replicas,
-			UpdatedReplicas: st.UpdatedReplicas, ReadyReplicas: st.ReadyReplicas, AvailableReplicas: st.AvailableReplicas,
-			CurrentRevision: st.CurrentRevision, UpdateRevision: st.UpdateRevision}
-		obj = s
+		w.Replicas = l.Spec.Replicas.ptr()
+		w.Rollout, w.Strategy = statefulSetRollout(l), statefulSetStrategy(l)
 	case v1alpha1.KindDaemonSet:
-		d := &appsv1.DaemonSet{ObjectMeta: meta}
-		d.Spec.MinReadySeconds = l.Spec.MinReadySeconds
-		d.Spec.UpdateStrategy.Type = appsv1.DaemonSetUpdateStrategyType(l.Spec.UpdateStrategy.Type)
-		if ru := l.Spec.UpdateStrategy.RollingUpdate; ru != nil {
-			d.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ru.MaxUnavailable, MaxSurge: ru.MaxSurge}
-		}
-		d.Status = appsv1.DaemonSetStatus{ObservedGeneration: st.ObservedGeneration, DesiredNumberScheduled: st.DesiredNumberScheduled,
-			UpdatedNumberScheduled: st.UpdatedNumberScheduled, NumberAvailable: st.NumberAvailable}
-		obj = d
+		w.Rollout, w.Strategy = daemonSetRollout(l), daemonSetStrategy(l)
 	default:
 		return nil, fmt.Errorf("unsupported kind %q: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", kind)
 	}
-	w, err := From(obj)
-	if err != nil {
-		return nil, err
-	}
-	w.Template = &Template{raw: l.Spec.Template.raw, commands: l.Spec.Template.commands}
 	return w, nil
+}
+
+// leanOf is what decisions read of a typed workload, in a Lean, and its pod template.
+func leanOf(obj runtime.Object) (v1alpha1.WorkloadKind, *Lean, *corev1.PodTemplateSpec, error) {
+	l := &Lean{}
+	if m, ok := obj.(metav1.Object); ok {
+		l.Metadata.Name, l.Metadata.Namespace, l.Metadata.UID = m.GetName(), m.GetNamespace(), m.GetUID()
+		l.Metadata.Generation, l.Metadata.Labels = m.GetGeneration(), m.GetLabels()
+	}
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		l.Spec.Replicas.set(o.Spec.Replicas)
+		l.Spec.Paused, l.Spec.MinReadySeconds = o.Spec.Paused, o.Spec.MinReadySeconds
+		l.Spec.Strategy.Type = string(o.Spec.Strategy.Type)
+		if ru := o.Spec.Strategy.RollingUpdate; ru != nil {
+			l.Spec.Strategy.RollingUpdate.MaxUnavailable.set(ru.MaxUnavailable)
+			l.Spec.Strategy.RollingUpdate.MaxSurge.set(ru.MaxSurge)
+		}
+		st := &o.Status
+		l.Status.ObservedGeneration, l.Status.Replicas, l.Status.UpdatedReplicas = st.ObservedGeneration, st.Replicas, st.UpdatedReplicas
+		l.Status.ReadyReplicas, l.Status.AvailableReplicas = st.ReadyReplicas, st.AvailableReplicas
+		for _, c := range st.Conditions {
+			l.Status.Conditions.see(string(c.Type), string(c.Status), c.Reason)
+		}
+		return v1alpha1.KindDeployment, l, &o.Spec.Template, nil
+	case *appsv1.StatefulSet:
+		l.Spec.Replicas.set(o.Spec.Replicas)
+		l.Spec.MinReadySeconds = o.Spec.MinReadySeconds
+		l.Spec.UpdateStrategy.Type = string(o.Spec.UpdateStrategy.Type)
+		if ru := o.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+			l.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.set(ru.MaxUnavailable)
+			l.Spec.UpdateStrategy.RollingUpdate.Partition.set(ru.Partition)
+		}
+		st := &o.Status
+		l.Status.ObservedGeneration, l.Status.Replicas, l.Status.UpdatedReplicas = st.ObservedGeneration, st.Replicas, st.UpdatedReplicas
+		l.Status.ReadyReplicas, l.Status.AvailableReplicas = st.ReadyReplicas, st.AvailableReplicas
+		l.Status.CurrentRevision, l.Status.UpdateRevision = st.CurrentRevision, st.UpdateRevision
+		return v1alpha1.KindStatefulSet, l, &o.Spec.Template, nil
+	case *appsv1.DaemonSet:
+		l.Spec.MinReadySeconds = o.Spec.MinReadySeconds
+		l.Spec.UpdateStrategy.Type = string(o.Spec.UpdateStrategy.Type)
+		if ru := o.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+			l.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.set(ru.MaxUnavailable)
+			l.Spec.UpdateStrategy.RollingUpdate.MaxSurge.set(ru.MaxSurge)
+		}
+		st := &o.Status
+		l.Status.ObservedGeneration, l.Status.DesiredNumberScheduled = st.ObservedGeneration, st.DesiredNumberScheduled
+		l.Status.UpdatedNumberScheduled, l.Status.NumberAvailable = st.UpdatedNumberScheduled, st.NumberAvailable
+		return v1alpha1.KindDaemonSet, l, &o.Spec.Template, nil
+	default:
+		return "", nil, nil, fmt.Errorf("unsupported workload type %T: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", obj)
+	}
+}
+
+// optInt32 is an optional int32, read without allocating.
+type optInt32 struct {
+	v     int32
+	isSet bool
+}
+
+func (o *optInt32) set(p *int32) {
+	if p != nil {
+		o.v, o.isSet = *p, true
+	}
+}
+
+// ptr is the value, or nil when unset.
+func (o *optInt32) ptr() *int32 {
+	if !o.isSet {
+		return nil
+	}
+	return &o.v
+}
+
+// UnmarshalJSONFrom implements json.UnmarshalerFrom (encoding/json/v2).
+func (o *optInt32) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() == 'n' {
+		_, err := dec.ReadToken()
+		*o = optInt32{}
+		return err
+	}
+	o.isSet = true
+	return jsonv2.UnmarshalDecode(dec, &o.v, review.Options)
+}
+
+// optIntOrString is an optional int or string (maxUnavailable, maxSurge), read as
+// intstr.IntOrString reads itself, without allocating for ints.
+type optIntOrString struct {
+	v     intstr.IntOrString
+	isSet bool
+}
+
+func (o *optIntOrString) set(p *intstr.IntOrString) {
+	if p != nil {
+		o.v, o.isSet = *p, true
+	}
+}
+
+func (o *optIntOrString) ptr() *intstr.IntOrString {
+	if !o.isSet {
+		return nil
+	}
+	return &o.v
+}
+
+// UnmarshalJSONFrom implements json.UnmarshalerFrom (encoding/json/v2).
+func (o *optIntOrString) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*o = optIntOrString{}
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return err
+	case '"':
+		o.v.Type, o.isSet = intstr.String, true
+		return jsonv2.UnmarshalDecode(dec, &o.v.StrVal, review.Options)
+	default:
+		o.v.Type, o.isSet = intstr.Int, true
+		return jsonv2.UnmarshalDecode(dec, &o.v.IntVal, review.Options)
+	}
+}
+
+// deadlineExceeded reads a Deployment's status.conditions for the one decisions read:
+// Progressing False for ProgressDeadlineExceeded, kube's verdict on a stalled rollout.
+type deadlineExceeded bool
+
+func (d *deadlineExceeded) see(typ, status, reason string) {
+	if typ == string(appsv1.DeploymentProgressing) && status == string(corev1.ConditionFalse) && reason == "ProgressDeadlineExceeded" {
+		*d = true
+	}
+}
+
+// UnmarshalJSONFrom implements json.UnmarshalerFrom (encoding/json/v2).
+func (d *deadlineExceeded) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*d = false
+	return elements(dec, func() error {
+		var typ, status, reason []byte
+		err := members(dec, func(name []byte) error {
+			var err error
+			switch string(name) {
+			case "type":
+				typ, err = stringValue(dec)
+			case "status":
+				status, err = stringValue(dec)
+			case "reason":
+				reason, err = stringValue(dec)
+			default:
+				err = dec.SkipValue()
+			}
+			return err
+		})
+		d.see(string(typ), string(status), string(reason))
+		return err
+	})
+}
+
+// templateJSON reads spec.template in the workload's single pass over the request: its
+// JSON, as a slice of the input, and its containers' names and command lines, still
+// JSON. It must be decoded from a complete []byte (json.Unmarshal, or a review's body).
+type templateJSON struct {
+	Template
+	// inline holds the command lines of up to four containers, so that reading them
+	// allocates nothing.
+	inline [4]commandJSON
+}
+
+type commandJSON struct {
+	name          []byte
+	command, args rawJSON
+}
+
+// UnmarshalJSONFrom implements json.UnmarshalerFrom (encoding/json/v2).
+func (t *templateJSON) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	before := dec.UnreadBuffer()
+	t.Template = Template{commands: t.inline[:0]}
+	err := members(dec, func(name []byte) error {
+		if string(name) != "spec" {
+			return dec.SkipValue()
+		}
+		return members(dec, func(name []byte) error {
+			if string(name) != "containers" {
+				return dec.SkipValue()
+			}
+			return elements(dec, func() error {
+				var c commandJSON
+				err := members(dec, func(name []byte) error {
+					var err error
+					switch string(name) {
+					case "name":
+						c.name, err = stringValue(dec)
+					case "command":
+						err = c.command.UnmarshalJSONFrom(dec)
+					case "args":
+						err = c.args.UnmarshalJSONFrom(dec)
+					default:
+						err = dec.SkipValue()
+					}
+					return err
+				})
+				t.commands = append(t.commands, c)
+				return err
+			})
+		})
+	})
+	t.raw = consumed(before, dec)
+	return err
 }

@@ -4,79 +4,99 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
 
-func deploymentRollout(d *appsv1.Deployment) Rollout {
-	want := replicasOrOne(d.Spec.Replicas)
-	s := d.Status
+// Progress is how far a rollout has come. It is formatted when a message is written
+// ("2/3 updated, 1/3 available, 4 in all"), not when a workload is read.
+type Progress struct {
+	Kind v1alpha1.WorkloadKind
+	// Unobserved is a generation the Deployment controller has not acted on yet; 0 once it has.
+	Unobserved int64
+	// Updated of Target replicas run the current revision; Available of Want are available
+	// (Ready, for StatefulSets); a Deployment has Total replicas in all.
+	Updated, Target, Available, Want, Total int32
+}
+
+// String implements fmt.Stringer.
+func (p Progress) String() string {
+	switch {
+	case p.Kind == v1alpha1.KindDeployment && p.Unobserved > 0:
+		return fmt.Sprintf("generation %d not yet acted on by the Deployment controller", p.Unobserved)
+	case p.Kind == v1alpha1.KindDeployment:
+		return fmt.Sprintf("%d/%d updated, %d/%d available, %d in all", p.Updated, p.Target, p.Available, p.Want, p.Total)
+	case p.Kind == v1alpha1.KindStatefulSet:
+		return fmt.Sprintf("%d/%d updated, %d/%d ready", p.Updated, p.Target, p.Available, p.Want)
+	default:
+		return fmt.Sprintf("%d/%d updated, %d/%d available", p.Updated, p.Target, p.Available, p.Want)
+	}
+}
+
+func deploymentRollout(l *Lean) Rollout {
+	want := l.Spec.Replicas.or(1) // the API server's default
+	s := &l.Status
 	r := Rollout{
-		Paused:   d.Spec.Paused,
-		Progress: fmt.Sprintf("%d/%d updated, %d/%d available, %d in all", s.UpdatedReplicas, want, s.AvailableReplicas, want, s.Replicas),
+		Paused:           l.Spec.Paused,
+		DeadlineExceeded: bool(s.Conditions),
+		Progress: Progress{Kind: v1alpha1.KindDeployment, Updated: s.UpdatedReplicas, Target: want,
+			Available: s.AvailableReplicas, Want: want, Total: s.Replicas},
 	}
-	if s.ObservedGeneration < d.Generation {
-		r.Progress = fmt.Sprintf("generation %d not yet acted on by the Deployment controller", d.Generation)
+	if s.ObservedGeneration < l.Metadata.Generation {
+		r.Progress.Unobserved = l.Metadata.Generation
 	}
-	r.InProgress = s.ObservedGeneration < d.Generation ||
+	r.InProgress = s.ObservedGeneration < l.Metadata.Generation ||
 		s.UpdatedReplicas < want || s.AvailableReplicas < want || s.Replicas > s.UpdatedReplicas
-	for _, c := range s.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
-			r.DeadlineExceeded = true
-		}
-	}
 	return r
 }
 
-func statefulSetRollout(s *appsv1.StatefulSet) Rollout {
-	want := replicasOrOne(s.Spec.Replicas)
-	r := Rollout{OnDelete: s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType}
+func statefulSetRollout(l *Lean) Rollout {
+	want := l.Spec.Replicas.or(1)
+	r := Rollout{OnDelete: l.Spec.UpdateStrategy.Type == string(appsv1.OnDeleteStatefulSetStrategyType)}
 	// Pods at or above the partition's ordinal are updated; those below keep the old revision
 	// by design, so the rollout is complete once the pods at or above it are updated.
 	target := want
-	if ru := s.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
-		target = max(0, want-*ru.Partition)
+	if p := l.Spec.UpdateStrategy.RollingUpdate.Partition; p.isSet {
+		target = max(0, want-p.v)
 	}
-	st := s.Status
-	r.Progress = fmt.Sprintf("%d/%d updated, %d/%d ready", st.UpdatedReplicas, target, st.ReadyReplicas, want)
-	r.InProgress = st.ObservedGeneration < s.Generation ||
+	st := &l.Status
+	r.Progress = Progress{Kind: v1alpha1.KindStatefulSet, Updated: st.UpdatedReplicas, Target: target, Available: st.ReadyReplicas, Want: want}
+	r.InProgress = st.ObservedGeneration < l.Metadata.Generation ||
 		(st.UpdateRevision != st.CurrentRevision && st.UpdatedReplicas < target)
 	return r
 }
 
-func daemonSetRollout(d *appsv1.DaemonSet) Rollout {
-	st := d.Status
+func daemonSetRollout(l *Lean) Rollout {
+	st := &l.Status
 	want := st.DesiredNumberScheduled
 	return Rollout{
-		OnDelete: d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType,
-		Progress: fmt.Sprintf("%d/%d updated, %d/%d available", st.UpdatedNumberScheduled, want, st.NumberAvailable, want),
-		InProgress: st.ObservedGeneration < d.Generation ||
+		OnDelete: l.Spec.UpdateStrategy.Type == string(appsv1.OnDeleteDaemonSetStrategyType),
+		Progress: Progress{Kind: v1alpha1.KindDaemonSet, Updated: st.UpdatedNumberScheduled, Target: want, Available: st.NumberAvailable, Want: want},
+		InProgress: st.ObservedGeneration < l.Metadata.Generation ||
 			st.UpdatedNumberScheduled < want || st.NumberAvailable < want,
 	}
 }
 
-func replicasOrOne(r *int32) int32 {
-	if r == nil {
-		return 1 // the API server's default
+// or is the value, or def when unset.
+func (o *optInt32) or(def int32) int32 {
+	if !o.isSet {
+		return def
 	}
-	return *r
+	return o.v
 }
 
-func deploymentStrategy(d *appsv1.Deployment) Strategy {
-	s := Strategy{Rolling: d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType,
-		MinReadySeconds: d.Spec.MinReadySeconds, Scale: replicasOrOne(d.Spec.Replicas)}
-	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
-		s.MaxUnavailable, s.MaxSurge = ru.MaxUnavailable, ru.MaxSurge
-	}
-	return s
+func deploymentStrategy(l *Lean) Strategy {
+	ru := &l.Spec.Strategy.RollingUpdate
+	return Strategy{Rolling: l.Spec.Strategy.Type != string(appsv1.RecreateDeploymentStrategyType),
+		MinReadySeconds: l.Spec.MinReadySeconds, Scale: l.Spec.Replicas.or(1),
+		MaxUnavailable: ru.MaxUnavailable.ptr(), MaxSurge: ru.MaxSurge.ptr()}
 }
 
-func statefulSetStrategy(st *appsv1.StatefulSet) Strategy {
-	s := Strategy{Rolling: st.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType,
-		MinReadySeconds: st.Spec.MinReadySeconds, Scale: replicasOrOne(st.Spec.Replicas)}
-	if ru := st.Spec.UpdateStrategy.RollingUpdate; ru != nil {
-		s.MaxUnavailable = ru.MaxUnavailable
-	}
+func statefulSetStrategy(l *Lean) Strategy {
+	s := Strategy{Rolling: l.Spec.UpdateStrategy.Type != string(appsv1.OnDeleteStatefulSetStrategyType),
+		MinReadySeconds: l.Spec.MinReadySeconds, Scale: l.Spec.Replicas.or(1),
+		MaxUnavailable: l.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.ptr()}
 	if s.Rolling && s.MaxUnavailable == nil {
 		one := intstr.FromInt32(1) // StatefulSets replace one pod at a time unless told otherwise
 		s.MaxUnavailable = &one
@@ -84,11 +104,9 @@ func statefulSetStrategy(st *appsv1.StatefulSet) Strategy {
 	return s
 }
 
-func daemonSetStrategy(d *appsv1.DaemonSet) Strategy {
-	s := Strategy{Rolling: d.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType,
-		MinReadySeconds: d.Spec.MinReadySeconds, Scale: d.Status.DesiredNumberScheduled}
-	if ru := d.Spec.UpdateStrategy.RollingUpdate; ru != nil {
-		s.MaxUnavailable, s.MaxSurge = ru.MaxUnavailable, ru.MaxSurge
-	}
-	return s
+func daemonSetStrategy(l *Lean) Strategy {
+	ru := &l.Spec.UpdateStrategy.RollingUpdate
+	return Strategy{Rolling: l.Spec.UpdateStrategy.Type != string(appsv1.OnDeleteDaemonSetStrategyType),
+		MinReadySeconds: l.Spec.MinReadySeconds, Scale: l.Status.DesiredNumberScheduled,
+		MaxUnavailable: ru.MaxUnavailable.ptr(), MaxSurge: ru.MaxSurge.ptr()}
 }

@@ -5,26 +5,39 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
+
+// rolloutOf is what From reads of a typed workload's rollout.
+func rolloutOf(t *testing.T, obj runtime.Object) Rollout {
+	t.Helper()
+	w, err := From(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.Rollout
+}
 
 func TestDeploymentRollout(t *testing.T) {
 	d := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3)}}
 	d.Generation = 2
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3, AvailableReplicas: 3}
-	if r := deploymentRollout(d); r.InProgress {
+	if r := rolloutOf(t, d); r.InProgress {
 		t.Errorf("complete rollout reported in progress: %+v", r)
 	}
 	d.Status.Replicas = 4 // an old pod still terminating its way out
-	if r := deploymentRollout(d); !r.InProgress {
+	if r := rolloutOf(t, d); !r.InProgress {
 		t.Error("rollout with an old replica left must be in progress")
 	}
 	d.Status.Replicas, d.Generation = 3, 3
-	if r := deploymentRollout(d); !r.InProgress {
+	if r := rolloutOf(t, d); !r.InProgress {
 		t.Error("unobserved generation must be in progress")
 	}
 	d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
-	if r := deploymentRollout(d); !r.DeadlineExceeded {
+	if r := rolloutOf(t, d); !r.DeadlineExceeded {
 		t.Error("ProgressDeadlineExceeded not seen")
 	}
 }
@@ -34,15 +47,15 @@ func TestStatefulSetRolloutPartition(t *testing.T) {
 		UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
 			RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](3)}}}}
 	s.Status = appsv1.StatefulSetStatus{CurrentRevision: "a", UpdateRevision: "b", UpdatedReplicas: 1}
-	if r := statefulSetRollout(s); !r.InProgress {
+	if r := rolloutOf(t, s); !r.InProgress {
 		t.Error("1 of 2 pods above the partition updated: in progress")
 	}
 	s.Status.UpdatedReplicas = 2
-	if r := statefulSetRollout(s); r.InProgress {
+	if r := rolloutOf(t, s); r.InProgress {
 		t.Errorf("pods above the partition all updated: done, got %+v", r)
 	}
 	s.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
-	if r := statefulSetRollout(s); !r.OnDelete {
+	if r := rolloutOf(t, s); !r.OnDelete {
 		t.Error("OnDelete not seen")
 	}
 }
@@ -50,11 +63,24 @@ func TestStatefulSetRolloutPartition(t *testing.T) {
 func TestDaemonSetRollout(t *testing.T) {
 	d := &appsv1.DaemonSet{}
 	d.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, UpdatedNumberScheduled: 6, NumberAvailable: 5}
-	if r := daemonSetRollout(d); !r.InProgress {
+	if r := rolloutOf(t, d); !r.InProgress {
 		t.Error("one pod not yet available: in progress")
 	}
 	d.Status.NumberAvailable = 6
-	if r := daemonSetRollout(d); r.InProgress {
+	if r := rolloutOf(t, d); r.InProgress {
 		t.Error("all updated and available: done")
+	}
+}
+
+func TestProgressString(t *testing.T) {
+	for want, p := range map[string]Progress{
+		"2/3 updated, 1/3 available, 4 in all":                       {Kind: v1alpha1.KindDeployment, Updated: 2, Target: 3, Available: 1, Want: 3, Total: 4},
+		"generation 7 not yet acted on by the Deployment controller": {Kind: v1alpha1.KindDeployment, Unobserved: 7, Updated: 3, Target: 3},
+		"1/2 updated, 4/5 ready":                                     {Kind: v1alpha1.KindStatefulSet, Updated: 1, Target: 2, Available: 4, Want: 5},
+		"5/6 updated, 6/6 available":                                 {Kind: v1alpha1.KindDaemonSet, Updated: 5, Target: 6, Available: 6, Want: 6},
+	} {
+		if got := p.String(); got != want {
+			t.Errorf("%+v reads %q, want %q", p, got, want)
+		}
 	}
 }

@@ -8,14 +8,11 @@ import (
 	"errors"
 	"fmt"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	sigsjson "sigs.k8s.io/json"
-
-	"github.com/holdfast-dev/holdfast/internal/review"
 )
 
 // Template is a pod template known by its JSON, its typed form, or both.
@@ -30,7 +27,9 @@ type Template struct {
 	raw   []byte
 	typed *corev1.PodTemplateSpec
 	err   error
-	sum   []byte // nil until known
+	// sum is the fingerprint, when hasSum.
+	sum    [sha256.Size]byte
+	hasSum bool
 	// commands are the containers' command lines, still JSON, when read with raw.
 	commands []commandJSON
 }
@@ -39,8 +38,10 @@ type Template struct {
 // (FingerprintAnnotation's hex value).
 func FromSpec(t *corev1.PodTemplateSpec, sum string) *Template {
 	out := &Template{typed: t}
-	if b, err := hex.DecodeString(sum); err == nil && len(b) == sha256.Size {
-		out.sum = b
+	out.hasSum = len(sum) == hex.EncodedLen(sha256.Size)
+	if out.hasSum {
+		_, err := hex.Decode(out.sum[:], []byte(sum))
+		out.hasSum = err == nil
 	}
 	return out
 }
@@ -49,7 +50,7 @@ func FromSpec(t *corev1.PodTemplateSpec, sum string) *Template {
 // hex value), as the cache keeps revisions; nil when sum is not a fingerprint.
 func FromFingerprint(sum string) *Template {
 	t := FromSpec(nil, sum)
-	if t.sum == nil {
+	if !t.hasSum {
 		return nil
 	}
 	return t
@@ -59,49 +60,6 @@ func FromFingerprint(sum string) *Template {
 // not copied.
 func FromJSON(raw []byte) *Template {
 	return &Template{raw: raw}
-}
-
-// templateJSON reads spec.template in the workload's single pass over the request: its
-// JSON, as a slice of the input, and its containers' command lines, still JSON. It must be
-// decoded from a complete []byte (json.Unmarshal, or a review's body).
-type templateJSON struct {
-	raw      []byte
-	commands []commandJSON
-}
-
-type commandJSON struct {
-	Name    string  `json:"name"`
-	Command rawJSON `json:"command"`
-	Args    rawJSON `json:"args"`
-}
-
-// UnmarshalJSONFrom implements json.UnmarshalerFrom (encoding/json/v2).
-func (t *templateJSON) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	var v struct {
-		Spec struct {
-			Containers []commandJSON `json:"containers"`
-		} `json:"spec"`
-	}
-	before := dec.UnreadBuffer()
-	if err := jsonv2.UnmarshalDecode(dec, &v, review.Options); err != nil {
-		return err
-	}
-	t.raw = consumed(before, dec)
-	t.commands = v.Spec.Containers
-	return nil
-}
-
-// rawJSON is a JSON value kept as a slice of the input; see templateJSON.
-type rawJSON []byte
-
-// UnmarshalJSONFrom implements json.UnmarshalerFrom (encoding/json/v2).
-func (r *rawJSON) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	before := dec.UnreadBuffer()
-	if err := dec.SkipValue(); err != nil {
-		return err
-	}
-	*r = consumed(before, dec)
-	return nil
 }
 
 // consumed is the JSON value dec read since its unread buffer was before: a slice of the
@@ -116,7 +74,7 @@ func (t *Template) Spec() *corev1.PodTemplateSpec {
 	if t.typed == nil {
 		t.typed = &corev1.PodTemplateSpec{}
 		if t.raw == nil {
-			if t.sum != nil {
+			if t.hasSum {
 				t.err = errors.New("the pod template is known only by its fingerprint")
 			}
 			return t.typed
@@ -133,12 +91,11 @@ func (t *Template) Err() error { return t.err }
 
 // fingerprint returns the template's fingerprint when it is known or cheap: from the JSON
 // (one hash), unless the JSON carries a hash label, which the fingerprint leaves out.
-func (t *Template) fingerprint() []byte {
-	if t.sum == nil && t.raw != nil && !hasHashLabelKey(t.raw) {
-		s := sha256.Sum256(t.raw)
-		t.sum = s[:]
+func (t *Template) fingerprint() bool {
+	if !t.hasSum && t.raw != nil && !hasHashLabelKey(t.raw) {
+		t.sum, t.hasSum = sha256.Sum256(t.raw), true
 	}
-	return t.sum
+	return t.hasSum
 }
 
 func hasHashLabelKey(raw []byte) bool {
@@ -178,36 +135,29 @@ func SameTemplate(a, b *Template) bool {
 	if a.raw != nil && b.raw != nil && bytes.Equal(a.raw, b.raw) {
 		return true
 	}
-	sa, sb := a.fingerprint(), b.fingerprint()
-	if sa != nil && sb != nil {
-		return bytes.Equal(sa, sb)
+	if a.fingerprint() && b.fingerprint() {
+		return a.sum == b.sum
 	}
 	if !a.sumOnly() && !b.sumOnly() {
 		return SameSpec(a.Spec(), b.Spec())
 	}
-	if sa == nil {
-		sa = a.computeFingerprint()
-	}
-	if sb == nil {
-		sb = b.computeFingerprint()
-	}
-	return sa != nil && sb != nil && bytes.Equal(sa, sb)
+	return a.computeFingerprint() && b.computeFingerprint() && a.sum == b.sum
 }
 
 func (t *Template) sumOnly() bool { return t.raw == nil && t.typed == nil }
 
-// computeFingerprint fingerprints a typed template the way the cache does; nil if it
-// cannot be encoded.
-func (t *Template) computeFingerprint() []byte {
-	if t.typed == nil {
-		return nil
+// computeFingerprint fingerprints a typed template the way the cache does, unless its
+// fingerprint is known; false if it is not known and cannot be computed.
+func (t *Template) computeFingerprint() bool {
+	if t.hasSum || t.sumOnly() {
+		return t.hasSum
 	}
-	sum, err := Fingerprint(t.typed)
+	raw, err := json.Marshal(withoutHashLabels(t.Spec()))
 	if err != nil {
-		return nil
+		return false
 	}
-	t.sum, _ = hex.DecodeString(sum)
-	return t.sum
+	t.sum, t.hasSum = sha256.Sum256(raw), true
+	return true
 }
 
 // SameSpec compares two typed pod templates semantically, ignoring the hash labels kube adds.
@@ -253,20 +203,16 @@ func (t *Template) CommandLine(container string) (CommandLine, int, bool) {
 		return t.typedCommandLine(container)
 	}
 	for i, c := range t.commands {
-		if c.Name != container {
+		if string(c.name) != container {
 			continue
 		}
-		out := CommandLine{Name: c.Name}
-		for _, part := range []struct {
-			raw rawJSON
-			to  *[]string
-		}{{c.Command, &out.Command}, {c.Args, &out.Args}} {
-			if len(part.raw) == 0 {
-				continue
-			}
-			if err := review.Unmarshal(part.raw, part.to); err != nil {
-				return t.typedCommandLine(container)
-			}
+		out := CommandLine{Name: container}
+		var err error
+		if out.Command, err = c.command.strings(); err == nil {
+			out.Args, err = c.args.strings()
+		}
+		if err != nil {
+			return t.typedCommandLine(container) // which reports the error (Err)
 		}
 		return out, i, true
 	}

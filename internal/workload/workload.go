@@ -50,8 +50,8 @@ type Rollout struct {
 	// available (Deployments), not every replica below the partition is updated
 	// (StatefulSets), or not every scheduled pod is updated and available (DaemonSets).
 	InProgress bool
-	// Progress describes the rollout for messages, e.g. "2/3 updated, 1/3 available".
-	Progress string
+	// Progress describes the rollout for messages.
+	Progress Progress
 	// Paused is a paused Deployment: edits while paused roll nothing out.
 	Paused bool
 	// OnDelete is a StatefulSet or DaemonSet that only updates pods when they are deleted.
@@ -61,24 +61,14 @@ type Rollout struct {
 	DeadlineExceeded bool
 }
 
-// From views a typed apps/v1 workload as a Workload. The result shares memory with obj.
+// From views a typed apps/v1 workload as a Workload, reading what decisions read into a
+// Lean, as the lean path does from a review; its template is the typed one.
 func From(obj runtime.Object) (*Workload, error) {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return &Workload{Kind: v1alpha1.KindDeployment, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			UID: o.UID, Replicas: o.Spec.Replicas, Template: FromSpec(&o.Spec.Template, ""), Rollout: deploymentRollout(o),
-			Strategy: deploymentStrategy(o)}, nil
-	case *appsv1.StatefulSet:
-		return &Workload{Kind: v1alpha1.KindStatefulSet, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			UID: o.UID, Replicas: o.Spec.Replicas, Template: FromSpec(&o.Spec.Template, ""), Rollout: statefulSetRollout(o),
-			Strategy: statefulSetStrategy(o)}, nil
-	case *appsv1.DaemonSet:
-		return &Workload{Kind: v1alpha1.KindDaemonSet, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			UID: o.UID, Template: FromSpec(&o.Spec.Template, ""), Rollout: daemonSetRollout(o),
-			Strategy: daemonSetStrategy(o)}, nil
-	default:
-		return nil, fmt.Errorf("unsupported workload type %T: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", obj)
+	kind, l, t, err := leanOf(obj)
+	if err != nil {
+		return nil, err
 	}
+	return view(kind, l, FromSpec(t, ""))
 }
 
 // New returns an empty typed object for a workload kind, ready to decode into.

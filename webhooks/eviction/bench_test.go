@@ -1,7 +1,6 @@
 package eviction
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -67,32 +66,18 @@ func unselectedScene(tb testing.TB) (http.Handler, []byte) {
 	return review.NewWebhook(&admission.Webhook{Handler: h}, nil), body
 }
 
-type discard struct {
-	header http.Header
-	body   bytes.Buffer
-}
-
-func (d *discard) Header() http.Header         { return d.header }
-func (d *discard) WriteHeader(int)             {}
-func (d *discard) Write(b []byte) (int, error) { return d.body.Write(b) }
-
-func serveEviction(h http.Handler, body []byte, w *discard) {
-	w.body.Reset()
-	h.ServeHTTP(w, utiltesting.ReviewRequest(Path, body))
-}
-
 // BenchmarkEvictionUnselected measures the eviction of a pod no DisruptionPolicy selects,
 // from request body to response body: the path every eviction in the cluster takes.
 func BenchmarkEvictionUnselected(b *testing.B) {
 	h, body := unselectedScene(b)
-	w := &discard{header: http.Header{}}
-	serveEviction(h, body, w)
+	again := utiltesting.Repeat(h, Path, body)
+	rec := again()
 	var ar admissionv1.AdmissionReview
-	if err := json.Unmarshal(w.body.Bytes(), &ar); err != nil || ar.Response == nil || !ar.Response.Allowed {
-		b.Fatalf("want allowed, got %s (%v)", w.body.String(), err)
+	if err := json.Unmarshal(rec.Body.Bytes(), &ar); err != nil || ar.Response == nil || !ar.Response.Allowed {
+		b.Fatalf("want allowed, got %s (%v)", rec.Body.String(), err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		serveEviction(h, body, w)
+		again()
 	}
 }

@@ -2,10 +2,11 @@ package eviction
 
 import (
 	"encoding/json"
-	"net/http"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+
+	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
 )
 
 // FuzzEvictionReview sends arbitrary bodies to the eviction webhook: every answer is a
@@ -17,11 +18,10 @@ func FuzzEvictionReview(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","object":null}}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		w := &discard{header: http.Header{}}
-		serveEviction(h, body, w)
+		rec := utiltesting.Repeat(h, Path, body)()
 		var ar admissionv1.AdmissionReview
-		if err := json.Unmarshal(w.body.Bytes(), &ar); err != nil || ar.Response == nil {
-			t.Fatalf("answer %q is not an AdmissionReview: %v", w.body.String(), err)
+		if err := json.Unmarshal(rec.Body.Bytes(), &ar); err != nil || ar.Response == nil {
+			t.Fatalf("answer %q is not an AdmissionReview: %v", rec.Body.String(), err)
 		}
 		if r := ar.Response; !r.Allowed && (r.Result == nil || r.Result.Code == 0 || r.Result.Message == "") {
 			t.Fatalf("a refusal without a code and message: %+v", r.Result)

@@ -58,7 +58,6 @@ var _ admission.Handler = &Handler{}
 // Handle implements admission.Handler.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := h.Clock.Now()
-	log := logf.FromContext(ctx)
 	ev, err := h.decode(req)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -101,7 +100,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	finish := func(d Decision) admission.Response {
 		observe(d, in, h.Clock.Since(start))
 		if len(d.Violations) > 0 {
-			log.Info("Eviction policy violated", "pod", klogRef(pod), "action", d.Action().String(), "dryRun", dryRun,
+			logf.FromContext(ctx).Info("Eviction policy violated", "pod", klogRef(pod), "action", d.Action().String(), "dryRun", dryRun,
 				"violations", messages(d.Violations, policy.Audit))
 		}
 		if d.Action() == policy.Deny && !dryRun {

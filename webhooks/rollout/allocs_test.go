@@ -1,30 +1,31 @@
 package rollout
 
 import (
-	"net/http"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/internal/review"
+	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
-// maxReviewAllocs guards BenchmarkRolloutReview's allocations (157 when this was written)
-// in every test run: a change that makes the lean path decode whole objects again, copy
-// the cache, or compile selectors per request fails here. Allocations are counted, never
-// time.
-const maxReviewAllocs = 175
+// maxReviewAllocs guards BenchmarkRolloutReview's allocations in every test run at the
+// figure holdfast's performance target sets (56 when this was written): a change that
+// makes the lean path decode whole objects again, copy the cache, build log values or
+// messages for allowed requests, or compile selectors per request fails here.
+// Allocations are counted, never time.
+const maxReviewAllocs = 60
 
 func TestRolloutReviewAllocs(t *testing.T) {
 	s := newHostedScene(t)
 	body := s.review(t)
 	h := review.NewWebhook(&admission.Webhook{Handler: s.handler(t)}, workload.DecodeObject)
-	w := &discard{header: http.Header{}}
-	if r := serve(t, h, body, w); !r.Response.Allowed {
+	again := utiltesting.Repeat(h, Path, body)
+	if r := decodeAnswer(t, again()); !r.Response.Allowed {
 		t.Fatalf("denied: %v", r.Response.Result)
 	}
-	if n := testing.AllocsPerRun(100, func() { serve(nil, h, body, w) }); n > maxReviewAllocs {
+	if n := testing.AllocsPerRun(100, func() { again() }); n > maxReviewAllocs {
 		t.Errorf("a 13 KB Deployment UPDATE review allocates %.0f times, more than %d", n, maxReviewAllocs)
 	}
 }

@@ -25,7 +25,7 @@ func decideBoth(t *testing.T, s hostedScene, body []byte) *admissionv1.Admission
 	typed := &admission.Webhook{Handler: typedHandler}
 	var got [2]*admissionv1.AdmissionResponse
 	for i, h := range []http.Handler{lean, typed} {
-		got[i] = serve(t, h, body, &discard{header: http.Header{}}).Response
+		got[i] = serve(t, h, body).Response
 	}
 	if diff := cmp.Diff(got[1], got[0]); diff != "" {
 		t.Errorf("the lean path decides differently from the typed reference (-typed +lean):\n%s", diff)
@@ -93,11 +93,11 @@ func FuzzRolloutReview(f *testing.F) {
 	typedHandler.Typed = true
 	typed := &admission.Webhook{Handler: typedHandler}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		l := serve(t, lean, body, &discard{header: http.Header{}}).Response
+		l := serve(t, lean, body).Response
 		if !l.Allowed && (l.Result == nil || l.Result.Code == 0 || l.Result.Message == "") {
 			t.Fatalf("a refusal without a code and message: %+v", l.Result)
 		}
-		ty := serve(t, typed, body, &discard{header: http.Header{}}).Response
+		ty := serve(t, typed, body).Response
 		if l.Allowed && !ty.Allowed && ty.Result != nil && ty.Result.Code == http.StatusForbidden {
 			t.Fatalf("the lean path allowed what the typed reference forbids: %s", ty.Result.Message)
 		}

@@ -51,14 +51,19 @@ var _ admission.Handler = &Handler{}
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets;controllerrevisions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// Policies and namespaces are read as the cache's own objects, not copies: decisions only
+// read them. (The options are built once: a variadic argument would be allocated per call.)
+var (
+	cacheOwnList = []client.ListOption{client.UnsafeDisableDeepCopy}
+	cacheOwnGet  = []client.GetOption{client.UnsafeDisableDeepCopy}
+)
+
 // Handle implements admission.Handler.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := h.Clock.Now()
-	log := logf.FromContext(ctx)
 
-	// The cache's own objects, not copies: decisions only read them.
 	var policies v1alpha1.RolloutPolicyList
-	if err := h.Reader.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
+	if err := h.Reader.List(ctx, &policies, cacheOwnList...); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("listing RolloutPolicies: %w", err))
 	}
 	in, obj, err := h.decode(ctx, req, len(policies.Items) > 0)
@@ -72,14 +77,14 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	in.Now = start
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := h.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns, client.UnsafeDisableDeepCopy); err != nil {
+	if err := h.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns, cacheOwnGet...); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %q: %w", req.Namespace, err))
 	}
 	in.NamespaceLabels = ns.Labels
 	if in.Old != nil && !workload.SameTemplate(in.Old.Template, in.New.Template) {
 		if in.History, err = history.Read(ctx, h.Reader, in.Old); err != nil {
 			// Decide from what is known: the rules that need no history still apply.
-			log.Error(err, "Reading workload history; deciding without it", "workload", in.New.String())
+			logf.FromContext(ctx).Error(err, "Reading workload history; deciding without it", "workload", in.New.String())
 		}
 	}
 
@@ -92,7 +97,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	observe(in.New.Kind, d, h.Clock.Since(start))
 	if len(d.Violations) > 0 {
-		log.Info("Rollout policy violated", "workload", in.New.String(), "action", d.Action().String(),
+		logf.FromContext(ctx).Info("Rollout policy violated", "workload", in.New.String(), "action", d.Action().String(),
 			"dryRun", isDryRun(req), "violations", messages(d.Violations, policy.Audit))
 		if !isDryRun(req) {
 			if obj == nil {

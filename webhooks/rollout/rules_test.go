@@ -52,7 +52,7 @@ const appsv1PodTemplateHash = "pod-template-hash"
 func TestDecideRolloutRules(t *testing.T) {
 	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
 	done := workload.Rollout{}
-	rolling := workload.Rollout{InProgress: true, Progress: "1/3 updated, 2/3 available"}
+	rolling := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
 	rules := v1alpha1.RolloutRules{
 		Settle:            &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
 		MinInterval:       &metav1.Duration{Duration: 30 * time.Second},
