@@ -108,7 +108,7 @@ func run(m *testing.M) int {
 		WebhookServer:          server.WebhookServer(ctx, wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir),
 	})
 	if err == nil {
-		err = server.Setup(ctx, mgr, server.Options{Namespace: holdfastNamespace, Identity: "integration"})
+		err = server.Setup(ctx, mgr, server.Options{Namespace: holdfastNamespace, Identity: "integration", LedgerSweepEvery: time.Second})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setting up holdfast:", err)

@@ -31,8 +31,9 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/version"
 )
 
-// Leader election and the eviction ledgers read, create and update Leases; nothing lists them.
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=holdfast-system,resources=leases,verbs=get;create;update
+// Leader election and the eviction ledgers read, create and update Leases; the ledgers'
+// sweeper lists them and deletes idle ledgers.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=holdfast-system,resources=leases,verbs=get;list;create;update;delete
 
 func run(_ context.Context, o *options) error {
 	if err := o.validate(); err != nil {
@@ -84,15 +85,16 @@ func run(_ context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("reading the host name for this replica's identity: %w", err)
 	}
-	if err := server.SetupWebhooks(ctx, mgr, server.Options{Namespace: o.namespace, Identity: identity}); err != nil {
+	so := server.Options{Namespace: o.namespace, Identity: identity}
+	if err := server.SetupWebhooks(ctx, mgr, so); err != nil {
 		return fmt.Errorf("setting up holdfast: %w", err)
 	}
 	if !o.leaderElect {
-		if err := server.SetupControllers(mgr); err != nil {
+		if err := server.SetupControllers(mgr, so); err != nil {
 			return fmt.Errorf("setting up holdfast's controllers: %w", err)
 		}
 	} else if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return runControllers(ctx, cfg, mgr, o, log)
+		return runControllers(ctx, cfg, mgr, o, so, log)
 	})); err != nil {
 		return err
 	}
@@ -103,7 +105,7 @@ func run(_ context.Context, o *options) error {
 // runControllers runs the controllers (policy status, PDB generator) in a manager of
 // their own that campaigns for the lease over the webhook manager's cache. When it loses
 // the lease it stops and campaigns again; the webhooks keep serving meanwhile.
-func runControllers(ctx context.Context, cfg *rest.Config, owner manager.Manager, o *options, log logr.Logger) error {
+func runControllers(ctx context.Context, cfg *rest.Config, owner manager.Manager, o *options, so server.Options, log logr.Logger) error {
 	for {
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme: owner.GetScheme(),
@@ -126,7 +128,7 @@ func runControllers(ctx context.Context, cfg *rest.Config, owner manager.Manager
 		if err != nil {
 			return fmt.Errorf("creating the controllers' manager: %w", err)
 		}
-		if err := server.SetupControllers(mgr); err != nil {
+		if err := server.SetupControllers(mgr, so); err != nil {
 			return fmt.Errorf("setting up holdfast's controllers: %w", err)
 		}
 		err = mgr.Start(ctx)

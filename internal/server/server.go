@@ -68,6 +68,9 @@ type Options struct {
 	Namespace string
 	// Identity names this replica in what it writes, e.g. its pod or host name.
 	Identity string
+	// LedgerSweepEvery is how often idle eviction ledgers are deleted; 0 means every
+	// 10 minutes.
+	LedgerSweepEvery time.Duration
 }
 
 // Setup registers holdfast's webhooks and its controllers with one manager (SetupWebhooks
@@ -76,7 +79,7 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 	if err := SetupWebhooks(ctx, mgr, o); err != nil {
 		return err
 	}
-	return SetupControllers(mgr)
+	return SetupControllers(mgr, o)
 }
 
 // SetupWebhooks registers holdfast's webhooks and readiness checks with the manager and
@@ -129,11 +132,12 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options) error {
 	return mgr.AddReadyzCheck("webhook", srv.StartedChecker())
 }
 
-// SetupControllers registers the policy status controllers and the PDB generator. They
-// read through the manager's cache, whose informers and indexes SetupWebhooks set up: with
-// leader election, the binary gives them a manager of their own over the same cache
-// (SharedCache), so that losing the lease stops them and not the webhooks.
-func SetupControllers(mgr manager.Manager) error {
+// SetupControllers registers the policy status controllers, the PDB generator and the
+// eviction ledgers' sweeper. They read through the manager's cache, whose informers and
+// indexes SetupWebhooks set up: with leader election, the binary gives them a manager of
+// their own over the same cache (SharedCache), so that losing the lease stops them and not
+// the webhooks.
+func SetupControllers(mgr manager.Manager, o Options) error {
 	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
 	}
@@ -148,7 +152,13 @@ func SetupControllers(mgr manager.Manager) error {
 			return fmt.Errorf("setting up the PDB generator for %ss: %w", kind, err)
 		}
 	}
-	return nil
+
+	every := o.LedgerSweepEvery
+	if every == 0 {
+		every = 10 * time.Minute
+	}
+	return mgr.Add(&eviction.LedgerSweeper{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
+		Namespace: o.Namespace, Every: every, Clock: clock.RealClock{}})
 }
 
 // SharedCache lends a started cache to another manager: its Start waits for the context

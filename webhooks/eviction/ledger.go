@@ -3,14 +3,20 @@ package eviction
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // The ledger of a group is a coordination Lease in holdfast's namespace whose annotation
@@ -20,7 +26,8 @@ import (
 const (
 	recordsAnnotation = "holdfast.dev/evictions"
 	managedByLabel    = "app.kubernetes.io/managed-by"
-	// keepRecords is how long records are kept: longer than any sensible cooldown.
+	// keepRecords is how long records are kept: longer than any sensible cooldown. A
+	// ledger without a record this recent is deleted (LedgerSweeper).
 	keepRecords = time.Hour
 	maxRecords  = 64
 )
@@ -79,4 +86,80 @@ func (l *ledger) admit(ctx context.Context, c client.Client, rec Record, holder 
 		return c.Update(ctx, lease) // carries resourceVersion: optimistic concurrency
 	}
 	return c.Create(ctx, lease)
+}
+
+// LedgerSweeper deletes the ledgers of groups that have admitted no eviction for longer
+// than records are kept: they hold nothing a decision counts, and their workloads may be
+// gone. A group's next admitted eviction creates its ledger again. It runs on the leader.
+type LedgerSweeper struct {
+	// Reader lists the Leases from the API server: holdfast does not cache them.
+	Reader client.Reader
+	Writer client.Writer
+	// Namespace is holdfast's own, where the ledgers live.
+	Namespace string
+	// Every is how often it sweeps.
+	Every time.Duration
+	Clock clock.PassiveClock
+}
+
+var _ manager.LeaderElectionRunnable = &LedgerSweeper{}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (s *LedgerSweeper) NeedLeaderElection() bool { return true }
+
+// Start implements manager.Runnable: it sweeps at once, then every s.Every.
+func (s *LedgerSweeper) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("ledger-sweeper")
+	t := time.NewTicker(s.Every)
+	defer t.Stop()
+	for {
+		n, err := s.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.Error(err, "Sweeping idle eviction ledgers", "deleted", n)
+		} else if n > 0 {
+			log.V(1).Info("Deleted idle eviction ledgers", "deleted", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep deletes the ledgers idle for longer than records are kept, and returns how many it
+// deleted. A ledger written since it was listed is kept: the delete is conditional on the
+// version listed.
+func (s *LedgerSweeper) Sweep(ctx context.Context) (int, error) {
+	var leases coordinationv1.LeaseList
+	if err := s.Reader.List(ctx, &leases, client.InNamespace(s.Namespace), client.MatchingLabels{managedByLabel: "holdfast"}); err != nil {
+		return 0, fmt.Errorf("listing eviction ledgers: %w", err)
+	}
+	deleted := 0
+	var errs []error
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		if !strings.HasPrefix(l.Name, leaseName("")) || s.Clock.Since(lastWrite(l)) <= keepRecords {
+			continue
+		}
+		err := s.Writer.Delete(ctx, l, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})
+		switch {
+		case err == nil:
+			deleted++
+			ledgersDeleted.Inc()
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// Deleted by another sweep, or written since the list: kept.
+		default:
+			errs = append(errs, fmt.Errorf("deleting eviction ledger %s: %w", l.Name, err))
+		}
+	}
+	return deleted, errors.Join(errs...)
+}
+
+// lastWrite is when a ledger was last written: its renew time, or its creation.
+func lastWrite(l *coordinationv1.Lease) time.Time {
+	if l.Spec.RenewTime != nil {
+		return l.Spec.RenewTime.Time
+	}
+	return l.CreationTimestamp.Time
 }

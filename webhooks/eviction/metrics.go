@@ -26,10 +26,15 @@ var (
 		Help:    "Time to gather inputs and decide an eviction of a selected pod, ledger writes included.",
 		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25},
 	})
+
+	ledgersDeleted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "holdfast_eviction_ledgers_deleted_total",
+		Help: "Eviction ledgers (Leases) deleted after admitting no eviction for longer than their records are kept.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(evictions, deferredSeconds, evictionDecisionSeconds)
+	metrics.Registry.MustRegister(evictions, deferredSeconds, evictionDecisionSeconds, ledgersDeleted)
 }
 
 func observe(d Decision, in Input, took time.Duration) {

@@ -100,7 +100,9 @@
   - leases
   verbs:
   - create
+  - delete
   - get
+  - list
   - update
 {{- end }}
 {{- define "holdfast.generated.webhook.eviction.rules" -}}
