@@ -48,7 +48,15 @@ func main() {
 	flag.IntVar(&o.updates, "updates", 2000, "Deployment updates per admission mode")
 	flag.IntVar(&o.pods, "pods", 10000, "pods in the cluster for the memory measurement")
 	flag.IntVar(&o.workloads, "workloads", 2000, "Deployments (each with a ReplicaSet) for the memory measurement")
+	noop := flag.Bool("noop-server", false, "serve as the serving phase's control instead of measuring (see noopServer)")
 	flag.Parse()
+	if *noop {
+		if err := serveNoop(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: no-op server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctrl.SetLogger(zapr.NewLogger(zap.NewNop()))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

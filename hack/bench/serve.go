@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -113,14 +115,16 @@ func (b *bench) serve(ctx context.Context, o options) error {
 	report(fmt.Sprintf("serve-%drps-errors", o.rate), float64(errs), "errors")
 	report("serve-review-size", float64(len(allowed))/1024, "KiB")
 
-	// The floor of this machine: the same paced load against a server that reads each review
-	// and answers "allowed" without looking at it, over the same TLS 1.3 keep-alive.
-	noop := noopServer()
-	defer noop.Close()
-	nc := noop.Client()
-	nc.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+	// The floor of this machine: the same paced load against another process that reads
+	// each review and answers "allowed" without looking at it, over the same TLS 1.3
+	// keep-alive.
+	noop, err := startNoop(ctx)
+	if err != nil {
+		return err
+	}
+	defer noop.stop()
 	lat, errs, _ = load(ctx, o.window, 16, tick.C, func(ctx context.Context) error {
-		return expectAllowed(post(ctx, nc, noop.URL, allowed))
+		return expectAllowed(post(ctx, noop.client, noop.url, allowed))
 	})
 	s = sorted(lat)
 	report(fmt.Sprintf("serve-%drps-noop-p50", o.rate), percentile(s, 0.50), "ms")
@@ -129,9 +133,16 @@ func (b *bench) serve(ctx context.Context, o options) error {
 	return nil
 }
 
-// noopServer answers every AdmissionReview "allowed" after reading it, over TLS 1.3 and
-// HTTP/1.1 as holdfast serves.
-func noopServer() *httptest.Server {
+// noopAddress is what the no-op server prints when it serves: its URL and certificate.
+type noopAddress struct {
+	URL  string `json:"url"`
+	Cert []byte `json:"cert"`
+}
+
+// serveNoop is the no-op server's process (--noop-server): it answers every AdmissionReview
+// "allowed" after reading it, over TLS 1.3 and HTTP/1.1 as holdfast serves, until its
+// standard input closes.
+func serveNoop() error {
 	answer := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"0d4f6a39-6c5e-4f0a-b0a4-2a1f9c4e7d10","allowed":true}}`)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
@@ -143,7 +154,65 @@ func noopServer() *httptest.Server {
 	}))
 	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}}
 	srv.StartTLS()
-	return srv
+	defer srv.Close()
+	if err := json.NewEncoder(os.Stdout).Encode(noopAddress{URL: srv.URL, Cert: srv.Certificate().Raw}); err != nil {
+		return err
+	}
+	_, err := io.Copy(io.Discard, os.Stdin)
+	return err
+}
+
+type noop struct {
+	cmd    *exec.Cmd
+	stdin  io.Closer
+	url    string
+	client *http.Client
+}
+
+// startNoop runs this harness again as the no-op server, in a process of its own as
+// holdfast is.
+func startNoop(ctx context.Context) (*noop, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "--noop-server")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	n := &noop{cmd: cmd, stdin: stdin}
+	var addr noopAddress
+	if err := json.NewDecoder(stdout).Decode(&addr); err != nil {
+		n.stop()
+		return nil, fmt.Errorf("reading the no-op server's address: %w", err)
+	}
+	cert, err := x509.ParseCertificate(addr.Cert)
+	if err != nil {
+		n.stop()
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	n.url = addr.URL
+	n.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}},
+		MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: false,
+	}}
+	return n, nil
+}
+
+func (n *noop) stop() {
+	_ = n.stdin.Close()
+	_ = n.cmd.Wait()
 }
 
 func expectAllowed(ok bool, err error) error {

@@ -2,17 +2,14 @@ package pdb
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +21,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/events"
+	"github.com/holdfast-dev/holdfast/internal/policy"
 )
 
 // Kinds are the workload kinds the generator keeps PDBs for, one controller each.
@@ -70,8 +68,7 @@ func NewWorkloadList(kind string) client.ObjectList {
 // SetupWithManager watches the workloads of the kind and their PDBs, the policies, the
 // PDBs of others and the workloads of other kinds whose pods could overlap.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	ns := policy.NamespaceMetadata()
 	inNamespace := handler.EnqueueRequestsFromMapFunc(r.workloadsInNamespace)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("pdb-"+strings.ToLower(r.Kind)).
@@ -160,10 +157,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // Plan computes the workload's desired PDB from the cache, and the conflict that rules
 // one out, if any.
 func Plan(ctx context.Context, c client.Reader, w Workload) (*policyv1.PodDisruptionBudget, string, error) {
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := c.Get(ctx, client.ObjectKey{Name: w.Namespace}, ns); err != nil {
-		return nil, "", fmt.Errorf("reading namespace %s: %w", w.Namespace, err)
+	nsLabels, err := policy.NamespaceLabels(ctx, c, w.Namespace)
+	if err != nil {
+		return nil, "", err
 	}
 	var policies v1alpha1.DisruptionPolicyList
 	if err := c.List(ctx, &policies); err != nil {
@@ -171,7 +167,7 @@ func Plan(ctx context.Context, c client.Reader, w Workload) (*policyv1.PodDisrup
 	}
 	var generating []*v1alpha1.DisruptionPolicy
 	for i := range policies.Items {
-		if Generating(&policies.Items[i], w, ns.Labels) {
+		if Generating(&policies.Items[i], w, nsLabels) {
 			generating = append(generating, &policies.Items[i])
 		}
 	}

@@ -12,7 +12,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -29,6 +28,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/controller"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
+	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
@@ -89,7 +89,7 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options) error {
 		return err
 	}
 	informers := []client.Object{
-		&v1alpha1.RolloutPolicy{}, &v1alpha1.DisruptionPolicy{}, namespaceMetadata(),
+		&v1alpha1.RolloutPolicy{}, &v1alpha1.DisruptionPolicy{}, policy.NamespaceMetadata(),
 		&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{},
 		&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{},
 	}
@@ -170,12 +170,6 @@ type sharedCache struct{ cache.Cache }
 func (c sharedCache) Start(ctx context.Context) error {
 	<-ctx.Done()
 	return nil
-}
-
-func namespaceMetadata() *metav1.PartialObjectMetadata {
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	return ns
 }
 
 // cacheSynced is ready once every informer the manager started has synced.

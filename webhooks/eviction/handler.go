@@ -82,12 +82,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := h.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns, client.UnsafeDisableDeepCopy); err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %q: %w", req.Namespace, err))
+	nsLabels, err := policy.NamespaceLabels(ctx, h.Reader, req.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in := Input{Pod: podState(pod), PodLabels: pod.Labels, NamespaceLabels: ns.Labels,
+	in := Input{Pod: podState(pod), PodLabels: pod.Labels, NamespaceLabels: nsLabels,
 		Policies: policies.Items, User: req.UserInfo, Now: start}
 	if !selectsAny(in) {
 		return admission.Allowed("") // the fast path: no policy selects the pod

@@ -9,7 +9,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
@@ -51,12 +50,9 @@ var _ admission.Handler = &Handler{}
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets;controllerrevisions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Policies and namespaces are read as the cache's own objects, not copies: decisions only
-// read them. (The options are built once: a variadic argument would be allocated per call.)
-var (
-	cacheOwnList = []client.ListOption{client.UnsafeDisableDeepCopy}
-	cacheOwnGet  = []client.GetOption{client.UnsafeDisableDeepCopy}
-)
+// Policies are read as the cache's own objects, not copies: decisions only read them. (The
+// options are built once: a variadic argument would be allocated per call.)
+var cacheOwnList = []client.ListOption{client.UnsafeDisableDeepCopy}
 
 // Handle implements admission.Handler.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -75,12 +71,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	in.Policies = policies.Items
 	in.Now = start
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := h.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns, cacheOwnGet...); err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %q: %w", req.Namespace, err))
+	if in.NamespaceLabels, err = policy.NamespaceLabels(ctx, h.Reader, req.Namespace); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in.NamespaceLabels = ns.Labels
 	if in.Old != nil && !workload.SameTemplate(in.Old.Template, in.New.Template) {
 		if in.History, err = history.Read(ctx, h.Reader, in.Old); err != nil {
 			// Decide from what is known: the rules that need no history still apply.
