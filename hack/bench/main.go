@@ -28,7 +28,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -127,19 +126,8 @@ func start(ctx context.Context, env *envtest.Environment, cfg *rest.Config, bina
 	if err != nil {
 		return nil, err
 	}
-	user, err := env.AddUser(envtest.User{Name: "holdfast-bench", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		return nil, err
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := clientcmd.Load(kubeconfig); err != nil {
-		return nil, err
-	}
 	kubeconfigPath := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
+	if err := devcluster.WriteAdminKubeconfig(env, cfg, "holdfast-bench", "", kubeconfigPath); err != nil {
 		return nil, err
 	}
 	certDir := filepath.Join(dir, "certs")

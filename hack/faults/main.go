@@ -26,7 +26,6 @@ import (
 	"go.uber.org/zap"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -147,23 +146,8 @@ func (h *harness) start(ctx context.Context, cfg *rest.Config) error {
 	if h.link, err = newLink(cfg.Host); err != nil {
 		return err
 	}
-	user, err := h.env.AddUser(envtest.User{Name: "holdfast", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		return err
-	}
-	raw, err := user.KubeConfig()
-	if err != nil {
-		return err
-	}
-	kc, err := clientcmd.Load(raw)
-	if err != nil {
-		return err
-	}
-	for _, cl := range kc.Clusters {
-		cl.Server = "https://" + h.link.addr
-	}
 	kubeconfig := filepath.Join(h.dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+	if err := devcluster.WriteAdminKubeconfig(h.env, cfg, "holdfast", "https://"+h.link.addr, kubeconfig); err != nil {
 		return err
 	}
 	if err := devcluster.EnsureNamespace(ctx, h.c, holdfastNamespace); err != nil {
