@@ -48,9 +48,11 @@ type RolloutRules struct {
 	MinInterval *metav1.Duration `json:"minInterval,omitempty"`
 
 	// revertWindow denies a pod template equal to a revision that stopped being current
-	// less than this long ago, measured from its successor's creation: A→B→A flapping.
-	// Going back while the successor still rolls out and the old revision still serves is
-	// a rollback, and allowed; so is going back from a stalled successor.
+	// less than this long ago, measured from when its successor became current (its
+	// creation, or for a revision rolled back to, no earlier than the creation of the
+	// revisions numbered before it): A→B→A flapping. Going back while the successor still
+	// rolls out and the old revision still serves is a rollback, and allowed; so is going
+	// back from a stalled successor.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`

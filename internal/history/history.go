@@ -29,7 +29,9 @@ type Revision struct {
 	Number int64
 	// Template is the revision's pod template, with the fingerprint the cache computed.
 	Template *workload.Template
-	Created  time.Time
+	// Created is when the ReplicaSet or ControllerRevision was created; see History.Current
+	// for when it last became the workload's current revision.
+	Created time.Time
 	// Serving counts the revision's pods that are available (ReplicaSets) or Ready
 	// (pods of a ControllerRevision) now.
 	Serving int32
@@ -62,6 +64,24 @@ func (h History) Successor(r *Revision) *Revision {
 		}
 	}
 	return nil
+}
+
+// Current returns when r last became the workload's current revision, as far as the
+// cluster tells. That is its creation, unless kube renumbered it when the workload was
+// rolled back to it: the cluster does not record when, but revisions are numbered in the
+// order they become current, so r became current after every revision numbered before it
+// was created. Current is the latest of those times, a lower bound of the rollback's.
+func (h History) Current(r *Revision) time.Time {
+	t := r.Created
+	for i := range h.Revisions {
+		if h.Revisions[i].Name == r.Name {
+			break
+		}
+		if c := h.Revisions[i].Created; c.After(t) {
+			t = c
+		}
+	}
+	return t
 }
 
 // Newest returns the newest revision, or nil when none is known.

@@ -149,7 +149,7 @@ func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 		}
 	}
 	if rules.MinInterval != nil && !scale && !rollback && newest != nil {
-		since := in.Now.Sub(newest.Created)
+		since := in.Now.Sub(in.History.Current(newest))
 		if wait := rules.MinInterval.Duration - since; wait > 0 {
 			out = append(out, finding{rule: RuleMinInterval, field: templatePath, message: fmt.Sprintf(
 				"%s got its current revision %s ago, less than the minimum interval of %s between revisions; retry after %s",
@@ -158,7 +158,7 @@ func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 	}
 	if rules.RevertWindow != nil && rev != nil && !workload.SameTemplate(rev.Template, in.Old.Template) && !rollback && !stalled {
 		if succ := in.History.Successor(rev); succ != nil {
-			since := in.Now.Sub(succ.Created)
+			since := in.Now.Sub(in.History.Current(succ))
 			if wait := rules.RevertWindow.Duration - since; wait > 0 {
 				out = append(out, finding{rule: RuleRevertWindow, field: templatePath, message: fmt.Sprintf(
 					"%s: the new pod template equals revision %d, which revision %d replaced %s ago; "+
@@ -192,8 +192,8 @@ func isStalled(in Input, settle *v1alpha1.SettleRule) bool {
 		after = settle.StallAfter.Duration
 	}
 	last := in.History.LastActivity
-	if n := in.History.Newest(); n != nil && n.Created.After(last) {
-		last = n.Created
+	if n := in.History.Newest(); n != nil && in.History.Current(n).After(last) {
+		last = in.History.Current(n)
 	}
 	return !last.IsZero() && in.Now.Sub(last) >= after
 }

@@ -187,6 +187,18 @@ func TestDecideRolloutRules(t *testing.T) {
 			history:   history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 0), rev(2, B, 9*time.Minute, 0), rev(3, C, time.Minute, 3)}},
 			wantRules: []string{RuleRevertWindow},
 		},
+		"revertWindow: B again soon after rolling back from B to a long-lived A is flapping": {
+			// A (rev 1, 30 days) → B (rev 2, 3m ago) → rollback to A, renumbered 3: A became
+			// current no earlier than B's creation, though its ReplicaSet is 30 days old.
+			rules: revertOnly, old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done),
+			history:   history.History{Revisions: []history.Revision{rev(2, B, 3*time.Minute, 0), rev(3, A, 30*24*time.Hour, 3)}},
+			wantRules: []string{RuleRevertWindow},
+		},
+		"minInterval: a new revision right after a rollback to a long-lived revision": {
+			rules: intervalOnly, old: wl(dep, 3, A, done), obj: wl(dep, 3, C, done),
+			history:   history.History{Revisions: []history.Revision{rev(2, B, 10*time.Second, 0), rev(3, A, 30*24*time.Hour, 3)}},
+			wantRules: []string{RuleMinInterval},
+		},
 		"revertWindow: a brand-new template is not a revert": {
 			rules: revertOnly, old: wl(dep, 3, B, done), obj: wl(dep, 3, C, done),
 			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 0), rev(2, B, time.Second, 3)}},
