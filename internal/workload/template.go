@@ -89,8 +89,9 @@ func (t *Template) Spec() *corev1.PodTemplateSpec {
 // Err reports a template whose JSON did not decode.
 func (t *Template) Err() error { return t.err }
 
-// fingerprint returns the template's fingerprint when it is known or cheap: from the JSON
-// (one hash), unless the JSON carries a hash label, which the fingerprint leaves out.
+// fingerprint reports whether the template's fingerprint is known, computing it when it is
+// cheap: from the JSON (one hash), unless the JSON carries a hash label, which the
+// fingerprint leaves out.
 func (t *Template) fingerprint() bool {
 	if !t.hasSum && t.raw != nil && !hasHashLabelKey(t.raw) {
 		t.sum, t.hasSum = sha256.Sum256(t.raw), true
@@ -110,12 +111,21 @@ func hasHashLabelKey(raw []byte) bool {
 // Fingerprint computes the hex fingerprint of a typed template, as the cache stores it
 // in FingerprintAnnotation.
 func Fingerprint(t *corev1.PodTemplateSpec) (string, error) {
-	raw, err := json.Marshal(withoutHashLabels(t))
+	s, err := fingerprintOf(t)
 	if err != nil {
 		return "", err
 	}
-	s := sha256.Sum256(raw)
 	return hex.EncodeToString(s[:]), nil
+}
+
+// fingerprintOf is the SHA-256 of a typed template's encoding/json form without the hash
+// labels: the API server's encoding of it.
+func fingerprintOf(t *corev1.PodTemplateSpec) ([sha256.Size]byte, error) {
+	raw, err := json.Marshal(withoutHashLabels(t))
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return sha256.Sum256(raw), nil
 }
 
 // FingerprintAnnotation is set by holdfast's cache (never in the cluster) on ReplicaSets
@@ -152,11 +162,11 @@ func (t *Template) computeFingerprint() bool {
 	if t.hasSum || t.sumOnly() {
 		return t.hasSum
 	}
-	raw, err := json.Marshal(withoutHashLabels(t.Spec()))
+	sum, err := fingerprintOf(t.Spec())
 	if err != nil {
 		return false
 	}
-	t.sum, t.hasSum = sha256.Sum256(raw), true
+	t.sum, t.hasSum = sum, true
 	return true
 }
 
