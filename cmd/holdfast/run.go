@@ -102,9 +102,9 @@ func run(_ context.Context, o *options) error {
 	return mgr.Start(ctx)
 }
 
-// runControllers runs the controllers (policy status, PDB generator) in a manager of
-// their own that campaigns for the lease over the webhook manager's cache. When it loses
-// the lease it stops and campaigns again; the webhooks keep serving meanwhile.
+// runControllers runs the controllers (policy status, PDB generator, ledger sweeper) in a
+// manager of their own that campaigns for the lease over the webhook manager's cache. When
+// it loses the lease it stops and campaigns again; the webhooks keep serving meanwhile.
 func runControllers(ctx context.Context, cfg *rest.Config, owner manager.Manager, o *options, so server.Options, log logr.Logger) error {
 	for {
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{

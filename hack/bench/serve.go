@@ -162,7 +162,7 @@ func serveNoop() error {
 	return err
 }
 
-type noop struct {
+type noopProcess struct {
 	cmd    *exec.Cmd
 	stdin  io.Closer
 	url    string
@@ -171,7 +171,7 @@ type noop struct {
 
 // startNoop runs this harness again as the no-op server, in a process of its own as
 // holdfast is.
-func startNoop(ctx context.Context) (*noop, error) {
+func startNoop(ctx context.Context) (*noopProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -189,7 +189,7 @@ func startNoop(ctx context.Context) (*noop, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	n := &noop{cmd: cmd, stdin: stdin}
+	n := &noopProcess{cmd: cmd, stdin: stdin}
 	var addr noopAddress
 	if err := json.NewDecoder(stdout).Decode(&addr); err != nil {
 		n.stop()
@@ -210,7 +210,7 @@ func startNoop(ctx context.Context) (*noop, error) {
 	return n, nil
 }
 
-func (n *noop) stop() {
+func (n *noopProcess) stop() {
 	_ = n.stdin.Close()
 	_ = n.cmd.Wait()
 }

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -77,12 +78,7 @@ func (l *Lean) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind
 // DeepCopyObject implements runtime.Object.
 func (l *Lean) DeepCopyObject() runtime.Object {
 	c := *l
-	if l.Metadata.Labels != nil {
-		c.Metadata.Labels = make(map[string]string, len(l.Metadata.Labels))
-		for k, v := range l.Metadata.Labels {
-			c.Metadata.Labels[k] = v
-		}
-	}
+	c.Metadata.Labels = maps.Clone(l.Metadata.Labels)
 	c.Spec.Template.commands = slices.Clone(l.Spec.Template.commands)
 	c.workload = Workload{}
 	return &c
@@ -201,6 +197,14 @@ func (o *optInt32) set(p *int32) {
 	if p != nil {
 		o.v, o.isSet = *p, true
 	}
+}
+
+// or is the value, or def when unset.
+func (o *optInt32) or(def int32) int32 {
+	if !o.isSet {
+		return def
+	}
+	return o.v
 }
 
 // ptr is the value, or nil when unset.

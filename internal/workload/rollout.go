@@ -78,14 +78,6 @@ func daemonSetRollout(l *Lean) Rollout {
 	}
 }
 
-// or is the value, or def when unset.
-func (o *optInt32) or(def int32) int32 {
-	if !o.isSet {
-		return def
-	}
-	return o.v
-}
-
 func deploymentStrategy(l *Lean) Strategy {
 	ru := &l.Spec.Strategy.RollingUpdate
 	return Strategy{Rolling: l.Spec.Strategy.Type != string(appsv1.RecreateDeploymentStrategyType),
