@@ -70,11 +70,11 @@ test-unit: ## Unit tests of pure logic, with the fuzz seed corpora.
 
 .PHONY: test-integration
 test-integration: testbed ## Integration tests: envtest with the real kube-apiserver and etcd calling holdfast's webhooks.
-	KUBEBUILDER_ASSETS="$(TESTBED_BIN)" bash hack/test-layer.sh integration $(GO_TEST_FLAGS) -tags integration -count=1 ./integration/...
+	KUBEBUILDER_ASSETS="$(TESTBED_BIN)" bash hack/test-layer.sh integration $(GO_TEST_FLAGS) -tags integration -count=1 ./test/integration/...
 
 .PHONY: test-e2e
 test-e2e: testbed ## End-to-end tests on a kwok cluster (real control plane, fake nodes).
-	TESTBED_BIN="$(TESTBED_BIN)" KWOKCTL_CONFIG="$$(bash hack/testbed-config.sh)" bash hack/test-layer.sh e2e $(GO_TEST_FLAGS) -tags e2e -count=1 -timeout 20m ./e2e/...
+	TESTBED_BIN="$(TESTBED_BIN)" KWOKCTL_CONFIG="$$(bash hack/testbed-config.sh)" bash hack/test-layer.sh e2e $(GO_TEST_FLAGS) -tags e2e -count=1 -timeout 20m ./test/e2e/...
 
 .PHONY: bench
 bench: testbed ## Go benchmarks and the load harness (serving, API server comparison, memory): BENCH lines.
@@ -86,7 +86,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s); their seeds run in `ma
 
 .PHONY: test-faults
 test-faults: testbed build ## Fault injection (restarts, SIGKILL, failover, cert rotation, API server outage, webhooks down) under load: RELIABILITY lines.
-	KUBEBUILDER_ASSETS="$(TESTBED_BIN)" go run ./hack/faults $(FAULTS_FLAGS)
+	KUBEBUILDER_ASSETS="$(TESTBED_BIN)" go run ./test/faults $(FAULTS_FLAGS)
 
 ##@ Run
 
@@ -104,11 +104,11 @@ testbed-down: ## Stop and delete the local kwok cluster.
 
 .PHONY: run
 run: ## Run holdfast against the local kwok cluster, webhooks called by URL (Ctrl-C stops it).
-	go run ./hack/devcluster run
+	go run ./test/devcluster run
 
 .PHONY: demo
 demo: testbed ## Start the local cluster, run holdfast against it and show what it does.
-	go run ./hack/devcluster demo
+	go run ./test/devcluster demo
 
 ##@ Help
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: the Go benchmarks (median of 5 runs) and the load harness (hack/bench),
+# make bench: the Go benchmarks (median of 5 runs) and the load harness (test/performance),
 # one line per figure: BENCH <name> <value> <unit>. Not part of `make test`; the tests
 # guard allocations only (TestRolloutReviewAllocs, TestEvictionUnselectedAllocs).
 set -euo pipefail
@@ -35,4 +35,4 @@ awk '
   }' "$out/go-bench.txt" | sort
 
 make --no-print-directory build >&2
-KUBEBUILDER_ASSETS="$TESTBED_BIN" go run ./hack/bench "$@"
+KUBEBUILDER_ASSETS="$TESTBED_BIN" go run ./test/performance "$@"

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/holdfast-dev/holdfast/internal/server"
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/internal/version"
 )
 
@@ -58,11 +58,11 @@ func run(_ context.Context, o *options) error {
 	// owns the caches; it never takes part in leader election, so that losing the lease
 	// (to an API server outage longer than the renew deadline) cannot stop the webhooks.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  server.NewScheme(),
-		Cache:                   server.CacheOptions(),
+		Scheme:                  app.NewScheme(),
+		Cache:                   app.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
-		WebhookServer:           server.WebhookServer(ctx, o.webhookHost, o.webhookPort, o.certDir),
+		WebhookServer:           app.WebhookServer(ctx, o.webhookHost, o.webhookPort, o.certDir),
 		GracefulShutdownTimeout: &o.gracefulShutdownPeriod,
 	})
 	if err != nil {
@@ -85,12 +85,12 @@ func run(_ context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("reading the host name for this replica's identity: %w", err)
 	}
-	so := server.Options{Namespace: o.namespace, Identity: identity}
-	if err := server.SetupWebhooks(ctx, mgr, so); err != nil {
+	so := app.Options{Namespace: o.namespace, Identity: identity}
+	if err := app.SetupWebhooks(ctx, mgr, so); err != nil {
 		return fmt.Errorf("setting up holdfast: %w", err)
 	}
 	if !o.leaderElect {
-		if err := server.SetupControllers(mgr, so); err != nil {
+		if err := app.SetupControllers(mgr, so); err != nil {
 			return fmt.Errorf("setting up holdfast's controllers: %w", err)
 		}
 	} else if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -105,12 +105,12 @@ func run(_ context.Context, o *options) error {
 // runControllers runs the controllers (policy status, PDB generator, ledger sweeper) in a
 // manager of their own that campaigns for the lease over the webhook manager's cache. When
 // it loses the lease it stops and campaigns again; the webhooks keep serving meanwhile.
-func runControllers(ctx context.Context, cfg *rest.Config, owner manager.Manager, o *options, so server.Options, log logr.Logger) error {
+func runControllers(ctx context.Context, cfg *rest.Config, owner manager.Manager, o *options, so app.Options, log logr.Logger) error {
 	for {
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme: owner.GetScheme(),
 			NewCache: func(*rest.Config, cache.Options) (cache.Cache, error) {
-				return server.SharedCache(owner.GetCache()), nil
+				return app.SharedCache(owner.GetCache()), nil
 			},
 			Metrics:                       metricsserver.Options{BindAddress: "0"},
 			HealthProbeBindAddress:        "0",
@@ -128,7 +128,7 @@ func runControllers(ctx context.Context, cfg *rest.Config, owner manager.Manager
 		if err != nil {
 			return fmt.Errorf("creating the controllers' manager: %w", err)
 		}
-		if err := server.SetupControllers(mgr, so); err != nil {
+		if err := app.SetupControllers(mgr, so); err != nil {
 			return fmt.Errorf("setting up holdfast's controllers: %w", err)
 		}
 		err = mgr.Start(ctx)

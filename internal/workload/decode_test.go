@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
 
-	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // TestDecodeReadsAsTyped holds Decode, which walks the JSON for what decisions read, to

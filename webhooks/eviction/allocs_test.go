@@ -3,7 +3,7 @@ package eviction
 import (
 	"testing"
 
-	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // maxUnselectedAllocs guards BenchmarkEvictionUnselected's allocations (33 when this was

@@ -20,7 +20,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/review"
-	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // unselectedScene is the common case: a drain evicts an ordinary pod while a

@@ -6,7 +6,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
-	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // FuzzEvictionReview sends arbitrary bodies to the eviction webhook: every answer is a

@@ -25,7 +25,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/review"
-	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 

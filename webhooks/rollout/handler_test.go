@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	utiltesting "github.com/holdfast-dev/holdfast/internal/testing"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // newTestHandler serves decisions from an in-memory store with one enforcing

@@ -1,0 +1,185 @@
+// Package server wires holdfast's webhooks and controllers into a controller-runtime
+// Manager. The binary and the integration tests build the same Manager through it.
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/controller"
+	"github.com/holdfast-dev/holdfast/internal/events"
+	"github.com/holdfast-dev/holdfast/internal/pdb"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/review"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+	"github.com/holdfast-dev/holdfast/webhooks/eviction"
+	"github.com/holdfast-dev/holdfast/webhooks/rollout"
+)
+
+// NewScheme knows the built-in kinds and holdfast's policies.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+// TLSOpts hardens the webhook server: TLS 1.3 only, and HTTP/1.1 only, since HTTP/2
+// multiplexes every admission call of an API server over one connection and so
+// exposes the server to stream-based resource exhaustion.
+func TLSOpts() []func(*tls.Config) {
+	return []func(*tls.Config){func(c *tls.Config) {
+		c.MinVersion = tls.VersionTLS13
+		c.NextProtos = []string{"http/1.1"}
+	}}
+}
+
+// WebhookServer returns the hardened webhook server. It serves the certificate in certDir
+// from the moment it appears and reloads it when it changes; until then handshakes fail
+// and readiness stays false.
+func WebhookServer(ctx context.Context, host string, port int, certDir string) webhook.Server {
+	lazy := newLazyCertificate(ctx, certDir)
+	opts := append(TLSOpts(), func(c *tls.Config) { c.GetCertificate = lazy.GetCertificate })
+	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: opts})
+}
+
+// Options are the settings Setup needs beyond the manager.
+type Options struct {
+	// Namespace is holdfast's own: the eviction ledgers live there.
+	Namespace string
+	// Identity names this replica in what it writes, e.g. its pod or host name.
+	Identity string
+	// LedgerSweepEvery is how often idle eviction ledgers are deleted; 0 means every
+	// 10 minutes.
+	LedgerSweepEvery time.Duration
+}
+
+// Setup registers holdfast's webhooks and its controllers with one manager (SetupWebhooks
+// and SetupControllers).
+func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
+	if err := SetupWebhooks(ctx, mgr, o); err != nil {
+		return err
+	}
+	return SetupControllers(mgr, o)
+}
+
+// SetupWebhooks registers holdfast's webhooks and readiness checks with the manager and
+// starts the informers decisions read, so that readiness waits for them to sync.
+func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options) error {
+	if err := indexOwners(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	informers := []client.Object{
+		&v1alpha1.RolloutPolicy{}, &v1alpha1.DisruptionPolicy{}, policy.NamespaceMetadata(),
+		&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{},
+		&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{},
+	}
+	for _, obj := range informers {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("starting informer for %T: %w", obj, err)
+		}
+	}
+
+	srv := mgr.GetWebhookServer()
+	srv.Register(rollout.Path, review.NewWebhook(&admission.Webhook{
+		Handler: &rollout.Handler{
+			Reader:  mgr.GetCache(),
+			Decoder: admission.NewDecoder(mgr.GetScheme()),
+			Clock:   clock.RealClock{},
+			Events:  &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
+		},
+		RecoverPanic: ptr.To(true),
+	}, workload.DecodeObject))
+
+	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{
+		Handler: &eviction.Handler{
+			Reader:       mgr.GetCache(),
+			LedgerReader: mgr.GetAPIReader(),
+			LedgerWriter: mgr.GetClient(),
+			Namespace:    o.Namespace,
+			Identity:     o.Identity,
+			Clock:        clock.RealClock{},
+			Events:       &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
+		},
+		RecoverPanic: ptr.To(true),
+	}, nil))
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("caches", cacheSynced(mgr.GetCache())); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("webhook", srv.StartedChecker())
+}
+
+// SetupControllers registers the policy status controllers, the PDB generator and the
+// eviction ledgers' sweeper. They read through the manager's cache, whose informers and
+// indexes SetupWebhooks set up: with leader election, the binary gives them a manager of
+// their own over the same cache (SharedCache), so that losing the lease stops them and not
+// the webhooks.
+func SetupControllers(mgr manager.Manager, o Options) error {
+	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
+	}
+
+	if err := (&controller.DisruptionPolicyStatus{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the DisruptionPolicy status controller: %w", err)
+	}
+
+	for _, kind := range pdb.Kinds {
+		r := &pdb.Reconciler{Client: mgr.GetClient(), Kind: kind, Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the PDB generator for %ss: %w", kind, err)
+		}
+	}
+
+	every := o.LedgerSweepEvery
+	if every == 0 {
+		every = 10 * time.Minute
+	}
+	return mgr.Add(&eviction.LedgerSweeper{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
+		Namespace: o.Namespace, Every: every, Clock: clock.RealClock{}})
+}
+
+// SharedCache lends a started cache to another manager: its Start waits for the context
+// instead of starting informers the owner already runs.
+func SharedCache(c cache.Cache) cache.Cache { return sharedCache{c} }
+
+type sharedCache struct{ cache.Cache }
+
+func (c sharedCache) Start(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// cacheSynced is ready once every informer the manager started has synced.
+func cacheSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("informer caches have not synced")
+		}
+		return nil
+	}
+}

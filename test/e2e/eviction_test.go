@@ -1,0 +1,307 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/test/harness"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+)
+
+const (
+	agents       = 4
+	agentCool    = 20 * time.Second
+	agentMinWarm = 10
+)
+
+// TestAgentDrain drains the four nodes of a konnectivity-agent Deployment at once with
+// kubectl's drain library, as an upgrade would, under a DisruptionPolicy of one agent at a
+// time, each replacement Ready for 10 s, evictions 20 s apart.
+func TestAgentDrain(t *testing.T) {
+	f := features.New("agent drain").
+		Assess("drained agents go one at a time", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			ns := newNamespace(ctx, t, c, "agents")
+			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+				s.MinReadySeconds, s.Cooldown = agentMinWarm, &metav1.Duration{Duration: agentCool}
+				s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "konnectivity-agent"}}
+			})
+			d := utiltesting.MakeDeployment(ns, "konnectivity-agent").Replicas(agents).Obj()
+			d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "konnectivity-agent"}}}}}}
+			if err := c.Create(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			pods := waitReadyPods(ctx, t, c, ns, "konnectivity-agent", agents)
+			nodes := map[string]bool{}
+			for _, p := range pods {
+				nodes[p.Spec.NodeName] = true
+			}
+			if len(nodes) != agents {
+				t.Fatalf("agents on %d nodes, want one per node on %d", len(nodes), agents)
+			}
+
+			w := harness.WatchGroup(ctx, c, ns, "konnectivity-agent", agents)
+			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			drained := drainAll(ctx, t, cs, nodes)
+			waitReadyPods(ctx, t, c, ns, "konnectivity-agent", agents)
+			res := w.Stop()
+			uncordon(ctx, t, cs, nodes)
+
+			fmt.Printf("SCENARIO agent-drain maxUnavailableSeen=%d minGapSeconds=%d drained=%d/%d\n",
+				res.MaxUnavailable, res.MinGapSeconds, drained, len(nodes))
+			if res.MaxUnavailable > 1 || res.MinGapSeconds < int(agentCool.Seconds()) || drained != len(nodes) || res.Evictions != agents {
+				t.Errorf("want at most 1 agent unavailable, evictions at least %s apart and %d/%d nodes drained; got %+v, drained %d",
+					agentCool, len(nodes), len(nodes), res, drained)
+			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
+}
+
+// waitReadyPods waits until n pods labelled app=name are Ready and none terminates.
+func waitReadyPods(ctx context.Context, t *testing.T, c client.Client, ns, name string, n int) []corev1.Pod {
+	t.Helper()
+	ready, err := harness.ReadyPods(ctx, c, ns, name, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ready
+}
+
+// TestEvictionRace sends 20 concurrent evictions of 20 distinct pods of one group with a
+// budget of one through both holdfast replicas: exactly one may pass.
+func TestEvictionRace(t *testing.T) {
+	const pods = 20
+	f := features.New("eviction race").
+		Assess("one eviction passes a budget of one across replicas", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			ns := newNamespace(ctx, t, c, "race")
+			namespacePolicy(ctx, t, c, ns, nil)
+			if err := c.Create(ctx, utiltesting.MakeDeployment(ns, "agent").Replicas(pods).Obj()); err != nil {
+				t.Fatal(err)
+			}
+			ready := waitReadyPods(ctx, t, c, ns, "agent", pods)
+			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			before := lb.Counts()
+			var wg sync.WaitGroup
+			var allowed, deferred atomic.Int32
+			for _, pod := range ready {
+				wg.Go(func() {
+					ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}}
+					// No silent client-go retries: count each request's first answer.
+					err := cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod.Name).
+						SubResource("eviction").Body(ev).MaxRetries(0).Do(ctx).Error()
+					switch {
+					case err == nil:
+						allowed.Add(1)
+					case apierrors.IsTooManyRequests(err):
+						deferred.Add(1)
+					default:
+						t.Errorf("evicting %s: %v", pod.Name, err)
+					}
+				})
+			}
+			wg.Wait()
+			after := lb.Counts()
+			fmt.Printf("SCENARIO eviction-race replicas=%d requests=%d allowed=%d budget=1\n", len(after), pods, allowed.Load())
+			for i := range after {
+				if after[i] == before[i] {
+					t.Errorf("replica %d answered none of the evictions (%v → %v)", i, before, after)
+				}
+			}
+			if allowed.Load() != 1 || deferred.Load() != pods-1 {
+				t.Errorf("allowed %d, deferred %d; want exactly one allowed", allowed.Load(), deferred.Load())
+			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
+}
+
+// TestKiamServers swaps the node group under a 3-replica kiam-server Deployment: three
+// "old" nodes drained at once after three "new" ones joined. Agents must never see fewer
+// than two ready servers.
+func TestKiamServers(t *testing.T) {
+	f := features.New("kiam servers").
+		Assess("a node-group swap keeps two servers ready", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			ns := newNamespace(ctx, t, c, "kiam")
+			var nodes corev1.NodeList
+			if err := c.List(ctx, &nodes); err != nil || len(nodes.Items) < 6 {
+				t.Fatalf("want at least 6 nodes: %d, %v", len(nodes.Items), err)
+			}
+			old, rest := map[string]bool{}, map[string]bool{}
+			for i, n := range nodes.Items {
+				if i < 3 {
+					old[n.Name] = true
+				} else {
+					rest[n.Name] = true
+				}
+			}
+			// Only the old group exists when the servers start.
+			cordon(ctx, t, cs, rest)
+			defer uncordon(ctx, t, cs, old)
+			defer uncordon(ctx, t, cs, rest)
+
+			namespacePolicy(ctx, t, c, ns, nil)
+			d := utiltesting.MakeDeployment(ns, "kiam-server").Replicas(3).Obj()
+			d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kiam-server"}}}}}}
+			if err := c.Create(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			waitReadyPods(ctx, t, c, ns, "kiam-server", 3)
+
+			// The new group joins; the old one is drained at once.
+			uncordon(ctx, t, cs, rest)
+			w := harness.WatchGroup(ctx, c, ns, "kiam-server", 3)
+			drained := drainAll(ctx, t, cs, old)
+			waitReadyPods(ctx, t, c, ns, "kiam-server", 3)
+			res := w.Stop()
+			fmt.Printf("SCENARIO kiam-servers minReadySeen=%d\n", res.MinReady)
+			if res.MinReady < 2 || drained != len(old) {
+				t.Errorf("want at least 2 ready servers throughout and %d nodes drained; got %+v, drained %d", len(old), res, drained)
+			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
+}
+
+// TestDaemonSetEvictions evicts every pod of a 6-node DaemonSet agent directly through the
+// eviction API, as cluster-autoscaler and Karpenter do (kubectl drain skips DaemonSet
+// pods), each caller retrying its 429s: the budget of one holds.
+func TestDaemonSetEvictions(t *testing.T) {
+	const poolLabel = "holdfast.dev/e2e-agent-pool"
+	f := features.New("daemonset evictions").
+		Assess("direct evictions of a DaemonSet keep to the budget", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			ns := newNamespace(ctx, t, c, "ds")
+			var nodes corev1.NodeList
+			if err := c.List(ctx, &nodes); err != nil || len(nodes.Items) < 6 {
+				t.Fatalf("want at least 6 nodes: %d, %v", len(nodes.Items), err)
+			}
+			for _, n := range nodes.Items[:6] {
+				patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, poolLabel))
+				if err := c.Patch(ctx, &n, client.RawPatch(types.MergePatchType, patch)); err != nil {
+					t.Fatal(err)
+				}
+				defer func() {
+					_ = c.Patch(context.Background(), &n, client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, poolLabel))))
+				}()
+			}
+			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) { s.MinReadySeconds = 2 })
+			tmpl := utiltesting.MakeDeployment(ns, "node-agent").Obj().Spec.Template
+			tmpl.Spec.NodeSelector = map[string]string{poolLabel: "true"}
+			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "node-agent"},
+				Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl}}
+			if err := c.Create(ctx, ds); err != nil {
+				t.Fatal(err)
+			}
+			pods := waitReadyPods(ctx, t, c, ns, "node-agent", 6)
+			// Let the DaemonSet's status count the six nodes: it is the group's expected size.
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(ds), ds)
+				return err == nil && ds.Status.DesiredNumberScheduled == 6 && ds.Status.NumberAvailable == 6, err
+			}); err != nil {
+				t.Fatalf("DaemonSet status: %v", err)
+			}
+
+			w := harness.WatchGroup(ctx, c, ns, "node-agent", 6)
+			var wg sync.WaitGroup
+			for _, pod := range pods {
+				wg.Go(func() {
+					deadline := time.Now().Add(3 * time.Minute)
+					for time.Now().Before(deadline) {
+						ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}}
+						err := cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod.Name).
+							SubResource("eviction").Body(ev).MaxRetries(0).Do(ctx).Error()
+						if err == nil || apierrors.IsNotFound(err) {
+							return
+						}
+						if !apierrors.IsTooManyRequests(err) {
+							t.Errorf("evicting %s: %v", pod.Name, err)
+							return
+						}
+						time.Sleep(time.Second)
+					}
+					t.Errorf("eviction of %s never admitted", pod.Name)
+				})
+			}
+			wg.Wait()
+			waitReadyPods(ctx, t, c, ns, "node-agent", 6)
+			res := w.Stop()
+			fmt.Printf("SCENARIO daemonset-evictions maxUnavailableSeen=%d budget=1\n", res.MaxUnavailable)
+			if res.MaxUnavailable > 1 || res.Evictions != 6 {
+				t.Errorf("want 6 evictions and at most 1 agent unavailable; got %+v", res)
+			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
+}
+
+// namespacePolicy creates a DisruptionPolicy over every pod of the namespace with a
+// budget of one, changed by mut.
+func namespacePolicy(ctx context.Context, t *testing.T, c client.Client, ns string, mut func(*v1alpha1.DisruptionPolicySpec)) {
+	t.Helper()
+	p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Targets: v1alpha1.PodTargets{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}
+	if mut != nil {
+		mut(&p.Spec)
+	}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// drainAll drains the nodes at once and reports failed drains as test errors.
+func drainAll(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) int {
+	t.Helper()
+	drained, errs := harness.DrainAll(ctx, cs, slices.Collect(maps.Keys(nodes)))
+	for _, err := range errs {
+		t.Error(err)
+	}
+	return drained
+}
+
+func cordon(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) {
+	t.Helper()
+	if err := harness.Cordon(ctx, cs, slices.Collect(maps.Keys(nodes)), true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func uncordon(ctx context.Context, t *testing.T, cs kubernetes.Interface, nodes map[string]bool) {
+	t.Helper()
+	if err := harness.Cordon(ctx, cs, slices.Collect(maps.Keys(nodes)), false); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,237 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+)
+
+// envtest runs no controllers and no kubelet: the tests write the ReplicaSet and Ready
+// pods a Deployment would have. Unscheduled pods are deleted at once when evicted.
+
+// agentGroup creates a Deployment of n Ready pods (through a ReplicaSet) labelled app=agent
+// and waits until holdfast's cache has them.
+func agentGroup(t *testing.T, ns string, n int32) []*corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	d := utiltesting.MakeDeployment(ns, "agent").Replicas(n).Obj()
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-1",
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(n), Selector: d.Spec.Selector, Template: d.Spec.Template},
+	}
+	if err := k8s.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for i := range n {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("agent-%d", i), Labels: map[string]string{"app": "agent"},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}},
+			Spec: d.Spec.Template.Spec,
+		}
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}}
+		if err := k8s.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, p)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var list corev1.PodList
+		ready := 0
+		if cached.List(ctx, &list, client.InNamespace(ns)) == nil {
+			for _, p := range list.Items {
+				if len(p.Status.Conditions) > 0 {
+					ready++
+				}
+			}
+		}
+		if ready == int(n) && cached.Get(ctx, client.ObjectKeyFromObject(rs), &appsv1.ReplicaSet{}) == nil &&
+			cached.Get(ctx, client.ObjectKeyFromObject(d), &appsv1.Deployment{}) == nil {
+			return pods
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group never reached holdfast's cache")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func disruptionPolicy(t *testing.T, ns string, mut func(*v1alpha1.DisruptionPolicySpec)) {
+	t.Helper()
+	p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns + "-agents"},
+		Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Targets: v1alpha1.PodTargets{NamespaceSelector: namespaceNamed(ns),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}}}}
+	if mut != nil {
+		mut(&p.Spec)
+	}
+	if err := k8s.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
+	deadline := time.Now().Add(10 * time.Second)
+	for cached.Get(context.Background(), client.ObjectKeyFromObject(p), &v1alpha1.DisruptionPolicy{}) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("DisruptionPolicy never reached holdfast's cache")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// evict posts an Eviction without client-go's silent retries of 429s that carry
+// Retry-After, so that the test sees holdfast's first answer.
+func evict(t *testing.T, ns, pod string, dryRun bool) error {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(restConfig)
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}
+	if dryRun {
+		ev.DeleteOptions = &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
+	}
+	return cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod).SubResource("eviction").
+		Body(ev).MaxRetries(0).Do(context.Background()).Error()
+}
+
+// assertDeferred checks that err is holdfast's 429: kube's DisruptionBudget cause, a
+// retry-after of at most 10 s, and the holdfast webhook named in the message.
+func assertDeferred(t *testing.T, err error) {
+	t.Helper()
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("got %v, want 429 TooManyRequests", err)
+	}
+	if !apierrors.HasStatusCause(err, policyv1.DisruptionBudgetCause) {
+		t.Errorf("429 without a DisruptionBudget cause: %v", err)
+	}
+	if !strings.Contains(err.Error(), `admission webhook "eviction.holdfast.dev" denied the request: holdfast:`) {
+		t.Errorf("the deferral %q is not recognisably holdfast's", err)
+	}
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		if s := se.Status().Details.RetryAfterSeconds; s < 1 || s > 10 {
+			t.Errorf("retryAfterSeconds = %d, want 1..10", s)
+		}
+	}
+}
+
+func TestEvictionBudget(t *testing.T) {
+	ns := createNamespace(t, nil)
+	disruptionPolicy(t, ns, nil)
+	pods := agentGroup(t, ns, 3)
+
+	if err := evict(t, ns, pods[2].Name, true); err != nil {
+		t.Fatalf("a dry-run eviction within budget: %v", err)
+	}
+	// The dry run recorded nothing, so an eviction of another pod is still the first.
+	if err := evict(t, ns, pods[0].Name, false); err != nil {
+		t.Fatalf("the first eviction: %v", err)
+	}
+	assertDeferred(t, evict(t, ns, pods[1].Name, false))
+	assertDeferred(t, evict(t, ns, pods[1].Name, true))
+	if err := evict(t, ns, "no-such-pod", false); !apierrors.IsNotFound(err) {
+		t.Errorf("evicting a missing pod: got %v, want the API server's 404", err)
+	}
+}
+
+func TestEvictionCooldownAndNever(t *testing.T) {
+	ns := createNamespace(t, nil)
+	disruptionPolicy(t, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+		s.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+		s.Cooldown = &metav1.Duration{Duration: time.Hour}
+	})
+	pods := agentGroup(t, ns, 3)
+	if err := evict(t, ns, pods[0].Name, false); err != nil {
+		t.Fatalf("the first eviction: %v", err)
+	}
+	err := evict(t, ns, pods[1].Name, false)
+	assertDeferred(t, err)
+	if !strings.Contains(err.Error(), "/cooldown]") {
+		t.Errorf("deferral %q does not name the cooldown rule", err)
+	}
+
+	other := createNamespace(t, nil)
+	disruptionPolicy(t, other, func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromInt32(0)) })
+	never := agentGroup(t, other, 2)
+	if err := evict(t, other, never[0].Name, false); !apierrors.IsForbidden(err) {
+		t.Errorf("a budget of zero: got %v, want 403", err)
+	}
+}
+
+// TestEvictionRace sends concurrent evictions of distinct pods of one group with a
+// budget of one: the ledger lets exactly one through, before any informer has seen it.
+func TestEvictionRace(t *testing.T) {
+	ns := createNamespace(t, nil)
+	disruptionPolicy(t, ns, nil)
+	pods := agentGroup(t, ns, 8)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	allowed, deferred := 0, 0
+	for _, p := range pods {
+		wg.Go(func() {
+			err := evict(t, ns, p.Name, false)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				allowed++
+			case apierrors.IsTooManyRequests(err):
+				deferred++
+			default:
+				t.Errorf("eviction of %s: %v", p.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("concurrent evictions: %d allowed, %d deferred", allowed, deferred)
+	if allowed != 1 || deferred != len(pods)-1 {
+		t.Errorf("allowed %d, deferred %d; want exactly 1 allowed with a budget of 1", allowed, deferred)
+	}
+}
+
+func TestDisruptionPolicyStatus(t *testing.T) {
+	ns := createNamespace(t, nil)
+	disruptionPolicy(t, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		p := &v1alpha1.DisruptionPolicy{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: ns + "-agents"}, p); err == nil {
+			c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+			if c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonInvalidSelector && p.Status.ObservedGeneration == p.Generation {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the policy with an invalid selector never reported Ready=False InvalidSelector")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,118 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+	"github.com/holdfast-dev/holdfast/webhooks/rollout"
+)
+
+// envtest runs no Deployment controller, so these tests write the ReplicaSets it would
+// have made, and holdfast reads them from its cache as it would in a cluster.
+
+// addRevision creates a ReplicaSet of d with d's current template, as revision n.
+func addRevision(t *testing.T, d *appsv1.Deployment, n string) {
+	t.Helper()
+	tmpl := d.Spec.Template.DeepCopy()
+	tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = "rev" + n
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-rev" + n,
+			Annotations:     map[string]string{"deployment.kubernetes.io/revision": n},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](0), Template: *tmpl,
+			Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}},
+	}
+	if err := k8s.Create(context.Background(), rs); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var list appsv1.ReplicaSetList
+		if err := cached.List(context.Background(), &list, client.InNamespace(d.Namespace), client.MatchingFields{history.OwnerIndex: string(d.UID)}); err == nil {
+			for _, got := range list.Items {
+				if got.Name == rs.Name {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ReplicaSet %s never reached holdfast's cache", rs.Name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRolloutMinInterval(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	p := utiltesting.MakeRolloutPolicy("interval").Obj()
+	p.Spec.Rules.MinInterval = &metav1.Duration{Duration: time.Hour}
+	applyPolicy(t, ns, p)
+	d := utiltesting.MakeDeployment(ns, "kas").Obj()
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	addRevision(t, d, "1")
+	assertHoldfastDenied(t, k8s.Update(ctx, withImage(d, "registry.example/main:2")), rollout.RuleMinInterval, "spec.template")
+}
+
+func TestRolloutRevertWindow(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	p := utiltesting.MakeRolloutPolicy("revert").Obj()
+	p.Spec.Rules.RevertWindow = &metav1.Duration{Duration: time.Hour}
+	applyPolicy(t, ns, p)
+
+	a := utiltesting.MakeDeployment(ns, "kas").Obj()
+	if err := k8s.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	addRevision(t, a, "1")
+	b := withImage(a, "registry.example/main:B")
+	if err := k8s.Update(ctx, b); err != nil {
+		t.Fatalf("A→B: %v", err)
+	}
+	addRevision(t, b, "2")
+	back := withImage(b, "registry.example/main:1")
+	assertHoldfastDenied(t, k8s.Update(ctx, back), rollout.RuleRevertWindow, "spec.template")
+	if err := k8s.Update(ctx, withImage(b, "registry.example/main:C")); err != nil {
+		t.Fatalf("B→C, a new template, must pass the revert window: %v", err)
+	}
+}
+
+func TestRolloutStrategyAndAuditMode(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	p := utiltesting.MakeRolloutPolicy("strategy").Obj()
+	p.Spec.Rules.Strategy = &v1alpha1.StrategyRule{MinReadySeconds: ptr.To[int32](10)}
+	applyPolicy(t, ns, p)
+	assertHoldfastDenied(t, k8s.Create(ctx, utiltesting.MakeDeployment(ns, "kas").Obj()), rollout.RuleStrategy, "spec.minReadySeconds")
+	ok := utiltesting.MakeDeployment(ns, "kas").Obj()
+	ok.Spec.MinReadySeconds = 10
+	if err := k8s.Create(ctx, ok); err != nil {
+		t.Fatalf("a well-shaped Deployment: %v", err)
+	}
+
+	other := createNamespace(t, nil)
+	audit := utiltesting.MakeRolloutPolicy("strategy-audit").Mode(v1alpha1.ModeAudit).Obj()
+	audit.Spec.Rules.Strategy = p.Spec.Rules.Strategy
+	applyPolicy(t, other, audit)
+	warnings.take()
+	if err := k8s.Create(ctx, utiltesting.MakeDeployment(other, "kas").Obj()); err != nil {
+		t.Fatalf("Audit mode must admit: %v", err)
+	}
+	if w := warnings.take(); len(w) != 0 {
+		t.Errorf("Audit mode must not warn, got %q", w)
+	}
+}

@@ -1,0 +1,273 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/controller"
+	"github.com/holdfast-dev/holdfast/internal/pdb"
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+)
+
+// eventually polls cond for up to 15 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 15s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func generatingPolicy(t *testing.T, ns string, maxUnavailable intstr.IntOrString) *v1alpha1.DisruptionPolicy {
+	t.Helper()
+	p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns + "-pdb"},
+		Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: &maxUnavailable, PDB: &v1alpha1.PDBGeneration{Generate: true},
+			Targets: v1alpha1.PodTargets{NamespaceSelector: namespaceNamed(ns),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "agent"}}}}}
+	if err := k8s.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
+	return p
+}
+
+// pdbOf returns the workload's generated PDB, or nil.
+func pdbOf(t *testing.T, ns, kind, name string) *policyv1.PodDisruptionBudget {
+	t.Helper()
+	p := &policyv1.PodDisruptionBudget{}
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pdb.Name(pdb.Workload{Kind: kind, Name: name})}, p)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func agentDeployment(ns, name string, replicas int32) *appsv1.Deployment {
+	d := utiltesting.MakeDeployment(ns, name).Replicas(replicas).Obj()
+	d.Spec.Template.Labels["tier"] = "agent"
+	return d
+}
+
+func setReplicas(t *testing.T, d *appsv1.Deployment, n int32) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(d), d); err != nil {
+			return err
+		}
+		d.Spec.Replicas = ptr.To(n)
+		return k8s.Update(context.Background(), d)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPDBGeneratedForDeployment(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	policy := generatingPolicy(t, ns, intstr.FromInt32(1))
+	d := agentDeployment(ns, "agent", 3)
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, "PDB created", func() bool { return pdbOf(t, ns, "Deployment", "agent") != nil })
+	got := pdbOf(t, ns, "Deployment", "agent")
+	if got.Spec.MaxUnavailable == nil || got.Spec.MaxUnavailable.IntValue() != 1 || got.Spec.MinAvailable != nil ||
+		*got.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow || got.Spec.Selector.MatchLabels["app"] != "agent" {
+		t.Errorf("spec = %+v", got.Spec)
+	}
+	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != d.UID || got.Labels[pdb.PolicyLabel] != policy.Name {
+		t.Errorf("owner %+v, labels %v", got.OwnerReferences, got.Labels)
+	}
+
+	t.Run("a hand edit is reverted", func(t *testing.T) {
+		got.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(3))
+		if err := k8s.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "edit reverted", func() bool {
+			p := pdbOf(t, ns, "Deployment", "agent")
+			return p != nil && p.Spec.MaxUnavailable.IntValue() == 1
+		})
+	})
+	t.Run("scaling 3→1 removes it, 1→3 brings it back", func(t *testing.T) {
+		setReplicas(t, d, 1)
+		eventually(t, "PDB removed below minReplicas", func() bool { return pdbOf(t, ns, "Deployment", "agent") == nil })
+		setReplicas(t, d, 3)
+		eventually(t, "PDB back", func() bool { return pdbOf(t, ns, "Deployment", "agent") != nil })
+	})
+	t.Run("the policy's status counts it", func(t *testing.T) {
+		eventually(t, "status", func() bool {
+			p := &v1alpha1.DisruptionPolicy{}
+			return k8s.Get(ctx, client.ObjectKeyFromObject(policy), p) == nil &&
+				p.Status.WorkloadsSelected == 1 && p.Status.PDBsManaged == 1 && p.Status.Conflicts == 0
+		})
+	})
+	t.Run("a user PDB over the same pods makes holdfast step back", func(t *testing.T) {
+		user := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}}}
+		if err := k8s.Create(ctx, user); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "holdfast's PDB deleted", func() bool { return pdbOf(t, ns, "Deployment", "agent") == nil })
+		eventually(t, "PDBConflict reported", func() bool {
+			p := &v1alpha1.DisruptionPolicy{}
+			return k8s.Get(ctx, client.ObjectKeyFromObject(policy), p) == nil && p.Status.Conflicts == 1 &&
+				meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionPDBConflict)
+		})
+		if err := k8s.Delete(ctx, user); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "PDB back once the user PDB is gone", func() bool { return pdbOf(t, ns, "Deployment", "agent") != nil })
+	})
+	t.Run("a policy that stops selecting the workload takes its PDB away", func(t *testing.T) {
+		setSelector := func(labels map[string]string) {
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				p := &v1alpha1.DisruptionPolicy{}
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), p); err != nil {
+					return err
+				}
+				p.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: labels}
+				return k8s.Update(ctx, p)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		setSelector(map[string]string{"tier": "other"})
+		eventually(t, "PDB removed", func() bool { return pdbOf(t, ns, "Deployment", "agent") == nil })
+		setSelector(map[string]string{"tier": "agent"})
+		eventually(t, "PDB back", func() bool { return pdbOf(t, ns, "Deployment", "agent") != nil })
+	})
+	t.Run("deleting the policy removes its PDBs through the finalizer", func(t *testing.T) {
+		p := &v1alpha1.DisruptionPolicy{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), p); err != nil || !slices.Contains(p.Finalizers, controller.PDBFinalizer) {
+			t.Fatalf("finalizer missing: %v %v", p.Finalizers, err)
+		}
+		if err := k8s.Delete(ctx, policy); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "PDB removed", func() bool { return pdbOf(t, ns, "Deployment", "agent") == nil })
+		eventually(t, "policy gone", func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(policy), &v1alpha1.DisruptionPolicy{}))
+		})
+	})
+}
+
+func TestPDBForDaemonSetFollowsDesiredCount(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	generatingPolicy(t, ns, intstr.FromInt32(1))
+	tmpl := agentDeployment(ns, "node-agent", 1).Spec.Template
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "node-agent"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "node-agent"}}, Template: tmpl}}
+	if err := k8s.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	setDesired := func(n int32) {
+		ds.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: n, CurrentNumberScheduled: n}
+		if err := k8s.Status().Update(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setDesired(6)
+	eventually(t, "minAvailable 5 of 6", func() bool {
+		p := pdbOf(t, ns, "DaemonSet", "node-agent")
+		return p != nil && p.Spec.MinAvailable != nil && p.Spec.MinAvailable.IntValue() == 5 && p.Spec.MaxUnavailable == nil
+	})
+	setDesired(4)
+	eventually(t, "minAvailable 3 of 4", func() bool {
+		p := pdbOf(t, ns, "DaemonSet", "node-agent")
+		return p != nil && p.Spec.MinAvailable.IntValue() == 3
+	})
+}
+
+func TestPDBNotGeneratedOverAnotherWorkloadsPods(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	generatingPolicy(t, ns, intstr.FromInt32(1))
+	wide := agentDeployment(ns, "wide", 3)
+	wide.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "agent"}}
+	if err := k8s.Create(ctx, wide); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "PDB for the only workload", func() bool { return pdbOf(t, ns, "Deployment", "wide") != nil })
+	if err := k8s.Create(ctx, agentDeployment(ns, "other", 3)); err != nil {
+		t.Fatal(err)
+	}
+	// wide's selector (tier=agent) also covers other's pods: its PDB must go.
+	eventually(t, "overlapping PDB removed", func() bool { return pdbOf(t, ns, "Deployment", "wide") == nil })
+	eventually(t, "the narrow workload keeps its own", func() bool { return pdbOf(t, ns, "Deployment", "other") != nil })
+}
+
+// TestPDBGeneratorRestart runs a second, freshly started generator beside the first, as
+// after a restart or a leader change: the PDBs stay one per workload.
+func TestPDBGeneratorRestart(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	generatingPolicy(t, ns, intstr.FromInt32(1))
+	for _, name := range []string{"a", "b"} {
+		if err := k8s.Create(ctx, agentDeployment(ns, name, 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "PDBs created", func() bool { return pdbOf(t, ns, "Deployment", "a") != nil && pdbOf(t, ns, "Deployment", "b") != nil })
+
+	// The first generator's controllers live in this process too: skip the name check.
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{Scheme: app.NewScheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range pdb.Kinds {
+		if err := (&pdb.Reconciler{Client: mgr.GetClient(), Kind: kind}).SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	if !mgr.GetCache().WaitForCacheSync(mctx) {
+		t.Fatal("second generator's caches did not sync")
+	}
+	time.Sleep(2 * time.Second) // let it reconcile every workload
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var list policyv1.PodDisruptionBudgetList
+	if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 {
+		t.Errorf("%d PDBs after a second generator ran, want 2 (one per workload)", len(list.Items))
+	}
+}

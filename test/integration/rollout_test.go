@@ -1,0 +1,156 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+	"github.com/holdfast-dev/holdfast/webhooks/rollout"
+)
+
+// applyPolicy creates a policy scoped to one namespace and waits until holdfast's cache has it.
+func applyPolicy(t *testing.T, ns string, p *v1alpha1.RolloutPolicy) {
+	t.Helper()
+	ctx := context.Background()
+	p.Name = ns + "-" + p.Name
+	p.Spec.Targets.NamespaceSelector = namespaceNamed(ns)
+	if err := k8s.Create(ctx, p); err != nil {
+		t.Fatalf("creating RolloutPolicy: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
+	deadline := time.Now().Add(10 * time.Second)
+	for cached.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.RolloutPolicy{}) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("RolloutPolicy %s never reached holdfast's cache", p.Name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func konnectivity(ns string, replicas int32, serverCount string) *appsv1.Deployment {
+	return utiltesting.MakeDeployment(ns, "kube-apiserver").Replicas(replicas).
+		Container("konnectivity-server", "--server-count="+serverCount).Obj()
+}
+
+// assertHoldfastDenied checks that err is holdfast's rollout denial: 403, from the
+// rollout webhook, with a cause naming the rule and the field.
+func assertHoldfastDenied(t *testing.T, err error, rule, field string) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("got %v, want 403 Forbidden from holdfast", err)
+	}
+	if !strings.Contains(err.Error(), `admission webhook "rollout.holdfast.dev" denied the request`) {
+		t.Errorf("denial %q does not name holdfast's webhook", err)
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		t.Fatalf("denial carries no status details: %v", err)
+	}
+	found := slices.ContainsFunc(status.Status().Details.Causes, func(c metav1.StatusCause) bool {
+		return c.Type == rollout.CauseType && c.Field == field && strings.Contains(c.Message, "/"+rule+"]")
+	})
+	if !found {
+		t.Errorf("no %s cause for rule %s at %s in %+v", rollout.CauseType, rule, field, status.Status().Details.Causes)
+	}
+}
+
+func TestRolloutArgsMatchReplicas(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	applyPolicy(t, ns, utiltesting.MakeRolloutPolicy("server-count").
+		ArgMatchesReplicas("konnectivity-server", "--server-count").Obj())
+	flag := "spec.template.spec.containers[1].args[0]"
+
+	t.Run("create with a mismatched flag is denied", func(t *testing.T) {
+		err := k8s.Create(ctx, konnectivity(ns, 3, "1"))
+		assertHoldfastDenied(t, err, rollout.RuleArgsMatchReplicas, flag)
+	})
+	t.Run("server-side dry run is denied too", func(t *testing.T) {
+		err := k8s.Create(ctx, konnectivity(ns, 3, "1"), client.DryRunAll)
+		assertHoldfastDenied(t, err, rollout.RuleArgsMatchReplicas, flag)
+	})
+
+	d := konnectivity(ns, 3, "3")
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatalf("create with a matching flag: %v", err)
+	}
+	t.Run("scale without the flag is denied", func(t *testing.T) {
+		scaled := d.DeepCopy()
+		scaled.Spec.Replicas = ptr.To[int32](5)
+		assertHoldfastDenied(t, k8s.Update(ctx, scaled), rollout.RuleArgsMatchReplicas, flag)
+	})
+	t.Run("scale with the flag is allowed", func(t *testing.T) {
+		scaled := d.DeepCopy()
+		scaled.Spec.Replicas = ptr.To[int32](5)
+		scaled.Spec.Template.Spec.Containers[1].Args = []string{"--server-count=5"}
+		if err := k8s.Update(ctx, scaled); err != nil {
+			t.Fatalf("scale with the flag: %v", err)
+		}
+	})
+	t.Run("workloads in other namespaces are not guarded", func(t *testing.T) {
+		other := createNamespace(t, nil)
+		if err := k8s.Create(ctx, konnectivity(other, 3, "1")); err != nil {
+			t.Fatalf("create outside the policy's namespaces: %v", err)
+		}
+	})
+}
+
+func TestRolloutWarnMode(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	applyPolicy(t, ns, utiltesting.MakeRolloutPolicy("server-count").Mode(v1alpha1.ModeWarn).
+		ArgMatchesReplicas("konnectivity-server", "--server-count").Obj())
+	warnings.take()
+	if err := k8s.Create(ctx, konnectivity(ns, 3, "1")); err != nil {
+		t.Fatalf("Warn mode must admit: %v", err)
+	}
+	got := warnings.take()
+	if !slices.ContainsFunc(got, func(w string) bool { return strings.Contains(w, "/"+rollout.RuleArgsMatchReplicas+"]") }) {
+		t.Errorf("warnings = %q, want one from %s", got, rollout.RuleArgsMatchReplicas)
+	}
+}
+
+// TestExemptionIsNotTheWorkloadsToGrant checks that whoever may edit a guarded workload
+// cannot exempt the edit through the workload itself: annotations that read like an
+// exemption change nothing, and relabelling the workload out of the policy's selector in
+// the same edit does not carry a forbidden change past it. Exemptions live in the policy.
+func TestExemptionIsNotTheWorkloadsToGrant(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	applyPolicy(t, ns, utiltesting.MakeRolloutPolicy("server-count").Selector(map[string]string{"app": "kube-apiserver"}).
+		ArgMatchesReplicas("konnectivity-server", "--server-count").Obj())
+	d := konnectivity(ns, 3, "3")
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	flag := "spec.template.spec.containers[1].args[0]"
+	t.Run("exemption-like annotations", func(t *testing.T) {
+		c := d.DeepCopy()
+		c.Annotations = map[string]string{"holdfast.dev/exempt": "true", "holdfast.dev/suspend": "true", "holdfast.dev/skip": "true"}
+		c.Spec.Template.Annotations = c.Annotations
+		c.Spec.Replicas = ptr.To[int32](5)
+		assertHoldfastDenied(t, k8s.Update(ctx, c), rollout.RuleArgsMatchReplicas, flag)
+	})
+	t.Run("relabelled out of the selector in the same edit", func(t *testing.T) {
+		c := d.DeepCopy()
+		c.Labels = map[string]string{"app": "something-else"}
+		c.Spec.Replicas = ptr.To[int32](5)
+		err := k8s.Update(ctx, c)
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("got %v, want holdfast's denial", err)
+		}
+	})
+}

@@ -1,0 +1,228 @@
+//go:build integration
+
+// Package integration runs holdfast's webhooks in-process against a real kube-apiserver
+// and etcd (envtest, with KUBEBUILDER_ASSETS pointing at the test bed's binaries): the
+// API server calls the webhooks over TLS, and the tests observe the answers through
+// client-go, as a user would.
+package integration
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
+)
+
+var (
+	// k8s is a client of the real API server whose admission warnings are recorded.
+	k8s      client.Client
+	warnings = &warningRecorder{}
+	// cached reads what holdfast's decisions read: the manager's informer caches.
+	cached client.Reader
+	// restConfig reaches the API server as an administrator.
+	restConfig *rest.Config
+	// webhookHost and webhookPort are where holdfast's webhook server listens.
+	webhookHost string
+	webhookPort int
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS must point at kube-apiserver and etcd: run `make test-integration`")
+		return 1
+	}
+	ctrl.SetLogger(zapr.NewLogger(zap.NewNop()))
+
+	vwc, err := webhookConfiguration()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{vwc},
+		},
+	}
+	auditDir, err := os.MkdirTemp("", "holdfast-audit-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	auditLog, err := enableAudit(env, auditDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+
+	if err := createHoldfastNamespace(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// holdfast runs as its service account, bound to the generated roles.
+	holdfastCfg, err := installRBAC(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "installing config/rbac:", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wio := &env.WebhookInstallOptions
+	webhookHost, webhookPort = wio.LocalServingHost, wio.LocalServingPort
+	mgr, err := ctrl.NewManager(holdfastCfg, ctrl.Options{
+		Scheme:                 app.NewScheme(),
+		Cache:                  app.CacheOptions(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer:          app.WebhookServer(ctx, wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir),
+	})
+	if err == nil {
+		err = app.Setup(ctx, mgr, app.Options{Namespace: holdfastNamespace, Identity: "integration", LedgerSweepEvery: time.Second})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "setting up holdfast:", err)
+		return 1
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	})
+	defer wg.Wait()
+	defer cancel()
+	if err := waitForTLS(net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cached = mgr.GetCache()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "caches did not sync")
+		return 1
+	}
+
+	restConfig = cfg
+	userCfg := rest.CopyConfig(cfg)
+	userCfg.WarningHandler = warnings
+	if k8s, err = client.New(userCfg, client.Options{Scheme: app.NewScheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if err := checkRBACAgainstAudit(auditLog); err != nil {
+		fmt.Println("--- FAIL: RBAC against the audit log:", err)
+		return 1
+	}
+	return code
+}
+
+// webhookConfiguration is the generated configuration with failurePolicy Fail, so that a
+// webhook that does not answer fails the tests instead of letting requests through.
+func webhookConfiguration() (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := yaml.UnmarshalStrict(raw, vwc); err != nil {
+		return nil, fmt.Errorf("reading the generated webhook configuration: %w", err)
+	}
+	fail := admissionregistrationv1.Fail
+	for i := range vwc.Webhooks {
+		vwc.Webhooks[i].FailurePolicy = &fail
+	}
+	return vwc, nil
+}
+
+func waitForTLS(addr string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probing that the server listens
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("webhook server at %s did not come up: %w", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// warningRecorder keeps the admission warnings the API server passes back.
+type warningRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+// take returns the warnings seen since the last call and forgets them.
+func (w *warningRecorder) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.seen
+	w.seen = nil
+	return out
+}
+
+// createNamespace makes a namespace for one test, removed when it ends.
+func createNamespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-", Labels: labels}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+// namespaceNamed selects one namespace by name, as policies in the tests do to stay apart.
+func namespaceNamed(ns string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}
+}
+
+// holdfastNamespace is where holdfast keeps its eviction ledgers in the tests.
+const holdfastNamespace = "holdfast-system"
+
+func createHoldfastNamespace(cfg *rest.Config) error {
+	c, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
+	if err != nil {
+		return err
+	}
+	return c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: holdfastNamespace}})
+}
