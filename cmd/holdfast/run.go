@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
@@ -86,15 +87,19 @@ func run(_ context.Context, o *options) error {
 		return fmt.Errorf("reading the host name for this replica's identity: %w", err)
 	}
 	so := app.Options{Namespace: o.namespace, Identity: identity}
-	if err := app.SetupWebhooks(ctx, mgr, so); err != nil {
+	shared, err := app.NewShared(metrics.Registry)
+	if err != nil {
+		return err
+	}
+	if err := app.SetupWebhooks(ctx, mgr, so, shared); err != nil {
 		return fmt.Errorf("setting up holdfast: %w", err)
 	}
 	if !o.leaderElect {
-		if err := app.SetupControllers(mgr, so); err != nil {
+		if err := app.SetupControllers(mgr, so, shared); err != nil {
 			return fmt.Errorf("setting up holdfast's controllers: %w", err)
 		}
 	} else if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return runControllers(ctx, cfg, mgr, o, so, log)
+		return runControllers(ctx, cfg, mgr, o, so, shared, log)
 	})); err != nil {
 		return err
 	}
@@ -105,7 +110,7 @@ func run(_ context.Context, o *options) error {
 // runControllers runs the controllers (policy status, PDB generator, ledger sweeper) in a
 // manager of their own that campaigns for the lease over the webhook manager's cache. When
 // it loses the lease it stops and campaigns again; the webhooks keep serving meanwhile.
-func runControllers(ctx context.Context, cfg *rest.Config, owner manager.Manager, o *options, so app.Options, log logr.Logger) error {
+func runControllers(ctx context.Context, cfg *rest.Config, owner manager.Manager, o *options, so app.Options, shared *app.Shared, log logr.Logger) error {
 	for {
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme: owner.GetScheme(),
@@ -128,7 +133,7 @@ func runControllers(ctx context.Context, cfg *rest.Config, owner manager.Manager
 		if err != nil {
 			return fmt.Errorf("creating the controllers' manager: %w", err)
 		}
-		if err := app.SetupControllers(mgr, so); err != nil {
+		if err := app.SetupControllers(mgr, so, shared); err != nil {
 			return fmt.Errorf("setting up holdfast's controllers: %w", err)
 		}
 		err = mgr.Start(ctx)

@@ -2,12 +2,10 @@ package controller
 
 import (
 	"context"
-	"fmt"
 
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,8 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // PDBFinalizer keeps a DisruptionPolicy that generates PDBs until they are removed.
@@ -29,6 +30,8 @@ const PDBFinalizer = "holdfast.dev/pdb-cleanup"
 // which removes the generated PDBs when the policy is deleted.
 type DisruptionPolicyStatus struct {
 	Client client.Client
+	// Matcher evaluates the policies' and PDBs' selectors; nil compiles them anew.
+	Matcher *policy.Matcher
 }
 
 // +kubebuilder:rbac:groups=holdfast.dev,resources=disruptionpolicies/status,verbs=update
@@ -42,8 +45,9 @@ func (r *DisruptionPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
 		Named("disruptionpolicy-status").
 		For(&v1alpha1.DisruptionPolicy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting))).
 		Watches(&policyv1.PodDisruptionBudget{}, all)
-	for _, k := range pdb.Kinds {
-		b = b.Watches(pdb.NewWorkload(k), all, builder.WithPredicates(predicate.LabelChangedPredicate{}))
+	for _, k := range workload.Kinds() {
+		obj, _ := workload.New(k)
+		b = b.Watches(obj, all, builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	}
 	return b.Complete(r)
 }
@@ -70,17 +74,7 @@ func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Re
 
 	status := p.Status.DeepCopy()
 	status.ObservedGeneration = p.Generation
-	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonValid,
-		Message: "the policy is in force", ObservedGeneration: p.Generation}
-	for field, sel := range map[string]*metav1.LabelSelector{"namespaceSelector": p.Spec.Targets.NamespaceSelector, "selector": p.Spec.Targets.Selector} {
-		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
-			ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector
-			ready.Message = fmt.Sprintf("spec.targets.%s: %v; the policy cannot be evaluated and objects to every eviction it may apply to, in its mode", field, err)
-		}
-	}
-	if p.Spec.Suspend && ready.Status == metav1.ConditionTrue {
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonSuspended, "spec.suspend is true"
-	}
+	ready := disruptionPolicyReady(p)
 	meta.SetStatusCondition(&status.Conditions, ready)
 	if generates {
 		if err := r.pdbStatus(ctx, p, status); err != nil {
@@ -106,20 +100,19 @@ func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.Disr
 	}
 	var selected, conflicts int32
 	first := ""
-	for _, k := range pdb.Kinds {
-		list := pdb.NewWorkloadList(k)
-		// Read-only: the cache's objects, not copies.
-		if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	for _, k := range workload.Kinds() {
+		list, _ := workload.NewList(k)
+		if err := cache.List(ctx, r.Client, list); err != nil {
 			return err
 		}
 		objs, _ := meta.ExtractList(list)
 		for _, o := range objs {
-			w, _ := pdb.FromObject(o)
-			if !pdb.Generating(p, w, nsLabels[w.Namespace]) {
+			w, _ := workload.MetaOf(o)
+			if !pdb.Generating(r.Matcher, p, w, nsLabels[w.Namespace]) {
 				continue
 			}
 			selected++
-			_, conflict, err := pdb.Plan(ctx, r.Client, w)
+			_, conflict, err := pdb.Plan(ctx, r.Client, r.Matcher, w)
 			if err != nil {
 				return err
 			}
@@ -136,12 +129,7 @@ func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.Disr
 		return err
 	}
 	status.WorkloadsSelected, status.PDBsManaged, status.Conflicts = selected, int32(len(managed.Items)), conflicts
-	c := metav1.Condition{Type: v1alpha1.ConditionPDBConflict, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoConflict,
-		Message: "every selected workload has its PodDisruptionBudget", ObservedGeneration: p.Generation}
-	if conflicts > 0 {
-		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonConflict
-		c.Message = fmt.Sprintf("%d selected workloads get no PodDisruptionBudget; first: %s", conflicts, first)
-	}
+	c := pdbConflict(p, conflicts, first)
 	meta.SetStatusCondition(&status.Conditions, c)
 	return nil
 }

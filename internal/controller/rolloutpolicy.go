@@ -1,17 +1,14 @@
-// Package controller holds holdfast's leader-elected controllers.
+// Package controller holds holdfast's leader-elected policy status controllers. Each
+// Reconcile reads what it needs from the cache and hands it to a pure function that
+// computes the status (status.go); it writes only when the status changed.
 package controller
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,14 +16,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // RolloutPolicyStatus keeps each RolloutPolicy's status: whether it is in force, and how
 // many workloads it selects.
 type RolloutPolicyStatus struct {
 	Client client.Client
+	// Matcher evaluates the policies' targets; nil compiles their selectors anew.
+	Matcher *policy.Matcher
 }
 
 // +kubebuilder:rbac:groups=holdfast.dev,resources=rolloutpolicies/status,verbs=update
@@ -42,16 +43,15 @@ const statusDelay = time.Second
 func (r *RolloutPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
 	all := enqueue.Coalesced(statusDelay, r.allPolicies)
 	labels := builder.WithPredicates(predicate.LabelChangedPredicate{})
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("rolloutpolicy-status").
 		For(&v1alpha1.RolloutPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&appsv1.Deployment{}, all, labels).
-		Watches(&appsv1.StatefulSet{}, all, labels).
-		Watches(&appsv1.DaemonSet{}, all, labels).
-		WatchesMetadata(ns, all, labels).
-		Complete(r)
+		WatchesMetadata(policy.NamespaceMetadata(), all, labels)
+	for _, k := range workload.Kinds() {
+		obj, _ := workload.New(k)
+		b = b.Watches(obj, all, labels)
+	}
+	return b.Complete(r)
 }
 
 func (r *RolloutPolicyStatus) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
@@ -64,23 +64,15 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	status := p.Status.DeepCopy()
-	status.ObservedGeneration = p.Generation
-	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonValid,
-		Message: "the policy is in force", ObservedGeneration: p.Generation}
-
-	matched, err := r.countSelected(ctx, p.Spec.Targets)
-	switch {
-	case err != nil && isSelectorError(err):
-		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector
-		ready.Message = fmt.Sprintf("%v; the policy cannot be evaluated and objects to every request it may apply to, in its mode", err)
-	case err != nil:
+	nsLabels, err := namespaceLabels(ctx, r.Client)
+	if err != nil {
 		return reconcile.Result{}, err
-	case p.Spec.Suspend:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonSuspended, "spec.suspend is true"
 	}
-	status.WorkloadsMatched = matched
-	meta.SetStatusCondition(&status.Conditions, ready)
+	workloads, err := labelledWorkloads(ctx, r.Client)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	status := rolloutPolicyStatus(r.Matcher, p, workloads, nsLabels)
 	if equality.Semantic.DeepEqual(status, &p.Status) {
 		return reconcile.Result{}, nil
 	}
@@ -88,46 +80,31 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 	return reconcile.Result{}, r.Client.Status().Update(ctx, p)
 }
 
-type selectorError struct{ error }
-
-func isSelectorError(err error) bool {
-	var se selectorError
-	return errors.As(err, &se)
+// labelled is a workload as target selectors see it.
+type labelled struct {
+	kind      v1alpha1.WorkloadKind
+	namespace string
+	labels    map[string]string
 }
 
-// countSelected counts the workloads the targets select, from the cache.
-func (r *RolloutPolicyStatus) countSelected(ctx context.Context, t v1alpha1.WorkloadTargets) (int32, error) {
-	nsLabels, err := namespaceLabels(ctx, r.Client)
-	if err != nil {
-		return 0, err
-	}
-	var n int32
-	for _, kl := range []struct {
-		kind v1alpha1.WorkloadKind
-		list client.ObjectList
-	}{{v1alpha1.KindDeployment, &appsv1.DeploymentList{}}, {v1alpha1.KindStatefulSet, &appsv1.StatefulSetList{}}, {v1alpha1.KindDaemonSet, &appsv1.DaemonSetList{}}} {
-		// Read-only: the cache's objects, not copies; at thousands of workloads copies would
-		// be most of what a status update costs.
-		if err := r.Client.List(ctx, kl.list, client.UnsafeDisableDeepCopy); err != nil {
-			return 0, err
+// labelledWorkloads lists every guarded workload from the cache, read-only: at thousands
+// of workloads, copies would be most of what a status update costs.
+func labelledWorkloads(ctx context.Context, c client.Reader) ([]labelled, error) {
+	var out []labelled
+	for _, k := range workload.Kinds() {
+		list, _ := workload.NewList(k)
+		if err := cache.List(ctx, c, list); err != nil {
+			return nil, err
 		}
-		objs, err := meta.ExtractList(kl.list)
+		objs, err := meta.ExtractList(list)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		for _, obj := range objs {
-			w, ok := obj.(client.Object)
-			if !ok {
-				return 0, fmt.Errorf("listing %ss: got a %T", kl.kind, obj)
-			}
-			ok, err := policy.Selects(t, kl.kind, nsLabels[w.GetNamespace()], w.GetLabels())
-			if err != nil {
-				return 0, selectorError{err}
-			}
-			if ok {
-				n++
+			if m, err := meta.Accessor(obj); err == nil {
+				out = append(out, labelled{kind: k, namespace: m.GetNamespace(), labels: m.GetLabels()})
 			}
 		}
 	}
-	return n, nil
+	return out, nil
 }

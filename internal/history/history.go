@@ -97,7 +97,7 @@ func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 	out := make([]Revision, 0, len(sets))
 	for i := range sets {
 		rs := &sets[i]
-		if !ControlledBy(rs.OwnerReferences, owner) {
+		if !workload.ControlledBy(rs.OwnerReferences, owner) {
 			continue
 		}
 		out = append(out, Revision{
@@ -119,7 +119,7 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 	var out []Revision
 	for i := range revisions {
 		cr := &revisions[i]
-		if !ControlledBy(cr.OwnerReferences, owner) {
+		if !workload.ControlledBy(cr.OwnerReferences, owner) {
 			continue
 		}
 		var t *workload.Template
@@ -136,7 +136,7 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 		r := Revision{Name: cr.Name, Number: cr.Revision, Template: t, Created: cr.CreationTimestamp.Time}
 		for j := range pods {
 			p := &pods[j]
-			if h := p.Labels[appsv1.ControllerRevisionHashLabelKey]; h != "" && (h == cr.Name || ownerName+"-"+h == cr.Name) && PodReady(p) {
+			if h := p.Labels[appsv1.ControllerRevisionHashLabelKey]; h != "" && (h == cr.Name || ownerName+"-"+h == cr.Name) && workload.PodServing(p) {
 				r.Serving++
 			}
 		}
@@ -164,51 +164,6 @@ func TemplateOf(cr *appsv1.ControllerRevision) (*corev1.PodTemplateSpec, error) 
 		return nil, fmt.Errorf("ControllerRevision %s/%s holds no pod template", cr.Namespace, cr.Name)
 	}
 	return patch.Spec.Template, nil
-}
-
-// LastActivity is the newest pod creation or Ready transition among pods.
-func LastActivity(pods []corev1.Pod) time.Time {
-	var last time.Time
-	for i := range pods {
-		p := &pods[i]
-		last = later(last, p.CreationTimestamp)
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady {
-				last = later(last, c.LastTransitionTime)
-			}
-		}
-	}
-	return last
-}
-
-// PodReady reports a pod that is Ready and not terminating.
-func PodReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func later(t time.Time, m metav1.Time) time.Time {
-	if m.After(t) {
-		return m.Time
-	}
-	return t
-}
-
-// ControlledBy reports whether owner is the controller among refs.
-func ControlledBy(refs []metav1.OwnerReference, owner types.UID) bool {
-	for _, r := range refs {
-		if r.Controller != nil && *r.Controller && r.UID == owner {
-			return true
-		}
-	}
-	return false
 }
 
 func revisionNumber(s string) int64 {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,15 +21,15 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
-
-// Kinds are the workload kinds the generator keeps PDBs for, one controller each.
-var Kinds = []string{"Deployment", "StatefulSet", "DaemonSet"}
 
 // Reconciler keeps the generated PDB of each workload of one kind.
 type Reconciler struct {
 	Client client.Client
-	Kind   string
+	Kind   v1alpha1.WorkloadKind
+	// Matcher evaluates policies' and PDBs' selectors; nil compiles them anew.
+	Matcher *policy.Matcher
 	// Events records conflicts on the workload; nil records nothing.
 	Events *events.Limiter
 }
@@ -41,47 +40,28 @@ type Reconciler struct {
 // enforce owner-reference permissions allow only to who may update the owner's finalizers.
 // +kubebuilder:rbac:groups=apps,resources=deployments/finalizers;statefulsets/finalizers;daemonsets/finalizers,verbs=update
 
-// NewWorkload returns an empty object of a workload kind.
-func NewWorkload(kind string) client.Object {
-	switch kind {
-	case "Deployment":
-		return &appsv1.Deployment{}
-	case "StatefulSet":
-		return &appsv1.StatefulSet{}
-	default:
-		return &appsv1.DaemonSet{}
-	}
-}
-
-// NewWorkloadList returns an empty list of a workload kind.
-func NewWorkloadList(kind string) client.ObjectList {
-	switch kind {
-	case "Deployment":
-		return &appsv1.DeploymentList{}
-	case "StatefulSet":
-		return &appsv1.StatefulSetList{}
-	default:
-		return &appsv1.DaemonSetList{}
-	}
-}
-
 // SetupWithManager watches the workloads of the kind and their PDBs, the policies, the
 // PDBs of others and the workloads of other kinds whose pods could overlap.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	obj, err := workload.New(r.Kind)
+	if err != nil {
+		return err
+	}
 	ns := policy.NamespaceMetadata()
 	inNamespace := handler.EnqueueRequestsFromMapFunc(r.workloadsInNamespace)
 	b := ctrl.NewControllerManagedBy(mgr).
-		Named("pdb-"+strings.ToLower(r.Kind)).
-		For(NewWorkload(r.Kind)).
+		Named("pdb-"+strings.ToLower(string(r.Kind))).
+		For(obj).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&v1alpha1.DisruptionPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allWorkloads)).
 		Watches(&policyv1.PodDisruptionBudget{}, inNamespace, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[ManagedByLabel] != ManagedBy
 		}))).
 		WatchesMetadata(ns, handler.EnqueueRequestsFromMapFunc(r.workloadsOfNamespace), builder.WithPredicates(predicate.LabelChangedPredicate{}))
-	for _, k := range Kinds {
+	for _, k := range workload.Kinds() {
 		if k != r.Kind {
-			b = b.Watches(NewWorkload(k), inNamespace, builder.WithPredicates(podLabelsChanged()))
+			other, _ := workload.New(k)
+			b = b.Watches(other, inNamespace, builder.WithPredicates(podLabelsChanged()))
 		}
 	}
 	return b.Complete(r)
@@ -90,14 +70,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // podLabelsChanged passes creations, deletions and changes of a workload's pod labels.
 func podLabelsChanged() predicate.Funcs {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		a, _ := FromObject(e.ObjectOld)
-		b, _ := FromObject(e.ObjectNew)
+		a, _ := workload.MetaOf(e.ObjectOld)
+		b, _ := workload.MetaOf(e.ObjectNew)
 		return !equality.Semantic.DeepEqual(a.PodLabels, b.PodLabels)
 	}}
 }
 
 func (r *Reconciler) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
-	return enqueue.All(ctx, r.Client, func() client.ObjectList { return NewWorkloadList(r.Kind) }, opts...)
+	return enqueue.All(ctx, r.Client, func() client.ObjectList { l, _ := workload.NewList(r.Kind); return l }, opts...)
 }
 
 func (r *Reconciler) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
@@ -115,15 +95,18 @@ func (r *Reconciler) workloadsOfNamespace(ctx context.Context, o client.Object) 
 // Reconcile brings the workload's generated PDB to what the policies want: created,
 // updated on a semantic diff (which reverts hand edits), or deleted.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	obj := NewWorkload(r.Kind)
+	obj, err := workload.New(r.Kind)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err) // its PDB goes with it, by owner reference
 	}
 	if obj.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil
 	}
-	w, _ := FromObject(obj)
-	desired, conflict, err := Plan(ctx, r.Client, w)
+	w, _ := workload.MetaOf(obj)
+	desired, conflict, err := Plan(ctx, r.Client, r.Matcher, w)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -132,7 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	existing := &policyv1.PodDisruptionBudget{}
-	err = r.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: Name(w)}, existing)
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: Name(w.Ref)}, existing)
 	switch {
 	case apierrors.IsNotFound(err):
 		if desired == nil {
@@ -156,7 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // Plan computes the workload's desired PDB from the cache, and the conflict that rules
 // one out, if any.
-func Plan(ctx context.Context, c client.Reader, w Workload) (*policyv1.PodDisruptionBudget, string, error) {
+func Plan(ctx context.Context, c client.Reader, m *policy.Matcher, w workload.Meta) (*policyv1.PodDisruptionBudget, string, error) {
 	nsLabels, err := policy.NamespaceLabels(ctx, c, w.Namespace)
 	if err != nil {
 		return nil, "", err
@@ -167,7 +150,7 @@ func Plan(ctx context.Context, c client.Reader, w Workload) (*policyv1.PodDisrup
 	}
 	var generating []*v1alpha1.DisruptionPolicy
 	for i := range policies.Items {
-		if Generating(&policies.Items[i], w, nsLabels) {
+		if Generating(m, &policies.Items[i], w, nsLabels) {
 			generating = append(generating, &policies.Items[i])
 		}
 	}
@@ -179,20 +162,20 @@ func Plan(ctx context.Context, c client.Reader, w Workload) (*policyv1.PodDisrup
 	if err := c.List(ctx, &pdbs, client.InNamespace(w.Namespace)); err != nil {
 		return nil, "", err
 	}
-	var others []Workload
-	for _, k := range Kinds {
-		list := NewWorkloadList(k)
+	var others []workload.Meta
+	for _, k := range workload.Kinds() {
+		list, _ := workload.NewList(k)
 		if err := c.List(ctx, list, client.InNamespace(w.Namespace)); err != nil {
 			return nil, "", err
 		}
 		objs, _ := meta.ExtractList(list)
 		for _, o := range objs {
-			if ow, ok := FromObject(o); ok {
+			if ow, ok := workload.MetaOf(o); ok {
 				others = append(others, ow)
 			}
 		}
 	}
-	if conflict := Conflict(w, pdbs.Items, others); conflict != "" {
+	if conflict := Conflict(m, w, pdbs.Items, others); conflict != "" {
 		return nil, conflict, nil
 	}
 	return desired, "", nil

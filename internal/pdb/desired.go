@@ -11,13 +11,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // Labels on every generated PDB.
@@ -27,36 +26,10 @@ const (
 	PolicyLabel    = "holdfast.dev/policy"
 )
 
-// Workload is what the generator reads of a Deployment, StatefulSet or DaemonSet.
-type Workload struct {
-	Kind      string
-	Namespace string
-	Name      string
-	UID       types.UID
-	Selector  *metav1.LabelSelector
-	// PodLabels are the pod template's labels, which policies select.
-	PodLabels map[string]string
-	// Expected is spec.replicas, or a DaemonSet's desiredNumberScheduled.
-	Expected int32
-}
-
-// FromObject reads a workload; ok is false for other kinds.
-func FromObject(obj any) (w Workload, ok bool) {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return Workload{"Deployment", o.Namespace, o.Name, o.UID, o.Spec.Selector, o.Spec.Template.Labels, ptr.Deref(o.Spec.Replicas, 1)}, true
-	case *appsv1.StatefulSet:
-		return Workload{"StatefulSet", o.Namespace, o.Name, o.UID, o.Spec.Selector, o.Spec.Template.Labels, ptr.Deref(o.Spec.Replicas, 1)}, true
-	case *appsv1.DaemonSet:
-		return Workload{"DaemonSet", o.Namespace, o.Name, o.UID, o.Spec.Selector, o.Spec.Template.Labels, o.Status.DesiredNumberScheduled}, true
-	}
-	return Workload{}, false
-}
-
 // Name is the generated PDB's name for a workload: kind and name, so that a Deployment
 // and a StatefulSet of one name get one each.
-func Name(w Workload) string {
-	n := "holdfast-" + strings.ToLower(w.Kind) + "-" + w.Name
+func Name(w workload.Ref) string {
+	n := "holdfast-" + strings.ToLower(string(w.Kind)) + "-" + w.Name
 	if len(n) > 253 {
 		n = n[:253]
 	}
@@ -65,26 +38,22 @@ func Name(w Workload) string {
 
 // Generating reports whether a policy generates PDBs for the workload in a namespace
 // with these labels. An invalid selector generates nothing.
-func Generating(p *v1alpha1.DisruptionPolicy, w Workload, nsLabels map[string]string) bool {
+func Generating(m *policy.Matcher, p *v1alpha1.DisruptionPolicy, w workload.Meta, nsLabels map[string]string) bool {
 	if p.Spec.PDB == nil || !p.Spec.PDB.Generate || p.Spec.Suspend || p.DeletionTimestamp != nil {
 		return false
 	}
-	ok, err := policy.Matches(p.Spec.Targets.NamespaceSelector, nsLabels)
-	if err != nil || !ok {
-		return false
-	}
-	ok, err = policy.Matches(p.Spec.Targets.Selector, w.PodLabels)
+	ok, err := m.SelectsPods(p.Spec.Targets, nsLabels, w.PodLabels)
 	return err == nil && ok
 }
 
 // Desired is the PDB holdfast should keep for the workload under the generating
 // policies, or nil for none. Several policies: the smallest maxUnavailable wins.
-func Desired(w Workload, policies []*v1alpha1.DisruptionPolicy) *policyv1.PodDisruptionBudget {
+func Desired(w workload.Meta, policies []*v1alpha1.DisruptionPolicy) *policyv1.PodDisruptionBudget {
 	if len(policies) == 0 || w.Selector == nil {
 		return nil
 	}
 	p := slices.MinFunc(policies, func(a, b *v1alpha1.DisruptionPolicy) int {
-		if d := policy.Budget(a.Spec.MaxUnavailable, w.Expected) - policy.Budget(b.Spec.MaxUnavailable, w.Expected); d != 0 {
+		if d := budget(a, w) - budget(b, w); d != 0 {
 			return int(d)
 		}
 		return strings.Compare(a.Name, b.Name)
@@ -97,10 +66,9 @@ func Desired(w Workload, policies []*v1alpha1.DisruptionPolicy) *policyv1.PodDis
 		unhealthy = *p.Spec.UnhealthyPodEvictionPolicy
 	}
 	spec := policyv1.PodDisruptionBudgetSpec{Selector: w.Selector.DeepCopy(), UnhealthyPodEvictionPolicy: &unhealthy}
-	budget := policy.Budget(p.Spec.MaxUnavailable, w.Expected)
-	if w.Kind == "DaemonSet" {
+	if w.Kind == v1alpha1.KindDaemonSet {
 		// PDBs can only count a DaemonSet's pods with an integer minAvailable.
-		spec.MinAvailable = ptr.To(intstr.FromInt32(max(0, w.Expected-budget)))
+		spec.MinAvailable = ptr.To(intstr.FromInt32(max(0, w.Expected-budget(p, w))))
 	} else {
 		mu := intstr.FromInt32(1)
 		if p.Spec.MaxUnavailable != nil {
@@ -108,10 +76,10 @@ func Desired(w Workload, policies []*v1alpha1.DisruptionPolicy) *policyv1.PodDis
 		}
 		spec.MaxUnavailable = &mu
 	}
-	gvk := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: w.Kind}
+	gvk := appsv1.SchemeGroupVersion.WithKind(string(w.Kind))
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: w.Namespace, Name: Name(w),
+			Namespace: w.Namespace, Name: Name(w.Ref),
 			Labels: map[string]string{ManagedByLabel: ManagedBy, PolicyLabel: p.Name},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
 				Name: w.Name, UID: w.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
@@ -120,19 +88,23 @@ func Desired(w Workload, policies []*v1alpha1.DisruptionPolicy) *policyv1.PodDis
 	}
 }
 
+func budget(p *v1alpha1.DisruptionPolicy, w workload.Meta) int32 {
+	return policy.Resolve(policy.DisruptionBudget, w.Kind, p.Spec.MaxUnavailable, w.Expected)
+}
+
 // Managed reports a PDB holdfast generated.
 func Managed(p *policyv1.PodDisruptionBudget) bool { return p.Labels[ManagedByLabel] == ManagedBy }
 
 // Conflict explains why the workload must not get a generated PDB, or is "": another
 // PDB, not holdfast's, already covers its pods (kube's eviction API answers 500 when two
 // PDBs cover a pod), or its selector would also cover another workload's pods.
-func Conflict(w Workload, pdbs []policyv1.PodDisruptionBudget, others []Workload) string {
+func Conflict(m *policy.Matcher, w workload.Meta, pdbs []policyv1.PodDisruptionBudget, others []workload.Meta) string {
 	for i := range pdbs {
 		p := &pdbs[i]
 		if Managed(p) || p.Namespace != w.Namespace {
 			continue
 		}
-		if ok, err := policy.Matches(p.Spec.Selector, w.PodLabels); err == nil && ok && p.Spec.Selector != nil {
+		if ok, err := m.Matches(p.Spec.Selector, w.PodLabels); err == nil && ok && p.Spec.Selector != nil {
 			return fmt.Sprintf("PodDisruptionBudget %s/%s already covers the pods of %s %s", p.Namespace, p.Name, w.Kind, w.Name)
 		}
 	}
@@ -140,7 +112,7 @@ func Conflict(w Workload, pdbs []policyv1.PodDisruptionBudget, others []Workload
 		if o.UID == w.UID || o.Namespace != w.Namespace {
 			continue
 		}
-		if ok, err := policy.Matches(w.Selector, o.PodLabels); err == nil && ok {
+		if ok, err := m.Matches(w.Selector, o.PodLabels); err == nil && ok {
 			return fmt.Sprintf("the selector of %s %s also selects the pods of %s %s", w.Kind, w.Name, o.Kind, o.Name)
 		}
 	}

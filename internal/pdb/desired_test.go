@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 func agentPolicy(name string, maxUnavailable intstr.IntOrString, mut func(*v1alpha1.DisruptionPolicySpec)) *v1alpha1.DisruptionPolicy {
@@ -22,8 +23,8 @@ func agentPolicy(name string, maxUnavailable intstr.IntOrString, mut func(*v1alp
 	return p
 }
 
-func agent(kind string, expected int32) Workload {
-	return Workload{Kind: kind, Namespace: "kube-system", Name: "agent", UID: "u",
+func agent(kind v1alpha1.WorkloadKind, expected int32) workload.Meta {
+	return workload.Meta{Ref: workload.Ref{Kind: kind, Namespace: "kube-system", Name: "agent", UID: "u"},
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}, PodLabels: map[string]string{"app": "agent", "tier": "node"},
 		Expected: expected}
 }
@@ -31,7 +32,7 @@ func agent(kind string, expected int32) Workload {
 func TestDesired(t *testing.T) {
 	ifHealthy := policyv1.IfHealthyBudget
 	cases := map[string]struct {
-		w        Workload
+		w        workload.Meta
 		policies []*v1alpha1.DisruptionPolicy
 		// want: nil for no PDB; otherwise the policy named and the budget.
 		wantNone       bool
@@ -88,7 +89,7 @@ func TestDesired(t *testing.T) {
 			if diff := cmp.Diff(tc.w.Selector, got.Spec.Selector); diff != "" {
 				t.Errorf("selector (-want +got):\n%s", diff)
 			}
-			if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != tc.w.UID || ref.Kind != tc.w.Kind {
+			if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != tc.w.UID || ref.Kind != string(tc.w.Kind) {
 				t.Errorf("owner = %+v", got.OwnerReferences)
 			}
 		})
@@ -97,7 +98,7 @@ func TestDesired(t *testing.T) {
 
 func TestGenerating(t *testing.T) {
 	w := agent("Deployment", 3)
-	if !Generating(agentPolicy("a", intstr.FromInt32(1), nil), w, nil) {
+	if !Generating(nil, agentPolicy("a", intstr.FromInt32(1), nil), w, nil) {
 		t.Error("a generating policy selecting the pods must generate")
 	}
 	off := agentPolicy("a", intstr.FromInt32(1), func(s *v1alpha1.DisruptionPolicySpec) { s.PDB.Generate = false })
@@ -108,7 +109,7 @@ func TestGenerating(t *testing.T) {
 	deleting := agentPolicy("a", intstr.FromInt32(1), nil)
 	deleting.DeletionTimestamp = ptr.To(metav1.Now())
 	for name, p := range map[string]*v1alpha1.DisruptionPolicy{"generate off": off, "suspended": suspended, "other pods": other, "being deleted": deleting} {
-		if Generating(p, w, nil) {
+		if Generating(nil, p, w, nil) {
 			t.Errorf("%s: must not generate", name)
 		}
 	}
@@ -122,19 +123,19 @@ func TestConflict(t *testing.T) {
 	elsewhere := user
 	elsewhere.Namespace = "other"
 
-	if c := Conflict(w, []policyv1.PodDisruptionBudget{ours, elsewhere}, nil); c != "" {
+	if c := Conflict(nil, w, []policyv1.PodDisruptionBudget{ours, elsewhere}, nil); c != "" {
 		t.Errorf("holdfast's own PDB and PDBs of other namespaces are no conflict: %s", c)
 	}
-	if c := Conflict(w, []policyv1.PodDisruptionBudget{user}, nil); c == "" {
+	if c := Conflict(nil, w, []policyv1.PodDisruptionBudget{user}, nil); c == "" {
 		t.Error("a user PDB over the same pods is a conflict")
 	}
 	sibling := agent("DaemonSet", 6)
 	sibling.UID, sibling.Name = "s", "agent-ds"
-	if c := Conflict(w, nil, []Workload{w, sibling}); c == "" {
+	if c := Conflict(nil, w, nil, []workload.Meta{w, sibling}); c == "" {
 		t.Error("a selector that covers another workload's pods is a conflict")
 	}
 	sibling.PodLabels = map[string]string{"app": "other"}
-	if c := Conflict(w, nil, []Workload{w, sibling}); c != "" {
+	if c := Conflict(nil, w, nil, []workload.Meta{w, sibling}); c != "" {
 		t.Errorf("no overlap, no conflict: %s", c)
 	}
 }

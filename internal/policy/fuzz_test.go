@@ -26,9 +26,10 @@ func FuzzPolicyTargets(f *testing.F) {
 			return
 		}
 		set := map[string]string{"app": app, "tier": app}
+		m := NewMatcher()
 		for _, sel := range []*metav1.LabelSelector{spec.Targets.Selector, spec.Targets.NamespaceSelector} {
 			for range 2 { // the second call is answered from the cache
-				got, err := Matches(sel, set)
+				got, err := m.Matches(sel, set)
 				if sel == nil {
 					if !got || err != nil {
 						t.Fatalf("a nil selector must select everything: %t, %v", got, err)
@@ -47,7 +48,7 @@ func FuzzPolicyTargets(f *testing.F) {
 				}
 			}
 		}
-		b := Budget(spec.MaxUnavailable, expected)
+		b := Resolve(DisruptionBudget, v1alpha1.KindDeployment, spec.MaxUnavailable, expected)
 		if b < 0 {
 			t.Fatalf("budget %d < 0", b)
 		}

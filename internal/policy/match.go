@@ -1,5 +1,5 @@
-// Package policy holds what holdfast's policies share: which workloads and
-// requesters a policy applies to, and how the actions of several policies combine.
+// Package policy holds what holdfast's policies share: which objects and requesters a
+// policy applies to, and how the int-or-percent fields they read resolve.
 package policy
 
 import (
@@ -38,40 +38,15 @@ func Exempt(e v1alpha1.Exemptions, user authenticationv1.UserInfo) bool {
 	return false
 }
 
-// Selects reports whether targets select a workload of this kind, with these labels,
-// in a namespace with these labels. An error means the policy's selectors are invalid.
-func Selects(t v1alpha1.WorkloadTargets, kind v1alpha1.WorkloadKind, nsLabels, objLabels map[string]string) (bool, error) {
-	if len(t.Kinds) > 0 && !slices.Contains(t.Kinds, kind) {
-		return false, nil
-	}
-	ok, err := Matches(t.NamespaceSelector, nsLabels)
-	if err != nil || !ok {
-		return false, wrap("namespaceSelector", err)
-	}
-	ok, err = Matches(t.Selector, objLabels)
-	return ok, wrap("selector", err)
+// Matcher evaluates policies' targets. It keeps the label selectors it compiled, by
+// address: policies are read from the informer cache without copying, so the same
+// selector comes back on every request until the policy changes. Each entry keeps a copy
+// of what it compiled and is used only while the selector still equals it. A nil Matcher
+// compiles every selector it is asked about.
+type Matcher struct {
+	mu       sync.RWMutex
+	compiled map[*metav1.LabelSelector]compiledSelector
 }
-
-// Matches reports whether a label selector selects a label set; a nil selector selects everything.
-func Matches(sel *metav1.LabelSelector, set map[string]string) (bool, error) {
-	if sel == nil {
-		return true, nil
-	}
-	s, err := compile(sel)
-	if err != nil {
-		return false, err
-	}
-	return s.Matches(labels.Set(set)), nil
-}
-
-// compiled holds label selectors compiled for Matches, by address: policies are read
-// from the informer cache without copying, so the same selector comes back on every
-// request until the policy changes. Each entry keeps a copy of what it compiled and is
-// used only while the selector still equals it.
-var compiled = struct {
-	sync.RWMutex
-	m map[*metav1.LabelSelector]compiledSelector
-}{m: map[*metav1.LabelSelector]compiledSelector{}}
 
 type compiledSelector struct {
 	source   *metav1.LabelSelector
@@ -79,24 +54,68 @@ type compiledSelector struct {
 	err      error
 }
 
-// maxCompiled bounds the cache; it is emptied when full.
+// maxCompiled bounds a Matcher's selectors; they are all dropped when it is full.
 const maxCompiled = 4096
 
-func compile(sel *metav1.LabelSelector) (labels.Selector, error) {
-	compiled.RLock()
-	c, ok := compiled.m[sel]
-	compiled.RUnlock()
+// NewMatcher returns a Matcher that keeps the selectors it compiles.
+func NewMatcher() *Matcher {
+	return &Matcher{compiled: map[*metav1.LabelSelector]compiledSelector{}}
+}
+
+// Selects reports whether targets select a workload of this kind, with these labels, in a
+// namespace with these labels. An error means the policy's selectors are invalid.
+func (m *Matcher) Selects(t v1alpha1.WorkloadTargets, kind v1alpha1.WorkloadKind, nsLabels, objLabels map[string]string) (bool, error) {
+	if len(t.Kinds) > 0 && !slices.Contains(t.Kinds, kind) {
+		return false, nil
+	}
+	return m.selects(t.NamespaceSelector, t.Selector, nsLabels, objLabels)
+}
+
+// SelectsPods reports whether a DisruptionPolicy's targets select a pod with these labels
+// in a namespace with these labels. An error means the policy's selectors are invalid.
+func (m *Matcher) SelectsPods(t v1alpha1.PodTargets, nsLabels, podLabels map[string]string) (bool, error) {
+	return m.selects(t.NamespaceSelector, t.Selector, nsLabels, podLabels)
+}
+
+func (m *Matcher) selects(nsSel, sel *metav1.LabelSelector, nsLabels, objLabels map[string]string) (bool, error) {
+	ok, err := m.Matches(nsSel, nsLabels)
+	if err != nil || !ok {
+		return false, wrap("namespaceSelector", err)
+	}
+	ok, err = m.Matches(sel, objLabels)
+	return ok, wrap("selector", err)
+}
+
+// Matches reports whether a label selector selects a label set; a nil selector selects everything.
+func (m *Matcher) Matches(sel *metav1.LabelSelector, set map[string]string) (bool, error) {
+	if sel == nil {
+		return true, nil
+	}
+	s, err := m.compile(sel)
+	if err != nil {
+		return false, err
+	}
+	return s.Matches(labels.Set(set)), nil
+}
+
+func (m *Matcher) compile(sel *metav1.LabelSelector) (labels.Selector, error) {
+	if m == nil {
+		return metav1.LabelSelectorAsSelector(sel)
+	}
+	m.mu.RLock()
+	c, ok := m.compiled[sel]
+	m.mu.RUnlock()
 	if ok && sameSelector(c.source, sel) {
 		return c.selector, c.err
 	}
 	c = compiledSelector{source: sel.DeepCopy()}
 	c.selector, c.err = metav1.LabelSelectorAsSelector(sel)
-	compiled.Lock()
-	if len(compiled.m) >= maxCompiled {
-		clear(compiled.m)
+	m.mu.Lock()
+	if len(m.compiled) >= maxCompiled {
+		clear(m.compiled)
 	}
-	compiled.m[sel] = c
-	compiled.Unlock()
+	m.compiled[sel] = c
+	m.mu.Unlock()
 	return c.selector, c.err
 }
 

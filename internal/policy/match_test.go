@@ -64,7 +64,7 @@ func TestSelects(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := Selects(tc.targets, tc.kind, tc.ns, tc.obj)
+			got, err := NewMatcher().Selects(tc.targets, tc.kind, tc.ns, tc.obj)
 			if (err != nil) != tc.errors {
 				t.Fatalf("error = %v, want error %v", err, tc.errors)
 			}
@@ -72,14 +72,5 @@ func TestSelects(t *testing.T) {
 				t.Errorf("Selects = %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestActionForOrdersModes(t *testing.T) {
-	if !(ActionFor(v1alpha1.ModeEnforce) > ActionFor(v1alpha1.ModeWarn) && ActionFor(v1alpha1.ModeWarn) > ActionFor(v1alpha1.ModeAudit) && ActionFor(v1alpha1.ModeAudit) > Allow) {
-		t.Error("want Enforce > Warn > Audit > Allow")
-	}
-	if ActionFor("") != Deny {
-		t.Error("an unset mode must enforce, as the CRD defaults it")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/internal/cache"
 )
 
 // NamespaceMetadata is an empty Namespace read as metadata only: the form in which
@@ -17,15 +19,11 @@ func NamespaceMetadata() *metav1.PartialObjectMetadata {
 	return ns
 }
 
-// readOnly asks the cache for its own object, not a copy (the options are built once: a
-// variadic argument would be allocated per call).
-var readOnly = []client.GetOption{client.UnsafeDisableDeepCopy}
-
 // NamespaceLabels reads a namespace's labels from the cache, for namespace selectors. The
 // map is the cache's own: read it, never write it.
 func NamespaceLabels(ctx context.Context, r client.Reader, name string) (map[string]string, error) {
 	ns := NamespaceMetadata()
-	if err := r.Get(ctx, client.ObjectKey{Name: name}, ns, readOnly...); err != nil {
+	if err := cache.Get(ctx, r, client.ObjectKey{Name: name}, ns); err != nil {
 		return nil, fmt.Errorf("reading namespace %q: %w", name, err)
 	}
 	return ns.Labels, nil

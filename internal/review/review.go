@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/internal/apijson"
 )
 
 // MaxBodyBytes caps a review's body, as controller-runtime does: two objects at the API
@@ -55,9 +57,9 @@ type ObjectDecoder func(dec *jsontext.Decoder) (runtime.Object, error)
 // encoding/json/v2 caches its decoders per set of unmarshalers.
 func decodeOptions(objects ObjectDecoder) jsonv2.Options {
 	if objects == nil {
-		return Options
+		return apijson.Options()
 	}
-	return jsonv2.JoinOptions(Options, jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(
+	return jsonv2.JoinOptions(apijson.Options(), jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(
 		func(dec *jsontext.Decoder, re *runtime.RawExtension) error {
 			if dec.PeekKind() == 'n' {
 				return errors.ErrUnsupported // the default: no object
@@ -84,16 +86,6 @@ func (wh *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	write(w, wh.Handle(r.Context(), req))
-}
-
-// Options are Unmarshal's options, for decoding from a jsontext.Decoder the same way.
-var Options = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-
-// Unmarshal decodes JSON with encoding/json/v2's implementation, as leniently as the API
-// machinery's decoder: duplicate names are allowed (the last wins) and invalid UTF-8 is
-// accepted. Names match case-sensitively and unknown names are ignored, as there.
-func Unmarshal(data []byte, v any) error {
-	return jsonv2.Unmarshal(data, v, Options)
 }
 
 // decode reads an admission.k8s.io/v1 AdmissionReview request from body, with the options

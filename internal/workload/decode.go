@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/review"
+	"github.com/holdfast-dev/holdfast/internal/apijson"
 )
 
 // Lean is the part of an apps/v1 Deployment, StatefulSet or DaemonSet that decisions
@@ -87,7 +86,7 @@ func (l *Lean) DeepCopyObject() runtime.Object {
 // DecodeObject reads a Lean from a review's JSON stream (a review.ObjectDecoder).
 func DecodeObject(dec *jsontext.Decoder) (runtime.Object, error) {
 	l := &Lean{}
-	if err := jsonv2.UnmarshalDecode(dec, l, review.Options); err != nil {
+	if err := apijson.UnmarshalDecode(dec, l); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -97,9 +96,9 @@ func DecodeObject(dec *jsontext.Decoder) (runtime.Object, error) {
 // decoding only what decisions read, with encoding/json/v2's implementation; the pod
 // template is kept as JSON (see Template). It decides the same as From over the typed
 // object; the differential tests hold it to that.
-func Decode(kind string, raw []byte) (*Workload, error) {
+func Decode(kind v1alpha1.WorkloadKind, raw []byte) (*Workload, error) {
 	l := &Lean{}
-	if err := review.Unmarshal(raw, l); err != nil {
+	if err := apijson.Unmarshal(raw, l); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", kind, err)
 	}
 	return FromLean(kind, l)
@@ -107,19 +106,19 @@ func Decode(kind string, raw []byte) (*Workload, error) {
 
 // FromLean views a Lean decoded from a workload of the given kind as a Workload, which
 // shares its memory.
-func FromLean(kind string, l *Lean) (*Workload, error) {
+func FromLean(kind v1alpha1.WorkloadKind, l *Lean) (*Workload, error) {
 	if t := l.Spec.Template.raw; len(t) == 0 || string(t) == "null" {
 		return nil, fmt.Errorf("decoding %s: spec.template is missing", kind)
 	}
-	return view(v1alpha1.WorkloadKind(kind), l, &l.Spec.Template.Template)
+	return view(kind, l, &l.Spec.Template.Template)
 }
 
 // view is the Workload a Lean of the given kind describes, with its template; it lives
 // in the Lean.
 func view(kind v1alpha1.WorkloadKind, l *Lean, t *Template) (*Workload, error) {
 	w := &l.workload
-	*w = Workload{Kind: kind, Namespace: l.Metadata.Namespace, Name: l.Metadata.Name, Labels: l.Metadata.Labels,
-		UID: l.Metadata.UID, Template: t}
+	*w = Workload{Ref: Ref{Kind: kind, Namespace: l.Metadata.Namespace, Name: l.Metadata.Name, UID: l.Metadata.UID},
+		Labels: l.Metadata.Labels, Template: t}
 	switch kind {
 	case v1alpha1.KindDeployment:
 		w.Replicas = l.Spec.Replicas.ptr()
@@ -130,8 +129,9 @@ func view(kind v1alpha1.WorkloadKind, l *Lean, t *Template) (*Workload, error) {
 	case v1alpha1.KindDaemonSet:
 		w.Rollout, w.Strategy = daemonSetRollout(l), daemonSetStrategy(l)
 	default:
-		return nil, fmt.Errorf("unsupported kind %q: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", kind)
+		return nil, unsupported(kind)
 	}
+	w.Expected = expected(kind, w.Replicas, l.Status.DesiredNumberScheduled)
 	return w, nil
 }
 
@@ -223,7 +223,7 @@ func (o *optInt32) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		return err
 	}
 	o.isSet = true
-	return jsonv2.UnmarshalDecode(dec, &o.v, review.Options)
+	return apijson.UnmarshalDecode(dec, &o.v)
 }
 
 // optIntOrString is an optional int or string (maxUnavailable, maxSurge), read as
@@ -255,10 +255,10 @@ func (o *optIntOrString) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		return err
 	case '"':
 		o.v.Type, o.isSet = intstr.String, true
-		return jsonv2.UnmarshalDecode(dec, &o.v.StrVal, review.Options)
+		return apijson.UnmarshalDecode(dec, &o.v.StrVal)
 	default:
 		o.v.Type, o.isSet = intstr.Int, true
-		return jsonv2.UnmarshalDecode(dec, &o.v.IntVal, review.Options)
+		return apijson.UnmarshalDecode(dec, &o.v.IntVal)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -74,12 +75,12 @@ func FuzzDecodeReadsAsTyped(f *testing.F) {
 // readsAsTyped compares Decode with From over the object decoded whole, when both read it.
 func readsAsTyped(t *testing.T, kind string, raw []byte) bool {
 	t.Helper()
-	lean, err := Decode(kind, raw)
+	lean, err := Decode(v1alpha1.WorkloadKind(kind), raw)
 	if err != nil {
 		t.Logf("Decode: %v", err)
 		return false
 	}
-	obj, _ := New(kind)
+	obj, _ := New(v1alpha1.WorkloadKind(kind))
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, obj); err != nil {
 		t.Logf("typed: %v", err)
 		return false
@@ -93,18 +94,22 @@ func readsAsTyped(t *testing.T, kind string, raw []byte) bool {
 		t.Errorf("Decode reads differently from From over the typed object (-typed +lean):\n%s", diff)
 	}
 	containers := []string{"missing"}
-	for _, c := range typed.Template.Spec().Spec.Containers {
+	spec, err := typed.Template.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range spec.Spec.Containers {
 		containers = append(containers, c.Name)
 	}
 	for _, ctr := range containers {
-		lc, li, lok := lean.Template.CommandLine(ctr)
-		tc, ti, tok := typed.Template.CommandLine(ctr)
-		if diff := cmp.Diff(tc, lc, cmp.Comparer(func(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") })); diff != "" || li != ti || lok != tok {
-			t.Errorf("container %q: lean %d %t, typed %d %t (-typed +lean):\n%s", ctr, li, lok, ti, tok, diff)
+		lc, lok, lerr := lean.Template.CommandLine(ctr)
+		tc, tok, terr := typed.Template.CommandLine(ctr)
+		if diff := cmp.Diff(tc, lc, cmp.Comparer(func(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") })); diff != "" || lok != tok || (lerr == nil) != (terr == nil) {
+			t.Errorf("container %q: lean %t %v, typed %t %v (-typed +lean):\n%s", ctr, lok, lerr, tok, terr, diff)
 		}
-	}
-	if lean.Template.Err() != nil {
-		t.Errorf("reading command lines decoded the template and failed: %v", lean.Template.Err())
+		if lerr != nil {
+			t.Errorf("reading the command line of %q decoded the template and failed: %v", ctr, lerr)
+		}
 	}
 	return true
 }

@@ -81,14 +81,14 @@ func daemonSetRollout(l *Lean) Rollout {
 func deploymentStrategy(l *Lean) Strategy {
 	ru := &l.Spec.Strategy.RollingUpdate
 	return Strategy{Rolling: l.Spec.Strategy.Type != string(appsv1.RecreateDeploymentStrategyType),
-		MinReadySeconds: l.Spec.MinReadySeconds, Scale: l.Spec.Replicas.or(1),
-		MaxUnavailable: ru.MaxUnavailable.ptr(), MaxSurge: ru.MaxSurge.ptr()}
+		MinReadySeconds: l.Spec.MinReadySeconds,
+		MaxUnavailable:  ru.MaxUnavailable.ptr(), MaxSurge: ru.MaxSurge.ptr()}
 }
 
 func statefulSetStrategy(l *Lean) Strategy {
 	s := Strategy{Rolling: l.Spec.UpdateStrategy.Type != string(appsv1.OnDeleteStatefulSetStrategyType),
-		MinReadySeconds: l.Spec.MinReadySeconds, Scale: l.Spec.Replicas.or(1),
-		MaxUnavailable: l.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.ptr()}
+		MinReadySeconds: l.Spec.MinReadySeconds,
+		MaxUnavailable:  l.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.ptr()}
 	if s.Rolling && s.MaxUnavailable == nil {
 		one := intstr.FromInt32(1) // StatefulSets replace one pod at a time unless told otherwise
 		s.MaxUnavailable = &one
@@ -99,6 +99,6 @@ func statefulSetStrategy(l *Lean) Strategy {
 func daemonSetStrategy(l *Lean) Strategy {
 	ru := &l.Spec.UpdateStrategy.RollingUpdate
 	return Strategy{Rolling: l.Spec.UpdateStrategy.Type != string(appsv1.OnDeleteDaemonSetStrategyType),
-		MinReadySeconds: l.Spec.MinReadySeconds, Scale: l.Status.DesiredNumberScheduled,
-		MaxUnavailable: ru.MaxUnavailable.ptr(), MaxSurge: ru.MaxSurge.ptr()}
+		MinReadySeconds: l.Spec.MinReadySeconds,
+		MaxUnavailable:  ru.MaxUnavailable.ptr(), MaxSurge: ru.MaxSurge.ptr()}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/holdfast-dev/holdfast/internal/review"
+	"github.com/holdfast-dev/holdfast/internal/apijson"
 )
 
 // The readers in this file walk the parts of a review's JSON that decisions read from
@@ -125,7 +125,7 @@ func (r *rawJSON) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 var errNotStrings = errors.New("not a JSON array of strings")
 
 // strings decodes a JSON array of strings, or null, as encoding/json/v2 does (see
-// review.Unmarshal), with two allocations however long it is: the elements share one copy
+// apijson.Unmarshal), with two allocations however long it is: the elements share one copy
 // of the array, unless they have escapes or invalid UTF-8 and are decoded alone.
 func (r rawJSON) strings() ([]string, error) {
 	if string(r) == "null" {
@@ -143,7 +143,7 @@ func (r rawJSON) strings() ([]string, error) {
 			return
 		}
 		var s string
-		if e := review.Unmarshal(r[from:to], &s); e != nil {
+		if e := apijson.Unmarshal(r[from:to], &s); e != nil {
 			err = e
 		}
 		out = append(out, s)

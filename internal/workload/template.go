@@ -68,26 +68,26 @@ func consumed(before []byte, dec *jsontext.Decoder) []byte {
 	return bytes.TrimLeft(before[:len(before)-len(dec.UnreadBuffer())], " \t\r\n:,")
 }
 
-// Spec returns the typed template, decoding the JSON on first use. A template that does
-// not decode, or is known only by its fingerprint, reads as empty; Err says why.
-func (t *Template) Spec() *corev1.PodTemplateSpec {
-	if t.typed == nil {
-		t.typed = &corev1.PodTemplateSpec{}
-		if t.raw == nil {
-			if t.hasSum {
-				t.err = errors.New("the pod template is known only by its fingerprint")
+// Spec returns the typed template, decoding the JSON on first use. A template known only
+// by its fingerprint, or whose JSON does not decode as a pod template, is an error.
+func (t *Template) Spec() (*corev1.PodTemplateSpec, error) {
+	if t.typed == nil && t.err == nil {
+		switch {
+		case t.raw != nil:
+			typed := &corev1.PodTemplateSpec{}
+			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(t.raw, typed); err != nil {
+				t.err = fmt.Errorf("decoding spec.template: %w", err)
+			} else {
+				t.typed = typed
 			}
-			return t.typed
-		}
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(t.raw, t.typed); err != nil {
-			t.err = fmt.Errorf("decoding spec.template: %w", err)
+		case t.hasSum:
+			t.err = errors.New("the pod template is known only by its fingerprint")
+		default:
+			t.typed = &corev1.PodTemplateSpec{}
 		}
 	}
-	return t.typed
+	return t.typed, t.err
 }
-
-// Err reports a template whose JSON did not decode.
-func (t *Template) Err() error { return t.err }
 
 // fingerprint reports whether the template's fingerprint is known, computing it when it is
 // cheap: from the JSON (one hash), unless the JSON carries a hash label, which the
@@ -134,7 +134,8 @@ const FingerprintAnnotation = "holdfast.dev/template-sha256"
 
 // SameTemplate compares two templates, ignoring the hash labels kube adds: by
 // fingerprint when both have one at hand; otherwise semantically, unless one is known
-// only by its fingerprint, when the other's is computed. Nil equals only nil.
+// only by its fingerprint, when the other's is computed. Nil equals only nil; a template
+// whose JSON does not decode equals only the same JSON.
 func SameTemplate(a, b *Template) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -149,7 +150,10 @@ func SameTemplate(a, b *Template) bool {
 		return a.sum == b.sum
 	}
 	if !a.sumOnly() && !b.sumOnly() {
-		return SameSpec(a.Spec(), b.Spec())
+		as, aErr := a.Spec()
+		bs, bErr := b.Spec()
+		// A template that does not decode equals no other: a change, for every rule.
+		return aErr == nil && bErr == nil && SameSpec(as, bs)
 	}
 	return a.computeFingerprint() && b.computeFingerprint() && a.sum == b.sum
 }
@@ -162,7 +166,11 @@ func (t *Template) computeFingerprint() bool {
 	if t.hasSum || t.sumOnly() {
 		return t.hasSum
 	}
-	sum, err := fingerprintOf(t.Spec())
+	spec, err := t.Spec()
+	if err != nil {
+		return false
+	}
+	sum, err := fingerprintOf(spec)
 	if err != nil {
 		return false
 	}
@@ -200,15 +208,18 @@ func withoutHashLabels(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
 	return c
 }
 
-// CommandLine is a container's name, command and args: what flag rules read.
+// CommandLine is a container's name, command and args: what flag rules read. Index is the
+// container's place in spec.containers.
 type CommandLine struct {
 	Name          string
+	Index         int
 	Command, Args []string
 }
 
-// CommandLine returns the command line of the named container and its index, decoding
-// only that container's command and args when the template is still JSON.
-func (t *Template) CommandLine(container string) (CommandLine, int, bool) {
+// CommandLine returns the command line of the named container, decoding only that
+// container's command and args when the template is still JSON. ok is false when no
+// container has the name; err is a template that does not decode.
+func (t *Template) CommandLine(container string) (c CommandLine, ok bool, err error) {
 	if t.typed != nil || t.commands == nil {
 		return t.typedCommandLine(container)
 	}
@@ -216,25 +227,29 @@ func (t *Template) CommandLine(container string) (CommandLine, int, bool) {
 		if string(c.name) != container {
 			continue
 		}
-		out := CommandLine{Name: container}
+		out := CommandLine{Name: container, Index: i}
 		var err error
 		if out.Command, err = c.command.strings(); err == nil {
 			out.Args, err = c.args.strings()
 		}
 		if err != nil {
-			return t.typedCommandLine(container) // which reports the error (Err)
+			return t.typedCommandLine(container) // which reports the error
 		}
-		return out, i, true
+		return out, true, nil
 	}
-	return CommandLine{}, -1, false
+	return CommandLine{}, false, nil
 }
 
-func (t *Template) typedCommandLine(container string) (CommandLine, int, bool) {
-	cs := t.Spec().Spec.Containers
+func (t *Template) typedCommandLine(container string) (CommandLine, bool, error) {
+	spec, err := t.Spec()
+	if err != nil {
+		return CommandLine{}, false, err
+	}
+	cs := spec.Spec.Containers
 	for i := range cs {
 		if cs[i].Name == container {
-			return CommandLine{Name: cs[i].Name, Command: cs[i].Command, Args: cs[i].Args}, i, true
+			return CommandLine{Name: cs[i].Name, Index: i, Command: cs[i].Command, Args: cs[i].Args}, true, nil
 		}
 	}
-	return CommandLine{}, -1, false
+	return CommandLine{}, false, nil
 }

@@ -3,27 +3,21 @@
 package workload
 
 import (
-	"fmt"
-
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
 
-// Workload is the part of a Deployment, StatefulSet or DaemonSet that decisions read.
+// Workload is the part of a Deployment, StatefulSet or DaemonSet that rollout decisions
+// read, with its pod template.
 type Workload struct {
-	Kind      v1alpha1.WorkloadKind
-	Namespace string
-	Name      string
-	Labels    map[string]string
+	Ref
+	Labels map[string]string
 	// Replicas is spec.replicas; nil for DaemonSets, which have none.
 	Replicas *int32
+	// Expected is how many pods the workload expects, what percentages resolve against:
+	// spec.replicas, or a DaemonSet's desiredNumberScheduled.
+	Expected int32
 	Template *Template
-	// UID identifies the workload as the owner of its ReplicaSets, ControllerRevisions and pods.
-	UID types.UID
 	// Rollout is the state of the rollout, read from the object's status.
 	Rollout Rollout
 	// Strategy is how the workload replaces its pods.
@@ -38,9 +32,6 @@ type Strategy struct {
 	// (StatefulSets have no maxSurge); the API server defaults them before admission.
 	MaxUnavailable, MaxSurge *intstr.IntOrString
 	MinReadySeconds          int32
-	// Scale is what percentages resolve against: spec.replicas, or a DaemonSet's
-	// desiredNumberScheduled.
-	Scale int32
 }
 
 // Rollout is what the status of a workload says about its rollout.
@@ -69,23 +60,4 @@ func From(obj runtime.Object) (*Workload, error) {
 		return nil, err
 	}
 	return view(kind, l, FromSpec(t, ""))
-}
-
-// New returns an empty typed object for a workload kind, ready to decode into.
-func New(kind string) (runtime.Object, error) {
-	switch v1alpha1.WorkloadKind(kind) {
-	case v1alpha1.KindDeployment:
-		return &appsv1.Deployment{}, nil
-	case v1alpha1.KindStatefulSet:
-		return &appsv1.StatefulSet{}, nil
-	case v1alpha1.KindDaemonSet:
-		return &appsv1.DaemonSet{}, nil
-	default:
-		return nil, fmt.Errorf("unsupported kind %q: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", kind)
-	}
-}
-
-// String names the workload as kind namespace/name, for messages.
-func (w *Workload) String() string {
-	return fmt.Sprintf("%s %s/%s", w.Kind, w.Namespace, w.Name)
 }

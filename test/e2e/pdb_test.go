@@ -21,8 +21,9 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/test/harness"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+	"github.com/holdfast-dev/holdfast/test/harness"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -53,7 +54,7 @@ func TestPDBFloor(t *testing.T) {
 			}
 			pods := waitReadyPods(ctx, t, c, ns, "agent", agents)
 
-			dpdb := waitPDB(ctx, t, c, ns, pdb.Workload{Kind: "Deployment", Name: "agent"}, func(p *policyv1.PodDisruptionBudget) bool {
+			dpdb := waitPDB(ctx, t, c, ns, workload.Ref{Kind: v1alpha1.KindDeployment, Name: "agent"}, func(p *policyv1.PodDisruptionBudget) bool {
 				return p.Spec.MaxUnavailable != nil && p.Spec.MaxUnavailable.IntValue() == 1
 			})
 			if ref := metav1.GetControllerOf(dpdb); ref == nil || ref.Kind != "Deployment" || ref.Name != "agent" ||
@@ -65,7 +66,7 @@ func TestPDBFloor(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := int(len(nodes.Items)) - 1
-			waitPDB(ctx, t, c, ns, pdb.Workload{Kind: "DaemonSet", Name: "node-agent"}, func(p *policyv1.PodDisruptionBudget) bool {
+			waitPDB(ctx, t, c, ns, workload.Ref{Kind: v1alpha1.KindDaemonSet, Name: "node-agent"}, func(p *policyv1.PodDisruptionBudget) bool {
 				return p.Spec.MinAvailable != nil && p.Spec.MinAvailable.IntValue() == want && p.Spec.MaxUnavailable == nil
 			})
 			// kube's disruption controller must have processed the PDB before it guards anything.
@@ -106,7 +107,7 @@ func TestPDBFloor(t *testing.T) {
 	testenv.Test(t, f)
 }
 
-func waitPDB(ctx context.Context, t *testing.T, c client.Client, ns string, w pdb.Workload, ok func(*policyv1.PodDisruptionBudget) bool) *policyv1.PodDisruptionBudget {
+func waitPDB(ctx context.Context, t *testing.T, c client.Client, ns string, w workload.Ref, ok func(*policyv1.PodDisruptionBudget) bool) *policyv1.PodDisruptionBudget {
 	t.Helper()
 	got := &policyv1.PodDisruptionBudget{}
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

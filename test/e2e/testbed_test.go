@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
-	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -55,7 +55,7 @@ func TestDeploymentOnFakeNodes(t *testing.T) {
 				}
 				ready = ready[:0]
 				for _, p := range pods.Items {
-					if history.PodReady(&p) && p.Spec.NodeName != "" && history.ControlledBy(p.OwnerReferences, rs.UID) {
+					if workload.PodServing(&p) && p.Spec.NodeName != "" && workload.ControlledBy(p.OwnerReferences, rs.UID) {
 						ready = append(ready, p)
 					}
 				}
@@ -120,7 +120,7 @@ func TestHoldfastGuardsThroughTheAPIServer(t *testing.T) {
 func ownedBy(sets []appsv1.ReplicaSet, d *appsv1.Deployment) []appsv1.ReplicaSet {
 	var out []appsv1.ReplicaSet
 	for _, rs := range sets {
-		if history.ControlledBy(rs.OwnerReferences, d.UID) {
+		if workload.ControlledBy(rs.OwnerReferences, d.UID) {
 			out = append(out, rs)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // GroupResult is what a GroupWatch saw of a group of pods.
@@ -49,7 +49,7 @@ func WatchGroup(ctx context.Context, c client.Client, ns, name string, expected 
 				ready := 0
 				for i := range pods.Items {
 					p := &pods.Items[i]
-					if history.PodReady(p) {
+					if workload.PodServing(p) {
 						ready++
 					}
 					// The first deletion timestamp is the eviction's (plus the grace period);
@@ -151,7 +151,7 @@ func ReadyPods(ctx context.Context, c client.Client, ns, name string, n int) ([]
 			if p.DeletionTimestamp != nil {
 				return false, nil
 			}
-			if history.PodReady(&p) {
+			if workload.PodServing(&p) {
 				ready = append(ready, p)
 			}
 		}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 const (
@@ -104,7 +104,7 @@ func RunStorm(ctx context.Context, c client.Client, ns string, logf func(format 
 			var pods corev1.PodList
 			if c.List(watchCtx, &rsl, client.InNamespace(ns)) == nil && c.List(watchCtx, &pods, client.InNamespace(ns)) == nil {
 				for _, rs := range rsl.Items {
-					if history.ControlledBy(rs.OwnerReferences, d.UID) {
+					if workload.ControlledBy(rs.OwnerReferences, d.UID) {
 						sets[rs.Name] = true
 					}
 				}

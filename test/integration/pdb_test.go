@@ -22,9 +22,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/internal/controller"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
-	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -57,7 +58,7 @@ func generatingPolicy(t *testing.T, ns string, maxUnavailable intstr.IntOrString
 func pdbOf(t *testing.T, ns, kind, name string) *policyv1.PodDisruptionBudget {
 	t.Helper()
 	p := &policyv1.PodDisruptionBudget{}
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pdb.Name(pdb.Workload{Kind: kind, Name: name})}, p)
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pdb.Name(workload.Ref{Kind: v1alpha1.WorkloadKind(kind), Name: name})}, p)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -247,7 +248,7 @@ func TestPDBGeneratorRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range pdb.Kinds {
+	for _, kind := range workload.Kinds() {
 		if err := (&pdb.Reconciler{Client: mgr.GetClient(), Kind: kind}).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}

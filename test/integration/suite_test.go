@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/zapr"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -107,8 +108,12 @@ func run(m *testing.M) int {
 		HealthProbeBindAddress: "0",
 		WebhookServer:          app.WebhookServer(ctx, wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir),
 	})
+	var shared *app.Shared
 	if err == nil {
-		err = app.Setup(ctx, mgr, app.Options{Namespace: holdfastNamespace, Identity: "integration", LedgerSweepEvery: time.Second})
+		shared, err = app.NewShared(prometheus.NewRegistry())
+	}
+	if err == nil {
+		err = app.Setup(ctx, mgr, app.Options{Namespace: holdfastNamespace, Identity: "integration", LedgerSweepEvery: time.Second}, shared)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setting up holdfast:", err)

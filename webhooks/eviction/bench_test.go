@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
@@ -42,7 +43,7 @@ func unselectedScene(tb testing.TB) (http.Handler, []byte) {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{corev1.LabelMetadataName: "shop"}}}
 	h := &Handler{Reader: utiltesting.NewMemReader(nil, p, pod, ns),
-		Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))}
+		Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), Matcher: policy.NewMatcher()}
 
 	eviction, err := json.Marshal(&policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: pod.Name}})

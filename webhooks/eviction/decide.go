@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // Rule names, as they appear in messages and metrics.
@@ -33,28 +35,6 @@ const MaxRetryAfter = 10 * time.Second
 // admitted; such a record lapses instead of holding the group.
 const RecordLapse = 30 * time.Second
 
-// Pod is what a decision reads of a pod.
-type Pod struct {
-	Name        string
-	UID         types.UID
-	Phase       corev1.PodPhase
-	Ready       bool
-	ReadySince  time.Time
-	Terminating bool
-}
-
-// Group is the pods of one controller: a Deployment through its ReplicaSets, a
-// StatefulSet, or a DaemonSet.
-type Group struct {
-	Kind      string
-	Namespace string
-	Name      string
-	UID       types.UID
-	// Expected is spec.replicas, or a DaemonSet's desiredNumberScheduled.
-	Expected int32
-	Pods     []Pod
-}
-
 // Record is one eviction holdfast admitted in a group.
 type Record struct {
 	Pod string    `json:"pod"`
@@ -64,66 +44,24 @@ type Record struct {
 
 // Input is everything an eviction decision reads, gathered by the handler.
 type Input struct {
-	Pod             Pod
+	Pod             workload.Pod
 	PodLabels       map[string]string
 	NamespaceLabels map[string]string
 	// Group is nil for pods whose owner holdfast does not guard.
-	Group    *Group
+	Group    *workload.Group
 	Records  []Record
 	Policies []v1alpha1.DisruptionPolicy
-	User     authenticationv1.UserInfo
-	Now      time.Time
+	// Matcher evaluates the policies' targets; nil compiles their selectors anew.
+	Matcher *policy.Matcher
+	User    authenticationv1.UserInfo
+	Now     time.Time
 }
-
-// Violation is one rule of one policy the eviction breaks.
-type Violation struct {
-	Policy  string
-	Rule    string
-	Action  policy.Action
-	Message string
-	// Never is a budget of zero: the eviction can never be admitted (403, not 429).
-	Never bool
-	// Wait is how long until the eviction may pass, as far as holdfast can tell.
-	Wait time.Duration
-}
-
-func (v Violation) String() string { return fmt.Sprintf("[%s/%s] %s", v.Policy, v.Rule, v.Message) }
 
 // Decision is the outcome of every applicable policy.
 type Decision struct {
-	Violations []Violation
+	decision.Violations
 	// Guarded is true when at least one policy selected the pod and applied to it.
 	Guarded bool
-}
-
-// Action is the strictest action among the violations.
-func (d Decision) Action() policy.Action {
-	a := policy.Allow
-	for _, v := range d.Violations {
-		a = max(a, v.Action)
-	}
-	return a
-}
-
-// Never reports an enforced violation that no wait will cure.
-func (d Decision) Never() bool {
-	for _, v := range d.Violations {
-		if v.Action == policy.Deny && v.Never {
-			return true
-		}
-	}
-	return false
-}
-
-// Wait is the longest wait among enforced violations.
-func (d Decision) Wait() time.Duration {
-	var w time.Duration
-	for _, v := range d.Violations {
-		if v.Action == policy.Deny {
-			w = max(w, v.Wait)
-		}
-	}
-	return w
 }
 
 // Decide evaluates every DisruptionPolicy that selects the pod. It does no I/O.
@@ -138,10 +76,10 @@ func Decide(in Input) Decision {
 		if p.Spec.Suspend || policy.Exempt(p.Spec.Exemptions, in.User) {
 			continue
 		}
-		action := policy.ActionFor(p.Spec.Mode)
-		ok, err := selects(p.Spec.Targets, in.NamespaceLabels, in.PodLabels)
+		action := decision.ActionFor(p.Spec.Mode)
+		ok, err := in.Matcher.SelectsPods(p.Spec.Targets, in.NamespaceLabels, in.PodLabels)
 		if err != nil {
-			d.Violations = append(d.Violations, Violation{Policy: p.Name, Rule: RuleTargets, Action: action, Never: true,
+			d.Violations = append(d.Violations, decision.Violation{Policy: p.Name, Rule: RuleTargets, Action: action, Never: true,
 				Message: fmt.Sprintf("the policy cannot be evaluated: %v; fix the policy or suspend it", err)})
 			continue
 		}
@@ -157,59 +95,43 @@ func Decide(in Input) Decision {
 	return d
 }
 
-func selects(t v1alpha1.PodTargets, nsLabels, podLabels map[string]string) (bool, error) {
-	ok, err := policy.Matches(t.NamespaceSelector, nsLabels)
-	if err != nil || !ok {
-		return false, wrapField("namespaceSelector", err)
-	}
-	ok, err = policy.Matches(t.Selector, podLabels)
-	return ok, wrapField("selector", err)
-}
-
-func wrapField(f string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("spec.targets.%s: %w", f, err)
-}
-
 // check applies one policy's budget and cooldown to the eviction.
-func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []Violation {
+func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 	g := in.Group
 	minReady := time.Duration(spec.MinReadySeconds) * time.Second
 	available, soonest := availability(g, minReady, in.Now)
 	pending := pendingRecords(in, minReady)
 	unavailable := g.Expected - available + pending
-	budget := policy.Budget(spec.MaxUnavailable, g.Expected)
-	self := isAvailable(in.Pod, minReady, in.Now)
+	budget := policy.Resolve(policy.DisruptionBudget, g.Kind, spec.MaxUnavailable, g.Expected)
+	self := in.Pod.Available(minReady, in.Now)
 	alwaysAllow := spec.UnhealthyPodEvictionPolicy == nil || *spec.UnhealthyPodEvictionPolicy == policyv1.AlwaysAllow
 
-	var out []Violation
+	var out []decision.Violation
 	switch {
 	case !in.Pod.Ready && alwaysAllow:
 		// A pod that is not Ready serves nothing; evicting it takes nothing down.
 	case budget == 0:
-		out = append(out, Violation{Rule: RuleMaxUnavailable, Never: true, Message: fmt.Sprintf(
-			"%s %s/%s allows no pod to be unavailable (maxUnavailable %s of %d); pod %s cannot be evicted while the policy holds",
-			g.Kind, g.Namespace, g.Name, spec.MaxUnavailable.String(), g.Expected, in.Pod.Name)})
+		out = append(out, decision.Violation{Rule: RuleMaxUnavailable, Never: true, Message: fmt.Sprintf(
+			"%s allows no pod to be unavailable (maxUnavailable %s of %d); pod %s cannot be evicted while the policy holds",
+			g.Ref, spec.MaxUnavailable.String(), g.Expected, in.Pod.Name)})
 	case self && unavailable+1 > budget, !self && unavailable > budget:
 		wait := soonest
-		msg := fmt.Sprintf("%s %s/%s has %d of %d pods unavailable (%d evictions in flight) and allows %d; "+
-			"pod %s must wait for a replacement to be Ready", g.Kind, g.Namespace, g.Name, unavailable, g.Expected, pending, budget, in.Pod.Name)
+		msg := fmt.Sprintf("%s has %d of %d pods unavailable (%d evictions in flight) and allows %d; "+
+			"pod %s must wait for a replacement to be Ready", g.Ref, unavailable, g.Expected, pending, budget, in.Pod.Name)
 		if minReady > 0 {
 			msg += fmt.Sprintf(" for %s", minReady)
 		}
 		if wait > 0 {
 			msg += fmt.Sprintf(" (the next settles in %s)", wait.Round(time.Second))
 		}
-		out = append(out, Violation{Rule: RuleMaxUnavailable, Wait: wait, Message: msg})
+		out = append(out, decision.Violation{Rule: RuleMaxUnavailable, Wait: wait, Message: msg})
 	}
 	if spec.Cooldown != nil {
 		if last, ok := lastEffective(in); ok {
 			if wait := spec.Cooldown.Duration - in.Now.Sub(last); wait > 0 {
-				out = append(out, Violation{Rule: RuleCooldown, Wait: wait, Message: fmt.Sprintf(
-					"%s %s/%s had a pod evicted %s ago; evictions in the group are at least %s apart; retry in %s",
-					g.Kind, g.Namespace, g.Name, in.Now.Sub(last).Round(time.Second), spec.Cooldown.Duration, wait.Round(time.Second))})
+				out = append(out, decision.Violation{Rule: RuleCooldown, Wait: wait, Message: fmt.Sprintf(
+					"%s had a pod evicted %s ago; evictions in the group are at least %s apart; retry in %s",
+					g.Ref, in.Now.Sub(last).Round(time.Second), spec.Cooldown.Duration, wait.Round(time.Second))})
 			}
 		}
 	}
@@ -218,21 +140,17 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []Violation {
 
 // availability counts the group's available pods: Ready for at least minReady and not
 // terminating. soonest is how long until the next Ready pod becomes available.
-func availability(g *Group, minReady time.Duration, now time.Time) (available int32, soonest time.Duration) {
+func availability(g *workload.Group, minReady time.Duration, now time.Time) (available int32, soonest time.Duration) {
 	for _, p := range g.Pods {
-		if isAvailable(p, minReady, now) {
+		if p.Available(minReady, now) {
 			available++
-		} else if p.Ready && !p.Terminating {
+		} else if p.Serving() {
 			if w := p.ReadySince.Add(minReady).Sub(now); soonest == 0 || w < soonest {
 				soonest = w
 			}
 		}
 	}
 	return available, soonest
-}
-
-func isAvailable(p Pod, minReady time.Duration, now time.Time) bool {
-	return p.Ready && !p.Terminating && !p.ReadySince.Add(minReady).After(now)
 }
 
 // pendingRecords counts admitted evictions whose pods the cache still shows available:
@@ -245,7 +163,7 @@ func pendingRecords(in Input, minReady time.Duration) int32 {
 			continue
 		}
 		for _, p := range in.Group.Pods {
-			if p.UID == r.UID && isAvailable(p, minReady, in.Now) {
+			if p.UID == r.UID && p.Available(minReady, in.Now) {
 				n++
 			}
 		}

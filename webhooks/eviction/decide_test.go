@@ -15,16 +15,17 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // group returns a group of n pods, each Ready for an hour, named p0…p(n-1).
-func group(kind string, n int32) *Group {
-	g := &Group{Kind: kind, Namespace: "kube-system", Name: "agent", UID: "g", Expected: n}
+func group(kind v1alpha1.WorkloadKind, n int32) *workload.Group {
+	g := &workload.Group{Meta: workload.Meta{Ref: workload.Ref{Kind: kind, Namespace: "kube-system", Name: "agent", UID: "g"}, Expected: n}}
 	for i := range n {
-		g.Pods = append(g.Pods, Pod{Name: fmt.Sprintf("p%d", i), UID: types.UID(fmt.Sprintf("u%d", i)),
+		g.Pods = append(g.Pods, workload.Pod{Name: fmt.Sprintf("p%d", i), UID: types.UID(fmt.Sprintf("u%d", i)),
 			Phase: corev1.PodRunning, Ready: true, ReadySince: now.Add(-time.Hour)})
 	}
 	return g
@@ -40,75 +41,51 @@ func dp(mut func(*v1alpha1.DisruptionPolicySpec)) v1alpha1.DisruptionPolicy {
 	return p
 }
 
-func TestBudgetRoundsAsPDBs(t *testing.T) {
-	cases := []struct {
-		v        intstr.IntOrString
-		expected int32
-		want     int32
-	}{
-		{intstr.FromInt32(1), 4, 1},
-		{intstr.FromString("25%"), 4, 1},
-		{intstr.FromString("25%"), 5, 2}, // 1.25 rounds up
-		{intstr.FromString("10%"), 3, 1},
-		{intstr.FromString("0%"), 3, 0},
-		{intstr.FromInt32(0), 3, 0},
-		{intstr.FromString("half"), 3, 0}, // unreadable guards strictly
-	}
-	for _, tc := range cases {
-		if got := policy.Budget(&tc.v, tc.expected); got != tc.want {
-			t.Errorf("Budget(%s of %d) = %d, want %d", tc.v.String(), tc.expected, got, tc.want)
-		}
-	}
-	if policy.Budget(nil, 9) != 1 {
-		t.Error("an unset maxUnavailable is 1")
-	}
-}
-
 func TestDecideEviction(t *testing.T) {
 	ifHealthy := ptr.To(policyv1.IfHealthyBudget)
 	cases := map[string]struct {
-		group    *Group
+		group    *workload.Group
 		pod      int // index of the pod evicted
-		mutPod   func(*Pod)
-		mutGroup func(*Group)
+		mutPod   func(*workload.Pod)
+		mutGroup func(*workload.Group)
 		policy   v1alpha1.DisruptionPolicy
 		records  []Record
 		labels   map[string]string
 		user     string
 		want     []string // rules violated
-		action   policy.Action
+		action   decision.Action
 		never    bool
 		wait     time.Duration
 	}{
 		"first eviction in a healthy Deployment group is allowed": {group: group("Deployment", 4), policy: dp(nil)},
 		"first eviction in a StatefulSet group is allowed":        {group: group("StatefulSet", 3), policy: dp(nil)},
 		"second while the first replacement is not Ready is deferred": {group: group("DaemonSet", 6), pod: 1, policy: dp(nil),
-			mutGroup: func(g *Group) { g.Pods[0].Ready = false },
-			want:     []string{RuleMaxUnavailable}, action: policy.Deny},
+			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false },
+			want:     []string{RuleMaxUnavailable}, action: decision.Deny},
 		"a missing pod counts as unavailable": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
-			mutGroup: func(g *Group) { g.Pods = g.Pods[1:] },
-			want:     []string{RuleMaxUnavailable}, action: policy.Deny},
+			mutGroup: func(g *workload.Group) { g.Pods = g.Pods[1:] },
+			want:     []string{RuleMaxUnavailable}, action: decision.Deny},
 		"a replacement Ready for less than minReadySeconds has not settled": {group: group("Deployment", 4), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MinReadySeconds = 10 }),
-			mutGroup: func(g *Group) { g.Pods[0].ReadySince = now.Add(-4 * time.Second) },
-			want:     []string{RuleMaxUnavailable}, action: policy.Deny, wait: 6 * time.Second},
+			mutGroup: func(g *workload.Group) { g.Pods[0].ReadySince = now.Add(-4 * time.Second) },
+			want:     []string{RuleMaxUnavailable}, action: decision.Deny, wait: 6 * time.Second},
 		"a replacement Ready for minReadySeconds has settled": {group: group("Deployment", 4), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MinReadySeconds = 10 }),
-			mutGroup: func(g *Group) { g.Pods[0].ReadySince = now.Add(-10 * time.Second) }},
+			mutGroup: func(g *workload.Group) { g.Pods[0].ReadySince = now.Add(-10 * time.Second) }},
 		"an admitted eviction the informer has not seen yet counts": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
 			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-time.Second)}},
-			want:    []string{RuleMaxUnavailable}, action: policy.Deny},
+			want:    []string{RuleMaxUnavailable}, action: decision.Deny},
 		"an admitted eviction that never took effect lapses": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
 			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-RecordLapse)}}},
 		"a retried eviction of the same pod is not counted twice": {group: group("Deployment", 4), pod: 0, policy: dp(nil),
 			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-time.Second)}}},
 		"percentages round up as PDBs do": {group: group("Deployment", 5), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromString("25%")) }),
-			mutGroup: func(g *Group) { g.Pods[0].Ready = false }},
+			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false }},
 		"cooldown defers the next eviction": {group: group("DaemonSet", 6), pod: 1,
 			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 20 * time.Second} }),
 			records: []Record{{Pod: "gone", UID: "gone", At: now.Add(-5 * time.Second)}},
-			want:    []string{RuleCooldown}, action: policy.Deny, wait: 15 * time.Second},
+			want:    []string{RuleCooldown}, action: decision.Deny, wait: 15 * time.Second},
 		"cooldown has passed": {group: group("DaemonSet", 6), pod: 1,
 			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 20 * time.Second} }),
 			records: []Record{{Pod: "gone", UID: "gone", At: now.Add(-21 * time.Second)}}},
@@ -117,16 +94,16 @@ func TestDecideEviction(t *testing.T) {
 			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-time.Minute)}}},
 		"budget zero is never": {group: group("Deployment", 3),
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromInt32(0)) }),
-			want:   []string{RuleMaxUnavailable}, action: policy.Deny, never: true},
+			want:   []string{RuleMaxUnavailable}, action: decision.Deny, never: true},
 		"an unready pod goes at once under AlwaysAllow": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
-			mutGroup: func(g *Group) { g.Pods[0].Ready, g.Pods[1].Ready = false, false }},
+			mutGroup: func(g *workload.Group) { g.Pods[0].Ready, g.Pods[1].Ready = false, false }},
 		"an unready pod waits under IfHealthyBudget when the group is over budget": {group: group("Deployment", 4), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.UnhealthyPodEvictionPolicy = ifHealthy }),
-			mutGroup: func(g *Group) { g.Pods[0].Ready, g.Pods[1].Ready, g.Pods[2].Ready = false, false, false },
-			want:     []string{RuleMaxUnavailable}, action: policy.Deny},
+			mutGroup: func(g *workload.Group) { g.Pods[0].Ready, g.Pods[1].Ready, g.Pods[2].Ready = false, false, false },
+			want:     []string{RuleMaxUnavailable}, action: decision.Deny},
 		"Pending, Succeeded, Failed and terminating pods are never guarded": {group: group("Deployment", 2), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromInt32(0)) }),
-			mutGroup: func(g *Group) { g.Pods[1].Phase = corev1.PodPending }},
+			mutGroup: func(g *workload.Group) { g.Pods[1].Phase = corev1.PodPending }},
 		"pods of other owners are not guarded": {group: nil, policy: dp(nil)},
 		"pods the policy does not select are not guarded": {group: group("Deployment", 2), labels: map[string]string{"app": "web"},
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromInt32(0)) })},
@@ -137,8 +114,8 @@ func TestDecideEviction(t *testing.T) {
 			})},
 		"Warn mode admits with a warning": {group: group("Deployment", 4), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Mode = v1alpha1.ModeWarn }),
-			mutGroup: func(g *Group) { g.Pods[0].Ready = false },
-			want:     []string{RuleMaxUnavailable}, action: policy.Warn},
+			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false },
+			want:     []string{RuleMaxUnavailable}, action: decision.Warn},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -154,7 +131,7 @@ func TestDecideEviction(t *testing.T) {
 			if tc.group != nil {
 				in.Pod = tc.group.Pods[tc.pod]
 			} else {
-				in.Pod = Pod{Name: "bare", Phase: corev1.PodRunning, Ready: true}
+				in.Pod = workload.Pod{Name: "bare", Phase: corev1.PodRunning, Ready: true}
 			}
 			d := Decide(in)
 			var got []string
@@ -175,7 +152,7 @@ func TestDecideEviction(t *testing.T) {
 }
 
 func TestRespondDeferralIsA429WithCappedRetry(t *testing.T) {
-	d := Decision{Guarded: true, Violations: []Violation{{Policy: "agents", Rule: RuleCooldown, Action: policy.Deny, Wait: 95 * time.Second, Message: "wait"}}}
+	d := Decision{Guarded: true, Violations: decision.Violations{{Policy: "agents", Rule: RuleCooldown, Action: decision.Deny, Wait: 95 * time.Second, Message: "wait"}}}
 	r := respond(d)
 	if r.Allowed || r.Result.Code != 429 || r.Result.Reason != metav1.StatusReasonTooManyRequests {
 		t.Fatalf("result = %+v", r.Result)

@@ -6,21 +6,25 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/apijson"
+	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/policy"
-	"github.com/holdfast-dev/holdfast/internal/review"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // Path is where the eviction webhook is served.
@@ -48,6 +52,11 @@ type Handler struct {
 	// Events records a deferral or refusal on the pod, at most once per pod and minute
 	// (drains retry every 5 s); nil records nothing.
 	Events *events.Limiter
+	// Matcher evaluates the policies' targets, keeping their compiled selectors; nil
+	// compiles them on every request.
+	Matcher *policy.Matcher
+	// Metrics counts decisions; nil counts nothing.
+	Metrics *Metrics
 }
 
 var _ admission.Handler = &Handler{}
@@ -64,9 +73,8 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	dryRun := (req.DryRun != nil && *req.DryRun) || (ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll))
 
-	// The cache's own objects, not copies: decisions only read them.
 	var policies v1alpha1.DisruptionPolicyList
-	if err := h.Reader.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
+	if err := cache.List(ctx, h.Reader, &policies); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("listing DisruptionPolicies: %w", err))
 	}
 	if len(policies.Items) == 0 {
@@ -76,7 +84,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	// confirm with the API server before treating them as gone.
 	reader := fallbackReader{cached: h.Reader, live: h.LedgerReader}
 	pod := &corev1.Pod{}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod, client.UnsafeDisableDeepCopy); err != nil {
+	if err := cache.Get(ctx, reader, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
 		if apierrors.IsNotFound(err) {
 			return admission.Allowed("") // the API server answers 404 itself
 		}
@@ -86,28 +94,28 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	in := Input{Pod: podState(pod), PodLabels: pod.Labels, NamespaceLabels: nsLabels,
-		Policies: policies.Items, User: req.UserInfo, Now: start}
+	in := Input{Pod: workload.PodOf(pod), PodLabels: pod.Labels, NamespaceLabels: nsLabels,
+		Policies: policies.Items, Matcher: h.Matcher, User: req.UserInfo, Now: start}
 	if !selectsAny(in) {
 		return admission.Allowed("") // the fast path: no policy selects the pod
 	}
-	if in.Group, err = groupOf(ctx, reader, pod); err != nil {
+	if in.Group, err = workload.GroupOf(ctx, reader, pod); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 
 	// finish records and answers the final decision; ledger conflicts retried before it are not counted.
 	finish := func(d Decision) admission.Response {
-		observe(d, in, h.Clock.Since(start))
+		h.Metrics.observe(d, in, h.Clock.Since(start))
 		if len(d.Violations) > 0 {
-			logf.FromContext(ctx).Info("Eviction policy violated", "pod", klogRef(pod), "action", d.Action().String(), "dryRun", dryRun,
-				"violations", messages(d.Violations, policy.Audit))
+			logf.FromContext(ctx).Info("Eviction policy violated", "pod", klog.KObj(pod), "action", d.Action().String(), "dryRun", dryRun,
+				"violations", d.Messages(decision.Audit))
 		}
-		if d.Action() == policy.Deny && !dryRun {
+		if d.Action() == decision.Deny && !dryRun {
 			reason := "EvictionDeferred"
 			if d.Never() {
 				reason = "EvictionRefused"
 			}
-			h.Events.Warn(pod, "eviction", in.Now, reason, strings.Join(messages(d.Violations, policy.Deny), "; "))
+			h.Events.Warn(pod, "eviction", in.Now, reason, d.Denial())
 		}
 		return respond(d)
 	}
@@ -121,7 +129,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		in.Now = h.Clock.Now()
 		d := Decide(in)
-		if d.Action() == policy.Deny || dryRun || !d.Guarded || l == nil {
+		if d.Action() == decision.Deny || dryRun || !d.Guarded || l == nil {
 			return finish(d)
 		}
 		err = l.admit(ctx, h.LedgerWriter, Record{Pod: pod.Name, UID: pod.UID, At: in.Now}, h.Identity)
@@ -133,7 +141,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		// Another replica admitted an eviction in this group meanwhile: decide again.
 	}
-	return finish(Decision{Guarded: true, Violations: []Violation{{Policy: "holdfast", Rule: RuleMaxUnavailable, Action: policy.Deny,
+	return finish(Decision{Guarded: true, Violations: decision.Violations{{Policy: "holdfast", Rule: RuleMaxUnavailable, Action: decision.Deny,
 		Wait: MaxRetryAfter, Message: "the group's eviction ledger is contended; retry"}}})
 }
 
@@ -156,7 +164,7 @@ func (r fallbackReader) List(ctx context.Context, list client.ObjectList, opts .
 
 func selectsAny(in Input) bool {
 	for _, p := range in.Policies {
-		if ok, err := selects(p.Spec.Targets, in.NamespaceLabels, in.PodLabels); ok || err != nil {
+		if ok, err := in.Matcher.SelectsPods(p.Spec.Targets, in.NamespaceLabels, in.PodLabels); ok || err != nil {
 			return true
 		}
 	}
@@ -169,7 +177,7 @@ func (h *Handler) decode(req admission.Request) (*policyv1.Eviction, error) {
 		return nil, fmt.Errorf("unsupported request for %s %s/%s: this webhook guards pods/eviction", req.Kind.Kind, req.Resource.Resource, req.SubResource)
 	}
 	ev := &policyv1.Eviction{}
-	if err := review.Unmarshal(req.Object.Raw, ev); err != nil {
+	if err := apijson.Unmarshal(req.Object.Raw, ev); err != nil {
 		return nil, fmt.Errorf("decoding the Eviction: %w", err)
 	}
 	if ev.Name != "" && ev.Name != req.Name {
@@ -184,55 +192,20 @@ func (h *Handler) decode(req admission.Request) (*policyv1.Eviction, error) {
 // respond maps a decision: a deferral is 429 with kube's DisruptionBudget cause and a
 // retry-after capped at MaxRetryAfter; a budget of zero is 403; Warn and Audit admit.
 func respond(d Decision) admission.Response {
-	var warnings []string
-	audit := map[string]string{}
-	for _, v := range d.Violations {
-		switch v.Action {
-		case policy.Warn:
-			warnings = append(warnings, v.String())
-		case policy.Audit:
-			audit[v.Rule] = strings.TrimPrefix(audit[v.Rule]+"; "+v.String(), "; ")
-		}
+	if d.Action() != decision.Deny {
+		return decision.Allowed(d.Violations)
 	}
-	if d.Action() != policy.Deny {
-		resp := admission.Allowed("")
-		resp.Warnings = warnings
-		if len(audit) > 0 {
-			resp.AuditAnnotations = audit
-		}
-		return resp
-	}
-	msg := "holdfast: " + strings.Join(messages(d.Violations, policy.Deny), "; ")
-	status := metav1.Status{Status: metav1.StatusFailure, Message: msg, Details: &metav1.StatusDetails{}}
+	msg := "holdfast: " + d.Denial()
 	if d.Never() {
-		status.Code, status.Reason = http.StatusForbidden, metav1.StatusReasonForbidden
-		status.Details.Causes = []metav1.StatusCause{{Type: CauseType, Message: msg}}
-	} else {
-		status.Code, status.Reason = http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests
-		status.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: msg}}
-		secs := int32(math.Ceil(min(d.Wait(), MaxRetryAfter).Seconds()))
-		status.Details.RetryAfterSeconds = max(secs, 1)
+		err := apierrors.NewGenericServerResponse(http.StatusForbidden, "", schema.GroupResource{}, "", msg, 0, false)
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: CauseType, Message: msg}}
+		return decision.Denied(err, d.Violations)
 	}
-	resp := admission.ValidationResponse(false, msg)
-	resp.Result = &status
-	resp.Warnings = warnings
-	if len(audit) > 0 {
-		resp.AuditAnnotations = audit
-	}
-	return resp
+	secs := int(math.Ceil(min(d.Wait(), MaxRetryAfter).Seconds()))
+	err := apierrors.NewTooManyRequests(msg, max(secs, 1))
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: msg}}
+	return decision.Denied(err, d.Violations)
 }
-
-func messages(vs []Violation, atLeast policy.Action) []string {
-	var out []string
-	for _, v := range vs {
-		if v.Action >= atLeast {
-			out = append(out, v.String())
-		}
-	}
-	return out
-}
-
-func klogRef(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 
 // The webhook configuration generated from this marker is the base the chart and the
 // kustomize config refine. An objectSelector cannot filter pods/eviction: every eviction

@@ -100,6 +100,8 @@ type LedgerSweeper struct {
 	// Every is how often it sweeps.
 	Every time.Duration
 	Clock clock.PassiveClock
+	// Metrics counts the ledgers deleted; nil counts nothing.
+	Metrics *Metrics
 }
 
 var _ manager.LeaderElectionRunnable = &LedgerSweeper{}
@@ -146,7 +148,7 @@ func (s *LedgerSweeper) Sweep(ctx context.Context) (int, error) {
 		switch {
 		case err == nil:
 			deleted++
-			ledgersDeleted.Inc()
+			s.Metrics.ledgerDeleted()
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			// Deleted by another sweep, or written since the list: kept.
 		default:

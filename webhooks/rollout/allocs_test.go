@@ -6,8 +6,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/internal/review"
-	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 	"github.com/holdfast-dev/holdfast/internal/workload"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // maxReviewAllocs guards BenchmarkRolloutReview's allocations in every test run at the

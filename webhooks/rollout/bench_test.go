@@ -23,10 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
-	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 	"github.com/holdfast-dev/holdfast/internal/workload"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // hostedScene is a tenant kube-apiserver Deployment (the 13 KB fixture) on revision 4 of
@@ -128,7 +130,7 @@ func newScene(tb testing.TB, sp sceneParams) hostedScene {
 		return nil
 	}
 	return hostedScene{
-		reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{history.OwnerIndex: ownerIndex}, objs...),
+		reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{cache.OwnerIndex: ownerIndex}, objs...),
 		old:    old, new: new, now: now,
 	}
 }
@@ -161,7 +163,7 @@ func (s hostedScene) handler(tb testing.TB) *Handler {
 	if err := clientgoscheme.AddToScheme(sch); err != nil {
 		tb.Fatal(err)
 	}
-	return &Handler{Reader: s.reader, Decoder: admission.NewDecoder(sch), Clock: clocktesting.NewFakePassiveClock(s.now)}
+	return &Handler{Reader: s.reader, Decoder: admission.NewDecoder(sch), Clock: clocktesting.NewFakePassiveClock(s.now), Matcher: policy.NewMatcher()}
 }
 
 // serve sends body to h as the API server does and decodes the answer.

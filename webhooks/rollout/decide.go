@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -34,45 +35,28 @@ const (
 type Input struct {
 	Operation admissionv1.Operation
 	// Old is nil on CREATE.
-	Old, New        *workload.Workload
+	Old, New *workload.Workload
+	// TemplateChanged is an UPDATE whose new pod template differs from the old one
+	// (workload.SameTemplate): only that starts a rollout. The handler compares once.
+	TemplateChanged bool
 	NamespaceLabels map[string]string
 	User            authenticationv1.UserInfo
 	Policies        []v1alpha1.RolloutPolicy
-	// History is the workload's revisions and pod activity, read on UPDATE.
+	// Matcher evaluates the policies' targets; nil compiles their selectors anew.
+	Matcher *policy.Matcher
+	// History is the workload's revisions and pod activity, read when the template changed.
 	History history.History
 	Now     time.Time
 }
 
-// Violation is one rule of one policy that the request breaks.
-type Violation struct {
-	Policy  string
-	Rule    string
-	Action  policy.Action
-	Field   *field.Path
-	Message string
-}
-
-// String renders the violation as holdfast reports it: [policy/rule] what happened; what to do.
-func (v Violation) String() string {
-	return fmt.Sprintf("[%s/%s] %s", v.Policy, v.Rule, v.Message)
-}
-
 // Decision is the outcome of evaluating every applicable policy.
 type Decision struct {
-	Violations []Violation
+	decision.Violations
 }
 
-// Action is the strictest action among the violations; Allow when there are none.
-func (d Decision) Action() policy.Action {
-	a := policy.Allow
-	for _, v := range d.Violations {
-		a = max(a, v.Action)
-	}
-	return a
-}
-
-// Decide evaluates every policy that applies to the request. It does no I/O.
-func Decide(in Input) Decision {
+// Decide evaluates every policy that applies to the request. It does no I/O. An error is
+// a pod template that a rule had to read and that does not decode: the request is bad.
+func Decide(in Input) (Decision, error) {
 	var d Decision
 	for i := range in.Policies {
 		p := &in.Policies[i]
@@ -80,22 +64,26 @@ func Decide(in Input) Decision {
 			continue
 		}
 		applies, err := selectsEither(p, in)
-		action := policy.ActionFor(p.Spec.Mode)
+		action := decision.ActionFor(p.Spec.Mode)
 		if err != nil {
 			// A policy we cannot evaluate must not silently allow what it may forbid.
-			d.Violations = append(d.Violations, Violation{Policy: p.Name, Rule: RuleTargets, Action: action,
+			d.Violations = append(d.Violations, decision.Violation{Policy: p.Name, Rule: RuleTargets, Action: action,
 				Message: fmt.Sprintf("the policy cannot be evaluated: %v; fix the policy or suspend it", err)})
 			continue
 		}
 		if !applies {
 			continue
 		}
-		for _, f := range check(in, &p.Spec.Rules) {
-			d.Violations = append(d.Violations, Violation{Policy: p.Name, Rule: f.rule,
+		found, err := check(in, &p.Spec.Rules)
+		if err != nil {
+			return Decision{}, err
+		}
+		for _, f := range found {
+			d.Violations = append(d.Violations, decision.Violation{Policy: p.Name, Rule: f.rule,
 				Action: action, Field: f.field, Message: f.message})
 		}
 	}
-	return d
+	return d, nil
 }
 
 // selectsEither applies a policy when it selects the old or the new object, so
@@ -105,7 +93,7 @@ func selectsEither(p *v1alpha1.RolloutPolicy, in Input) (bool, error) {
 		if w == nil {
 			continue
 		}
-		ok, err := policy.Selects(p.Spec.Targets, w.Kind, in.NamespaceLabels, w.Labels)
+		ok, err := in.Matcher.Selects(p.Spec.Targets, w.Kind, in.NamespaceLabels, w.Labels)
 		if err != nil || ok {
 			return ok, err
 		}
@@ -127,13 +115,23 @@ var (
 )
 
 // check applies one policy's rules to the request.
-func check(in Input, rules *v1alpha1.RolloutRules) []finding {
-	out := checkArgsMatchReplicas(in.New, rules.ArgsMatchReplicas)
-	out = append(out, checkStrategy(in, rules.Strategy)...)
-	if in.Operation != admissionv1.Update || in.Old == nil || workload.SameTemplate(in.Old.Template, in.New.Template) {
-		return out // Only a new pod template starts a rollout.
+func check(in Input, rules *v1alpha1.RolloutRules) ([]finding, error) {
+	out, err := checkArgsMatchReplicas(in.New, rules.ArgsMatchReplicas)
+	if err != nil {
+		return nil, err
 	}
-	scale := isScale(in.Old, in.New, rules.ArgsMatchReplicas)
+	lints, err := checkStrategy(in, rules.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, lints...)
+	if in.Operation != admissionv1.Update || in.Old == nil || !in.TemplateChanged {
+		return out, nil // Only a new pod template starts a rollout.
+	}
+	scale, err := isScale(in.Old, in.New, rules.ArgsMatchReplicas)
+	if err != nil {
+		return nil, err
+	}
 	rev := in.History.Find(in.New.Template)
 	newest := in.History.Newest()
 	rollback := isRollback(in, rev)
@@ -167,7 +165,7 @@ func check(in Input, rules *v1alpha1.RolloutRules) []finding {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // isRollback is a return to a revision still serving while the current one rolls out:
@@ -204,12 +202,19 @@ const defaultStallAfter = 10 * time.Minute
 // isScale reports a change whose only template difference is argsMatchReplicas flags,
 // following a replicas change: munge the flags' old values into a copy of the new
 // template, then compare.
-func isScale(old, new *workload.Workload, rules []v1alpha1.ArgMatchesReplicas) bool {
+func isScale(old, new *workload.Workload, rules []v1alpha1.ArgMatchesReplicas) (bool, error) {
 	if len(rules) == 0 || old.Replicas == nil || new.Replicas == nil || *old.Replicas == *new.Replicas {
-		return false
+		return false, nil
 	}
-	oldSpec := old.Template.Spec()
-	munged := new.Template.Spec().DeepCopy()
+	oldSpec, err := old.Template.Spec()
+	if err != nil {
+		return false, fmt.Errorf("oldObject: %w", err)
+	}
+	newSpec, err := new.Template.Spec()
+	if err != nil {
+		return false, fmt.Errorf("object: %w", err)
+	}
+	munged := newSpec.DeepCopy()
 	for _, r := range rules {
 		i, j := containerIndex(munged.Spec.Containers, r.Container), containerIndex(oldSpec.Spec.Containers, r.Container)
 		if i < 0 || j < 0 {
@@ -234,7 +239,7 @@ func isScale(old, new *workload.Workload, rules []v1alpha1.ArgMatchesReplicas) b
 			argv[at.index] = v
 		}
 	}
-	return workload.SameSpec(oldSpec, munged)
+	return workload.SameSpec(oldSpec, munged), nil
 }
 
 func round(d time.Duration) time.Duration {
@@ -245,17 +250,21 @@ func round(d time.Duration) time.Duration {
 }
 
 // checkArgsMatchReplicas finds the named container flags whose value differs from spec.replicas.
-func checkArgsMatchReplicas(w *workload.Workload, rules []v1alpha1.ArgMatchesReplicas) []finding {
+func checkArgsMatchReplicas(w *workload.Workload, rules []v1alpha1.ArgMatchesReplicas) ([]finding, error) {
 	if w == nil || w.Replicas == nil || len(rules) == 0 {
-		return nil // DaemonSets have no replica count to match.
+		return nil, nil // DaemonSets have no replica count to match.
 	}
 	replicas := *w.Replicas
 	var out []finding
 	for _, r := range rules {
-		c, i, ok := w.Template.CommandLine(r.Container)
+		c, ok, err := w.Template.CommandLine(r.Container)
+		if err != nil {
+			return nil, fmt.Errorf("object: %w", err)
+		}
 		if !ok {
 			continue // The rule guards workloads that run this container.
 		}
+		i := c.Index
 		value, path, found := flagValue(c.Command, c.Args, r.Flag)
 		switch {
 		case !found:
@@ -268,7 +277,7 @@ func checkArgsMatchReplicas(w *workload.Workload, rules []v1alpha1.ArgMatchesRep
 				w, r.Container, r.Flag, value, replicas, r.Flag, r.Flag, replicas)})
 		}
 	}
-	return out
+	return out, nil
 }
 
 func containerIndex(cs []corev1.Container, name string) int {

@@ -10,16 +10,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/policy"
-	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/workload"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // finding is what a test expects of a violation: messages are for people, so tests
 // assert who objected, with which rule, how strictly and where.
 type want struct {
 	Policy, Rule, Field string
-	Action              policy.Action
+	Action              decision.Action
 }
 
 func summarize(d Decision) []want {
@@ -32,6 +32,20 @@ func summarize(d Decision) []want {
 		out = append(out, w)
 	}
 	return out
+}
+
+// decide is Decide on an input as the handler's decode completes it: an UPDATE's
+// templates compared once.
+func decide(t testing.TB, in Input) Decision {
+	t.Helper()
+	if in.Operation == admissionv1.Update && in.Old != nil {
+		in.TemplateChanged = !workload.SameTemplate(in.Old.Template, in.New.Template)
+	}
+	d, err := Decide(in)
+	if err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	return d
 }
 
 func mustWorkload(t *testing.T, obj *appsv1.Deployment) *workload.Workload {
@@ -61,63 +75,63 @@ func TestDecideArgsMatchReplicas(t *testing.T) {
 		user     authenticationv1.UserInfo
 		nsLabels map[string]string
 		want     []want
-		action   policy.Action
+		action   decision.Action
 	}{
 		"create with matching flag is allowed": {
 			op: admissionv1.Create, obj: konnectivity(3, "3").Obj(),
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().Obj()},
-			action:   policy.Allow,
+			action:   decision.Allow,
 		},
 		"create with mismatched flag is denied at the flag": {
 			op: admissionv1.Create, obj: konnectivity(3, "1").Obj(),
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().Obj()},
-			want:     []want{{"konnectivity", RuleArgsMatchReplicas, argsField, policy.Deny}},
-			action:   policy.Deny,
+			want:     []want{{"konnectivity", RuleArgsMatchReplicas, argsField, decision.Deny}},
+			action:   decision.Deny,
 		},
 		"scale without the flag is denied": {
 			op: admissionv1.Update, old: konnectivity(3, "3").Obj(), obj: konnectivity(5, "3").Obj(),
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().Obj()},
-			want:     []want{{"konnectivity", RuleArgsMatchReplicas, argsField, policy.Deny}},
-			action:   policy.Deny,
+			want:     []want{{"konnectivity", RuleArgsMatchReplicas, argsField, decision.Deny}},
+			action:   decision.Deny,
 		},
 		"scale with the flag is allowed": {
 			op: admissionv1.Update, old: konnectivity(3, "3").Obj(), obj: konnectivity(5, "5").Obj(),
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().Obj()},
-			action:   policy.Allow,
+			action:   decision.Allow,
 		},
 		"flag given as a separate argument is read": {
 			op: admissionv1.Create,
 			obj: utiltesting.MakeDeployment("tenant-a", "kas").Replicas(2).
 				Container("konnectivity-server", "--server-count", "3").Obj(),
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().Obj()},
-			want:     []want{{"konnectivity", RuleArgsMatchReplicas, "spec.template.spec.containers[1].args[1]", policy.Deny}},
-			action:   policy.Deny,
+			want:     []want{{"konnectivity", RuleArgsMatchReplicas, "spec.template.spec.containers[1].args[1]", decision.Deny}},
+			action:   decision.Deny,
 		},
 		"last occurrence of the flag wins": {
 			op: admissionv1.Create,
 			obj: utiltesting.MakeDeployment("tenant-a", "kas").Replicas(2).
 				Container("konnectivity-server", "--server-count=1", "--server-count=2").Obj(),
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().Obj()},
-			action:   policy.Allow,
+			action:   decision.Allow,
 		},
 		"missing flag in the named container is denied at the container": {
 			op:       admissionv1.Create,
 			obj:      utiltesting.MakeDeployment("tenant-a", "kas").Replicas(2).Container("konnectivity-server", "--mode=grpc").Obj(),
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().Obj()},
-			want:     []want{{"konnectivity", RuleArgsMatchReplicas, "spec.template.spec.containers[1]", policy.Deny}},
-			action:   policy.Deny,
+			want:     []want{{"konnectivity", RuleArgsMatchReplicas, "spec.template.spec.containers[1]", decision.Deny}},
+			action:   decision.Deny,
 		},
 		"workload without the container is not concerned": {
 			op:       admissionv1.Create,
 			obj:      utiltesting.MakeDeployment("tenant-a", "web").Replicas(3).Obj(),
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().Obj()},
-			action:   policy.Allow,
+			action:   decision.Allow,
 		},
 		"warn mode reports without denying": {
 			op: admissionv1.Create, obj: konnectivity(3, "1").Obj(),
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().Mode(v1alpha1.ModeWarn).Obj()},
-			want:     []want{{"konnectivity", RuleArgsMatchReplicas, argsField, policy.Warn}},
-			action:   policy.Warn,
+			want:     []want{{"konnectivity", RuleArgsMatchReplicas, argsField, decision.Warn}},
+			action:   decision.Warn,
 		},
 		"strictest of several policies wins and every violation is reported": {
 			op: admissionv1.Create, obj: konnectivity(3, "1").Obj(),
@@ -126,36 +140,36 @@ func TestDecideArgsMatchReplicas(t *testing.T) {
 				serverCount.Clone().Obj(),
 			},
 			want: []want{
-				{"audit", RuleArgsMatchReplicas, argsField, policy.Audit},
-				{"konnectivity", RuleArgsMatchReplicas, argsField, policy.Deny},
+				{"audit", RuleArgsMatchReplicas, argsField, decision.Audit},
+				{"konnectivity", RuleArgsMatchReplicas, argsField, decision.Deny},
 			},
-			action: policy.Deny,
+			action: decision.Deny,
 		},
 		"suspended policy is skipped": {
 			op: admissionv1.Create, obj: konnectivity(3, "1").Obj(),
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().Suspend().Obj()},
-			action:   policy.Allow,
+			action:   decision.Allow,
 		},
 		"exempt service account is skipped": {
 			op: admissionv1.Create, obj: konnectivity(3, "1").Obj(), user: operator,
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().ExemptServiceAccounts("kamaji-system/kamaji").Obj()},
-			action:   policy.Allow,
+			action:   decision.Allow,
 		},
 		"other service account is not exempt": {
 			op: admissionv1.Create, obj: konnectivity(3, "1").Obj(), user: operator,
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().ExemptServiceAccounts("kamaji-system/other").Obj()},
-			want:     []want{{"konnectivity", RuleArgsMatchReplicas, argsField, policy.Deny}},
-			action:   policy.Deny,
+			want:     []want{{"konnectivity", RuleArgsMatchReplicas, argsField, decision.Deny}},
+			action:   decision.Deny,
 		},
 		"policy for other kinds is skipped": {
 			op: admissionv1.Create, obj: konnectivity(3, "1").Obj(),
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().Kinds(v1alpha1.KindStatefulSet).Obj()},
-			action:   policy.Allow,
+			action:   decision.Allow,
 		},
 		"namespace selector not matching skips the policy": {
 			op: admissionv1.Create, obj: konnectivity(3, "1").Obj(), nsLabels: map[string]string{"tier": "dev"},
 			policies: []*v1alpha1.RolloutPolicy{serverCount.Clone().NamespaceSelector(map[string]string{"tier": "tenant"}).Obj()},
-			action:   policy.Allow,
+			action:   decision.Allow,
 		},
 		"relabel out of the selector with a bad change is still denied": {
 			op:  admissionv1.Update,
@@ -164,16 +178,16 @@ func TestDecideArgsMatchReplicas(t *testing.T) {
 			policies: []*v1alpha1.RolloutPolicy{
 				serverCount.Clone().Selector(map[string]string{"component": "control-plane"}).Obj(),
 			},
-			want:   []want{{"konnectivity", RuleArgsMatchReplicas, argsField, policy.Deny}},
-			action: policy.Deny,
+			want:   []want{{"konnectivity", RuleArgsMatchReplicas, argsField, decision.Deny}},
+			action: decision.Deny,
 		},
 		"invalid selector fails closed in the policy's mode": {
 			op: admissionv1.Create, obj: konnectivity(3, "3").Obj(),
 			policies: []*v1alpha1.RolloutPolicy{
 				serverCount.Clone().Selector(map[string]string{"bad key!": "x"}).Mode(v1alpha1.ModeEnforce).Obj(),
 			},
-			want:   []want{{"konnectivity", RuleTargets, "", policy.Deny}},
-			action: policy.Deny,
+			want:   []want{{"konnectivity", RuleTargets, "", decision.Deny}},
+			action: decision.Deny,
 		},
 	}
 	for name, tc := range cases {
@@ -185,7 +199,7 @@ func TestDecideArgsMatchReplicas(t *testing.T) {
 			for _, p := range tc.policies {
 				in.Policies = append(in.Policies, *p)
 			}
-			d := Decide(in)
+			d := decide(t, in)
 			if diff := cmp.Diff(tc.want, summarize(d)); diff != "" {
 				t.Errorf("violations (-want +got):\n%s", diff)
 			}
@@ -205,7 +219,7 @@ func TestDecideDaemonSetHasNoReplicaCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := utiltesting.MakeRolloutPolicy("p").ArgMatchesReplicas("konnectivity-server", "--server-count").Obj()
-	d := Decide(Input{Operation: admissionv1.Create, New: w, Policies: []v1alpha1.RolloutPolicy{*p}})
+	d := decide(t, Input{Operation: admissionv1.Create, New: w, Policies: []v1alpha1.RolloutPolicy{*p}})
 	if len(d.Violations) != 0 {
 		t.Errorf("DaemonSet got violations %v, want none", d.Violations)
 	}

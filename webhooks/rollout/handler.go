@@ -5,18 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/policy"
@@ -37,6 +40,11 @@ type Handler struct {
 	// Events records a deny or warn on the workload, at most once per workload, rule and
 	// minute; nil records nothing.
 	Events *events.Limiter
+	// Matcher evaluates the policies' targets, keeping their compiled selectors; nil
+	// compiles them on every request.
+	Matcher *policy.Matcher
+	// Metrics counts decisions; nil counts nothing.
+	Metrics *Metrics
 	// Typed decodes whole objects with Decoder instead of reading only the fields decisions
 	// read (workload.Decode). It is the reference the differential tests hold the lean
 	// path to; both decide the same.
@@ -50,16 +58,12 @@ var _ admission.Handler = &Handler{}
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets;controllerrevisions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Policies are read as the cache's own objects, not copies: decisions only read them. (The
-// options are built once: a variadic argument would be allocated per call.)
-var cacheOwnList = []client.ListOption{client.UnsafeDisableDeepCopy}
-
 // Handle implements admission.Handler.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := h.Clock.Now()
 
 	var policies v1alpha1.RolloutPolicyList
-	if err := h.Reader.List(ctx, &policies, cacheOwnList...); err != nil {
+	if err := cache.List(ctx, h.Reader, &policies); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("listing RolloutPolicies: %w", err))
 	}
 	in, obj, err := h.decode(ctx, req, len(policies.Items) > 0)
@@ -69,29 +73,27 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if in.New == nil || len(policies.Items) == 0 {
 		return admission.Allowed("") // DELETE and CONNECT are not guarded.
 	}
-	in.Policies = policies.Items
+	in.Policies, in.Matcher = policies.Items, h.Matcher
 	in.Now = start
 	if in.NamespaceLabels, err = policy.NamespaceLabels(ctx, h.Reader, req.Namespace); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if in.Old != nil && !workload.SameTemplate(in.Old.Template, in.New.Template) {
+	if in.TemplateChanged {
 		if in.History, err = history.Read(ctx, h.Reader, in.Old); err != nil {
 			// Decide from what is known: the rules that need no history still apply.
 			logf.FromContext(ctx).Error(err, "Reading workload history; deciding without it", "workload", in.New.String())
 		}
 	}
 
-	d := Decide(in)
-	// A lean-decoded template is decoded in full only when a rule reads it; it may fail then.
-	for _, w := range []*workload.Workload{in.New, in.Old} {
-		if w != nil && w.Template.Err() != nil {
-			return errored(badRequest("%s: %v", w, w.Template.Err()))
-		}
+	d, err := Decide(in)
+	if err != nil {
+		// A template read as JSON is decoded in full only when a rule reads it.
+		return errored(badRequest("%s: %v", in.New, err))
 	}
-	observe(in.New.Kind, d, h.Clock.Since(start))
+	h.Metrics.observe(in.New.Kind, d, h.Clock.Since(start))
 	if len(d.Violations) > 0 {
 		logf.FromContext(ctx).Info("Rollout policy violated", "workload", in.New.String(), "action", d.Action().String(),
-			"dryRun", isDryRun(req), "violations", messages(d.Violations, policy.Audit))
+			"dryRun", isDryRun(req), "violations", d.Messages(decision.Audit))
 		if !isDryRun(req) {
 			if obj == nil {
 				obj = reference(in.New)
@@ -138,26 +140,27 @@ func (h *Handler) decode(ctx context.Context, req admission.Request, guarded boo
 	if req.Kind.Group != "apps" || req.Kind.Version != "v1" {
 		return in, nil, badRequest("unsupported kind %s: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", req.Kind)
 	}
+	kind := v1alpha1.WorkloadKind(req.Kind.Kind)
 	read := func(raw runtime.RawExtension, what string) (runtime.Object, *workload.Workload, error) {
 		if !h.Typed {
 			var w *workload.Workload
 			var err error
 			if l, ok := raw.Object.(*workload.Lean); ok { // decoded with the review (review.Webhook.Objects)
-				w, err = workload.FromLean(req.Kind.Kind, l)
+				w, err = workload.FromLean(kind, l)
 			} else {
-				w, err = workload.Decode(req.Kind.Kind, raw.Raw)
+				w, err = workload.Decode(kind, raw.Raw)
 			}
 			if err != nil {
 				return nil, nil, badRequest("%s: %v", what, err)
 			}
 			return nil, w, nil // the Event reference is built only when one is recorded
 		}
-		obj, err := workload.New(req.Kind.Kind)
+		obj, err := workload.New(kind)
 		if err != nil {
 			return nil, nil, badRequest("%v", err)
 		}
 		if err := h.Decoder.DecodeRaw(raw, obj); err != nil {
-			return nil, nil, badRequest("decoding %s as %s: %v", what, req.Kind.Kind, err)
+			return nil, nil, badRequest("decoding %s as %s: %v", what, kind, err)
 		}
 		w, err := workload.From(obj)
 		return obj, w, err
@@ -174,6 +177,7 @@ func (h *Handler) decode(ctx context.Context, req admission.Request, guarded boo
 		if obj, in.New, err = read(req.Object, "object"); err == nil {
 			_, in.Old, err = read(req.OldObject, "oldObject")
 		}
+		in.TemplateChanged = err == nil && !workload.SameTemplate(in.Old.Template, in.New.Template)
 	}
 	return in, obj, err
 }
@@ -207,18 +211,17 @@ func (h *Handler) decodeScale(ctx context.Context, req admission.Request, in Inp
 	if !guarded {
 		return in, nil, nil
 	}
-	obj, err := workload.New(string(kind))
+	obj, err := workload.New(kind)
 	if err != nil {
 		return in, nil, err
 	}
-	cobj := obj.(client.Object)
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, cobj); err != nil {
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, obj); err != nil {
 		return in, nil, fmt.Errorf("reading %s %s/%s to check its scale: %w; retry", kind, req.Namespace, req.Name, err)
 	}
 	if in.Old, err = workload.From(obj); err != nil {
 		return in, nil, err
 	}
-	scaled := cobj.DeepCopyObject()
+	scaled := obj.DeepCopyObject()
 	if in.New, err = workload.From(scaled); err != nil {
 		return in, nil, err
 	}
@@ -231,72 +234,22 @@ func isDryRun(req admission.Request) bool { return req.DryRun != nil && *req.Dry
 // respond maps a decision to the admission response: a 403 listing every violation when
 // any policy enforces; otherwise allowed, with warnings and audit annotations.
 func respond(d Decision) admission.Response {
-	if d.Action() == policy.Deny {
-		status := metav1.Status{
-			Status:  metav1.StatusFailure,
-			Code:    http.StatusForbidden,
-			Reason:  metav1.StatusReasonForbidden,
-			Message: strings.Join(messages(d.Violations, policy.Deny), "; "),
-			Details: &metav1.StatusDetails{},
-		}
-		for _, v := range d.Violations {
-			cause := metav1.StatusCause{Type: CauseType, Message: v.String()}
-			if v.Field != nil {
-				cause.Field = v.Field.String()
-			}
-			status.Details.Causes = append(status.Details.Causes, cause)
-		}
-		resp := admission.ValidationResponse(false, status.Message)
-		resp.Result = &status
-		return withReports(resp, d)
+	if d.Action() != decision.Deny {
+		return decision.Allowed(d.Violations)
 	}
-	return withReports(admission.Allowed(""), d)
+	err := apierrors.NewGenericServerResponse(http.StatusForbidden, "", schema.GroupResource{}, "", d.Denial(), 0, false)
+	for _, v := range d.Violations {
+		cause := metav1.StatusCause{Type: CauseType, Message: v.String()}
+		if v.Field != nil {
+			cause.Field = v.Field.String()
+		}
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, cause)
+	}
+	return decision.Denied(err, d.Violations)
 }
 
 // CauseType marks the status causes of holdfast's rollout denials.
 const CauseType metav1.CauseType = "holdfast.dev/RolloutPolicy"
-
-// withReports adds the violations of Warn policies as warnings and those of Audit
-// policies as audit annotations, keyed by rule.
-func withReports(resp admission.Response, d Decision) admission.Response {
-	resp.Warnings = append(resp.Warnings, messagesAt(d.Violations, policy.Warn)...)
-	for _, v := range d.Violations {
-		if v.Action != policy.Audit {
-			continue
-		}
-		if resp.AuditAnnotations == nil {
-			resp.AuditAnnotations = map[string]string{}
-		}
-		if prev, ok := resp.AuditAnnotations[v.Rule]; ok {
-			resp.AuditAnnotations[v.Rule] = prev + "; " + v.String()
-		} else {
-			resp.AuditAnnotations[v.Rule] = v.String()
-		}
-	}
-	return resp
-}
-
-// messages renders the violations at or above the given action.
-func messages(vs []Violation, atLeast policy.Action) []string {
-	var out []string
-	for _, v := range vs {
-		if v.Action >= atLeast {
-			out = append(out, v.String())
-		}
-	}
-	return out
-}
-
-// messagesAt renders the violations of exactly the given action.
-func messagesAt(vs []Violation, a policy.Action) []string {
-	var out []string
-	for _, v := range vs {
-		if v.Action == a {
-			out = append(out, v.String())
-		}
-	}
-	return out
-}
 
 // The webhook configuration generated from this marker is the base the chart and the
 // kustomize config refine (namespaceSelector, matchConditions, failure policy).

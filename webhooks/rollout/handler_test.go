@@ -132,7 +132,11 @@ func FuzzRolloutHandler(f *testing.F) {
 			pols := newPolicies(t, h)
 			in.Policies = pols
 			in.Now = time.Now()
-			if d := Decide(in); len(d.Violations) > 0 {
+			d, err := Decide(in)
+			if err != nil {
+				t.Fatalf("admitted a request whose template does not decode: %v", err)
+			}
+			if len(d.Violations) > 0 {
 				t.Fatalf("admitted a request with violations %v", d.Violations)
 			}
 		}

@@ -4,36 +4,48 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 )
 
-var (
-	decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "holdfast_rollout_decisions_total",
-		Help: "Rollout policy findings by policy, rule, action and workload kind; requests no policy objected to count under policy=\"\".",
-	}, []string{"policy", "rule", "action", "kind"})
-
-	decisionSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "holdfast_rollout_decision_duration_seconds",
-		Help:    "Time to gather inputs and decide a rollout admission request.",
-		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1},
-	}, []string{"kind"})
-)
-
-func init() {
-	metrics.Registry.MustRegister(decisions, decisionSeconds)
+// Metrics are the rollout guard's metrics. A nil *Metrics counts nothing.
+type Metrics struct {
+	decisions       *prometheus.CounterVec
+	decisionSeconds *prometheus.HistogramVec
 }
 
-func observe(kind v1alpha1.WorkloadKind, d Decision, took time.Duration) {
-	decisionSeconds.WithLabelValues(string(kind)).Observe(took.Seconds())
+// NewMetrics creates the rollout guard's metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdfast_rollout_decisions_total",
+			Help: "Rollout policy findings by policy, rule, action and workload kind; requests no policy objected to count under policy=\"\".",
+		}, []string{"policy", "rule", "action", "kind"}),
+		decisionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "holdfast_rollout_decision_duration_seconds",
+			Help:    "Time to gather inputs and decide a rollout admission request.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1},
+		}, []string{"kind"}),
+	}
+	for _, c := range []prometheus.Collector{m.decisions, m.decisionSeconds} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) observe(kind v1alpha1.WorkloadKind, d Decision, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.decisionSeconds.WithLabelValues(string(kind)).Observe(took.Seconds())
 	if len(d.Violations) == 0 {
-		decisions.WithLabelValues("", "", policy.Allow.String(), string(kind)).Inc()
+		m.decisions.WithLabelValues("", "", decision.Allow.String(), string(kind)).Inc()
 		return
 	}
 	for _, v := range d.Violations {
-		decisions.WithLabelValues(v.Policy, v.Rule, v.Action.String(), string(kind)).Inc()
+		m.decisions.WithLabelValues(v.Policy, v.Rule, v.Action.String(), string(kind)).Inc()
 	}
 }

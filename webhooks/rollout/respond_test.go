@@ -9,16 +9,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sevents "k8s.io/client-go/tools/events"
 
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
-	"github.com/holdfast-dev/holdfast/internal/policy"
 )
 
 func TestRespondMapsActions(t *testing.T) {
-	audit := Violation{Policy: "a", Rule: RuleSettle, Action: policy.Audit, Message: "m1"}
-	warn := Violation{Policy: "w", Rule: RuleMinInterval, Action: policy.Warn, Message: "m2"}
-	deny := Violation{Policy: "d", Rule: RuleRevertWindow, Action: policy.Deny, Message: "m3"}
+	audit := decision.Violation{Policy: "a", Rule: RuleSettle, Action: decision.Audit, Message: "m1"}
+	warn := decision.Violation{Policy: "w", Rule: RuleMinInterval, Action: decision.Warn, Message: "m2"}
+	deny := decision.Violation{Policy: "d", Rule: RuleRevertWindow, Action: decision.Deny, Message: "m3"}
 
-	resp := respond(Decision{Violations: []Violation{audit, warn}})
+	resp := respond(Decision{Violations: []decision.Violation{audit, warn}})
 	if !resp.Allowed {
 		t.Fatal("warn and audit must admit")
 	}
@@ -29,7 +29,7 @@ func TestRespondMapsActions(t *testing.T) {
 		t.Errorf("audit annotations = %v", resp.AuditAnnotations)
 	}
 
-	resp = respond(Decision{Violations: []Violation{audit, warn, deny}})
+	resp = respond(Decision{Violations: []decision.Violation{audit, warn, deny}})
 	if resp.Allowed || resp.Result.Code != 403 {
 		t.Fatalf("deny must answer 403, got %+v", resp.Result)
 	}
@@ -43,16 +43,16 @@ func TestEventLimiterOnePerWorkloadRuleAndMinute(t *testing.T) {
 	rec := k8sevents.NewFakeRecorder(10)
 	l := &events.Limiter{Recorder: rec}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kas", UID: "u1"}}
-	settle := Violation{Policy: "p", Rule: RuleSettle, Action: policy.Deny, Message: "m"}
-	audit := Violation{Policy: "p", Rule: RuleMinInterval, Action: policy.Audit, Message: "m"}
+	settle := decision.Violation{Policy: "p", Rule: RuleSettle, Action: decision.Deny, Message: "m"}
+	audit := decision.Violation{Policy: "p", Rule: RuleMinInterval, Action: decision.Audit, Message: "m"}
 	t0 := time.Now()
 
-	recordEvents(l, d, []Violation{settle, audit}, t0)
-	recordEvents(l, d, []Violation{settle}, t0.Add(5*time.Second)) // an operator retrying
-	recordEvents(l, d, []Violation{settle}, t0.Add(61*time.Second))
+	recordEvents(l, d, []decision.Violation{settle, audit}, t0)
+	recordEvents(l, d, []decision.Violation{settle}, t0.Add(5*time.Second)) // an operator retrying
+	recordEvents(l, d, []decision.Violation{settle}, t0.Add(61*time.Second))
 	other := d.DeepCopy()
 	other.UID, other.Name = "u2", "other"
-	recordEvents(l, other, []Violation{settle}, t0.Add(5*time.Second))
+	recordEvents(l, other, []decision.Violation{settle}, t0.Add(5*time.Second))
 
 	if got := len(rec.Events); got != 3 {
 		t.Fatalf("recorded %d events, want 3 (first, after a minute, other workload; none for audit)", got)

@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
-	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -32,7 +32,7 @@ func template(tag string, serverCount string) *corev1.PodTemplateSpec {
 }
 
 func wl(kind v1alpha1.WorkloadKind, replicas int32, t *corev1.PodTemplateSpec, r workload.Rollout) *workload.Workload {
-	w := &workload.Workload{Kind: kind, Namespace: "tenant-a", Name: "kube-apiserver", Template: workload.FromSpec(t, ""), Rollout: r}
+	w := &workload.Workload{Ref: workload.Ref{Kind: kind, Namespace: "tenant-a", Name: "kube-apiserver"}, Template: workload.FromSpec(t, ""), Rollout: r, Expected: replicas}
 	if kind != v1alpha1.KindDaemonSet {
 		w.Replicas = ptr.To(replicas)
 	}
@@ -75,7 +75,7 @@ func TestDecideRolloutRules(t *testing.T) {
 		old, obj   *workload.Workload
 		history    history.History
 		wantRules  []string
-		wantAction policy.Action
+		wantAction decision.Action
 	}{
 		"settle: change while rolling out is denied": {
 			rules: settleOnly, old: wl(dep, 3, B, rolling), obj: wl(dep, 3, C, done),
@@ -212,7 +212,7 @@ func TestDecideRolloutRules(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.RolloutPolicySpec{Rules: tc.rules}}
-			d := Decide(Input{Operation: admissionv1.Update, Old: tc.old, New: tc.obj, History: tc.history, Now: now,
+			d := decide(t, Input{Operation: admissionv1.Update, Old: tc.old, New: tc.obj, History: tc.history, Now: now,
 				User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p}})
 			var got []string
 			for _, v := range d.Violations {
@@ -221,7 +221,7 @@ func TestDecideRolloutRules(t *testing.T) {
 			if diff := cmp.Diff(tc.wantRules, got); diff != "" {
 				t.Errorf("violated rules (-want +got):\n%s\n%v", diff, d.Violations)
 			}
-			if len(tc.wantRules) > 0 && d.Action() != policy.Deny {
+			if len(tc.wantRules) > 0 && d.Action() != decision.Deny {
 				t.Errorf("action = %v, want deny", d.Action())
 			}
 		})

@@ -4,7 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -23,16 +24,20 @@ var (
 // checkStrategy lints a workload's rollout strategy and pod shape. On UPDATE only
 // findings the old object did not have count, so an unrelated edit of a workload that
 // predates the policy is not held up.
-func checkStrategy(in Input, rule *v1alpha1.StrategyRule) []finding {
+func checkStrategy(in Input, rule *v1alpha1.StrategyRule) ([]finding, error) {
 	if rule == nil {
-		return nil
+		return nil, nil
 	}
-	found := lintStrategy(in.New, rule)
-	if in.Old == nil || len(found) == 0 {
-		return found
+	found, err := lintStrategy(in.New, rule)
+	if err != nil || in.Old == nil || len(found) == 0 {
+		return found, err
+	}
+	before, err := lintStrategy(in.Old, rule)
+	if err != nil {
+		return nil, fmt.Errorf("oldObject: %w", err)
 	}
 	had := map[string]bool{}
-	for _, f := range lintStrategy(in.Old, rule) {
+	for _, f := range before {
 		had[f.key()] = true
 	}
 	var out []finding
@@ -41,7 +46,7 @@ func checkStrategy(in Input, rule *v1alpha1.StrategyRule) []finding {
 			out = append(out, f)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (f finding) key() string {
@@ -52,7 +57,8 @@ func (f finding) key() string {
 	return f.rule + "|" + p + "|" + f.lint
 }
 
-func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) []finding {
+// lintStrategy lints one workload; an error is a pod template that does not decode.
+func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) ([]finding, error) {
 	var out []finding
 	add := func(lint string, path *field.Path, format string, args ...any) {
 		out = append(out, finding{rule: RuleStrategy, lint: lint, field: path,
@@ -65,11 +71,11 @@ func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) []finding {
 	}
 
 	if r.MaxUnavailable != nil && s.Rolling {
-		limit := resolveDown(r.MaxUnavailable, s.Scale)
-		if got := resolveDown(s.MaxUnavailable, s.Scale); got > limit {
+		limit := policy.Resolve(policy.MaxUnavailable, w.Kind, r.MaxUnavailable, w.Expected)
+		if got := policy.Resolve(policy.MaxUnavailable, w.Kind, s.MaxUnavailable, w.Expected); got > limit {
 			add("maxUnavailable", strategyPath.Child("rollingUpdate", "maxUnavailable"),
 				"maxUnavailable %s lets %d of %d pods go at once, more than the %d allowed (%s); lower it",
-				s.MaxUnavailable.String(), got, s.Scale, limit, r.MaxUnavailable.String())
+				s.MaxUnavailable.String(), got, w.Expected, limit, r.MaxUnavailable.String())
 		}
 	}
 	if r.MinReadySeconds != nil && s.MinReadySeconds < *r.MinReadySeconds {
@@ -78,13 +84,17 @@ func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) []finding {
 			s.MinReadySeconds, *r.MinReadySeconds)
 	}
 	if r.DaemonSetSurge && w.Kind == v1alpha1.KindDaemonSet {
-		surge := resolveUp(s.MaxSurge, max(s.Scale, 1))
-		if !s.Rolling || surge < 1 || resolveDown(s.MaxUnavailable, s.Scale) != 0 {
+		surge := policy.Resolve(policy.MaxSurge, w.Kind, s.MaxSurge, max(w.Expected, 1))
+		if !s.Rolling || surge < 1 || policy.Resolve(policy.MaxUnavailable, w.Kind, s.MaxUnavailable, w.Expected) != 0 {
 			add("daemonSetSurge", strategyPath.Child("rollingUpdate"),
 				"the DaemonSet must roll with maxSurge of at least 1 and maxUnavailable 0, so that each node's new agent runs before the old one stops")
 		}
 	}
-	pod := &w.Template.Spec().Spec
+	template, err := w.Template.Spec()
+	if err != nil {
+		return nil, err
+	}
+	pod := &template.Spec
 	containers := podSpecPath.Child("containers")
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
@@ -107,7 +117,7 @@ func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) []finding {
 				"terminationGracePeriodSeconds is %d; set it to at least %d", got, *r.MinTerminationGracePeriodSeconds)
 		}
 	}
-	if key := r.AntiAffinityTopologyKey; key != "" && !hasRequiredAntiAffinity(w.Template.Spec(), key) {
+	if key := r.AntiAffinityTopologyKey; key != "" && !hasRequiredAntiAffinity(template, key) {
 		add("antiAffinity", podSpecPath.Child("affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
 			"no required pod anti-affinity on %s selects the workload's own pods; two of them could share a failure domain", key)
 	}
@@ -127,7 +137,7 @@ func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) []finding {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // hasRequiredAntiAffinity reports a required anti-affinity term on key whose selector
@@ -141,7 +151,8 @@ func hasRequiredAntiAffinity(t *corev1.PodTemplateSpec, key string) bool {
 		if term.TopologyKey != key || term.LabelSelector == nil {
 			continue
 		}
-		if ok, err := policy.Matches(term.LabelSelector, t.Labels); err == nil && ok {
+		// The request's own selector, compiled once: there is nothing to keep it for.
+		if sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector); err == nil && sel.Matches(labels.Set(t.Labels)) {
 			return true
 		}
 	}
@@ -157,29 +168,4 @@ func noExecuteToleration(ts []corev1.Toleration, key string) (secs *int64, ok bo
 		}
 	}
 	return nil, false
-}
-
-// resolveDown resolves an int-or-percent against total, rounding down as kube does for
-// maxUnavailable; unset is 0.
-func resolveDown(v *intstr.IntOrString, total int32) int32 {
-	if v == nil {
-		return 0
-	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(total), false)
-	if err != nil {
-		return total // unreadable: assume the worst
-	}
-	return int32(n)
-}
-
-// resolveUp resolves an int-or-percent against total, rounding up as kube does for maxSurge.
-func resolveUp(v *intstr.IntOrString, total int32) int32 {
-	if v == nil {
-		return 0
-	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(total), true)
-	if err != nil {
-		return 0
-	}
-	return int32(n)
 }

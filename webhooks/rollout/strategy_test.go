@@ -121,8 +121,12 @@ func TestStrategyLints(t *testing.T) {
 			if tc.old != nil {
 				in.Operation, in.Old = tc.operation, view(t, tc.old)
 			}
+			found, err := checkStrategy(in, rule)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var got []string
-			for _, f := range checkStrategy(in, rule) {
+			for _, f := range found {
 				got = append(got, f.field.String())
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

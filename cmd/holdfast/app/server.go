@@ -1,5 +1,7 @@
-// Package server wires holdfast's webhooks and controllers into a controller-runtime
-// Manager. The binary and the integration tests build the same Manager through it.
+// Package app is holdfast's composition root: it builds the values the webhooks and
+// controllers share (the scheme, the cache's options and indexes, the selector matcher,
+// the metrics) and wires them into a controller-runtime Manager. The binary and the
+// integration tests build the same Manager through it.
 package app
 
 import (
@@ -17,16 +19,20 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/controller"
 	"github.com/holdfast-dev/holdfast/internal/events"
+	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
@@ -62,6 +68,10 @@ func WebhookServer(ctx context.Context, host string, port int, certDir string) w
 	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: opts})
 }
 
+// CacheOptions trims what holdfast caches to what its decisions read (cache.Options);
+// revisions carry their template's fingerprint instead of the template (history.Slim).
+func CacheOptions() crcache.Options { return cache.Options(history.Slim) }
+
 // Options are the settings Setup needs beyond the manager.
 type Options struct {
 	// Namespace is holdfast's own: the eviction ledgers live there.
@@ -73,25 +83,50 @@ type Options struct {
 	LedgerSweepEvery time.Duration
 }
 
+// Shared are the values the webhooks and controllers of one process share.
+type Shared struct {
+	// Matcher keeps the policies' compiled selectors.
+	Matcher  *policy.Matcher
+	Rollout  *rollout.Metrics
+	Eviction *eviction.Metrics
+}
+
+// NewShared builds the shared values and registers the metrics with reg (in the binary,
+// controller-runtime's registry, which its metrics server serves).
+func NewShared(reg prometheus.Registerer) (*Shared, error) {
+	r, err := rollout.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the rollout guard's metrics: %w", err)
+	}
+	e, err := eviction.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the eviction guard's metrics: %w", err)
+	}
+	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e}, nil
+}
+
 // Setup registers holdfast's webhooks and its controllers with one manager (SetupWebhooks
 // and SetupControllers).
-func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
-	if err := SetupWebhooks(ctx, mgr, o); err != nil {
+func Setup(ctx context.Context, mgr manager.Manager, o Options, s *Shared) error {
+	if err := SetupWebhooks(ctx, mgr, o, s); err != nil {
 		return err
 	}
-	return SetupControllers(mgr, o)
+	return SetupControllers(mgr, o, s)
 }
 
 // SetupWebhooks registers holdfast's webhooks and readiness checks with the manager and
 // starts the informers decisions read, so that readiness waits for them to sync.
-func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options) error {
-	if err := indexOwners(ctx, mgr.GetFieldIndexer()); err != nil {
+func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Shared) error {
+	if err := cache.IndexOwners(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	informers := []client.Object{
 		&v1alpha1.RolloutPolicy{}, &v1alpha1.DisruptionPolicy{}, policy.NamespaceMetadata(),
-		&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{},
 		&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{},
+	}
+	for _, k := range workload.Kinds() {
+		obj, _ := workload.New(k)
+		informers = append(informers, obj)
 	}
 	for _, obj := range informers {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
@@ -106,6 +141,8 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options) error {
 			Decoder: admission.NewDecoder(mgr.GetScheme()),
 			Clock:   clock.RealClock{},
 			Events:  &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
+			Matcher: s.Matcher,
+			Metrics: s.Rollout,
 		},
 		RecoverPanic: ptr.To(true),
 	}, workload.DecodeObject))
@@ -119,6 +156,8 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options) error {
 			Identity:     o.Identity,
 			Clock:        clock.RealClock{},
 			Events:       &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
+			Matcher:      s.Matcher,
+			Metrics:      s.Eviction,
 		},
 		RecoverPanic: ptr.To(true),
 	}, nil))
@@ -137,17 +176,18 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options) error {
 // indexes SetupWebhooks set up: with leader election, the binary gives them a manager of
 // their own over the same cache (SharedCache), so that losing the lease stops them and not
 // the webhooks.
-func SetupControllers(mgr manager.Manager, o Options) error {
-	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
+	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
 	}
 
-	if err := (&controller.DisruptionPolicyStatus{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.DisruptionPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DisruptionPolicy status controller: %w", err)
 	}
 
-	for _, kind := range pdb.Kinds {
-		r := &pdb.Reconciler{Client: mgr.GetClient(), Kind: kind, Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}}
+	for _, kind := range workload.Kinds() {
+		r := &pdb.Reconciler{Client: mgr.GetClient(), Kind: kind, Matcher: s.Matcher,
+			Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the PDB generator for %ss: %w", kind, err)
 		}
@@ -158,14 +198,14 @@ func SetupControllers(mgr manager.Manager, o Options) error {
 		every = 10 * time.Minute
 	}
 	return mgr.Add(&eviction.LedgerSweeper{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
-		Namespace: o.Namespace, Every: every, Clock: clock.RealClock{}})
+		Namespace: o.Namespace, Every: every, Clock: clock.RealClock{}, Metrics: s.Eviction})
 }
 
 // SharedCache lends a started cache to another manager: its Start waits for the context
 // instead of starting informers the owner already runs.
-func SharedCache(c cache.Cache) cache.Cache { return sharedCache{c} }
+func SharedCache(c crcache.Cache) crcache.Cache { return sharedCache{c} }
 
-type sharedCache struct{ cache.Cache }
+type sharedCache struct{ crcache.Cache }
 
 func (c sharedCache) Start(ctx context.Context) error {
 	<-ctx.Done()
@@ -173,7 +213,7 @@ func (c sharedCache) Start(ctx context.Context) error {
 }
 
 // cacheSynced is ready once every informer the manager started has synced.
-func cacheSynced(c cache.Cache) healthz.Checker {
+func cacheSynced(c crcache.Cache) healthz.Checker {
 	return func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
 		defer cancel()

@@ -1,4 +1,4 @@
-package policy
+package decision
 
 import "github.com/holdfast-dev/holdfast/api/v1alpha1"
 

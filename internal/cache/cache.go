@@ -1,0 +1,120 @@
+// Package cache is what holdfast keeps in its informer cache and how it reads it: objects
+// trimmed to what decisions read, the objects of a workload indexed by their controller,
+// and reads that hand out the cache's own objects instead of copies.
+//
+// Reads through Get, List and ListOwned return objects the cache and every other reader
+// share: read them, never write them. Copying a workload's pods and revisions on every
+// admission request would cost more than deciding it.
+package cache
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// OwnerIndex is the index of ReplicaSets, ControllerRevisions and pods by the UID of their
+// controller.
+const OwnerIndex = "holdfast.dev/controller-uid"
+
+// The read-only options, built once: a variadic argument would be allocated per call.
+// They are never written.
+var (
+	readOnlyGet  = []client.GetOption{client.UnsafeDisableDeepCopy}
+	readOnlyList = []client.ListOption{client.UnsafeDisableDeepCopy}
+	readOnly     = true
+)
+
+// Get reads an object from the cache without copying it.
+func Get(ctx context.Context, r client.Reader, key client.ObjectKey, obj client.Object) error {
+	return r.Get(ctx, key, obj, readOnlyGet...)
+}
+
+// List lists objects from the cache without copying them.
+func List(ctx context.Context, r client.Reader, list client.ObjectList) error {
+	return r.List(ctx, list, readOnlyList...)
+}
+
+// ListOwned lists the objects in namespace whose controller has the UID owner (by
+// OwnerIndex), without copying them.
+func ListOwned(ctx context.Context, r client.Reader, list client.ObjectList, namespace string, owner types.UID) error {
+	return r.List(ctx, list, &client.ListOptions{Namespace: namespace,
+		FieldSelector: fields.OneTermEqualSelector(OwnerIndex, string(owner)), UnsafeDisableDeepCopy: &readOnly})
+}
+
+// IndexOwners adds OwnerIndex for the objects that make up a workload: its ReplicaSets,
+// ControllerRevisions and pods.
+func IndexOwners(ctx context.Context, idx client.FieldIndexer) error {
+	for _, obj := range []client.Object{&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{}} {
+		if err := idx.IndexField(ctx, obj, OwnerIndex, controllerUID); err != nil {
+			return fmt.Errorf("indexing %T by owner: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+func controllerUID(obj client.Object) []string {
+	if ref := metav1.GetControllerOf(obj); ref != nil {
+		return []string{string(ref.UID)}
+	}
+	return nil
+}
+
+// Options trims what holdfast caches to what its decisions read: no managed fields
+// anywhere, and pods reduced to identity, ownership, node and readiness. ReplicaSets and
+// ControllerRevisions pass through revision after that, which may replace their pod
+// templates by a fingerprint (history.Slim).
+func Options(revision toolscache.TransformFunc) crcache.Options {
+	strip := crcache.TransformStripManagedFields()
+	stripThenRevision := func(obj any) (any, error) {
+		obj, err := strip(obj)
+		if err != nil {
+			return obj, err
+		}
+		return revision(obj)
+	}
+	return crcache.Options{
+		DefaultTransform: strip,
+		ByObject: map[client.Object]crcache.ByObject{
+			&corev1.Pod{}:                {Transform: leanPod},
+			&appsv1.ReplicaSet{}:         {Transform: stripThenRevision},
+			&appsv1.ControllerRevision{}: {Transform: stripThenRevision},
+		},
+	}
+}
+
+// leanPod keeps what decisions read of a pod; at 10,000 pods the rest is most of the cache.
+func leanPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	lean := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              p.Name,
+			Namespace:         p.Namespace,
+			UID:               p.UID,
+			ResourceVersion:   p.ResourceVersion,
+			Labels:            p.Labels,
+			OwnerReferences:   p.OwnerReferences,
+			CreationTimestamp: p.CreationTimestamp,
+			DeletionTimestamp: p.DeletionTimestamp,
+		},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			lean.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
+		}
+	}
+	return lean, nil
+}

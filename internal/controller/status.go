@@ -1,0 +1,76 @@
+package controller
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+)
+
+// rolloutPolicyStatus is the status of a RolloutPolicy over these workloads, in
+// namespaces with these labels (by name): Ready unless its selectors are invalid or it is
+// suspended, and the workloads it selects. It starts from a copy of the current status,
+// so that unchanged conditions keep their transition times.
+func rolloutPolicyStatus(m *policy.Matcher, p *v1alpha1.RolloutPolicy, workloads []labelled, nsLabels map[string]map[string]string) *v1alpha1.RolloutPolicyStatus {
+	status := p.Status.DeepCopy()
+	status.ObservedGeneration = p.Generation
+	ready := inForce(p.Generation)
+	var matched int32
+	for _, w := range workloads {
+		ok, err := m.Selects(p.Spec.Targets, w.kind, nsLabels[w.namespace], w.labels)
+		if err != nil {
+			ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector
+			ready.Message = fmt.Sprintf("%v; the policy cannot be evaluated and objects to every request it may apply to, in its mode", err)
+			matched = 0
+			break
+		}
+		if ok {
+			matched++
+		}
+	}
+	if p.Spec.Suspend && ready.Status == metav1.ConditionTrue {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonSuspended, "spec.suspend is true"
+	}
+	status.WorkloadsMatched = matched
+	meta.SetStatusCondition(&status.Conditions, ready)
+	return status
+}
+
+// disruptionPolicyReady is a DisruptionPolicy's Ready condition: False when a selector
+// is invalid or the policy is suspended.
+func disruptionPolicyReady(p *v1alpha1.DisruptionPolicy) metav1.Condition {
+	ready := inForce(p.Generation)
+	for _, f := range []struct {
+		name string
+		sel  *metav1.LabelSelector
+	}{{"namespaceSelector", p.Spec.Targets.NamespaceSelector}, {"selector", p.Spec.Targets.Selector}} {
+		if _, err := metav1.LabelSelectorAsSelector(f.sel); err != nil {
+			ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector
+			ready.Message = fmt.Sprintf("spec.targets.%s: %v; the policy cannot be evaluated and objects to every eviction it may apply to, in its mode", f.name, err)
+		}
+	}
+	if p.Spec.Suspend && ready.Status == metav1.ConditionTrue {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonSuspended, "spec.suspend is true"
+	}
+	return ready
+}
+
+// pdbConflict is a generating DisruptionPolicy's PDBConflict condition: True when
+// conflicts of the workloads it selects get no PDB; first names one.
+func pdbConflict(p *v1alpha1.DisruptionPolicy, conflicts int32, first string) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ConditionPDBConflict, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoConflict,
+		Message: "every selected workload has its PodDisruptionBudget", ObservedGeneration: p.Generation}
+	if conflicts > 0 {
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonConflict
+		c.Message = fmt.Sprintf("%d selected workloads get no PodDisruptionBudget; first: %s", conflicts, first)
+	}
+	return c
+}
+
+func inForce(generation int64) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonValid,
+		Message: "the policy is in force", ObservedGeneration: generation}
+}

@@ -1,0 +1,119 @@
+// Package decision is the vocabulary both of holdfast's guards decide in and answer with:
+// a violation of one policy's rule, the action its mode calls for, and how a set of
+// violations becomes an admission response (denied with an apierrors status, or allowed
+// with warnings and audit annotations).
+package decision
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Violation is one rule of one policy that a request breaks.
+type Violation struct {
+	Policy string
+	Rule   string
+	Action Action
+	// Field is where in the object the rule objects, when it objects to a field.
+	Field   *field.Path
+	Message string
+	// Never is a refusal no wait will cure (an eviction budget of zero): 403, not 429.
+	Never bool
+	// Wait is how long until the request may pass, as far as holdfast can tell.
+	Wait time.Duration
+}
+
+// String renders the violation as holdfast reports it: [policy/rule] what happened; what to do.
+func (v Violation) String() string {
+	return fmt.Sprintf("[%s/%s] %s", v.Policy, v.Rule, v.Message)
+}
+
+// Violations are what every applicable policy found.
+type Violations []Violation
+
+// Action is the strictest action among the violations; Allow when there are none.
+func (vs Violations) Action() Action {
+	a := Allow
+	for _, v := range vs {
+		a = max(a, v.Action)
+	}
+	return a
+}
+
+// Never reports an enforced violation that no wait will cure.
+func (vs Violations) Never() bool {
+	for _, v := range vs {
+		if v.Action == Deny && v.Never {
+			return true
+		}
+	}
+	return false
+}
+
+// Wait is the longest wait among enforced violations.
+func (vs Violations) Wait() time.Duration {
+	var w time.Duration
+	for _, v := range vs {
+		if v.Action == Deny {
+			w = max(w, v.Wait)
+		}
+	}
+	return w
+}
+
+// Messages renders the violations at or above the given action.
+func (vs Violations) Messages(atLeast Action) []string {
+	var out []string
+	for _, v := range vs {
+		if v.Action >= atLeast {
+			out = append(out, v.String())
+		}
+	}
+	return out
+}
+
+// Denial is the message of an enforced refusal: every enforced violation, joined.
+func (vs Violations) Denial() string {
+	return strings.Join(vs.Messages(Deny), "; ")
+}
+
+// Allowed admits the request, with the violations of Warn policies as warnings and those
+// of Audit policies as audit annotations.
+func Allowed(vs Violations) admission.Response {
+	return withReports(admission.Allowed(""), vs)
+}
+
+// Denied refuses the request with err's status (code, reason, message, causes), and
+// reports the violations of Warn and Audit policies as Allowed does.
+func Denied(err *apierrors.StatusError, vs Violations) admission.Response {
+	status := err.Status()
+	resp := admission.ValidationResponse(false, status.Message)
+	resp.Result = &status
+	return withReports(resp, vs)
+}
+
+// withReports adds the violations of Warn policies as warnings and those of Audit
+// policies as audit annotations, one per rule, joined with "; ".
+func withReports(resp admission.Response, vs Violations) admission.Response {
+	for _, v := range vs {
+		switch v.Action {
+		case Warn:
+			resp.Warnings = append(resp.Warnings, v.String())
+		case Audit:
+			if resp.AuditAnnotations == nil {
+				resp.AuditAnnotations = map[string]string{}
+			}
+			if prev, ok := resp.AuditAnnotations[v.Rule]; ok {
+				resp.AuditAnnotations[v.Rule] = prev + "; " + v.String()
+			} else {
+				resp.AuditAnnotations[v.Rule] = v.String()
+			}
+		}
+	}
+	return resp
+}

@@ -1,0 +1,48 @@
+package policy
+
+import (
+	"math"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+)
+
+// Field names an int-or-percent field holdfast resolves against a count of pods. Each
+// resolves as the kube code that acts on the field it mirrors does, which is why they
+// differ in rounding and in what an unset or unreadable value means.
+type Field int
+
+const (
+	// DisruptionBudget is a DisruptionPolicy's maxUnavailable, resolved as kube's
+	// disruption controller resolves a PodDisruptionBudget's: rounded up. Unset is 1;
+	// unreadable is 0, guarding as strictly as possible.
+	DisruptionBudget Field = iota
+	// MaxUnavailable is a rolling update's maxUnavailable (the workload's, or a
+	// RolloutPolicy's limit on it), rounded down as the Deployment and StatefulSet
+	// controllers round it. Unset is 0; unreadable is every pod, assuming the worst.
+	MaxUnavailable
+	// MaxSurge is a rolling update's maxSurge, rounded up as kube rounds it. Unset and
+	// unreadable are 0.
+	MaxSurge
+)
+
+// Resolve resolves v, a field of a workload of the given kind (or of a policy about it),
+// against total pods.
+func Resolve(f Field, kind v1alpha1.WorkloadKind, v *intstr.IntOrString, total int32) int32 {
+	up, unset, unreadable := true, int32(0), int32(0)
+	switch f {
+	case DisruptionBudget:
+		unset = 1
+	case MaxUnavailable:
+		up, unreadable = false, total
+	}
+	if v == nil {
+		return unset
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(total), up)
+	if err != nil || n < 0 {
+		return unreadable
+	}
+	return int32(min(n, math.MaxInt32))
+}
