@@ -29,4 +29,3 @@ func TestSameTemplateIgnoresHashLabels(t *testing.T) {
 		t.Error("SameSpec must not modify its arguments")
 	}
 }
-

@@ -39,25 +39,25 @@ func TestRespondMapsActions(t *testing.T) {
 	}
 }
 
-func TestEventLimiterOnePerWorkloadRuleAndMinute(t *testing.T) {
+func TestRecordEventsForDenialsAndWarnings(t *testing.T) {
 	rec := k8sevents.NewFakeRecorder(10)
 	l := &events.Limiter{Recorder: rec}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kas", UID: "u1"}}
 	settle := decision.Violation{Policy: "p", Rule: RuleSettle, Action: decision.Deny, Message: "m"}
+	warn := decision.Violation{Policy: "p", Rule: RuleRevertWindow, Action: decision.Warn, Message: "m"}
 	audit := decision.Violation{Policy: "p", Rule: RuleMinInterval, Action: decision.Audit, Message: "m"}
 	t0 := time.Now()
 
-	recordEvents(l, d, []decision.Violation{settle, audit}, t0)
-	recordEvents(l, d, []decision.Violation{settle}, t0.Add(5*time.Second)) // an operator retrying
-	recordEvents(l, d, []decision.Violation{settle}, t0.Add(61*time.Second))
-	other := d.DeepCopy()
-	other.UID, other.Name = "u2", "other"
-	recordEvents(l, other, []decision.Violation{settle}, t0.Add(5*time.Second))
+	recordEvents(l, d, decision.Violations{settle, warn, audit}, t0)
+	recordEvents(l, d, decision.Violations{settle}, t0.Add(5*time.Second)) // an operator retrying
 
-	if got := len(rec.Events); got != 3 {
-		t.Fatalf("recorded %d events, want 3 (first, after a minute, other workload; none for audit)", got)
+	if got := len(rec.Events); got != 2 {
+		t.Fatalf("recorded %d events, want 2 (the denial and the warning, once each; none for audit)", got)
 	}
 	if e := <-rec.Events; !strings.Contains(e, "RolloutDenied") {
 		t.Errorf("event %q, want reason RolloutDenied", e)
+	}
+	if e := <-rec.Events; !strings.Contains(e, "RolloutWarning") {
+		t.Errorf("event %q, want reason RolloutWarning", e)
 	}
 }

@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+)
+
+func TestRolloutPolicyStatus(t *testing.T) {
+	tenants := &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "tenant"}}
+	cp := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kube-apiserver"}}
+	ns := map[string]map[string]string{"tenant-a": {"tier": "tenant"}, "tenant-b": {"tier": "tenant"}, "infra": {"tier": "infra"}}
+	workloads := []labelled{
+		{v1alpha1.KindDeployment, "tenant-a", map[string]string{"app": "kube-apiserver"}},
+		{v1alpha1.KindDeployment, "tenant-b", map[string]string{"app": "kube-apiserver"}},
+		{v1alpha1.KindStatefulSet, "tenant-b", map[string]string{"app": "kube-apiserver"}},
+		{v1alpha1.KindDeployment, "infra", map[string]string{"app": "kube-apiserver"}},
+		{v1alpha1.KindDaemonSet, "tenant-a", map[string]string{"app": "agent"}},
+	}
+	cases := map[string]struct {
+		targets         v1alpha1.WorkloadTargets
+		suspend         bool
+		matched         int32
+		status          metav1.ConditionStatus
+		reasonWant      string
+		messageContains string
+	}{
+		"counts what the targets select": {targets: v1alpha1.WorkloadTargets{NamespaceSelector: tenants, Selector: cp},
+			matched: 3, status: metav1.ConditionTrue, reasonWant: v1alpha1.ReasonValid},
+		"kinds narrow the count": {targets: v1alpha1.WorkloadTargets{Kinds: []v1alpha1.WorkloadKind{v1alpha1.KindDeployment}, NamespaceSelector: tenants, Selector: cp},
+			matched: 2, status: metav1.ConditionTrue, reasonWant: v1alpha1.ReasonValid},
+		"empty targets select everything": {matched: 5, status: metav1.ConditionTrue, reasonWant: v1alpha1.ReasonValid},
+		"an invalid selector is not Ready and counts nothing": {targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}},
+			matched: 0, status: metav1.ConditionFalse, reasonWant: v1alpha1.ReasonInvalidSelector, messageContains: "spec.targets.selector"},
+		"a suspended policy still counts": {targets: v1alpha1.WorkloadTargets{Selector: cp}, suspend: true,
+			matched: 4, status: metav1.ConditionFalse, reasonWant: v1alpha1.ReasonSuspended},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 4},
+				Spec: v1alpha1.RolloutPolicySpec{Targets: tc.targets, Suspend: tc.suspend}}
+			for _, m := range []*policy.Matcher{nil, policy.NewMatcher()} {
+				got := rolloutPolicyStatus(m, p, workloads, ns)
+				if got.WorkloadsMatched != tc.matched || got.ObservedGeneration != 4 {
+					t.Errorf("matched %d at generation %d, want %d at 4", got.WorkloadsMatched, got.ObservedGeneration, tc.matched)
+				}
+				c := meta.FindStatusCondition(got.Conditions, v1alpha1.ConditionReady)
+				if c == nil || c.Status != tc.status || c.Reason != tc.reasonWant || c.ObservedGeneration != 4 ||
+					!strings.Contains(c.Message, tc.messageContains) {
+					t.Errorf("Ready = %+v, want %s %s", c, tc.status, tc.reasonWant)
+				}
+			}
+		})
+	}
+}
+
+func TestRolloutPolicyStatusKeepsTransitionTimes(t *testing.T) {
+	then := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	p := &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 2}}
+	p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonValid,
+		Message: "the policy is in force", ObservedGeneration: 1, LastTransitionTime: then}}
+	got := rolloutPolicyStatus(nil, p, nil, nil)
+	if c := meta.FindStatusCondition(got.Conditions, v1alpha1.ConditionReady); c == nil || !c.LastTransitionTime.Equal(&then) || c.ObservedGeneration != 2 {
+		t.Errorf("Ready = %+v, want the old transition time at generation 2", c)
+	}
+	if p.Status.Conditions[0].ObservedGeneration != 1 {
+		t.Error("the policy's own status must not be written")
+	}
+}
+
+func TestDisruptionPolicyConditions(t *testing.T) {
+	invalid := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Near"}}}
+	p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents", Generation: 3}}
+	if c := disruptionPolicyReady(p); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonValid || c.ObservedGeneration != 3 {
+		t.Errorf("valid policy: %+v", c)
+	}
+	p.Spec.Targets.NamespaceSelector = invalid
+	p.Spec.Suspend = true
+	if c := disruptionPolicyReady(p); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonInvalidSelector ||
+		!strings.Contains(c.Message, "spec.targets.namespaceSelector") {
+		t.Errorf("an invalid selector outranks suspension: %+v", c)
+	}
+	p.Spec.Targets.NamespaceSelector = nil
+	if c := disruptionPolicyReady(p); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonSuspended {
+		t.Errorf("suspended policy: %+v", c)
+	}
+
+	if c := pdbConflict(p, 0, ""); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonNoConflict {
+		t.Errorf("no conflict: %+v", c)
+	}
+	if c := pdbConflict(p, 2, "PodDisruptionBudget kube-system/mine already covers the pods of DaemonSet agent"); c.Status != metav1.ConditionTrue ||
+		c.Reason != v1alpha1.ReasonConflict || !strings.Contains(c.Message, "2 selected workloads") || !strings.Contains(c.Message, "kube-system/mine") {
+		t.Errorf("conflicts: %+v", c)
+	}
+}
