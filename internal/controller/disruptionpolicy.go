@@ -45,11 +45,7 @@ func (r *DisruptionPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
 		Named("disruptionpolicy-status").
 		For(&v1alpha1.DisruptionPolicy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting))).
 		Watches(&policyv1.PodDisruptionBudget{}, all)
-	for _, k := range workload.Kinds() {
-		obj, _ := workload.New(k)
-		b = b.Watches(obj, all, builder.WithPredicates(predicate.LabelChangedPredicate{}))
-	}
-	return b.Complete(r)
+	return watchWorkloadLabels(b, all).Complete(r)
 }
 
 func (r *DisruptionPolicyStatus) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {

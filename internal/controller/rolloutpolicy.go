@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -42,16 +43,21 @@ const statusDelay = time.Second
 // creation, deletion or labels can change what a policy selects.
 func (r *RolloutPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
 	all := enqueue.Coalesced(statusDelay, r.allPolicies)
-	labels := builder.WithPredicates(predicate.LabelChangedPredicate{})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("rolloutpolicy-status").
 		For(&v1alpha1.RolloutPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesMetadata(policy.NamespaceMetadata(), all, labels)
+		WatchesMetadata(policy.NamespaceMetadata(), all, builder.WithPredicates(predicate.LabelChangedPredicate{}))
+	return watchWorkloadLabels(b, all).Complete(r)
+}
+
+// watchWorkloadLabels adds a watch on every guarded kind for what can change what a policy
+// selects: creations, deletions and changes of labels.
+func watchWorkloadLabels(b *builder.TypedBuilder[reconcile.Request], h handler.EventHandler) *builder.TypedBuilder[reconcile.Request] {
 	for _, k := range workload.Kinds() {
 		obj, _ := workload.New(k)
-		b = b.Watches(obj, all, labels)
+		b = b.Watches(obj, h, builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	}
-	return b.Complete(r)
+	return b
 }
 
 func (r *RolloutPolicyStatus) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
