@@ -10,10 +10,12 @@ import (
 type PodTargets struct {
 	// namespaceSelector selects the namespaces by their labels; unset means every namespace.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && ((e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0)))",message="each matchExpressions entry needs the operator In or NotIn with values, or Exists or DoesNotExist without"
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
 	// selector selects pods by their labels; unset means every pod in the selected namespaces.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && ((e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0)))",message="each matchExpressions entry needs the operator In or NotIn with values, or Exists or DoesNotExist without"
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 

@@ -121,7 +121,7 @@ func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.Disr
 		}
 	}
 	var managed policyv1.PodDisruptionBudgetList
-	if err := r.Client.List(ctx, &managed, client.MatchingLabels{pdb.ManagedByLabel: pdb.ManagedBy, pdb.PolicyLabel: p.Name}); err != nil {
+	if err := r.Client.List(ctx, &managed, pdb.Owned(p.Name)); err != nil {
 		return err
 	}
 	status.WorkloadsSelected, status.PDBsManaged, status.Conflicts = selected, int32(len(managed.Items)), conflicts
@@ -137,7 +137,7 @@ func (r *DisruptionPolicyStatus) release(ctx context.Context, p *v1alpha1.Disrup
 		return nil
 	}
 	var managed policyv1.PodDisruptionBudgetList
-	if err := r.Client.List(ctx, &managed, client.MatchingLabels{pdb.ManagedByLabel: pdb.ManagedBy, pdb.PolicyLabel: p.Name}); err != nil {
+	if err := r.Client.List(ctx, &managed, pdb.Owned(p.Name)); err != nil {
 		return err
 	}
 	for i := range managed.Items {

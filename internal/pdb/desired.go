@@ -4,6 +4,8 @@
 package pdb
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +14,9 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/policy"
@@ -27,13 +31,33 @@ const (
 )
 
 // Name is the generated PDB's name for a workload: kind and name, so that a Deployment
-// and a StatefulSet of one name get one each.
+// and a StatefulSet of one name get one each. A name longer than an object's name may be
+// is cut, and kept unique by a hash of the whole (fit).
 func Name(w workload.Ref) string {
-	n := "holdfast-" + strings.ToLower(string(w.Kind)) + "-" + w.Name
-	if len(n) > 253 {
-		n = n[:253]
+	return fit("holdfast-"+strings.ToLower(string(w.Kind))+"-"+w.Name, validation.DNS1123SubdomainMaxLength)
+}
+
+// Owned selects the PDBs holdfast generated for a policy.
+func Owned(policy string) client.MatchingLabels {
+	return client.MatchingLabels{ManagedByLabel: ManagedBy, PolicyLabel: policyLabelValue(policy)}
+}
+
+// policyLabelValue is PolicyLabel's value for a policy: its name, cut (fit) where it is
+// longer than a label value may be.
+func policyLabelValue(policy string) string {
+	return fit(policy, validation.LabelValueMaxLength)
+}
+
+// fit returns name when it is at most n long; otherwise its start, without a trailing
+// '-' or '.' (neither may end a name or a label value), then '-' and ten hex digits of the
+// SHA-256 of the whole name, so that two long names that share a start stay apart.
+func fit(name string, n int) string {
+	if len(name) <= n {
+		return name
 	}
-	return n
+	sum := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(sum[:5])
+	return strings.TrimRight(name[:n-len(suffix)], "-.") + suffix
 }
 
 // Generating reports whether a policy generates PDBs for the workload in a namespace
@@ -80,7 +104,7 @@ func Desired(w workload.Meta, policies []*v1alpha1.DisruptionPolicy) *policyv1.P
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: w.Namespace, Name: Name(w.Ref),
-			Labels: map[string]string{ManagedByLabel: ManagedBy, PolicyLabel: p.Name},
+			Labels: Owned(p.Name),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
 				Name: w.Name, UID: w.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 		},

@@ -1,12 +1,14 @@
 package pdb
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -137,5 +139,40 @@ func TestConflict(t *testing.T) {
 	sibling.PodLabels = map[string]string{"app": "other"}
 	if c := Conflict(nil, w, nil, []workload.Meta{w, sibling}); c != "" {
 		t.Errorf("no overlap, no conflict: %s", c)
+	}
+}
+
+// TestLongNamesFit: a policy name longer than a label value and a workload name as long as
+// an object name still give a valid label and a valid PDB name, unique and never ending in
+// '-' or '.', wherever the cut falls.
+func TestLongNamesFit(t *testing.T) {
+	base := strings.Repeat("tenant.", 8) + "konnectivity-agents" // 75 characters
+	for cut := 40; cut < 60; cut++ {
+		long := base[:cut] + "-." + base[cut:]
+		value := policyLabelValue(long)
+		if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+			t.Fatalf("label value %q for policy %q: %v", value, long, errs)
+		}
+		if policyLabelValue(long+"x") == value {
+			t.Errorf("two long policy names share the label value %q", value)
+		}
+	}
+	if got := policyLabelValue("agents"); got != "agents" {
+		t.Errorf("a short name is its own label value, got %q", got)
+	}
+	w := workload.Ref{Kind: v1alpha1.KindStatefulSet, Name: strings.Repeat("a", 222) + "-" + strings.Repeat("b", 30)}
+	name := Name(w)
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		t.Fatalf("PDB name %q: %v", name, errs)
+	}
+	w2 := w
+	w2.Name += "c"
+	if Name(w2) == name {
+		t.Error("two long workload names share a PDB name")
+	}
+	long := agentPolicy(strings.Repeat("p", 70), intstr.FromInt32(1), nil)
+	if got := Desired(agent(v1alpha1.KindDeployment, 3), []*v1alpha1.DisruptionPolicy{long}); got == nil ||
+		len(validation.IsValidLabelValue(got.Labels[PolicyLabel])) > 0 {
+		t.Errorf("the PDB of a policy with a 70-character name: %+v", got)
 	}
 }

@@ -63,7 +63,8 @@ func NewMatcher() *Matcher {
 }
 
 // Selects reports whether targets select a workload of this kind, with these labels, in a
-// namespace with these labels. An error means the policy's selectors are invalid.
+// namespace with these labels. An error means a selector is invalid and the others do not
+// rule the workload out: the policy may select it, and cannot be evaluated for it.
 func (m *Matcher) Selects(t v1alpha1.WorkloadTargets, kind v1alpha1.WorkloadKind, nsLabels, objLabels map[string]string) (bool, error) {
 	if len(t.Kinds) > 0 && !slices.Contains(t.Kinds, kind) {
 		return false, nil
@@ -72,18 +73,26 @@ func (m *Matcher) Selects(t v1alpha1.WorkloadTargets, kind v1alpha1.WorkloadKind
 }
 
 // SelectsPods reports whether a DisruptionPolicy's targets select a pod with these labels
-// in a namespace with these labels. An error means the policy's selectors are invalid.
+// in a namespace with these labels. An error means a selector is invalid and the other
+// does not rule the pod out: the policy may select it, and cannot be evaluated for it.
 func (m *Matcher) SelectsPods(t v1alpha1.PodTargets, nsLabels, podLabels map[string]string) (bool, error) {
 	return m.selects(t.NamespaceSelector, t.Selector, nsLabels, podLabels)
 }
 
+// selects matches both selectors. A valid selector that does not match rules the object
+// out whatever the other says: an invalid policy reaches no further than its valid parts.
 func (m *Matcher) selects(nsSel, sel *metav1.LabelSelector, nsLabels, objLabels map[string]string) (bool, error) {
-	ok, err := m.Matches(nsSel, nsLabels)
-	if err != nil || !ok {
-		return false, wrap("namespaceSelector", err)
+	nsOK, nsErr := m.Matches(nsSel, nsLabels)
+	ok, err := m.Matches(sel, objLabels)
+	switch {
+	case (nsErr == nil && !nsOK) || (err == nil && !ok):
+		return false, nil
+	case nsErr != nil:
+		return false, wrap("namespaceSelector", nsErr)
+	case err != nil:
+		return false, wrap("selector", err)
 	}
-	ok, err = m.Matches(sel, objLabels)
-	return ok, wrap("selector", err)
+	return true, nil
 }
 
 // Matches reports whether a label selector selects a label set; a nil selector selects everything.

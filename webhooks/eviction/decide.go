@@ -35,11 +35,20 @@ const MaxRetryAfter = 10 * time.Second
 // admitted; such a record lapses instead of holding the group.
 const RecordLapse = 30 * time.Second
 
+// MaxClockSkew is how far apart the clocks of holdfast's replicas may be while every
+// budget and cooldown still holds. A record carries the clock of the replica that admitted
+// it; another replica reads it as up to MaxClockSkew older than it looks: it lapses that
+// much later and holds the cooldown that much longer. Replicas whose clocks differ by more
+// can admit an eviction up to the difference early.
+const MaxClockSkew = 5 * time.Second
+
 // Record is one eviction holdfast admitted in a group.
 type Record struct {
 	Pod string    `json:"pod"`
 	UID types.UID `json:"uid"`
 	At  time.Time `json:"at"`
+	// By is the replica that admitted it, whose clock At is read on.
+	By string `json:"by,omitempty"`
 }
 
 // Input is everything an eviction decision reads, gathered by the handler.
@@ -54,7 +63,17 @@ type Input struct {
 	// Matcher evaluates the policies' targets; nil compiles their selectors anew.
 	Matcher *policy.Matcher
 	User    authenticationv1.UserInfo
-	Now     time.Time
+	// Identity is this replica's, as it signs records; Now is its clock.
+	Identity string
+	Now      time.Time
+}
+
+// margin is how much older than it looks a record may be, read on this replica's clock.
+func (in Input) margin(r Record) time.Duration {
+	if r.By != "" && r.By == in.Identity {
+		return 0
+	}
+	return MaxClockSkew
 }
 
 // Decision is the outcome of every applicable policy.
@@ -62,6 +81,10 @@ type Decision struct {
 	decision.Violations
 	// Guarded is true when at least one policy selected the pod and applied to it.
 	Guarded bool
+	// Counts is a guarded eviction of a Ready pod: it takes a pod down, so once admitted it
+	// is recorded, counts against the budget until the pod is gone, and starts the cooldown.
+	// Evicting a pod that is not Ready takes nothing down (E3).
+	Counts bool
 }
 
 // Decide evaluates every DisruptionPolicy that selects the pod. It does no I/O.
@@ -79,7 +102,10 @@ func Decide(in Input) Decision {
 		action := decision.ActionFor(p.Spec.Mode)
 		ok, err := in.Matcher.SelectsPods(p.Spec.Targets, in.NamespaceLabels, in.PodLabels)
 		if err != nil {
-			d.Violations = append(d.Violations, decision.Violation{Policy: p.Name, Rule: RuleTargets, Action: action, Never: true,
+			// The policy may select the pod, and cannot say how to guard it: not now, so
+			// that drains retry once the policy is fixed. Pods its valid selectors rule out
+			// never get here (E4).
+			d.Violations = append(d.Violations, decision.Violation{Policy: p.Name, Rule: RuleTargets, Action: action, Wait: MaxRetryAfter,
 				Message: fmt.Sprintf("the policy cannot be evaluated: %v; fix the policy or suspend it", err)})
 			continue
 		}
@@ -87,6 +113,7 @@ func Decide(in Input) Decision {
 			continue // Pods of other owners are not guarded.
 		}
 		d.Guarded = true
+		d.Counts = d.Counts || in.Pod.Ready
 		for _, v := range check(in, &p.Spec) {
 			v.Policy, v.Action = p.Name, action
 			d.Violations = append(d.Violations, v)
@@ -106,15 +133,18 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 	self := in.Pod.Available(minReady, in.Now)
 	alwaysAllow := spec.UnhealthyPodEvictionPolicy == nil || *spec.UnhealthyPodEvictionPolicy == policyv1.AlwaysAllow
 
+	if !in.Pod.Ready && alwaysAllow {
+		return nil // A pod that is not Ready serves nothing; evicting it takes nothing down (E3).
+	}
 	var out []decision.Violation
 	switch {
-	case !in.Pod.Ready && alwaysAllow:
-		// A pod that is not Ready serves nothing; evicting it takes nothing down.
-	case budget == 0:
+	case budget == 0 && in.Pod.Ready:
 		out = append(out, decision.Violation{Rule: RuleMaxUnavailable, Never: true, Message: fmt.Sprintf(
 			"%s allows no pod to be unavailable (maxUnavailable %s of %d); pod %s cannot be evicted while the policy holds",
 			g.Ref, spec.MaxUnavailable.String(), g.Expected, in.Pod.Name)})
 	case self && unavailable+1 > budget, !self && unavailable > budget:
+		// A pod that is not Ready goes, under IfHealthyBudget, once the group is within its
+		// budget without it: not now, as kube answers, however small the budget.
 		wait := soonest
 		msg := fmt.Sprintf("%s has %d of %d pods unavailable (%d evictions in flight) and allows %d; "+
 			"pod %s must wait for a replacement to be Ready", g.Ref, unavailable, g.Expected, pending, budget, in.Pod.Name)
@@ -126,12 +156,14 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 		}
 		out = append(out, decision.Violation{Rule: RuleMaxUnavailable, Wait: wait, Message: msg})
 	}
-	if spec.Cooldown != nil {
+	// The cooldown spaces the evictions of pods that serve (E2); one that is not Ready
+	// takes nothing down and does not wait.
+	if spec.Cooldown != nil && in.Pod.Ready {
 		if last, ok := lastEffective(in); ok {
 			if wait := spec.Cooldown.Duration - in.Now.Sub(last); wait > 0 {
 				out = append(out, decision.Violation{Rule: RuleCooldown, Wait: wait, Message: fmt.Sprintf(
 					"%s had a pod evicted %s ago; evictions in the group are at least %s apart; retry in %s",
-					g.Ref, in.Now.Sub(last).Round(time.Second), spec.Cooldown.Duration, wait.Round(time.Second))})
+					g.Ref, max(in.Now.Sub(last), 0).Round(time.Second), spec.Cooldown.Duration, wait.Round(time.Second))})
 			}
 		}
 	}
@@ -154,12 +186,13 @@ func availability(g *workload.Group, minReady time.Duration, now time.Time) (ava
 }
 
 // pendingRecords counts admitted evictions whose pods the cache still shows available:
-// the window before informers see the eviction. They lapse after RecordLapse.
+// the window before informers see the eviction. They lapse after RecordLapse (and the
+// clock margin of the replica that wrote them).
 func pendingRecords(in Input, minReady time.Duration) int32 {
 	var n int32
 	for _, r := range in.Records {
 		// A retried eviction of this very pod is the same disruption, not another one.
-		if in.Now.Sub(r.At) >= RecordLapse || r.UID == in.Pod.UID {
+		if in.Now.Sub(r.At) >= RecordLapse+in.margin(r) || r.UID == in.Pod.UID {
 			continue
 		}
 		for _, p := range in.Group.Pods {
@@ -171,9 +204,10 @@ func pendingRecords(in Input, minReady time.Duration) int32 {
 	return n
 }
 
-// lastEffective is the newest admitted eviction that took effect (its pod is gone or
-// terminating) or may still take effect (it has not lapsed). An eviction kube refused
-// after holdfast admitted it lapses, and does not hold the group for a full cooldown.
+// lastEffective is when, at the latest on this replica's clock, the newest admitted
+// eviction took effect (its pod is gone or terminating) or may still take effect (it has
+// not lapsed). An eviction kube refused after holdfast admitted it lapses, and does not
+// hold the group for a full cooldown.
 func lastEffective(in Input) (time.Time, bool) {
 	var last time.Time
 	found := false
@@ -181,7 +215,8 @@ func lastEffective(in Input) (time.Time, bool) {
 		if r.UID == in.Pod.UID {
 			continue // a retried eviction of this pod does not wait for itself
 		}
-		effective := in.Now.Sub(r.At) < RecordLapse
+		at := r.At.Add(in.margin(r))
+		effective := in.Now.Sub(at) < RecordLapse
 		if !effective {
 			effective = true // gone, unless still present and not terminating
 			for _, p := range in.Group.Pods {
@@ -190,9 +225,21 @@ func lastEffective(in Input) (time.Time, bool) {
 				}
 			}
 		}
-		if effective && (!found || r.At.After(last)) {
-			last, found = r.At, true
+		if effective && (!found || at.After(last)) {
+			last, found = at, true
 		}
 	}
 	return last, found
+}
+
+// Retention is how long a group's ledger keeps its records: longer than any cooldown the
+// policies set, with the margins a record may need, and never less than an hour.
+func Retention(policies []v1alpha1.DisruptionPolicy) time.Duration {
+	keep := minRetention
+	for i := range policies {
+		if c := policies[i].Spec.Cooldown; c != nil {
+			keep = max(keep, c.Duration+RecordLapse+MaxClockSkew)
+		}
+	}
+	return keep
 }

@@ -55,6 +55,8 @@ func TestDecideEviction(t *testing.T) {
 		want     []string // rules violated
 		action   decision.Action
 		never    bool
+		// counts: whether an admitted eviction is recorded; checked where set.
+		counts *bool
 		wait     time.Duration
 	}{
 		"first eviction in a healthy Deployment group is allowed": {group: group("Deployment", 4), policy: dp(nil)},
@@ -116,6 +118,41 @@ func TestDecideEviction(t *testing.T) {
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Mode = v1alpha1.ModeWarn }),
 			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false },
 			want:     []string{RuleMaxUnavailable}, action: decision.Warn},
+
+		// The review's scenarios (issue 15), each named after it.
+		"AlwaysAllow: a not-Ready pod is neither deferred by the cooldown nor recorded": {group: group("DaemonSet", 6), pod: 1,
+			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: time.Hour} }),
+			mutGroup: func(g *workload.Group) { g.Pods[1].Ready = false },
+			records:  []Record{{Pod: "gone", UID: "gone", At: now.Add(-5 * time.Second)}}, counts: ptr.To(false)},
+		"a Ready pod's admitted eviction is recorded": {group: group("DaemonSet", 6), pod: 1, policy: dp(nil), counts: ptr.To(true)},
+		"IfHealthyBudget: a not-Ready pod of a group at its budget is not now (429), not never": {group: group("Deployment", 3), pod: 1,
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.UnhealthyPodEvictionPolicy = ifHealthy
+				s.MaxUnavailable = ptr.To(intstr.FromInt32(0))
+			}),
+			mutGroup: func(g *workload.Group) { g.Pods[1].Ready = false },
+			want:     []string{RuleMaxUnavailable}, action: decision.Deny},
+		"IfHealthyBudget: a not-Ready pod goes once the group is within its budget without it": {group: group("Deployment", 4), pod: 1,
+			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.UnhealthyPodEvictionPolicy = ifHealthy }),
+			mutGroup: func(g *workload.Group) { g.Pods[1].Ready = false }, counts: ptr.To(false)},
+		"an invalid namespaceSelector leaves alone the pods its selector does not select": {group: group("Deployment", 3), labels: map[string]string{"app": "web"},
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.Targets.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Near"}}}
+			})},
+		"an invalid namespaceSelector defers, not refuses, the pods it may select": {group: group("Deployment", 3),
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.Targets.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Near"}}}
+			}),
+			want: []string{RuleTargets}, action: decision.Deny, wait: MaxRetryAfter},
+		"another replica's record, 28 s old on this clock, may be 33 s old: still in flight": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
+			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-RecordLapse + 2*time.Second), By: "other"}},
+			want:    []string{RuleMaxUnavailable}, action: decision.Deny},
+		"another replica's record lapses MaxClockSkew later than this replica's own": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
+			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-RecordLapse - MaxClockSkew), By: "other"}}},
+		"another replica's record holds the cooldown MaxClockSkew longer": {group: group("DaemonSet", 6), pod: 1,
+			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 20 * time.Second} }),
+			records: []Record{{Pod: "gone", UID: "gone", At: now.Add(-21 * time.Second), By: "other"}},
+			want:    []string{RuleCooldown}, action: decision.Deny, wait: 4 * time.Second},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -123,7 +160,13 @@ func TestDecideEviction(t *testing.T) {
 			if labels == nil {
 				labels = map[string]string{"app": "agent"}
 			}
-			in := Input{PodLabels: labels, Group: tc.group, Records: tc.records, Now: now,
+			// Records are this replica's unless a case says whose.
+			for i := range tc.records {
+				if tc.records[i].By == "" {
+					tc.records[i].By = "self"
+				}
+			}
+			in := Input{PodLabels: labels, Group: tc.group, Records: tc.records, Now: now, Identity: "self",
 				User: authenticationv1.UserInfo{Username: tc.user}, Policies: []v1alpha1.DisruptionPolicy{tc.policy}}
 			if tc.group != nil && tc.mutGroup != nil {
 				tc.mutGroup(tc.group)
@@ -147,7 +190,40 @@ func TestDecideEviction(t *testing.T) {
 			if tc.wait != 0 && d.Wait() != tc.wait {
 				t.Errorf("wait = %v, want %v", d.Wait(), tc.wait)
 			}
+			if tc.counts != nil && d.Counts != *tc.counts {
+				t.Errorf("counts = %v, want %v", d.Counts, *tc.counts)
+			}
 		})
+	}
+}
+
+// TestRecordsOutliveTheLongestCooldown: a cooldown longer than an hour keeps its records
+// (and its ledger) as long as it needs them.
+func TestRecordsOutliveTheLongestCooldown(t *testing.T) {
+	if got := Retention(nil); got != time.Hour {
+		t.Errorf("Retention without policies = %v, want an hour", got)
+	}
+	long := dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 3 * time.Hour} })
+	short := dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: time.Minute} })
+	keep := Retention([]v1alpha1.DisruptionPolicy{short, long})
+	if keep < 3*time.Hour+RecordLapse+MaxClockSkew {
+		t.Fatalf("Retention = %v, shorter than the 3 h cooldown needs", keep)
+	}
+	// A record kept that long still holds the cooldown two hours later.
+	in := Input{Group: group("DaemonSet", 3), Now: now, Identity: "self", Policies: []v1alpha1.DisruptionPolicy{long},
+		PodLabels: map[string]string{"app": "agent"},
+		Records:   []Record{{Pod: "gone", UID: "gone", At: now.Add(-2 * time.Hour), By: "self"}}}
+	in.Pod = in.Group.Pods[1]
+	if d := Decide(in); d.Action() != decision.Deny || d.Violations[0].Rule != RuleCooldown {
+		t.Errorf("decision %v, want the cooldown to hold", d.Violations)
+	}
+	// And writing the next record keeps it.
+	next := Record{Pod: "p1", UID: "u1", At: now, By: "self"}
+	if got := appendRecord(in.Records, next, keep); len(got) != 2 {
+		t.Errorf("records after the next eviction = %v, want the 2 h old one kept", got)
+	}
+	if got := appendRecord(in.Records, next, time.Hour); len(got) != 1 {
+		t.Errorf("records kept an hour = %v, want the 2 h old one dropped", got)
 	}
 }
 

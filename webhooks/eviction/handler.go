@@ -2,10 +2,12 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -57,7 +59,15 @@ type Handler struct {
 	Matcher *policy.Matcher
 	// Metrics counts decisions; nil counts nothing.
 	Metrics *Metrics
+	// LedgerTimeout bounds the ledger's reads and writes of one request, so that holdfast
+	// answers before the API server's webhook timeout (a late answer fails open under
+	// failurePolicy Ignore): a ledger that cannot be read or written in time is "not now".
+	// Keep it below the webhook's timeoutSeconds; 0 means DefaultLedgerTimeout.
+	LedgerTimeout time.Duration
 }
+
+// DefaultLedgerTimeout is LedgerTimeout's default, below the webhook's default timeout of 3 s.
+const DefaultLedgerTimeout = 2 * time.Second
 
 var _ admission.Handler = &Handler{}
 
@@ -75,7 +85,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 
 	var policies v1alpha1.DisruptionPolicyList
 	if err := cache.List(ctx, h.Reader, &policies); err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("listing DisruptionPolicies: %w", err))
+		return h.fail(fmt.Errorf("listing DisruptionPolicies: %w", err))
 	}
 	if len(policies.Items) == 0 {
 		return admission.Allowed("")
@@ -88,19 +98,19 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		if apierrors.IsNotFound(err) {
 			return admission.Allowed("") // the API server answers 404 itself
 		}
-		return admission.Errored(http.StatusInternalServerError, err)
+		return h.fail(err)
 	}
 	nsLabels, err := policy.NamespaceLabels(ctx, h.Reader, req.Namespace)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+		return h.fail(err)
 	}
 	in := Input{Pod: workload.PodOf(pod), PodLabels: pod.Labels, NamespaceLabels: nsLabels,
-		Policies: policies.Items, Matcher: h.Matcher, User: req.UserInfo, Now: start}
+		Policies: policies.Items, Matcher: h.Matcher, User: req.UserInfo, Identity: h.Identity, Now: start}
 	if !selectsAny(in) {
 		return admission.Allowed("") // the fast path: no policy selects the pod
 	}
 	if in.Group, err = workload.GroupOf(ctx, reader, pod); err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
+		return h.fail(fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 
 	// finish records and answers the final decision; ledger conflicts retried before it are not counted.
@@ -119,30 +129,63 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		return respond(d)
 	}
+	timeout := h.LedgerTimeout
+	if timeout <= 0 {
+		timeout = DefaultLedgerTimeout
+	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	keep := Retention(in.Policies)
 	for range ledgerAttempts {
 		var l *ledger
 		if in.Group != nil {
-			if l, err = readLedger(ctx, h.LedgerReader, h.Namespace, in.Group.UID); err != nil {
-				return admission.Errored(http.StatusInternalServerError, err)
+			if l, err = readLedger(lctx, h.LedgerReader, h.Namespace, in.Group.UID); err != nil {
+				return h.ledgerFailed(finish, err)
 			}
 			in.Records = l.records
 		}
 		in.Now = h.Clock.Now()
 		d := Decide(in)
-		if d.Action() == decision.Deny || dryRun || !d.Guarded || l == nil {
+		// Only an eviction that takes a Ready pod down is recorded (E3).
+		if d.Action() == decision.Deny || dryRun || !d.Counts || l == nil {
 			return finish(d)
 		}
-		err = l.admit(ctx, h.LedgerWriter, Record{Pod: pod.Name, UID: pod.UID, At: in.Now}, h.Identity)
-		if err == nil {
+		err = l.admit(lctx, h.LedgerWriter, Record{Pod: pod.Name, UID: pod.UID, At: in.Now, By: h.Identity}, keep)
+		switch {
+		case err == nil:
 			return finish(d)
+		case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
+			// Another replica admitted an eviction in this group meanwhile, or the sweeper
+			// deleted the ledger since it was read: decide again on a fresh read.
+		default:
+			return h.ledgerFailed(finish, fmt.Errorf("recording the eviction: %w", err))
 		}
-		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("recording the eviction: %w", err))
-		}
-		// Another replica admitted an eviction in this group meanwhile: decide again.
 	}
-	return finish(Decision{Guarded: true, Violations: decision.Violations{{Policy: "holdfast", Rule: RuleMaxUnavailable, Action: decision.Deny,
-		Wait: MaxRetryAfter, Message: "the group's eviction ledger is contended; retry"}}})
+	return finish(retryLater("the group's eviction ledger is contended"))
+}
+
+// retryLater is a deferral that is holdfast's own: the decision could not be made or
+// recorded now, and a retry will.
+func retryLater(why string) Decision {
+	return Decision{Guarded: true, Violations: decision.Violations{{Policy: "holdfast", Rule: RuleMaxUnavailable, Action: decision.Deny,
+		Wait: time.Second, Message: why + "; retry"}}}
+}
+
+// ledgerFailed answers a ledger read or write that failed: a slow or overloaded API
+// server is "not now" (429), so that drains retry instead of aborting, and an answer comes
+// before the webhook timeout; anything else is holdfast's own fault (500).
+func (h *Handler) ledgerFailed(finish func(Decision) admission.Response, err error) admission.Response {
+	if errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) {
+		return finish(retryLater(fmt.Sprintf("the group's eviction ledger could not be read or written in time (%v)", err)))
+	}
+	return h.fail(err)
+}
+
+// fail answers 500 for holdfast's own faults, and counts them.
+func (h *Handler) fail(err error) admission.Response {
+	h.Metrics.failed()
+	return admission.Errored(http.StatusInternalServerError, err)
 }
 
 // fallbackReader reads from the cache, and from the API server what the cache lacks.

@@ -17,6 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/cache"
 )
 
 // The ledger of a group is a coordination Lease in holdfast's namespace whose annotation
@@ -26,10 +29,11 @@ import (
 const (
 	recordsAnnotation = "holdfast.dev/evictions"
 	managedByLabel    = "app.kubernetes.io/managed-by"
-	// keepRecords is how long records are kept: longer than any sensible cooldown. A
-	// ledger without a record this recent is deleted (LedgerSweeper).
-	keepRecords = time.Hour
-	maxRecords  = 64
+	// minRetention is the least time records are kept (Retention): a ledger without a
+	// record this recent, or as recent as the longest cooldown needs, is deleted
+	// (LedgerSweeper).
+	minRetention = time.Hour
+	maxRecords   = 64
 )
 
 func leaseName(group types.UID) string { return "holdfast-evictions-" + string(group) }
@@ -62,15 +66,11 @@ func readLedger(ctx context.Context, r client.Reader, namespace string, group ty
 	return l, nil
 }
 
-// admit appends a record and writes the ledger; a conflict means another replica wrote
-// first, and the caller decides again on a fresh read.
-func (l *ledger) admit(ctx context.Context, c client.Client, rec Record, holder string) error {
-	records := append(slices.Clone(l.records), rec)
-	records = slices.DeleteFunc(records, func(r Record) bool { return rec.At.Sub(r.At) > keepRecords })
-	if len(records) > maxRecords {
-		records = records[len(records)-maxRecords:]
-	}
-	raw, err := json.Marshal(records)
+// admit appends a record, drops those older than keep, and writes the ledger; a conflict
+// means another replica wrote first, and NotFound that the ledger was deleted since it
+// was read: the caller decides again on a fresh read.
+func (l *ledger) admit(ctx context.Context, c client.Client, rec Record, keep time.Duration) error {
+	raw, err := json.Marshal(appendRecord(l.records, rec, keep))
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (l *ledger) admit(ctx context.Context, c client.Client, rec Record, holder 
 	}
 	lease.Annotations[recordsAnnotation] = string(raw)
 	now := metav1.NewMicroTime(rec.At)
-	lease.Spec.HolderIdentity = &holder
+	lease.Spec.HolderIdentity = &rec.By
 	lease.Spec.RenewTime = &now
 	if l.exists {
 		return c.Update(ctx, lease) // carries resourceVersion: optimistic concurrency
@@ -88,13 +88,27 @@ func (l *ledger) admit(ctx context.Context, c client.Client, rec Record, holder 
 	return c.Create(ctx, lease)
 }
 
+// appendRecord is records with rec appended, without those older than keep before rec,
+// and at most the newest maxRecords.
+func appendRecord(records []Record, rec Record, keep time.Duration) []Record {
+	out := append(slices.Clone(records), rec)
+	out = slices.DeleteFunc(out, func(r Record) bool { return rec.At.Sub(r.At) > keep })
+	if len(out) > maxRecords {
+		out = out[len(out)-maxRecords:]
+	}
+	return out
+}
+
 // LedgerSweeper deletes the ledgers of groups that have admitted no eviction for longer
-// than records are kept: they hold nothing a decision counts, and their workloads may be
-// gone. A group's next admitted eviction creates its ledger again. It runs on the leader.
+// than records are kept (Retention over every DisruptionPolicy): they hold nothing a
+// decision counts, and their workloads may be gone. A group's next admitted eviction
+// creates its ledger again. It runs on the leader.
 type LedgerSweeper struct {
 	// Reader lists the Leases from the API server: holdfast does not cache them.
 	Reader client.Reader
-	Writer client.Writer
+	// Policies lists the DisruptionPolicies, from the cache.
+	Policies client.Reader
+	Writer   client.Writer
 	// Namespace is holdfast's own, where the ledgers live.
 	Namespace string
 	// Every is how often it sweeps.
@@ -133,6 +147,11 @@ func (s *LedgerSweeper) Start(ctx context.Context) error {
 // deleted. A ledger written since it was listed is kept: the delete is conditional on the
 // version listed.
 func (s *LedgerSweeper) Sweep(ctx context.Context) (int, error) {
+	var policies v1alpha1.DisruptionPolicyList
+	if err := cache.List(ctx, s.Policies, &policies); err != nil {
+		return 0, fmt.Errorf("listing DisruptionPolicies for their cooldowns: %w", err)
+	}
+	keep := Retention(policies.Items)
 	var leases coordinationv1.LeaseList
 	if err := s.Reader.List(ctx, &leases, client.InNamespace(s.Namespace), client.MatchingLabels{managedByLabel: "holdfast"}); err != nil {
 		return 0, fmt.Errorf("listing eviction ledgers: %w", err)
@@ -141,7 +160,7 @@ func (s *LedgerSweeper) Sweep(ctx context.Context) (int, error) {
 	var errs []error
 	for i := range leases.Items {
 		l := &leases.Items[i]
-		if !strings.HasPrefix(l.Name, leaseName("")) || s.Clock.Since(lastWrite(l)) <= keepRecords {
+		if !strings.HasPrefix(l.Name, leaseName("")) || s.Clock.Since(lastWrite(l)) <= keep {
 			continue
 		}
 		err := s.Writer.Delete(ctx, l, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})

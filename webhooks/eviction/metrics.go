@@ -14,6 +14,7 @@ type Metrics struct {
 	deferredSeconds prometheus.Histogram
 	decisionSeconds prometheus.Histogram
 	ledgersDeleted  prometheus.Counter
+	errors          prometheus.Counter
 }
 
 // NewMetrics creates the eviction guard's metrics and registers them with reg.
@@ -37,8 +38,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "holdfast_eviction_ledgers_deleted_total",
 			Help: "Eviction ledgers (Leases) deleted after admitting no eviction for longer than their records are kept.",
 		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "holdfast_eviction_errors_total",
+			Help: "Evictions answered 500: holdfast could not read its cache or its ledger (a slow API server is answered 429 instead).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.evictions, m.deferredSeconds, m.decisionSeconds, m.ledgersDeleted} {
+	for _, c := range []prometheus.Collector{m.evictions, m.deferredSeconds, m.decisionSeconds, m.ledgersDeleted, m.errors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -78,6 +83,12 @@ func (m *Metrics) observe(d Decision, in Input, took time.Duration) {
 	}
 	if d.Action() == decision.Deny && !d.Never() {
 		m.deferredSeconds.Observe(d.Wait().Seconds())
+	}
+}
+
+func (m *Metrics) failed() {
+	if m != nil {
+		m.errors.Inc()
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -147,11 +149,15 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 		RecoverPanic: ptr.To(true),
 	}, workload.DecodeObject))
 
+	ledger, err := ledgerClient(mgr)
+	if err != nil {
+		return err
+	}
 	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{
 		Handler: &eviction.Handler{
 			Reader:       mgr.GetCache(),
-			LedgerReader: mgr.GetAPIReader(),
-			LedgerWriter: mgr.GetClient(),
+			LedgerReader: ledger,
+			LedgerWriter: ledger,
 			Namespace:    o.Namespace,
 			Identity:     o.Identity,
 			Clock:        clock.RealClock{},
@@ -197,8 +203,24 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 	if every == 0 {
 		every = 10 * time.Minute
 	}
-	return mgr.Add(&eviction.LedgerSweeper{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
+	return mgr.Add(&eviction.LedgerSweeper{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Policies: mgr.GetCache(),
 		Namespace: o.Namespace, Every: every, Clock: clock.RealClock{}, Metrics: s.Eviction})
+}
+
+// ledgerClient reads and writes the eviction ledgers live, without client-go's
+// client-side rate limiter: every guarded eviction reads and writes its group's ledger,
+// and the answers of a drain of hundreds of pods must not queue behind a limit of 20
+// requests a second until the webhook times out and fails open. The API server's own
+// priority and fairness still applies, and a slow answer is bounded by the handler's
+// LedgerTimeout.
+func ledgerClient(mgr manager.Manager) (client.Client, error) {
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("creating the eviction ledgers' client: %w", err)
+	}
+	return c, nil
 }
 
 // SharedCache lends a started cache to another manager: its Start waits for the context
