@@ -57,7 +57,7 @@ func TestDecideEviction(t *testing.T) {
 		never    bool
 		// counts: whether an admitted eviction is recorded; checked where set.
 		counts *bool
-		wait     time.Duration
+		wait   time.Duration
 	}{
 		"first eviction in a healthy Deployment group is allowed": {group: group("Deployment", 4), policy: dp(nil)},
 		"first eviction in a StatefulSet group is allowed":        {group: group("StatefulSet", 3), policy: dp(nil)},
