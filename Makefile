@@ -81,12 +81,12 @@ bench: testbed ## Go benchmarks and the load harness (serving, API server compar
 	bash hack/bench.sh
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 30s); their seeds run in `make test`.
+fuzz: ## Run each fuzz target for FUZZTIME (default 30s) and the model explorers long (MODEL_SEQUENCES, default 50000); their seeds run in `make test`.
 	bash hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: test-faults
-test-faults: testbed build ## Fault injection (restarts, SIGKILL, failover, cert rotation, API server outage, webhooks down) under load: RELIABILITY lines.
-	KUBEBUILDER_ASSETS="$(TESTBED_BIN)" go run ./test/faults $(FAULTS_FLAGS)
+test-faults: testbed build ## Fault injection (restarts, SIGKILL, failover, cert rotation, API server outage, webhooks down) under load, and a drain storm on a kwok cluster: RELIABILITY lines.
+	KUBEBUILDER_ASSETS="$(TESTBED_BIN)" TESTBED_BIN="$(TESTBED_BIN)" KWOKCTL_CONFIG="$$(bash hack/testbed-config.sh)" go run ./test/faults $(FAULTS_FLAGS)
 
 ##@ Run
 

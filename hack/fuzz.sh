@@ -26,4 +26,12 @@ for t in "${targets[@]}"; do
   if [ "$rc" -ne 0 ]; then failures=1; status=1; fi
   echo "RELIABILITY fuzz-$name panics=$panics failures=$failures execs=${execs:-0} time=$fuzztime"
 done
+# The model explorers, long: many more sequences than `make test` runs.
+sequences="${MODEL_SEQUENCES:-50000}"
+log="_output/fuzz/eviction-model.log"
+if ! go test -v -count=1 -run '^TestEvictionModel$' ./webhooks/eviction -args -model.sequences="$sequences" >"$log" 2>&1; then
+  status=1
+  tail -n 40 "$log"
+fi
+grep '^RELIABILITY' "$log" || { echo "RELIABILITY eviction-model failed to run (see $log)"; status=1; }
 exit "$status"

@@ -54,14 +54,15 @@ func ListOwned(ctx context.Context, r client.Reader, list client.ObjectList, nam
 // ControllerRevisions and pods.
 func IndexOwners(ctx context.Context, idx client.FieldIndexer) error {
 	for _, obj := range []client.Object{&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{}} {
-		if err := idx.IndexField(ctx, obj, OwnerIndex, controllerUID); err != nil {
+		if err := idx.IndexField(ctx, obj, OwnerIndex, ControllerUID); err != nil {
 			return fmt.Errorf("indexing %T by owner: %w", obj, err)
 		}
 	}
 	return nil
 }
 
-func controllerUID(obj client.Object) []string {
+// ControllerUID is OwnerIndex's function: the UID of the object's controller.
+func ControllerUID(obj client.Object) []string {
 	if ref := metav1.GetControllerOf(obj); ref != nil {
 		return []string{string(ref.UID)}
 	}

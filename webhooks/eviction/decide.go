@@ -35,11 +35,12 @@ const MaxRetryAfter = 10 * time.Second
 // admitted; such a record lapses instead of holding the group.
 const RecordLapse = 30 * time.Second
 
-// MaxClockSkew is how far apart the clocks of holdfast's replicas may be while every
-// budget and cooldown still holds. A record carries the clock of the replica that admitted
-// it; another replica reads it as up to MaxClockSkew older than it looks: it lapses that
-// much later and holds the cooldown that much longer. Replicas whose clocks differ by more
-// can admit an eviction up to the difference early.
+// MaxClockSkew is how far apart the clocks of holdfast's replicas, and of the nodes that
+// stamp pods' readiness, may be while every budget and cooldown still holds. A record
+// carries the clock of the replica that admitted it; another replica reads it as up to
+// MaxClockSkew older than it looks: it lapses that much later and holds the cooldown that
+// much longer. A pod counts as settled once it has been Ready for minReadySeconds plus
+// MaxClockSkew. Clocks that differ by more can admit an eviction up to the difference early.
 const MaxClockSkew = 5 * time.Second
 
 // Record is one eviction holdfast admitted in a group.
@@ -85,6 +86,10 @@ type Decision struct {
 	// is recorded, counts against the budget until the pod is gone, and starts the cooldown.
 	// Evicting a pod that is not Ready takes nothing down (E3).
 	Counts bool
+	// UsesRecords is a decision a policy made with the group's records of admitted
+	// evictions: one about a Ready pod, or a not-Ready one under IfHealthyBudget. Without
+	// it the ledger need not be read.
+	UsesRecords bool
 }
 
 // Decide evaluates every DisruptionPolicy that selects the pod. It does no I/O.
@@ -114,6 +119,7 @@ func Decide(in Input) Decision {
 		}
 		d.Guarded = true
 		d.Counts = d.Counts || in.Pod.Ready
+		d.UsesRecords = d.UsesRecords || in.Pod.Ready || !alwaysAllows(&p.Spec)
 		for _, v := range check(in, &p.Spec) {
 			v.Policy, v.Action = p.Name, action
 			d.Violations = append(d.Violations, v)
@@ -126,12 +132,18 @@ func Decide(in Input) Decision {
 func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 	g := in.Group
 	minReady := time.Duration(spec.MinReadySeconds) * time.Second
-	available, soonest := availability(g, minReady, in.Now)
-	pending := pendingRecords(in, minReady)
+	// Readiness is stamped on the node's clock and measured on this replica's: a pod
+	// counts as settled once it has been Ready for minReadySeconds on either.
+	settle := minReady
+	if settle > 0 {
+		settle += MaxClockSkew
+	}
+	available, soonest := availability(g, settle, in.Now)
+	pending := pendingRecords(in, settle)
 	unavailable := g.Expected - available + pending
 	budget := policy.Resolve(policy.DisruptionBudget, g.Kind, spec.MaxUnavailable, g.Expected)
-	self := in.Pod.Available(minReady, in.Now)
-	alwaysAllow := spec.UnhealthyPodEvictionPolicy == nil || *spec.UnhealthyPodEvictionPolicy == policyv1.AlwaysAllow
+	self := in.Pod.Available(settle, in.Now)
+	alwaysAllow := alwaysAllows(spec)
 
 	if !in.Pod.Ready && alwaysAllow {
 		return nil // A pod that is not Ready serves nothing; evicting it takes nothing down (E3).
@@ -168,6 +180,12 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 		}
 	}
 	return out
+}
+
+// alwaysAllows is a policy whose pods that are not Ready may always be evicted (the
+// default, as for the PDBs it generates).
+func alwaysAllows(spec *v1alpha1.DisruptionPolicySpec) bool {
+	return spec.UnhealthyPodEvictionPolicy == nil || *spec.UnhealthyPodEvictionPolicy == policyv1.AlwaysAllow
 }
 
 // availability counts the group's available pods: Ready for at least minReady and not

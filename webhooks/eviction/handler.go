@@ -64,6 +64,10 @@ type Handler struct {
 	// failurePolicy Ignore): a ledger that cannot be read or written in time is "not now".
 	// Keep it below the webhook's timeoutSeconds; 0 means DefaultLedgerTimeout.
 	LedgerTimeout time.Duration
+
+	// decide is Decide, unless a test substitutes a broken decision to show that the model
+	// explorer finds what it breaks.
+	decide func(Input) Decision
 }
 
 // DefaultLedgerTimeout is LedgerTimeout's default, below the webhook's default timeout of 3 s.
@@ -135,6 +139,20 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if !in.Pod.Ready && in.Group != nil {
+		// A pod that is not Ready may be evicted without waiting or being recorded (E3):
+		// make sure it has not just become Ready where this replica's cache cannot see it yet.
+		live := &corev1.Pod{}
+		if err := h.LedgerReader.Get(lctx, client.ObjectKeyFromObject(pod), live); err == nil {
+			in.Pod = workload.PodOf(live)
+		} else if !apierrors.IsNotFound(err) {
+			return h.ledgerFailed(finish, err)
+		}
+		// Nor need it wait for the ledger, which a decision about it may not read.
+		if d := decideWith(h.decide, in); !d.UsesRecords {
+			return finish(d)
+		}
+	}
 	keep := Retention(in.Policies)
 	for range ledgerAttempts {
 		var l *ledger
@@ -145,7 +163,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 			in.Records = l.records
 		}
 		in.Now = h.Clock.Now()
-		d := Decide(in)
+		d := decideWith(h.decide, in)
 		// Only an eviction that takes a Ready pod down is recorded (E3).
 		if d.Action() == decision.Deny || dryRun || !d.Counts || l == nil {
 			return finish(d)
@@ -162,6 +180,14 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	return finish(retryLater("the group's eviction ledger is contended"))
+}
+
+// decideWith is decide, or Decide when it is nil.
+func decideWith(decide func(Input) Decision, in Input) Decision {
+	if decide == nil {
+		return Decide(in)
+	}
+	return decide(in)
 }
 
 // retryLater is a deferral that is holdfast's own: the decision could not be made or
