@@ -51,12 +51,16 @@ type DisruptionPolicySpec struct {
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
 	// minReadySeconds is how long a pod must have been Ready to count as available: a
-	// replacement that just became Ready has not settled yet.
+	// replacement that just became Ready has not settled yet. When it is set, holdfast
+	// adds a margin of 5 s for the clocks of nodes and replicas to differ by.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
 
-	// cooldown is the least time between two evictions admitted in one group, e.g. "20s".
+	// cooldown is the least time between two evictions of Ready pods admitted in one group,
+	// e.g. "20s"; evicting a pod that is not Ready neither waits for it nor restarts it
+	// under AlwaysAllow. holdfast keeps its records of evictions as long as the longest
+	// cooldown needs.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
