@@ -685,7 +685,13 @@ func (w *world) drain() {
 	per := cooldown + grace + maxReadyDelay + time.Duration(maxMinReady(w.inForce()))*time.Second + drainRetry + MaxClockSkew
 	bound := time.Duration(n)*per + 30*time.Second
 	start := w.now
+	// In some sequences the policy changes while the drain runs.
+	change := w.rng.IntN(4)
 	for attempt := 0; len(onNode()) > 0; attempt++ {
+		if attempt == change {
+			w.step(modelOp{Kind: "policy", Millis: w.rng.IntN(60), Variant: w.rng.IntN(4)})
+			bound += time.Duration(n) * 30 * time.Second // a cooldown of up to 29 s from now on
+		}
 		if w.now.Sub(start) > bound {
 			w.stuck = true
 			w.violate("E5: the drain of node-%d (%d pods) is not done after %s (bound %s)", node, n, w.now.Sub(start), bound)
