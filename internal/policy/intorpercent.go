@@ -19,8 +19,9 @@ const (
 	// unreadable is 0, guarding as strictly as possible.
 	DisruptionBudget Field = iota
 	// MaxUnavailable is a rolling update's maxUnavailable (the workload's, or a
-	// RolloutPolicy's limit on it), rounded down as the Deployment and StatefulSet
-	// controllers round it. Unset is 0; unreadable is every pod, assuming the worst.
+	// RolloutPolicy's limit on it), rounded as the controller of the workload's kind
+	// rounds it: down for Deployments and StatefulSets, up for DaemonSets. Unset is 0;
+	// unreadable is every pod, assuming the worst.
 	MaxUnavailable
 	// MaxSurge is a rolling update's maxSurge, rounded up as kube rounds it. Unset and
 	// unreadable are 0.
@@ -35,7 +36,7 @@ func Resolve(f Field, kind v1alpha1.WorkloadKind, v *intstr.IntOrString, total i
 	case DisruptionBudget:
 		unset = 1
 	case MaxUnavailable:
-		up, unreadable = false, total
+		up, unreadable = kind == v1alpha1.KindDaemonSet, total
 	}
 	if v == nil {
 		return unset

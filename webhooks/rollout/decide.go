@@ -57,6 +57,10 @@ type Decision struct {
 // Decide evaluates every policy that applies to the request. It does no I/O. An error is
 // a pod template that a rule had to read and that does not decode: the request is bad.
 func Decide(in Input) (Decision, error) {
+	scale, err := isScaleForAny(in)
+	if err != nil {
+		return Decision{}, err
+	}
 	var d Decision
 	for i := range in.Policies {
 		p := &in.Policies[i]
@@ -74,7 +78,7 @@ func Decide(in Input) (Decision, error) {
 		if !applies {
 			continue
 		}
-		found, err := check(in, &p.Spec.Rules)
+		found, err := check(in, &p.Spec.Rules, scale)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -84,6 +88,27 @@ func Decide(in Input) (Decision, error) {
 		}
 	}
 	return d, nil
+}
+
+// isScaleForAny reports an UPDATE whose only template difference is the argsMatchReplicas
+// flags of the policies that select the workload, following spec.replicas (I4): whichever
+// policy holds the flag and whichever holds the revision rules, and whoever is exempt from
+// which.
+func isScaleForAny(in Input) (bool, error) {
+	if in.Operation != admissionv1.Update || in.Old == nil || !in.TemplateChanged {
+		return false, nil
+	}
+	var flags []v1alpha1.ArgMatchesReplicas
+	for i := range in.Policies {
+		p := &in.Policies[i]
+		if len(p.Spec.Rules.ArgsMatchReplicas) == 0 || p.Spec.Suspend {
+			continue
+		}
+		if ok, err := selectsEither(p, in); err == nil && ok {
+			flags = append(flags, p.Spec.Rules.ArgsMatchReplicas...)
+		}
+	}
+	return isScale(in.Old, in.New, flags)
 }
 
 // selectsEither applies a policy when it selects the old or the new object, so
@@ -107,6 +132,8 @@ type finding struct {
 	message string
 	// lint tells strategy findings at the same field apart.
 	lint string
+	// severity is how far a strategy finding is from its rule, larger is worse.
+	severity int64
 }
 
 var (
@@ -114,8 +141,10 @@ var (
 	containersPath = templatePath.Child("spec", "containers")
 )
 
-// check applies one policy's rules to the request.
-func check(in Input, rules *v1alpha1.RolloutRules) ([]finding, error) {
+// check applies one policy's rules to the request. scale is a change whose only template
+// difference is argsMatchReplicas flags following spec.replicas (I4): it starts no
+// revision, so no revision rule applies to it.
+func check(in Input, rules *v1alpha1.RolloutRules, scale bool) ([]finding, error) {
 	out, err := checkArgsMatchReplicas(in.New, rules.ArgsMatchReplicas)
 	if err != nil {
 		return nil, err
@@ -127,10 +156,6 @@ func check(in Input, rules *v1alpha1.RolloutRules) ([]finding, error) {
 	out = append(out, lints...)
 	if in.Operation != admissionv1.Update || in.Old == nil || !in.TemplateChanged {
 		return out, nil // Only a new pod template starts a rollout.
-	}
-	scale, err := isScale(in.Old, in.New, rules.ArgsMatchReplicas)
-	if err != nil {
-		return nil, err
 	}
 	rev := in.History.Find(in.New.Template)
 	newest := in.History.Newest()
@@ -154,7 +179,7 @@ func check(in Input, rules *v1alpha1.RolloutRules) ([]finding, error) {
 				in.New, round(since), rules.MinInterval.Duration, round(wait))})
 		}
 	}
-	if rules.RevertWindow != nil && rev != nil && !workload.SameTemplate(rev.Template, in.Old.Template) && !rollback && !stalled {
+	if rules.RevertWindow != nil && !scale && rev != nil && !workload.SameTemplate(rev.Template, in.Old.Template) && !rollback && !stalled {
 		if succ := in.History.Successor(rev); succ != nil {
 			since := in.Now.Sub(in.History.Current(succ))
 			if wait := rules.RevertWindow.Duration - since; wait > 0 {

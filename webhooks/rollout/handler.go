@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -221,11 +222,18 @@ func (h *Handler) decodeScale(ctx context.Context, req admission.Request, in Inp
 	if in.Old, err = workload.From(obj); err != nil {
 		return in, nil, err
 	}
+	// The scaled workload is the cached one with the new replicas, read as a full update
+	// with them would be: everything that resolves against replicas resolves alike (I5).
 	scaled := obj.DeepCopyObject()
+	switch o := scaled.(type) {
+	case *appsv1.Deployment:
+		o.Spec.Replicas = &scale.Spec.Replicas
+	case *appsv1.StatefulSet:
+		o.Spec.Replicas = &scale.Spec.Replicas
+	}
 	if in.New, err = workload.From(scaled); err != nil {
 		return in, nil, err
 	}
-	in.New.Replicas = &scale.Spec.Replicas
 	return in, scaled, nil
 }
 

@@ -4,15 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -149,4 +154,41 @@ func newPolicies(t *testing.T, h *Handler) []v1alpha1.RolloutPolicy {
 		t.Fatal(err)
 	}
 	return list.Items
+}
+
+// TestScaleAndFullUpdateDecideAlike is the review's scenario 13 (I5): scaling a Deployment
+// whose maxUnavailable is a percentage from 2 to 6 makes it take 3 pods down at once, more
+// than a limit of 1. The scale subresource and a full update with the same replicas must
+// both refuse it, naming the fix.
+func TestScaleAndFullUpdateDecideAlike(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	d := utiltesting.MakeDeployment("tenant-a", "kube-apiserver").Replicas(2).Obj()
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromString("50%")), MaxSurge: ptr.To(intstr.FromInt32(1))}}
+	p := utiltesting.MakeRolloutPolicy("careful").Obj()
+	p.Spec.Rules = v1alpha1.RolloutRules{Strategy: &v1alpha1.StrategyRule{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
+	h := &Handler{Reader: utiltesting.NewMemReader(nil, p, d, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}),
+		Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now())}
+
+	scaled := d.DeepCopy()
+	scaled.Spec.Replicas = ptr.To[int32](6)
+	full := request(admissionv1.Update, "Deployment", mustJSON(t, scaled), mustJSON(t, d))
+	sub := request(admissionv1.Update, "Scale", mustJSON(t, &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "kube-apiserver"},
+		Spec: autoscalingv1.ScaleSpec{Replicas: 6}}), nil)
+	sub.Kind = metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+	sub.SubResource = "scale"
+	for name, req := range map[string]admission.Request{"full update": full, "scale subresource": sub} {
+		resp := h.Handle(context.Background(), req)
+		if resp.Allowed || resp.Result.Code != http.StatusForbidden || !strings.Contains(resp.Result.Message, "set maxUnavailable: 1") {
+			t.Errorf("%s: %+v, want 403 naming the fix", name, resp.Result)
+		}
+	}
+	fine := d.DeepCopy()
+	fine.Spec.Replicas = ptr.To[int32](3) // 50% of 3 is 1
+	if resp := h.Handle(context.Background(), request(admissionv1.Update, "Deployment", mustJSON(t, fine), mustJSON(t, d))); !resp.Allowed {
+		t.Errorf("a scale that keeps the strategy within the limit: %+v", resp.Result)
+	}
 }

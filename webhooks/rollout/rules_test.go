@@ -227,3 +227,49 @@ func TestDecideRolloutRules(t *testing.T) {
 		})
 	}
 }
+
+// TestScaleIsNotARevision holds the review's scenarios 11 and 12 (I4): a change whose only
+// template difference is --server-count following spec.replicas counts for no revision
+// rule, whichever policy holds the flag, in both directions.
+func TestScaleIsNotARevision(t *testing.T) {
+	B := template("B", "3")
+	rolling := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	revisions := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "revisions"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
+		Settle:       &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
+		MinInterval:  &metav1.Duration{Duration: 30 * time.Second},
+		RevertWindow: &metav1.Duration{Duration: 10 * time.Minute}}}}
+	serverCount := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "server-count"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
+		ArgsMatchReplicas: []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}}}}
+	cases := map[string]struct {
+		old, obj  *workload.Workload
+		history   history.History
+		wantRules []string
+	}{
+		"11: a coupled scale while rolling out passes when settle and argsMatchReplicas sit in different policies": {
+			old: wl(v1alpha1.KindDeployment, 3, B, rolling), obj: wl(v1alpha1.KindDeployment, 5, template("B", "5"), rolling),
+			history: history.History{Revisions: []history.Revision{rev(2, B, 5*time.Second, 2)}, LastActivity: now},
+		},
+		"12: an emergency scale back 5 -> 3 inside the revert window passes": {
+			old: wl(v1alpha1.KindDeployment, 5, template("B", "5"), workload.Rollout{}), obj: wl(v1alpha1.KindDeployment, 3, B, workload.Rollout{}),
+			history: history.History{Revisions: []history.Revision{rev(2, B, 3*time.Minute, 0), rev(3, template("B", "5"), time.Minute, 5)}},
+		},
+		"a flag change without a replicas change is still a revision": {
+			old: wl(v1alpha1.KindDeployment, 3, B, rolling), obj: wl(v1alpha1.KindDeployment, 3, template("B", "5"), rolling),
+			history:   history.History{Revisions: []history.Revision{rev(2, B, 5*time.Second, 2)}, LastActivity: now},
+			wantRules: []string{RuleSettle, RuleMinInterval, RuleArgsMatchReplicas},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := decide(t, Input{Operation: admissionv1.Update, Old: tc.old, New: tc.obj, History: tc.history, Now: now,
+				User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{revisions, serverCount}})
+			var got []string
+			for _, v := range d.Violations {
+				got = append(got, v.Rule)
+			}
+			if diff := cmp.Diff(tc.wantRules, got); diff != "" {
+				t.Errorf("violated rules (-want +got):\n%s\n%v", diff, d.Violations)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"math"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,9 +22,10 @@ var (
 	notReadyKeys = []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable}
 )
 
-// checkStrategy lints a workload's rollout strategy and pod shape. On UPDATE only
-// findings the old object did not have count, so an unrelated edit of a workload that
-// predates the policy is not held up.
+// checkStrategy lints a workload's rollout strategy and pod shape. On UPDATE a finding
+// the old object had counts only where it got worse (I5): an unrelated edit of a workload
+// that predates the policy is not held up, but no edit, scale included, may make its
+// strategy less safe than it was.
 func checkStrategy(in Input, rule *v1alpha1.StrategyRule) ([]finding, error) {
 	if rule == nil {
 		return nil, nil
@@ -36,13 +38,13 @@ func checkStrategy(in Input, rule *v1alpha1.StrategyRule) ([]finding, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oldObject: %w", err)
 	}
-	had := map[string]bool{}
+	had := map[string]int64{}
 	for _, f := range before {
-		had[f.key()] = true
+		had[f.key()] = f.severity
 	}
 	var out []finding
 	for _, f := range found {
-		if !had[f.key()] {
+		if old, ok := had[f.key()]; !ok || f.severity > old {
 			out = append(out, f)
 		}
 	}
@@ -57,11 +59,40 @@ func (f finding) key() string {
 	return f.rule + "|" + p + "|" + f.lint
 }
 
-// lintStrategy lints one workload; an error is a pod template that does not decode.
+// Severities of the findings that have no measure: present or not.
+const (
+	absent  = int64(math.MaxInt64)
+	forever = int64(math.MaxInt64 - 1)
+)
+
+// unavailableDuringRollout is how many of a workload's pods its strategy takes down at
+// once, as its controller resolves the strategy: Recreate takes them all; a Deployment
+// rounds maxUnavailable down but takes one when maxSurge is 0 too; a StatefulSet rounds
+// down and takes at least one; a DaemonSet rounds up.
+func unavailableDuringRollout(w *workload.Workload) int32 {
+	s := w.Strategy
+	if !s.Rolling {
+		return w.Expected
+	}
+	n := policy.Resolve(policy.MaxUnavailable, w.Kind, s.MaxUnavailable, w.Expected)
+	switch w.Kind {
+	case v1alpha1.KindDeployment:
+		if n == 0 && policy.Resolve(policy.MaxSurge, w.Kind, s.MaxSurge, w.Expected) == 0 {
+			n = 1
+		}
+	case v1alpha1.KindStatefulSet:
+		n = max(n, 1)
+	}
+	return min(n, max(w.Expected, 1))
+}
+
+// lintStrategy lints one workload; an error is a pod template that does not decode. Each
+// finding's severity measures how far the workload is from the rule, so that checkStrategy
+// can tell a finding that got worse from one that stayed.
 func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) ([]finding, error) {
 	var out []finding
-	add := func(lint string, path *field.Path, format string, args ...any) {
-		out = append(out, finding{rule: RuleStrategy, lint: lint, field: path,
+	add := func(lint string, severity int64, path *field.Path, format string, args ...any) {
+		out = append(out, finding{rule: RuleStrategy, lint: lint, severity: severity, field: path,
 			message: fmt.Sprintf("%s: ", w) + fmt.Sprintf(format, args...)})
 	}
 	s := w.Strategy
@@ -70,23 +101,30 @@ func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) ([]finding, er
 		strategyPath = field.NewPath("spec", "updateStrategy")
 	}
 
-	if r.MaxUnavailable != nil && s.Rolling {
+	// OnDelete StatefulSets and DaemonSets replace no pod on their own.
+	if r.MaxUnavailable != nil && (s.Rolling || w.Kind == v1alpha1.KindDeployment) {
 		limit := policy.Resolve(policy.MaxUnavailable, w.Kind, r.MaxUnavailable, w.Expected)
-		if got := policy.Resolve(policy.MaxUnavailable, w.Kind, s.MaxUnavailable, w.Expected); got > limit {
-			add("maxUnavailable", strategyPath.Child("rollingUpdate", "maxUnavailable"),
-				"maxUnavailable %s lets %d of %d pods go at once, more than the %d allowed (%s); lower it",
-				s.MaxUnavailable.String(), got, w.Expected, limit, r.MaxUnavailable.String())
+		if got := unavailableDuringRollout(w); got > limit {
+			if !s.Rolling {
+				add("maxUnavailable", int64(got), strategyPath.Child("type"),
+					"the Recreate strategy takes all %d pods down at once, more than the %d allowed (%s); use RollingUpdate with maxUnavailable: %d",
+					got, limit, r.MaxUnavailable.String(), limit)
+			} else {
+				add("maxUnavailable", int64(got), strategyPath.Child("rollingUpdate", "maxUnavailable"),
+					"maxUnavailable %s lets %d of %d pods go at once, more than the %d allowed (%s); set maxUnavailable: %d",
+					s.MaxUnavailable.String(), got, w.Expected, limit, r.MaxUnavailable.String(), limit)
+			}
 		}
 	}
 	if r.MinReadySeconds != nil && s.MinReadySeconds < *r.MinReadySeconds {
-		add("minReadySeconds", field.NewPath("spec", "minReadySeconds"),
+		add("minReadySeconds", -int64(s.MinReadySeconds), field.NewPath("spec", "minReadySeconds"),
 			"minReadySeconds is %d; set it to at least %d so that each new pod proves itself before the next is replaced",
 			s.MinReadySeconds, *r.MinReadySeconds)
 	}
 	if r.DaemonSetSurge && w.Kind == v1alpha1.KindDaemonSet {
 		surge := policy.Resolve(policy.MaxSurge, w.Kind, s.MaxSurge, max(w.Expected, 1))
 		if !s.Rolling || surge < 1 || policy.Resolve(policy.MaxUnavailable, w.Kind, s.MaxUnavailable, w.Expected) != 0 {
-			add("daemonSetSurge", strategyPath.Child("rollingUpdate"),
+			add("daemonSetSurge", 0, strategyPath.Child("rollingUpdate"),
 				"the DaemonSet must roll with maxSurge of at least 1 and maxUnavailable 0, so that each node's new agent runs before the old one stops")
 		}
 	}
@@ -99,11 +137,11 @@ func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) ([]finding, er
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
 		if r.ReadinessProbe && c.ReadinessProbe == nil {
-			add("readinessProbe", containers.Index(i).Child("readinessProbe"),
+			add("readinessProbe", 0, containers.Index(i).Child("readinessProbe"),
 				"container %q has no readiness probe; without one a pod counts as ready the moment it starts", c.Name)
 		}
 		if r.PreStop && (c.Lifecycle == nil || c.Lifecycle.PreStop == nil) {
-			add("preStop", containers.Index(i).Child("lifecycle", "preStop"),
+			add("preStop", 0, containers.Index(i).Child("lifecycle", "preStop"),
 				"container %q has no preStop hook to drain its connections before SIGTERM", c.Name)
 		}
 	}
@@ -113,12 +151,12 @@ func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) ([]finding, er
 			got = *pod.TerminationGracePeriodSeconds
 		}
 		if got < *r.MinTerminationGracePeriodSeconds {
-			add("terminationGracePeriodSeconds", podSpecPath.Child("terminationGracePeriodSeconds"),
+			add("terminationGracePeriodSeconds", -got, podSpecPath.Child("terminationGracePeriodSeconds"),
 				"terminationGracePeriodSeconds is %d; set it to at least %d", got, *r.MinTerminationGracePeriodSeconds)
 		}
 	}
 	if key := r.AntiAffinityTopologyKey; key != "" && !hasRequiredAntiAffinity(template, key) {
-		add("antiAffinity", podSpecPath.Child("affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
+		add("antiAffinity", 0, podSpecPath.Child("affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
 			"no required pod anti-affinity on %s selects the workload's own pods; two of them could share a failure domain", key)
 	}
 	if limit := r.MaxNoExecuteTolerationSeconds; limit != nil && w.Kind == v1alpha1.KindDeployment {
@@ -126,13 +164,13 @@ func lintStrategy(w *workload.Workload, r *v1alpha1.StrategyRule) ([]finding, er
 			secs, ok := noExecuteToleration(pod.Tolerations, key)
 			switch {
 			case !ok:
-				add("tolerations", podSpecPath.Child("tolerations"),
+				add("tolerations/"+key, absent, podSpecPath.Child("tolerations"),
 					"no NoExecute toleration for %s; add one with tolerationSeconds of at most %d", key, *limit)
 			case secs == nil:
-				add("tolerations", podSpecPath.Child("tolerations"),
+				add("tolerations/"+key, forever, podSpecPath.Child("tolerations"),
 					"the NoExecute toleration for %s has no tolerationSeconds, so pods stay on a dead node forever; bound it to at most %d", key, *limit)
 			case *secs > *limit:
-				add("tolerations", podSpecPath.Child("tolerations"),
+				add("tolerations/"+key, *secs, podSpecPath.Child("tolerations"),
 					"the NoExecute toleration for %s lasts %ds; bound it to at most %d", key, *secs, *limit)
 			}
 		}

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -114,6 +115,37 @@ func TestStrategyLints(t *testing.T) {
 		"an update introducing a finding is denied": {operation: admissionv1.Update,
 			old: server(nil), obj: server(func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 0 }),
 			want: []string{"spec.minReadySeconds"}},
+
+		// The review's scenarios (issue 14), named after them: I5, a strategy never gets worse.
+		"5: a finding the workload has may not get worse (maxUnavailable 2 -> 100%)": {operation: admissionv1.Update,
+			old: server(func(d *appsv1.Deployment) { d.Spec.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(2)) }),
+			obj: server(func(d *appsv1.Deployment) {
+				d.Spec.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+			}),
+			want: []string{"spec.strategy.rollingUpdate.maxUnavailable"}},
+		"5: a finding the workload has may not get worse (minReadySeconds 5 -> 0)": {operation: admissionv1.Update,
+			old:  server(func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 5 }),
+			obj:  server(func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 0 }),
+			want: []string{"spec.minReadySeconds"}},
+		"5: a finding the workload has may get better (minReadySeconds 0 -> 5)": {operation: admissionv1.Update,
+			old: server(func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 0 }),
+			obj: server(func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 5 })},
+		"5: a toleration that was bounded may not become unbounded": {operation: admissionv1.Update,
+			old:  server(func(d *appsv1.Deployment) { d.Spec.Template.Spec.Tolerations[0].TolerationSeconds = ptr.To[int64](300) }),
+			obj:  server(func(d *appsv1.Deployment) { d.Spec.Template.Spec.Tolerations[0].TolerationSeconds = nil }),
+			want: []string{pod + "tolerations"}},
+		"6: Recreate takes every pod down at once": {obj: server(func(d *appsv1.Deployment) {
+			d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+		}), want: []string{"spec.strategy.type"}},
+		"13: a scale that makes a percentage take more pods down than allowed": {operation: admissionv1.Update,
+			old: server(func(d *appsv1.Deployment) {
+				d.Spec.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("50%"))
+			}),
+			obj: server(func(d *appsv1.Deployment) {
+				d.Spec.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("50%"))
+				d.Spec.Replicas = ptr.To[int32](6)
+			}),
+			want: []string{"spec.strategy.rollingUpdate.maxUnavailable"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -150,4 +182,21 @@ func view(t *testing.T, obj any) *workload.Workload {
 		t.Fatalf("workload.From(%T): %v", obj, err)
 	}
 	return w
+}
+
+// TestDaemonSetPercentagesRoundUp is the review's scenario 7: kube's DaemonSet controller
+// rounds maxUnavailable up, so 34% of 5 takes 2 pods down, more than a limit of 1.
+func TestDaemonSetPercentagesRoundUp(t *testing.T) {
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent"},
+		Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+			RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromString("34%"))}}},
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 5}}
+	found, err := checkStrategy(Input{Operation: admissionv1.Create, New: view(t, ds)},
+		&v1alpha1.StrategyRule{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || !strings.Contains(found[0].message, "lets 2 of 5 pods go at once") {
+		t.Errorf("findings %+v, want maxUnavailable 34%% of 5 to take 2 down", found)
+	}
 }
