@@ -105,7 +105,13 @@ func isScaleForAny(in Input) (bool, error) {
 			continue
 		}
 		if ok, err := selectsEither(p, in); err == nil && ok {
-			flags = append(flags, p.Spec.Rules.ArgsMatchReplicas...)
+			// One policy's flags are read in place; a second's are appended to a copy (the
+			// full slice expression makes append copy, never write the cached policy).
+			if r := p.Spec.Rules.ArgsMatchReplicas; flags == nil {
+				flags = r
+			} else {
+				flags = append(flags[:len(flags):len(flags)], r...)
+			}
 		}
 	}
 	return isScale(in.Old, in.New, flags)
