@@ -783,31 +783,21 @@ func TestEvictionModel(t *testing.T) {
 	}
 }
 
-// TestEvictionModelFindsABrokenCooldown is the explorer's own test: handed a decision
-// that ignores the cooldown, it must find an E2 violation.
-func TestEvictionModelFindsABrokenCooldown(t *testing.T) {
-	ignoreCooldown := func(in Input) Decision {
-		d := Decide(in)
-		d.Violations = slices.DeleteFunc(d.Violations, func(v decision.Violation) bool { return v.Rule == RuleCooldown })
-		return d
-	}
-	res := explore(300, ignoreCooldown)
-	if res.first == nil || !slices.ContainsFunc(res.first.violations, func(v string) bool { return strings.Contains(v, "E2:") }) {
-		t.Fatalf("the explorer did not catch a decision that ignores the cooldown (%d violations)", res.violations)
-	}
-}
-
-// TestEvictionModelFindsAnIgnoredBudget: handed a decision that ignores maxUnavailable, the
-// explorer must find an E1 violation.
-func TestEvictionModelFindsAnIgnoredBudget(t *testing.T) {
-	ignoreBudget := func(in Input) Decision {
-		d := Decide(in)
-		d.Violations = slices.DeleteFunc(d.Violations, func(v decision.Violation) bool { return v.Rule == RuleMaxUnavailable })
-		return d
-	}
-	res := explore(300, ignoreBudget)
-	if res.first == nil || !slices.ContainsFunc(res.first.violations, func(v string) bool { return strings.Contains(v, "E1:") }) {
-		t.Fatalf("the explorer did not catch a decision that ignores the budget (%d violations)", res.violations)
+// TestEvictionModelCatchesBrokenDecisions is the explorer's own test: handed a decision
+// that drops one rule, it must find the invariant that rule keeps.
+func TestEvictionModelCatchesBrokenDecisions(t *testing.T) {
+	for rule, invariant := range map[string]string{RuleCooldown: "E2:", RuleMaxUnavailable: "E1:"} {
+		t.Run("without "+rule, func(t *testing.T) {
+			broken := func(in Input) Decision {
+				d := Decide(in)
+				d.Violations = slices.DeleteFunc(d.Violations, func(v decision.Violation) bool { return v.Rule == rule })
+				return d
+			}
+			res := explore(300, broken)
+			if res.first == nil || !slices.ContainsFunc(res.first.violations, func(v string) bool { return strings.Contains(v, invariant) }) {
+				t.Fatalf("the explorer did not catch a decision without %s (%d violations, want %s)", rule, res.violations, invariant)
+			}
+		})
 	}
 }
 
