@@ -154,3 +154,25 @@ func TestExemptionIsNotTheWorkloadsToGrant(t *testing.T) {
 		}
 	})
 }
+
+// TestRelabelOutOfAPolicyIsRefused is the review's scenario 8: relabelling a guarded
+// workload out of an Enforce policy, the first step of a two-step walk around every rule,
+// is refused through the API server; a relabel that keeps it selected is not.
+func TestRelabelOutOfAPolicyIsRefused(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	applyPolicy(t, ns, utiltesting.MakeRolloutPolicy("server-count").Selector(map[string]string{"app": "kube-apiserver"}).
+		ArgMatchesReplicas("konnectivity-server", "--server-count").Obj())
+	d := konnectivity(ns, 3, "3")
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	kept := d.DeepCopy()
+	kept.Labels["team"] = "control-plane"
+	if err := k8s.Update(ctx, kept); err != nil {
+		t.Fatalf("a relabel that keeps the workload selected: %v", err)
+	}
+	moved := kept.DeepCopy()
+	moved.Labels["app"] = "moved"
+	assertHoldfastDenied(t, k8s.Update(ctx, moved), rollout.RuleSelection, "metadata.labels")
+}

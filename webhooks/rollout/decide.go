@@ -29,6 +29,8 @@ const (
 	RuleArgsMatchReplicas = "argsMatchReplicas"
 	// RuleTargets reports a policy whose selectors cannot be evaluated.
 	RuleTargets = "targets"
+	// RuleSelection reports an update that takes a workload out of a policy's selection.
+	RuleSelection = "selection"
 )
 
 // Input is everything a rollout decision reads. It is gathered by the handler.
@@ -82,6 +84,12 @@ func Decide(in Input) (Decision, error) {
 		if err != nil {
 			return Decision{}, err
 		}
+		if leaves(p, in) {
+			// Otherwise a relabel, then a free change, walks around every rule.
+			found = append(found, finding{rule: RuleSelection, field: field.NewPath("metadata", "labels"), message: fmt.Sprintf(
+				"%s: the update takes the workload out of the policy's selection (its labels no longer match spec.targets); "+
+					"a workload leaves a policy by a change to the policy, or through an exempt requester", in.New)})
+		}
 		for _, f := range found {
 			d.Violations = append(d.Violations, decision.Violation{Policy: p.Name, Rule: f.rule,
 				Action: action, Field: f.field, Message: f.message})
@@ -115,6 +123,19 @@ func isScaleForAny(in Input) (bool, error) {
 		}
 	}
 	return isScale(in.Old, in.New, flags)
+}
+
+// leaves reports an UPDATE after which a policy that selected the workload no longer does.
+func leaves(p *v1alpha1.RolloutPolicy, in Input) bool {
+	if in.Operation != admissionv1.Update || in.Old == nil {
+		return false
+	}
+	was, err := in.Matcher.Selects(p.Spec.Targets, in.Old.Kind, in.NamespaceLabels, in.Old.Labels)
+	if err != nil || !was {
+		return false
+	}
+	is, err := in.Matcher.Selects(p.Spec.Targets, in.New.Kind, in.NamespaceLabels, in.New.Labels)
+	return err == nil && !is
 }
 
 // selectsEither applies a policy when it selects the old or the new object, so

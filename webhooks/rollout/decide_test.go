@@ -178,8 +178,39 @@ func TestDecideArgsMatchReplicas(t *testing.T) {
 			policies: []*v1alpha1.RolloutPolicy{
 				serverCount.Clone().Selector(map[string]string{"component": "control-plane"}).Obj(),
 			},
-			want:   []want{{"konnectivity", RuleArgsMatchReplicas, argsField, decision.Deny}},
+			want: []want{{"konnectivity", RuleArgsMatchReplicas, argsField, decision.Deny},
+				{"konnectivity", RuleSelection, "metadata.labels", decision.Deny}},
 			action: decision.Deny,
+		},
+		// The review's scenario 8: the first step of a two-step relabel.
+		"8: a labels-only update that takes the workload out of an Enforce policy is refused": {
+			op:  admissionv1.Update,
+			old: konnectivity(3, "3").Obj(),
+			obj: konnectivity(3, "3").Label("component", "moved").Obj(),
+			policies: []*v1alpha1.RolloutPolicy{
+				serverCount.Clone().Selector(map[string]string{"component": "control-plane"}).Obj(),
+			},
+			want:   []want{{"konnectivity", RuleSelection, "metadata.labels", decision.Deny}},
+			action: decision.Deny,
+		},
+		"8: an exempt requester may take a workload out of a policy": {
+			op:  admissionv1.Update,
+			old: konnectivity(3, "3").Obj(),
+			obj: konnectivity(3, "3").Label("component", "moved").Obj(),
+			policies: []*v1alpha1.RolloutPolicy{
+				serverCount.Clone().Selector(map[string]string{"component": "control-plane"}).ExemptServiceAccounts("kamaji-system/kamaji").Obj(),
+			},
+			user:   operator,
+			action: decision.Allow,
+		},
+		"8: a relabel that keeps the workload selected is not held": {
+			op:  admissionv1.Update,
+			old: konnectivity(3, "3").Obj(),
+			obj: konnectivity(3, "3").Label("team", "a").Obj(),
+			policies: []*v1alpha1.RolloutPolicy{
+				serverCount.Clone().Selector(map[string]string{"component": "control-plane"}).Obj(),
+			},
+			action: decision.Allow,
 		},
 		"invalid selector fails closed in the policy's mode": {
 			op: admissionv1.Create, obj: konnectivity(3, "3").Obj(),
