@@ -26,6 +26,12 @@ build: ## Build bin/holdfast.
 docker-build: ## Build the container image $(IMG) (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
+PLATFORMS ?= linux/amd64,linux/arm64
+
+.PHONY: docker-push
+docker-push: ## Build $(IMG) for $(PLATFORMS) and push it (needs a Docker engine with buildx and a registry login).
+	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) -t $(IMG) --push .
+
 ##@ Generate and check
 
 .PHONY: manifests

@@ -2,6 +2,8 @@
 package charts
 
 import (
+	"bytes"
+	"log"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,12 +51,27 @@ func typed(t *testing.T, u *unstructured.Unstructured, into runtime.Object) {
 	}
 }
 
+// TestLint lints the chart as `helm lint` does, with and without --namespace (Helm then
+// lints in "default", where holdfast refuses to be installed): every template must render
+// and pass, not be cut short by the namespace check, which lint mode turns into an INFO
+// line.
 func TestLint(t *testing.T) {
-	linter := lint.All(chartDir, nil, "holdfast-system", true)
-	for _, m := range linter.Messages {
-		if m.Severity >= support.WarningSev {
-			t.Errorf("helm lint: %s", m)
+	var logged bytes.Buffer
+	log.SetOutput(&logged)
+	defer log.SetOutput(os.Stderr)
+	for _, ns := range []string{"holdfast-system", "default", ""} {
+		linter := lint.All(chartDir, nil, ns, true)
+		for _, m := range linter.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("helm lint --namespace %q: %s", ns, m)
+			}
 		}
+	}
+	if logged.Len() > 0 {
+		t.Errorf("helm lint logged (a failed template in lint mode?):\n%s", logged.String())
+	}
+	if linter := lint.All(chartDir, map[string]any{"replicaCount": 0}, "", true); linter.HighestSeverity < support.ErrorSev {
+		t.Errorf("helm lint accepted replicaCount 0: %v", linter.Messages)
 	}
 }
 
@@ -78,7 +95,9 @@ func TestRenderDefaults(t *testing.T) {
 
 	var d appsv1.Deployment
 	typed(t, objs["Deployment/holdfast"], &d)
-	if *d.Spec.Replicas != 2 || d.Spec.Template.Spec.PriorityClassName != "system-cluster-critical" {
+	// No priority class by default: many managed platforms admit system-cluster-critical
+	// only in kube-system.
+	if *d.Spec.Replicas != 2 || d.Spec.Template.Spec.PriorityClassName != "" {
 		t.Errorf("replicas %d, priorityClassName %q", *d.Spec.Replicas, d.Spec.Template.Spec.PriorityClassName)
 	}
 	assertRestricted(t, &d.Spec.Template.Spec)
@@ -135,16 +154,58 @@ func TestRenderRefusesSharedNamespaces(t *testing.T) {
 	}
 }
 
+// TestRenderCertManager follows the chain cert-manager mode renders: a self-signed Issuer
+// signs a CA Certificate, an Issuer of that CA signs the serving certificate, and the
+// webhook configuration trusts the serving certificate's ca.crt, the CA, which a renewal
+// of the serving certificate leaves alone.
 func TestRenderCertManager(t *testing.T) {
 	objs, err := render(t, "holdfast-system", map[string]any{"certificates": map[string]any{"mode": "cert-manager"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if objs["Certificate/holdfast-webhook-cert"] == nil || objs["Issuer/holdfast-selfsigned"] == nil || objs["Secret/holdfast-webhook-cert"] != nil {
-		t.Errorf("cert-manager mode renders a Certificate and an Issuer and no Secret; got %v", keys(objs))
+	if objs["Secret/holdfast-webhook-cert"] != nil {
+		t.Error("cert-manager mode renders no Secret: cert-manager writes it")
+	}
+	str := func(u *unstructured.Unstructured, path ...string) string {
+		if u == nil {
+			t.Fatalf("missing object for %v; got %v", path, keys(objs))
+		}
+		v, _, _ := unstructured.NestedFieldNoCopy(u.Object, path...)
+		s, _ := v.(string)
+		return s
+	}
+	leaf := objs["Certificate/holdfast-webhook-cert"]
+	caIssuer := objs["Issuer/"+str(leaf, "spec", "issuerRef", "name")]
+	if str(leaf, "spec", "issuerRef", "kind") != "Issuer" || str(leaf, "spec", "secretName") != "holdfast-webhook-cert" {
+		t.Errorf("serving certificate: %v", leaf.Object["spec"])
+	}
+	ca := objs["Certificate/holdfast-ca"]
+	if str(caIssuer, "spec", "ca", "secretName") != str(ca, "spec", "secretName") {
+		t.Errorf("the serving certificate's Issuer must be the CA's: %v", caIssuer.Object["spec"])
+	}
+	if isCA, _, _ := unstructured.NestedBool(ca.Object, "spec", "isCA"); !isCA || str(ca, "spec", "privateKey", "rotationPolicy") != "Never" {
+		t.Errorf("the CA must be a CA that keeps its key when renewed: %v", ca.Object["spec"])
+	}
+	if root := objs["Issuer/"+str(ca, "spec", "issuerRef", "name")]; root == nil || root.Object["spec"].(map[string]any)["selfSigned"] == nil {
+		t.Errorf("the CA must be signed by a self-signed Issuer, got %v", root)
 	}
 	if got := objs["ValidatingWebhookConfiguration/holdfast"].GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "holdfast-system/holdfast-webhook-cert" {
 		t.Errorf("inject-ca-from = %q", got)
+	}
+	var d appsv1.Deployment
+	typed(t, objs["Deployment/holdfast"], &d)
+	if slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--cert-rotation=true") {
+		t.Error("cert-manager mode must not turn on holdfast's own rotation")
+	}
+
+	// An issuer of the user's own signs the serving certificate directly.
+	objs, err = render(t, "holdfast-system", map[string]any{"certificates": map[string]any{"mode": "cert-manager",
+		"certManager": map[string]any{"issuerRef": map[string]any{"name": "corp-ca", "kind": "ClusterIssuer"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := str(objs["Certificate/holdfast-webhook-cert"], "spec", "issuerRef", "name"); got != "corp-ca" || objs["Certificate/holdfast-ca"] != nil || len(byName(mapValues(objs), "Issuer")) != 0 {
+		t.Errorf("with issuerRef the chart issues from it and creates no CA: issuer %q, objects %v", got, keys(objs))
 	}
 }
 
@@ -174,15 +235,40 @@ func TestRenderSamples(t *testing.T) {
 	}
 }
 
+// TestValuesSchemaRejectsBadValues holds the schema (and, for what it cannot express, the
+// templates) to refusing bad values with a message that names the value.
 func TestValuesSchemaRejectsBadValues(t *testing.T) {
-	for name, vals := range map[string]map[string]any{
-		"failure policy": {"webhook": map[string]any{"rollout": map[string]any{"failurePolicy": "Sometimes"}}},
-		"unknown key":    {"replicas": 3},
-		"zero replicas":  {"replicaCount": 0},
-		"cert mode":      {"certificates": map[string]any{"mode": "none"}},
+	for _, tc := range []struct {
+		name  string
+		vals  map[string]any
+		names string // what the error must name
+	}{
+		{"failure policy", map[string]any{"webhook": map[string]any{"rollout": map[string]any{"failurePolicy": "Sometimes"}}}, "failurePolicy"},
+		{"unknown key", map[string]any{"replicas": 3}, "replicas"},
+		{"zero replicas", map[string]any{"replicaCount": 0}, "replicaCount"},
+		{"cert mode", map[string]any{"certificates": map[string]any{"mode": "none"}}, "mode"},
+		{"umbrella's enabled not a boolean", map[string]any{"enabled": "yes"}, "enabled"},
+		{"fullnameOverride not a DNS label", map[string]any{"fullnameOverride": "Holdfast_1"}, "fullnameOverride"},
+		{"fullnameOverride too long for its Services", map[string]any{"fullnameOverride": strings.Repeat("h", 56)}, "fullnameOverride"},
+		{"podLabels overriding the selector", map[string]any{"podLabels": map[string]any{"app.kubernetes.io/name": "other"}}, "podLabels"},
+		{"podAnnotations not strings", map[string]any{"podAnnotations": map[string]any{"a": 1}}, "podAnnotations"},
+		{"hostNetwork not a boolean", map[string]any{"hostNetwork": "true"}, "hostNetwork"},
+		{"probe port", map[string]any{"probes": map[string]any{"port": 0}}, "port"},
+		{"negative minAvailable", map[string]any{"podDisruptionBudget": map[string]any{"minAvailable": -1}}, "minAvailable"},
+		{"minAvailable neither number nor percentage", map[string]any{"podDisruptionBudget": map[string]any{"minAvailable": "one"}}, "minAvailable"},
+		{"minAvailable not below replicaCount", map[string]any{"podDisruptionBudget": map[string]any{"minAvailable": 2}}, "podDisruptionBudget.minAvailable (2)"},
+		{"minAvailable 100%", map[string]any{"podDisruptionBudget": map[string]any{"minAvailable": "100%"}}, "podDisruptionBudget.minAvailable (100%)"},
+		{"networkPolicy unknown key", map[string]any{"networkPolicy": map[string]any{"from": []any{}}}, "from"},
+		{"networkPolicy peers not objects", map[string]any{"networkPolicy": map[string]any{"metricsFrom": []any{"monitoring"}}}, "metricsFrom"},
+		{"ServiceMonitor labels not strings", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": true}}}}, "additionalLabels"},
+		{"PrometheusRule labels not a map", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"additionalLabels": "release=x"}}}, "additionalLabels"},
+		{"unavailableFor not a duration", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"unavailableFor": "5 minutes"}}}, "unavailableFor"},
 	} {
-		if _, err := render(t, "holdfast-system", vals); err == nil {
-			t.Errorf("%s: accepted", name)
+		_, err := render(t, "holdfast-system", tc.vals)
+		if err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		} else if !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("%s: the error does not name %s: %v", tc.name, tc.names, err)
 		}
 	}
 }
@@ -243,6 +329,14 @@ func generatedRBAC(t *testing.T) (clusterRole, role []rbacv1.PolicyRule) {
 		}
 	}
 	return clusterRole, role
+}
+
+func mapValues(m map[string]*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, u := range m {
+		out = append(out, u)
+	}
+	return out
 }
 
 func keys(m map[string]*unstructured.Unstructured) []string {

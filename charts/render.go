@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -32,10 +33,15 @@ func ConfigDir() string {
 // Kustomize builds a kustomization under config/ (for example "default") as
 // `kubectl kustomize` would, with kustomize's own library.
 func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
+	return kustomize(filepath.Join(ConfigDir(), dir))
+}
+
+// kustomize builds the kustomization in dir.
+func kustomize(dir string) ([]*unstructured.Unstructured, error) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	m, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(ConfigDir(), dir))
+	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
-		return nil, fmt.Errorf("kustomize config/%s: %w", dir, err)
+		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
 	}
 	var out []*unstructured.Unstructured
 	for _, r := range m.Resources() {
@@ -78,7 +84,16 @@ func Render(ns string, values map[string]any) ([]*unstructured.Unstructured, err
 	if err != nil {
 		return nil, err
 	}
-	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{Name: "holdfast", Namespace: ns, IsInstall: true}, chartutil.DefaultCapabilities)
+	return renderChart(c, "holdfast", ns, values)
+}
+
+// renderChart renders c (and the dependencies its values enable) as `helm install name
+// --namespace ns` would.
+func renderChart(c *chart.Chart, name, ns string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	if err := chartutil.ProcessDependenciesWithMerge(c, values); err != nil {
+		return nil, err
+	}
+	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{Name: name, Namespace: ns, IsInstall: true}, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, err
 	}

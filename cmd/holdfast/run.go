@@ -193,7 +193,11 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 // +kubebuilder:rbac:groups="",namespace=holdfast-system,resources=secrets,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update;patch
+// The rotator watches webhook configurations cluster-wide (list and watch cannot be limited
+// by name) and updates only holdfast's own, named as config/ names it; the chart writes its
+// release's name there (hack/chartgen).
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=holdfast,verbs=get;update
 
 // addCertRotator makes holdfast issue and rotate its own serving certificate (a CA and a
 // leaf for the webhook Service, kept in a Secret the pod mounts at --cert-dir) and inject

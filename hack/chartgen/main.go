@@ -2,7 +2,8 @@
 // Helm chart, so that the chart and config/ cannot drift: the CRDs into crds/, the RBAC
 // rules and webhook rules into templates/_generated.tpl, and the sample policies into
 // files/samples/. `make manifests` runs it
-// and `make verify` fails on any diff.
+// and `make verify` fails on any diff. A rule limited to holdfast's own objects by name
+// (resourceNames: [holdfast], as config/ names them) gets the release's name in the chart.
 package main
 
 import (
@@ -85,6 +86,9 @@ func run(config, chart string) error {
 		default:
 			return fmt.Errorf("unexpected %s in role.yaml", meta.Kind)
 		}
+		if err := templateOwnNames(rules); err != nil {
+			return err
+		}
 		if err := define(&out, "holdfast.generated."+strings.ToLower(meta.Kind)+"Rules", rules); err != nil {
 			return err
 		}
@@ -107,6 +111,24 @@ func run(config, chart string) error {
 		fmt.Fprintf(&out, "{{- define \"holdfast.generated.webhook.%s.sideEffects\" -}}\n%s\n{{- end }}\n", short, *w.SideEffects)
 	}
 	return os.WriteFile(filepath.Join(chart, "templates", "_generated.tpl"), out.Bytes(), 0o644)
+}
+
+// ownName is what config/ names holdfast's objects; in the chart they carry the release's
+// name, holdfast.fullname.
+const ownName = "holdfast"
+
+// templateOwnNames replaces ownName in the rules' resourceNames with the chart's name for
+// holdfast's objects, and refuses any other name: the chart could not know it.
+func templateOwnNames(rules []rbacv1.PolicyRule) error {
+	for i, r := range rules {
+		for j, name := range r.ResourceNames {
+			if name != ownName {
+				return fmt.Errorf("role.yaml: resourceNames %q in a rule for %v: only holdfast's own objects (%q) can be named", name, r.Resources, ownName)
+			}
+			rules[i].ResourceNames[j] = `{{ include "holdfast.fullname" . }}`
+		}
+	}
+	return nil
 }
 
 func define(out *bytes.Buffer, name string, v any) error {

@@ -31,8 +31,8 @@ const (
 
 // demo runs holdfast in the background and walks through what it guards, printing a
 // report of each request and holdfast's answer.
-func demo(ctx context.Context) error {
-	e, err := prepare(ctx)
+func demo(ctx context.Context, side *os.File) error {
+	e, err := prepare(ctx, side)
 	if err != nil {
 		return err
 	}
@@ -132,13 +132,14 @@ holdfast keeps running in the background against the local cluster:
   holdfast log: %s
   readiness:    %s
   metrics:      curl -s http://127.0.0.1:%d/metrics | grep holdfast_
+  demo log:     %[7]s (the test bed's, kwokctl's and the clients' output)
 Try it:         %[1]s --kubeconfig %[2]s -n %[6]s patch deployment kube-apiserver -p '{"spec":{"replicas":4}}'
 Stop it all:    make testbed-down
-`, e.kubectl, e.kubeconfig, logPath, proc.ReadyURL(), proc.MetricsPort, tenantNamespace)
+`, e.kubectl, e.kubeconfig, logPath, proc.ReadyURL(), proc.MetricsPort, tenantNamespace, side.Name())
 	if os.Getenv("HOLDFAST_DEMO_TEARDOWN") != "" {
 		step("Tearing down (HOLDFAST_DEMO_TEARDOWN is set)")
 		stopBackground(e.cache)
-		return runScript(ctx, "hack/testbed-down.sh")
+		return e.runScript(ctx, "hack/testbed-down.sh")
 	}
 	return nil
 }

@@ -1,12 +1,15 @@
 // Command devcluster runs holdfast against the local kwok test bed: `run` in the
 // foreground, `demo` in the background followed by a short tour of what it guards.
-// It is what `make run` and `make demo` call.
+// It is what `make run` and `make demo` call. It prints its steps, its report and
+// holdfast's own lines; everything else (the test bed scripts and kwokctl, the build, the
+// Kubernetes clients' logs) goes to the log file it names.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -19,7 +22,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/holdfast-dev/holdfast/test/harness"
 )
@@ -36,16 +42,54 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
-	if os.Args[1] == "run" {
-		err = run(ctx)
-	} else {
-		err = demo(ctx)
+	side, err := openSideLog(ctx)
+	if err == nil {
+		defer side.Close()
+		logTo(side)
+		if os.Args[1] == "run" {
+			err = run(ctx, side)
+		} else {
+			err = demo(ctx, side)
+		}
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "devcluster:", err)
+		if side != nil {
+			fmt.Fprintf(os.Stderr, "devcluster: the test bed's, the build's and the clients' output is in %s\n", side.Name())
+		}
 		os.Exit(1)
 	}
+}
+
+// openSideLog creates (afresh) the log file for what is not the report: devcluster.log
+// in the test bed's cache.
+func openSideLog(ctx context.Context) (*os.File, error) {
+	cache, err := testbedEnv(ctx, "HOLDFAST_CACHE")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, err
+	}
+	return os.Create(filepath.Join(cache, "devcluster.log"))
+}
+
+// logTo sends controller-runtime's log and klog (client-go's, where client-side
+// throttling is reported) to w. Setting controller-runtime's logger also keeps it from
+// printing its "log.SetLogger(...) was never called" stack trace.
+func logTo(w io.Writer) {
+	l := crzap.New(crzap.WriteTo(w), crzap.UseDevMode(true))
+	ctrllog.SetLogger(l)
+	klog.SetLogger(l)
+}
+
+// testbedEnv reads a variable hack/testbed-env.sh sets.
+func testbedEnv(ctx context.Context, name string) (string, error) {
+	out, err := exec.CommandContext(ctx, "bash", "-c", "source hack/testbed-env.sh && echo \"$"+name+"\"").Output()
+	if err != nil {
+		return "", fmt.Errorf("reading %s from hack/testbed-env.sh: %w", name, err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // env is the local cluster with holdfast's CRDs and webhooks installed.
@@ -55,38 +99,43 @@ type env struct {
 	kubectl    string
 	config     *rest.Config
 	client     client.Client
+	// side receives the output of the commands the demo runs.
+	side *os.File
 }
 
 // prepare starts the cluster if needed, builds holdfast, writes certificates and installs
 // the CRDs and a webhook configuration that calls holdfast on 127.0.0.1.
-func prepare(ctx context.Context) (*env, error) {
-	step("Starting the local kwok cluster (first run builds the control plane from source: ~25 min on 2 cores)")
+func prepare(ctx context.Context, side *os.File) (*env, error) {
+	step("Starting the local kwok cluster (the first run builds the control plane from source, ~25 min on 2 cores; progress and kwokctl's output in %s)", side.Name())
 	// Eight fake nodes: the agent drain moves four agents onto four spare nodes.
 	up := exec.CommandContext(ctx, "bash", "hack/testbed-up.sh", "8")
-	up.Stderr = os.Stderr
+	up.Stderr = side
 	out, err := up.Output()
 	if err != nil {
 		return nil, fmt.Errorf("hack/testbed-up.sh: %w", err)
 	}
-	e := &env{kubeconfig: strings.TrimSpace(string(out))}
+	e := &env{kubeconfig: strings.TrimSpace(string(out)), side: side}
 	e.cache = filepath.Dir(e.kubeconfig)
-	binDir, err := exec.CommandContext(ctx, "bash", "-c", "source hack/testbed-env.sh && echo $TESTBED_BIN").Output()
+	binDir, err := testbedEnv(ctx, "TESTBED_BIN")
 	if err != nil {
 		return nil, err
 	}
-	e.kubectl = filepath.Join(strings.TrimSpace(string(binDir)), "kubectl")
+	e.kubectl = filepath.Join(binDir, "kubectl")
 
 	step("Building holdfast")
 	build := exec.CommandContext(ctx, "make", "--no-print-directory", "build")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	build.Stdout, build.Stderr = side, side
 	if err := build.Run(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("make build: %w", err)
 	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
 	if err != nil {
 		return nil, err
 	}
+	// The scenarios poll pods and drain nodes in parallel: client-go's default of 5
+	// requests/s would throttle them.
+	cfg.QPS, cfg.Burst = 200, 400
 	e.config = cfg
 	if e.client, err = client.New(cfg, client.Options{Scheme: harness.NewScheme()}); err != nil {
 		return nil, err
@@ -121,8 +170,8 @@ func (e *env) installWebhooks(ctx context.Context) error {
 	})
 }
 
-func run(ctx context.Context) error {
-	e, err := prepare(ctx)
+func run(ctx context.Context, side *os.File) error {
+	e, err := prepare(ctx, side)
 	if err != nil {
 		return err
 	}
@@ -187,8 +236,12 @@ func step(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "==> "+format+"\n", args...)
 }
 
-func runScript(ctx context.Context, script string) error {
+// runScript runs a hack/ script with its output (and kwokctl's) in the side log.
+func (e *env) runScript(ctx context.Context, script string) error {
 	cmd := exec.CommandContext(ctx, "bash", script)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	return cmd.Run()
+	cmd.Stdout, cmd.Stderr = e.side, e.side
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w", script, err)
+	}
+	return nil
 }

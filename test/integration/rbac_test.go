@@ -94,7 +94,6 @@ var notExercised = map[string]string{
 	"admissionregistration.k8s.io/validatingwebhookconfigurations/list":   "certificate rotation",
 	"admissionregistration.k8s.io/validatingwebhookconfigurations/watch":  "certificate rotation",
 	"admissionregistration.k8s.io/validatingwebhookconfigurations/update": "certificate rotation",
-	"admissionregistration.k8s.io/validatingwebhookconfigurations/patch":  "certificate rotation",
 	"events.k8s.io/events/patch":                                          "the event recorder patches an Event that repeats (a series)",
 	"apps/deployments/finalizers/update":                                  "needed where owner-reference permissions are enforced (the PDBs block their workload's deletion); envtest does not enforce them",
 	"apps/statefulsets/finalizers/update":                                 "the same, for StatefulSets",

@@ -14,11 +14,17 @@
   resources:
   - validatingwebhookconfigurations
   verbs:
-  - get
   - list
-  - patch
-  - update
   - watch
+- apiGroups:
+  - admissionregistration.k8s.io
+  resourceNames:
+  - '{{ include "holdfast.fullname" . }}'
+  resources:
+  - validatingwebhookconfigurations
+  verbs:
+  - get
+  - update
 - apiGroups:
   - apps
   resources:
