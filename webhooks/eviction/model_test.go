@@ -768,12 +768,14 @@ func TestEvictionModel(t *testing.T) {
 		kinds = append(kinds, k)
 	}
 	sort.Strings(kinds)
+	var shares []string
 	for _, k := range kinds {
-		t.Logf("operation %-8s %5d (%.1f%%)", k, res.counts[k], 100*float64(res.counts[k])/float64(res.steps))
+		shares = append(shares, fmt.Sprintf("%s=%d", k, res.counts[k]))
 		if float64(res.counts[k]) < 0.01*float64(res.steps) {
 			t.Errorf("operation %s is %d of %d steps, under 1%%", k, res.counts[k], res.steps)
 		}
 	}
+	fmt.Printf("RELIABILITY eviction-model-operations %s\n", strings.Join(shares, " "))
 	if len(res.counts) != len(slices.Compact(slices.Sorted(slices.Values(opKinds)))) {
 		t.Errorf("generated %d kinds of operation, want every one of %v", len(res.counts), opKinds)
 	}
