@@ -3,16 +3,22 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/check"
 	"github.com/holdfast-dev/holdfast/internal/version"
 )
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
+		var ee *check.ExitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.Code)
+		}
 		os.Exit(1)
 	}
 }
@@ -32,6 +38,7 @@ evictions of the pods that RolloutPolicies and DisruptionPolicies select.`,
 		},
 	}
 	opts.bind(root.Flags())
+	root.AddCommand(check.NewCommand())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the version of holdfast",

@@ -25,7 +25,8 @@ var floors = map[string]int{
 	"webhooks/rollout":    5,
 	"webhooks/eviction":   5,
 	"cmd/holdfast/app":    6,
-	"cmd/holdfast":        7,
+	"cmd/holdfast/check":  7,
+	"cmd/holdfast":        8,
 }
 
 const module = "github.com/holdfast-dev/holdfast/"

@@ -1,0 +1,304 @@
+// Package check is `holdfast check`: the rollout guard's decision run offline on
+// manifests, for CI, answering exactly as the webhook would.
+package check
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/spf13/cobra"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
+	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+	"github.com/holdfast-dev/holdfast/webhooks/rollout"
+)
+
+// Options are the command's flags.
+type Options struct {
+	Policies, Files, History []string
+	Output                   string
+	User                     string
+	Groups                   []string
+}
+
+// ExitError is an error that ends the command with its code: 1 for an enforced
+// violation, 2 for input check cannot read.
+type ExitError struct {
+	Code int
+	err  error
+}
+
+func (e *ExitError) Error() string { return e.err.Error() }
+
+// NewCommand is `holdfast check`.
+func NewCommand() *cobra.Command {
+	o := &Options{}
+	cmd := &cobra.Command{
+		Use:   "check -p POLICIES -f OLD -f NEW",
+		Short: "Evaluate workload changes against RolloutPolicies offline, as the rollout webhook would",
+		Long: `check runs the rollout guard's decision on manifests, without a cluster: each workload
+given once is a CREATE; a workload given twice (same kind, namespace and name) is an UPDATE
+from the first to the second. Violations print exactly as the webhook's denial message.
+Namespace objects among the files give their namespaces' labels; any other namespace has
+only kubernetes.io/metadata.name. --history takes ReplicaSets and ControllerRevisions for
+the rules that read a workload's revisions. Exit code 1 when an Enforce policy would
+refuse a change, 2 when the input cannot be read, 0 otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			err := Run(cmd.OutOrStdout(), cmd.InOrStdin(), o, time.Now())
+			var ee *ExitError
+			if errors.As(err, &ee) && ee.Code == 1 {
+				cmd.SilenceErrors = true // the violations are the output
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVarP(&o.Policies, "policies", "p", nil, "files or directories of RolloutPolicies (- for stdin)")
+	f.StringSliceVarP(&o.Files, "filename", "f", nil, "files or directories of workloads and Namespaces, in order (- for stdin)")
+	f.StringSliceVar(&o.History, "history", nil, "files or directories of the workloads' ReplicaSets and ControllerRevisions")
+	f.StringVarP(&o.Output, "output", "o", "text", "text or json")
+	f.StringVar(&o.User, "as", "", "the requester's user name, for exemptions")
+	f.StringSliceVar(&o.Groups, "as-group", nil, "the requester's groups, for exemptions")
+	_ = cmd.MarkFlagRequired("policies")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+// Result is one change and what the rollout webhook would answer.
+type Result struct {
+	Object     string      `json:"object"`
+	Operation  string      `json:"operation"`
+	Action     string      `json:"action"`
+	Violations []Violation `json:"violations"`
+	decision   decision.Violations
+}
+
+type Violation struct {
+	Policy  string `json:"policy"`
+	Rule    string `json:"rule"`
+	Action  string `json:"action"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// Run checks as the command does, writing to out.
+func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
+	if o.Output != "text" && o.Output != "json" {
+		return &ExitError{2, fmt.Errorf("--output %q: want text or json", o.Output)}
+	}
+	policyObjs, err := ReadObjects(o.Policies, stdin)
+	if err != nil {
+		return &ExitError{2, err}
+	}
+	var policies []v1alpha1.RolloutPolicy
+	for _, obj := range policyObjs {
+		if p, ok := obj.(*v1alpha1.RolloutPolicy); ok {
+			policies = append(policies, *p)
+		}
+	}
+	objs, err := ReadObjects(o.Files, stdin)
+	if err != nil {
+		return &ExitError{2, err}
+	}
+	revisions, err := ReadObjects(o.History, stdin)
+	if err != nil {
+		return &ExitError{2, err}
+	}
+	results, err := Evaluate(policies, objs, revisions, authenticationv1.UserInfo{Username: o.User, Groups: o.Groups}, now)
+	if err != nil {
+		return &ExitError{2, err}
+	}
+	if o.Output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(results); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range results {
+			fmt.Fprintf(out, "%s %s: %s\n", r.Operation, r.Object, r.Action)
+			for _, m := range r.decision.Messages(decision.Audit) {
+				fmt.Fprintf(out, "  %s\n", m)
+			}
+		}
+	}
+	for _, r := range results {
+		if r.decision.Action() == decision.Deny {
+			return &ExitError{1, errors.New("an Enforce policy would refuse a change")}
+		}
+	}
+	return nil
+}
+
+// Evaluate decides each workload change with the rollout webhook's decision.
+func Evaluate(policies []v1alpha1.RolloutPolicy, objs, revisions []runtime.Object, user authenticationv1.UserInfo, now time.Time) ([]Result, error) {
+	nsLabels := map[string]map[string]string{}
+	type change struct{ old, new client.Object }
+	var order []string
+	changes := map[string]*change{}
+	for _, obj := range objs {
+		if ns, ok := obj.(*corev1.Namespace); ok {
+			nsLabels[ns.Name] = ns.Labels
+			continue
+		}
+		w, ok := obj.(client.Object)
+		if _, guarded := workload.MetaOf(obj); !ok || !guarded {
+			return nil, fmt.Errorf("%T: check reads Deployments, StatefulSets, DaemonSets and Namespaces", obj)
+		}
+		key := fmt.Sprintf("%T/%s/%s", obj, w.GetNamespace(), w.GetName())
+		switch c := changes[key]; {
+		case c == nil:
+			changes[key] = &change{new: w}
+			order = append(order, key)
+		case c.old == nil:
+			c.old, c.new = c.new, w
+		default:
+			return nil, fmt.Errorf("%s is given more than twice: give the old object, then the new one", key)
+		}
+	}
+	matcher := policy.NewMatcher()
+	var results []Result
+	for _, key := range order {
+		c := changes[key]
+		in := rollout.Input{Operation: admissionv1.Create, User: user, Policies: policies, Matcher: matcher, Now: now}
+		var err error
+		if in.New, err = workload.From(c.new); err != nil {
+			return nil, err
+		}
+		labels := map[string]string{corev1.LabelMetadataName: c.new.GetNamespace()}
+		for k, v := range nsLabels[c.new.GetNamespace()] {
+			labels[k] = v
+		}
+		in.NamespaceLabels = labels
+		if c.old != nil {
+			in.Operation = admissionv1.Update
+			if in.Old, err = workload.From(c.old); err != nil {
+				return nil, err
+			}
+			in.TemplateChanged = !workload.SameTemplate(in.Old.Template, in.New.Template)
+			if in.History, err = historyOf(in.Old, revisions); err != nil {
+				return nil, err
+			}
+		}
+		d, err := rollout.Decide(in)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", in.New, err)
+		}
+		r := Result{Object: in.New.String(), Operation: string(in.Operation), Action: d.Action().String(), decision: d.Violations,
+			Violations: []Violation{}}
+		for _, v := range d.Violations {
+			cv := Violation{Policy: v.Policy, Rule: v.Rule, Action: v.Action.String(), Message: v.String()}
+			if v.Field != nil {
+				cv.Field = v.Field.String()
+			}
+			r.Violations = append(r.Violations, cv)
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// historyOf is the workload's revisions among the objects given with --history.
+func historyOf(w *workload.Workload, objs []runtime.Object) (history.History, error) {
+	var sets []appsv1.ReplicaSet
+	var revs []appsv1.ControllerRevision
+	for _, obj := range objs {
+		switch o := obj.(type) {
+		case *appsv1.ReplicaSet:
+			sets = append(sets, *o)
+		case *appsv1.ControllerRevision:
+			revs = append(revs, *o)
+		}
+	}
+	var h history.History
+	var err error
+	if w.Kind == v1alpha1.KindDeployment {
+		h.Revisions = history.FromReplicaSets(w.UID, sets)
+	} else {
+		h.Revisions, err = history.FromControllerRevisions(w.UID, w.Name, revs, nil)
+	}
+	return h, err
+}
+
+// ReadObjects decodes every YAML or JSON document in the files and directories given
+// ("-" is stdin), in order.
+func ReadObjects(paths []string, stdin io.Reader) ([]runtime.Object, error) {
+	decoder := serializer.NewCodecFactory(app.NewScheme()).UniversalDeserializer()
+	var out []runtime.Object
+	read := func(name string, r io.Reader) error {
+		docs := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReader(r), 4096)
+		for {
+			var raw runtime.RawExtension
+			if err := docs.Decode(&raw); errors.Is(err, io.EOF) {
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if len(strings.TrimSpace(string(raw.Raw))) == 0 || string(raw.Raw) == "null" {
+				continue
+			}
+			obj, _, err := decoder.Decode(raw.Raw, nil, nil)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			out = append(out, obj)
+		}
+	}
+	for _, p := range paths {
+		if p == "-" {
+			if err := read("stdin", stdin); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		files := []string{p}
+		if info, err := os.Stat(p); err != nil {
+			return nil, err
+		} else if info.IsDir() {
+			files = nil
+			entries, err := os.ReadDir(p)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				if ext := filepath.Ext(e.Name()); !e.IsDir() && slices.Contains([]string{".yaml", ".yml", ".json"}, ext) {
+					files = append(files, filepath.Join(p, e.Name()))
+				}
+			}
+		}
+		for _, name := range files {
+			f, err := os.Open(name)
+			if err != nil {
+				return nil, err
+			}
+			err = read(name, f)
+			f.Close()
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,85 @@
+package check
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	samplePolicy = "../../../config/samples/rolloutpolicy_konnectivity_server_count.yaml"
+	oldManifest  = "testdata/kube-apiserver-old.yaml"
+	scaled       = "testdata/kube-apiserver-scaled.yaml"
+)
+
+func run(t *testing.T, o *Options, stdin string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	err := Run(&out, strings.NewReader(stdin), o, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &ee):
+		return out.String() + ee.Error(), ee.Code
+	}
+	t.Fatalf("Run: %v", err)
+	return "", 0
+}
+
+func TestCheckPrintsTheWebhooksDenial(t *testing.T) {
+	out, code := run(t, &Options{Policies: []string{samplePolicy}, Files: []string{oldManifest, scaled}, Output: "text"}, "")
+	want := "[konnectivity-server-count/argsMatchReplicas] Deployment tenant-a/kube-apiserver: container \"konnectivity-server\" has " +
+		"--server-count=3 but spec.replicas is 5; change replicas and --server-count together, to --server-count=5"
+	if code != 1 || !strings.Contains(out, "UPDATE Deployment tenant-a/kube-apiserver: deny") || !strings.Contains(out, want) {
+		t.Errorf("exit %d, output:\n%s\nwant exit 1 and %q", code, out, want)
+	}
+
+	out, code = run(t, &Options{Policies: []string{samplePolicy}, Files: []string{oldManifest}, Output: "json"}, "")
+	var results []Result
+	if err := json.Unmarshal([]byte(out), &results); err != nil || code != 0 {
+		t.Fatalf("exit %d, output %s: %v", code, out, err)
+	}
+	if len(results) != 1 || results[0].Operation != "CREATE" || results[0].Action != "allow" || len(results[0].Violations) != 0 {
+		t.Errorf("results = %+v, want one allowed CREATE", results)
+	}
+}
+
+func TestCheckReadsStdinAndNamespaces(t *testing.T) {
+	raw, err := os.ReadFile(scaled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mismatched := strings.Replace(string(raw), "--server-count=3", "--server-count=1", 1)
+	// Without its Namespace, tenant-a has only its name label: the sample policy, which
+	// selects hosted control planes by a namespace label, does not apply.
+	out, code := run(t, &Options{Policies: []string{samplePolicy}, Files: []string{"-"}, Output: "text"}, mismatched)
+	if code != 0 || !strings.Contains(out, "CREATE Deployment tenant-a/kube-apiserver: allow") {
+		t.Errorf("exit %d, output:\n%s", code, out)
+	}
+	namespace := "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: tenant-a\n  labels:\n    holdfast.dev/hosted-control-plane: \"true\"\n---\n"
+	out, code = run(t, &Options{Policies: []string{samplePolicy}, Files: []string{"-"}, Output: "text"}, namespace+mismatched)
+	if code != 1 || !strings.Contains(out, "has --server-count=1 but spec.replicas is 5") {
+		t.Errorf("exit %d, output:\n%s", code, out)
+	}
+}
+
+func TestCheckRefusesInputItCannotRead(t *testing.T) {
+	for name, o := range map[string]*Options{
+		"missing file":     {Policies: []string{samplePolicy}, Files: []string{"testdata/none.yaml"}, Output: "text"},
+		"unknown output":   {Policies: []string{samplePolicy}, Files: []string{oldManifest}, Output: "yaml"},
+		"not a workload":   {Policies: []string{samplePolicy}, Files: []string{samplePolicy}, Output: "text"},
+		"three of a kind":  {Policies: []string{samplePolicy}, Files: []string{oldManifest, scaled, scaled}, Output: "text"},
+		"undecodable YAML": {Policies: []string{samplePolicy}, Files: []string{"-"}, Output: "text"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if out, code := run(t, o, "kind: [\n"); code != 2 {
+				t.Errorf("exit %d, want 2: %s", code, out)
+			}
+		})
+	}
+}
