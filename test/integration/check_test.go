@@ -10,7 +10,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -27,7 +26,7 @@ func TestCheckAgreesWithTheWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := policies[0].(*v1alpha1.RolloutPolicy)
+	p := policies[0].Object.(*v1alpha1.RolloutPolicy)
 	if err := k8s.Create(ctx, p.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +40,7 @@ func TestCheckAgreesWithTheWebhook(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Name: ns}, namespace); err != nil {
 		t.Fatal(err)
 	}
-	results, err := check.Evaluate([]v1alpha1.RolloutPolicy{*p}, []runtime.Object{namespace, old.DeepCopy(), scaled.DeepCopy()}, nil,
+	results, err := check.Evaluate([]v1alpha1.RolloutPolicy{*p}, []check.Document{{Object: namespace}, {Object: old.DeepCopy()}, {Object: scaled.DeepCopy()}}, nil,
 		authenticationv1.UserInfo{}, time.Now())
 	if err != nil || len(results) != 1 {
 		t.Fatalf("check: %v, %d results", err, len(results))

@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -86,6 +87,13 @@ refuse a change, 2 when the input cannot be read, 0 otherwise.`,
 	return cmd
 }
 
+// Document is one object read from a file, named by where it was read.
+type Document struct {
+	// Source is the file (or stdin) and the document's index in it, from 1.
+	Source string
+	Object runtime.Object
+}
+
 // Result is one change and what the rollout webhook would answer.
 type Result struct {
 	Object     string      `json:"object"`
@@ -113,9 +121,17 @@ func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
 		return &ExitError{2, err}
 	}
 	var policies []v1alpha1.RolloutPolicy
-	for _, obj := range policyObjs {
-		if p, ok := obj.(*v1alpha1.RolloutPolicy); ok {
+	for _, doc := range policyObjs {
+		switch p := doc.Object.(type) {
+		case *v1alpha1.RolloutPolicy:
+			if err := validPolicy(p); err != nil {
+				return &ExitError{2, fmt.Errorf("%s: RolloutPolicy %s: %w", doc.Source, p.Name, err)}
+			}
 			policies = append(policies, *p)
+		case *v1alpha1.DisruptionPolicy:
+			// Evictions are not changes to manifests: nothing to check here.
+		default:
+			return &ExitError{2, fmt.Errorf("%s: a %T is not a policy", doc.Source, doc.Object)}
 		}
 	}
 	objs, err := ReadObjects(o.Files, stdin)
@@ -153,21 +169,23 @@ func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
 }
 
 // Evaluate decides each workload change with the rollout webhook's decision.
-func Evaluate(policies []v1alpha1.RolloutPolicy, objs, revisions []runtime.Object, user authenticationv1.UserInfo, now time.Time) ([]Result, error) {
+func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, user authenticationv1.UserInfo, now time.Time) ([]Result, error) {
 	nsLabels := map[string]map[string]string{}
 	type change struct{ old, new client.Object }
 	var order []string
 	changes := map[string]*change{}
-	for _, obj := range objs {
+	for _, doc := range docs {
+		obj := doc.Object
 		if ns, ok := obj.(*corev1.Namespace); ok {
 			nsLabels[ns.Name] = ns.Labels
 			continue
 		}
 		w, ok := obj.(client.Object)
-		if _, guarded := workload.MetaOf(obj); !ok || !guarded {
-			return nil, fmt.Errorf("%T: check reads Deployments, StatefulSets, DaemonSets and Namespaces", obj)
+		m, guarded := workload.MetaOf(obj)
+		if !ok || !guarded {
+			return nil, fmt.Errorf("%s: a %T: check reads Deployments, StatefulSets, DaemonSets and Namespaces", doc.Source, obj)
 		}
-		key := fmt.Sprintf("%T/%s/%s", obj, w.GetNamespace(), w.GetName())
+		key := m.Ref.String()
 		switch c := changes[key]; {
 		case c == nil:
 			changes[key] = &change{new: w}
@@ -175,7 +193,7 @@ func Evaluate(policies []v1alpha1.RolloutPolicy, objs, revisions []runtime.Objec
 		case c.old == nil:
 			c.old, c.new = c.new, w
 		default:
-			return nil, fmt.Errorf("%s is given more than twice: give the old object, then the new one", key)
+			return nil, fmt.Errorf("%s: %s is given a third time: give the old object, then the new one", doc.Source, key)
 		}
 	}
 	matcher := policy.NewMatcher()
@@ -220,12 +238,26 @@ func Evaluate(policies []v1alpha1.RolloutPolicy, objs, revisions []runtime.Objec
 	return results, nil
 }
 
+// validPolicy checks what the API server would check of a policy and Decide reads.
+func validPolicy(p *v1alpha1.RolloutPolicy) error {
+	r := p.Spec.Rules
+	if r.Settle == nil && r.MinInterval == nil && r.RevertWindow == nil && len(r.ArgsMatchReplicas) == 0 && r.Strategy == nil {
+		return errors.New("spec.rules: set at least one rule")
+	}
+	for name, sel := range map[string]*metav1.LabelSelector{"namespaceSelector": p.Spec.Targets.NamespaceSelector, "selector": p.Spec.Targets.Selector} {
+		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+			return fmt.Errorf("spec.targets.%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // historyOf is the workload's revisions among the objects given with --history.
-func historyOf(w *workload.Workload, objs []runtime.Object) (history.History, error) {
+func historyOf(w *workload.Workload, docs []Document) (history.History, error) {
 	var sets []appsv1.ReplicaSet
 	var revs []appsv1.ControllerRevision
-	for _, obj := range objs {
-		switch o := obj.(type) {
+	for _, doc := range docs {
+		switch o := doc.Object.(type) {
 		case *appsv1.ReplicaSet:
 			sets = append(sets, *o)
 		case *appsv1.ControllerRevision:
@@ -244,26 +276,27 @@ func historyOf(w *workload.Workload, objs []runtime.Object) (history.History, er
 
 // ReadObjects decodes every YAML or JSON document in the files and directories given
 // ("-" is stdin), in order.
-func ReadObjects(paths []string, stdin io.Reader) ([]runtime.Object, error) {
+func ReadObjects(paths []string, stdin io.Reader) ([]Document, error) {
 	decoder := serializer.NewCodecFactory(app.NewScheme()).UniversalDeserializer()
-	var out []runtime.Object
+	var out []Document
 	read := func(name string, r io.Reader) error {
 		docs := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReader(r), 4096)
-		for {
+		for i := 1; ; i++ {
+			source := fmt.Sprintf("%s, document %d", name, i)
 			var raw runtime.RawExtension
 			if err := docs.Decode(&raw); errors.Is(err, io.EOF) {
 				return nil
 			} else if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
+				return fmt.Errorf("%s: %w", source, err)
 			}
 			if len(strings.TrimSpace(string(raw.Raw))) == 0 || string(raw.Raw) == "null" {
 				continue
 			}
 			obj, _, err := decoder.Decode(raw.Raw, nil, nil)
 			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
+				return fmt.Errorf("%s: %w", source, err)
 			}
-			out = append(out, obj)
+			out = append(out, Document{Source: source, Object: obj})
 		}
 	}
 	for _, p := range paths {

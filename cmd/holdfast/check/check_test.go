@@ -69,16 +69,27 @@ func TestCheckReadsStdinAndNamespaces(t *testing.T) {
 }
 
 func TestCheckRefusesInputItCannotRead(t *testing.T) {
-	for name, o := range map[string]*Options{
-		"missing file":     {Policies: []string{samplePolicy}, Files: []string{"testdata/none.yaml"}, Output: "text"},
-		"unknown output":   {Policies: []string{samplePolicy}, Files: []string{oldManifest}, Output: "yaml"},
-		"not a workload":   {Policies: []string{samplePolicy}, Files: []string{samplePolicy}, Output: "text"},
-		"three of a kind":  {Policies: []string{samplePolicy}, Files: []string{oldManifest, scaled, scaled}, Output: "text"},
-		"undecodable YAML": {Policies: []string{samplePolicy}, Files: []string{"-"}, Output: "text"},
-	} {
+	noRules := "apiVersion: holdfast.dev/v1alpha1\nkind: RolloutPolicy\nmetadata: {name: empty}\nspec: {targets: {}, rules: {}}\n"
+	badSelector := "apiVersion: holdfast.dev/v1alpha1\nkind: RolloutPolicy\nmetadata: {name: bad}\n" +
+		"spec: {targets: {selector: {matchLabels: {'bad key!': x}}}, rules: {minInterval: 1m}}\n"
+	cases := map[string]struct {
+		o     *Options
+		stdin string
+		want  string // in the error
+	}{
+		"missing file":           {&Options{Policies: []string{samplePolicy}, Files: []string{"testdata/none.yaml"}, Output: "text"}, "", "testdata/none.yaml"},
+		"unknown output":         {&Options{Policies: []string{samplePolicy}, Files: []string{oldManifest}, Output: "yaml"}, "", "--output"},
+		"not a workload":         {&Options{Policies: []string{samplePolicy}, Files: []string{samplePolicy}, Output: "text"}, "", "rolloutpolicy_konnectivity_server_count.yaml, document 1"},
+		"not a policy":           {&Options{Policies: []string{oldManifest}, Files: []string{oldManifest}, Output: "text"}, "", "kube-apiserver-old.yaml, document 1: a *v1.Namespace is not a policy"},
+		"three of a kind":        {&Options{Policies: []string{samplePolicy}, Files: []string{oldManifest, scaled, scaled}, Output: "text"}, "", "kube-apiserver-scaled.yaml, document 1: Deployment tenant-a/kube-apiserver is given a third time"},
+		"undecodable YAML":       {&Options{Policies: []string{samplePolicy}, Files: []string{"-"}, Output: "text"}, "---\nkind: [\n", "stdin, document 1"},
+		"a policy without rules": {&Options{Policies: []string{"-"}, Files: []string{oldManifest}, Output: "text"}, noRules, "RolloutPolicy empty: spec.rules"},
+		"a policy whose selector kube cannot parse": {&Options{Policies: []string{"-"}, Files: []string{oldManifest}, Output: "text"}, badSelector, "spec.targets.selector"},
+	}
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if out, code := run(t, o, "kind: [\n"); code != 2 {
-				t.Errorf("exit %d, want 2: %s", code, out)
+			if out, code := run(t, tc.o, tc.stdin); code != 2 || !strings.Contains(out, tc.want) {
+				t.Errorf("exit %d, output %q; want 2 and %q", code, out, tc.want)
 			}
 		})
 	}
