@@ -6,6 +6,7 @@ package decision
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +65,13 @@ func (vs Violations) Wait() time.Duration {
 		}
 	}
 	return w
+}
+
+// SortByPolicy orders the violations by policy name, keeping each policy's in the order
+// its rules found them: the cache lists policies in no set order, and an answer must not
+// change with it.
+func (vs Violations) SortByPolicy() {
+	slices.SortStableFunc(vs, func(a, b Violation) int { return strings.Compare(a.Policy, b.Policy) })
 }
 
 // Messages renders the violations at or above the given action.

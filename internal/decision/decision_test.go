@@ -2,6 +2,7 @@ package decision
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,5 +59,17 @@ func TestResponsesReportEveryViolation(t *testing.T) {
 	if denied.Allowed || denied.Result.Code != http.StatusTooManyRequests || denied.Result.Message != "later" ||
 		denied.Result.Details.RetryAfterSeconds != 3 || len(denied.Warnings) != 1 || len(denied.AuditAnnotations) != 1 {
 		t.Errorf("denied = %+v", denied)
+	}
+}
+
+func TestSortByPolicyKeepsEachPolicysOrder(t *testing.T) {
+	vs := Violations{{Policy: "b", Rule: "r2"}, {Policy: "a", Rule: "r9"}, {Policy: "b", Rule: "r1"}, {Policy: "a", Rule: "r3"}}
+	vs.SortByPolicy()
+	var got []string
+	for _, v := range vs {
+		got = append(got, v.Policy+"/"+v.Rule)
+	}
+	if strings.Join(got, " ") != "a/r9 a/r3 b/r2 b/r1" {
+		t.Errorf("order %v, want by policy, each policy's rules as found", got)
 	}
 }

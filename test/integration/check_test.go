@@ -8,55 +8,130 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/check"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
-// TestCheckAgreesWithTheWebhook: `holdfast check` on the sample policy and a change gives
-// exactly the denial the API server returns from holdfast's webhook for the same change,
-// and allows what it admits.
+// TestCheckAgreesWithTheWebhook: with every sample RolloutPolicy in force, `holdfast
+// check` gives exactly the answer the API server returns from holdfast's webhook for the
+// same changes: the same denial message, or an admission. The manifests spell out the
+// fields the API server would default (check does not default them).
 func TestCheckAgreesWithTheWebhook(t *testing.T) {
 	ctx := context.Background()
-	ns := createNamespace(t, map[string]string{"holdfast.dev/hosted-control-plane": "true"})
-	policies, err := check.ReadObjects([]string{"../../config/samples/rolloutpolicy_konnectivity_server_count.yaml"}, nil)
+	docs, err := check.ReadObjects([]string{"../../config/samples/"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := policies[0].Object.(*v1alpha1.RolloutPolicy)
-	if err := k8s.Create(ctx, p.DeepCopy()); err != nil {
+	var policies []v1alpha1.RolloutPolicy
+	for _, d := range docs {
+		if p, ok := d.Object.(*v1alpha1.RolloutPolicy); ok {
+			policies = append(policies, *p)
+			if err := k8s.Create(ctx, p.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
+			eventually(t, "the sample policy in holdfast's cache", func() bool {
+				return cached.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.RolloutPolicy{}) == nil
+			})
+		}
+	}
+	if len(policies) < 4 {
+		t.Fatalf("found %d sample RolloutPolicies", len(policies))
+	}
+	hosted := createNamespace(t, map[string]string{"holdfast.dev/hosted-control-plane": "true"})
+	kubeSystem := &corev1.Namespace{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "kube-system"}, kubeSystem); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
-	eventually(t, "the sample policy in holdfast's cache", func() bool {
-		return cached.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.RolloutPolicy{}) == nil
-	})
-
-	old, scaled := konnectivity(ns, 3, "3"), konnectivity(ns, 5, "3")
-	namespace := &corev1.Namespace{}
-	if err := k8s.Get(ctx, client.ObjectKey{Name: ns}, namespace); err != nil {
+	hostedNS := &corev1.Namespace{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: hosted}, hostedNS); err != nil {
 		t.Fatal(err)
 	}
-	results, err := check.Evaluate([]v1alpha1.RolloutPolicy{*p}, []check.Document{{Object: namespace}, {Object: old.DeepCopy()}, {Object: scaled.DeepCopy()}}, nil,
-		authenticationv1.UserInfo{}, time.Now())
-	if err != nil || len(results) != 1 {
-		t.Fatalf("check: %v, %d results", err, len(results))
+	rolling := func(maxUnavailable int32) appsv1.DeploymentStrategy {
+		return appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+			MaxUnavailable: ptr.To(intstr.FromInt32(maxUnavailable)), MaxSurge: ptr.To(intstr.FromInt32(1))}}
 	}
-	var messages []string
-	for _, v := range results[0].Violations {
-		messages = append(messages, v.Message)
+	apiserver := func(replicas int32, serverCount string) *appsv1.Deployment {
+		d := konnectivity(hosted, replicas, serverCount)
+		d.Spec.Strategy = rolling(1)
+		d.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+		return d
 	}
+	kiam := utiltesting.MakeDeployment("kube-system", "kiam-server").Replicas(3).Obj()
+	kiam.Spec.Strategy = rolling(2)
+	kiam.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](5)
+	agent := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "konnectivity-agent", Labels: map[string]string{"k8s-app": "konnectivity-agent"}},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "konnectivity-agent"}},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(0))}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": "konnectivity-agent"}},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](30), Containers: []corev1.Container{{Name: "agent", Image: "proxy-agent:v0.33.0"}}}}}}
 
-	if err := k8s.Create(ctx, old); err != nil {
-		t.Fatalf("the webhook refused the old object: %v", err)
+	cases := []struct {
+		name     string
+		old, new client.Object
+	}{
+		{"a kube-apiserver created with a matching --server-count", nil, apiserver(3, "3")},
+		{"a scale without --server-count", apiserver(3, "3"), apiserver(5, "3")},
+		{"a kube-apiserver created with a mismatched --server-count", nil, func() client.Object {
+			d := apiserver(3, "1")
+			d.Name = "kube-apiserver-b"
+			return d
+		}()},
+		{"a kiam-server with an unsafe strategy and pod shape", nil, kiam},
+		{"a konnectivity-agent DaemonSet without surge or readiness probe", nil, agent},
 	}
-	scaled.ResourceVersion = old.ResourceVersion
-	err = k8s.Update(ctx, scaled)
-	want := `admission webhook "rollout.holdfast.dev" denied the request: ` + strings.Join(messages, "; ")
-	if err == nil || results[0].Action != "deny" || err.Error() != want {
-		t.Errorf("the webhook answered\n  %v\nholdfast check (%s) says\n  %s", err, results[0].Action, want)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []check.Document{{Object: kubeSystem.DeepCopy()}, {Object: hostedNS.DeepCopy()}}
+			if tc.old != nil {
+				in = append(in, check.Document{Object: tc.old.DeepCopyObject()})
+			}
+			in = append(in, check.Document{Object: tc.new.DeepCopyObject()})
+			results, err := check.Evaluate(policies, in, nil, authenticationv1.UserInfo{}, time.Now())
+			if err != nil || len(results) != 1 {
+				t.Fatalf("check: %v, %d results", err, len(results))
+			}
+			var messages []string
+			for _, v := range results[0].Violations {
+				messages = append(messages, v.Message)
+			}
+
+			if tc.old != nil {
+				old := tc.old.DeepCopyObject().(client.Object)
+				if err := k8s.Create(ctx, old); err != nil {
+					t.Fatalf("the webhook refused the old object: %v", err)
+				}
+				t.Cleanup(func() { _ = k8s.Delete(context.Background(), old) })
+				err = k8s.Update(ctx, withVersion(tc.new.DeepCopyObject().(client.Object), old.GetResourceVersion()))
+			} else {
+				obj := tc.new.DeepCopyObject().(client.Object)
+				err = k8s.Create(ctx, obj)
+				t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
+			}
+			switch {
+			case results[0].Action == "deny":
+				want := `admission webhook "rollout.holdfast.dev" denied the request: ` + strings.Join(messages, "; ")
+				if err == nil || err.Error() != want {
+					t.Errorf("the webhook answered\n  %v\nholdfast check says\n  %s", err, want)
+				}
+			case err != nil:
+				t.Errorf("the webhook refused what holdfast check admits (%s): %v", results[0].Action, err)
+			}
+		})
 	}
+}
+
+func withVersion(obj client.Object, rv string) client.Object {
+	obj.SetResourceVersion(rv)
+	return obj
 }

@@ -125,6 +125,7 @@ func Decide(in Input) Decision {
 			d.Violations = append(d.Violations, v)
 		}
 	}
+	d.Violations.SortByPolicy()
 	return d
 }
 

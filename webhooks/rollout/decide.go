@@ -95,6 +95,7 @@ func Decide(in Input) (Decision, error) {
 				Action: action, Field: f.field, Message: f.message})
 		}
 	}
+	d.Violations.SortByPolicy()
 	return d, nil
 }
 
