@@ -35,12 +35,13 @@ docker-push: ## Build $(IMG) for $(PLATFORMS) and push it (needs a Docker engine
 ##@ Generate and check
 
 .PHONY: manifests
-manifests: ## Generate the CRDs, RBAC and webhook manifests from the code's markers.
+manifests: ## Generate the CRDs, RBAC and webhook manifests from the code's markers, the chart's copies and READMEs.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=holdfast paths=./... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths=./... output:webhook:artifacts:config=config/webhook
 	go run ./hack/chartgen
 	go run ./hack/docgen
+	go tool helm-docs --chart-search-root charts --log-level warning
 
 .PHONY: generate
 generate: manifests ## Generate the deep-copy code and every manifest.
@@ -52,14 +53,15 @@ verify: generate ## Regenerate, then fail on any diff; chart and kustomize agree
 	@test -z "$$(git status --porcelain -- api config charts docs)" || { git status --porcelain -- api config charts docs; echo "generated files are not committed"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
-	go vet -tags integration,e2e ./...
+	go vet -tags integration,e2e,promtool ./...
 	go test -count=1 -run '^TestChartAgreesWithKustomize$$' ./charts/
 
 .PHONY: lint
-lint: ## gofmt and go vet over every build tag, helm lint (Helm's library), and shellcheck on hack/ when installed.
+lint: ## gofmt and go vet over every build tag, helm lint (Helm's library), the alerts' promtool tests (pinned promtool, built once), and shellcheck on hack/ when installed.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
-	go vet -tags integration,e2e ./...
+	go vet -tags integration,e2e,promtool ./...
 	go test -count=1 -run '^TestLint$$' ./charts/
+	promtool="$$(bash hack/promtool.sh)"; PROMTOOL="$$promtool" go test -tags promtool -count=1 -run '^TestAlertRules$$' ./charts/
 	@if command -v shellcheck >/dev/null; then shellcheck -x hack/*.sh .ci/run; else echo "shellcheck not installed: skipped"; fi
 
 ##@ Test

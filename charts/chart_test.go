@@ -209,20 +209,60 @@ func TestRenderCertManager(t *testing.T) {
 	}
 }
 
+// TestRenderSamples: samples.enabled installs every policy of config/samples, in
+// samples.mode (Warn by default); outside Enforce the samples generate no PDBs, which would
+// hold evictions whatever the mode. In Enforce they are config/samples unchanged.
 func TestRenderSamples(t *testing.T) {
-	objs, err := render(t, "holdfast-system", map[string]any{"samples": map[string]any{"enabled": true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, _ := filepath.Glob(filepath.Join("..", "config", "samples", "*.yaml"))
-	n := 0
-	for _, u := range objs {
-		if u.GetAPIVersion() == "holdfast.dev/v1alpha1" {
-			n++
+	files, _ := filepath.Glob(filepath.Join("..", "config", "samples", "*.yaml"))
+	want := map[string]map[string]any{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
 		}
+		var obj map[string]any
+		if err := yaml.Unmarshal(raw, &obj); err != nil {
+			t.Fatal(err)
+		}
+		u := unstructured.Unstructured{Object: obj}
+		want[u.GetKind()+"/"+u.GetName()] = obj
 	}
-	if n == 0 || n != len(samples) {
-		t.Errorf("rendered %d sample policies, config/samples has %d", n, len(samples))
+	if len(want) == 0 {
+		t.Fatal("no samples in config/samples")
+	}
+	for _, mode := range []string{"", "Warn", "Audit", "Enforce"} {
+		samples := map[string]any{"enabled": true}
+		if mode != "" {
+			samples["mode"] = mode
+		}
+		objs, err := render(t, "holdfast-system", map[string]any{"samples": samples})
+		if err != nil {
+			t.Fatalf("mode %q: %v", mode, err)
+		}
+		if mode == "" {
+			mode = "Warn"
+		}
+		n := 0
+		for key, u := range objs {
+			if u.GetAPIVersion() != "holdfast.dev/v1alpha1" {
+				continue
+			}
+			n++
+			if got, _, _ := unstructured.NestedString(u.Object, "spec", "mode"); got != mode {
+				t.Errorf("%s: mode %q, want %s", key, got, mode)
+			}
+			generate, _, _ := unstructured.NestedBool(u.Object, "spec", "pdb", "generate")
+			if mode == "Enforce" {
+				if diff := cmp.Diff(want[key], u.Object); diff != "" {
+					t.Errorf("%s in Enforce differs from config/samples (-config +chart):\n%s", key, diff)
+				}
+			} else if generate {
+				t.Errorf("%s in %s generates PodDisruptionBudgets", key, mode)
+			}
+		}
+		if n != len(want) {
+			t.Errorf("mode %s: rendered %d sample policies, config/samples has %d", mode, n, len(want))
+		}
 	}
 	if objs, _ := render(t, "holdfast-system", nil); len(objs) == 0 {
 		t.Fatal("no objects")
@@ -262,6 +302,9 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		{"networkPolicy peers not objects", map[string]any{"networkPolicy": map[string]any{"metricsFrom": []any{"monitoring"}}}, "metricsFrom"},
 		{"ServiceMonitor labels not strings", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": true}}}}, "additionalLabels"},
 		{"PrometheusRule labels not a map", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"additionalLabels": "release=x"}}}, "additionalLabels"},
+		{"samples mode", map[string]any{"samples": map[string]any{"mode": "Dryrun"}}, "mode"},
+		{"dashboard unknown key", map[string]any{"metrics": map[string]any{"dashboard": map[string]any{"label": "x"}}}, "label"},
+		{"dashboard namespace not a DNS label", map[string]any{"metrics": map[string]any{"dashboard": map[string]any{"namespace": "Monitoring"}}}, "namespace"},
 		{"unavailableFor not a duration", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"unavailableFor": "5 minutes"}}}, "unavailableFor"},
 	} {
 		_, err := render(t, "holdfast-system", tc.vals)

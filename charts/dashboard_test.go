@@ -1,0 +1,226 @@
+package charts
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// dashboard is the part of a Grafana dashboard the test reads.
+type dashboard struct {
+	UID        string `json:"uid"`
+	Title      string `json:"title"`
+	Templating struct {
+		List []struct {
+			Name  string `json:"name"`
+			Type  string `json:"type"`
+			Query any    `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
+	Panels []struct {
+		ID         int    `json:"id"`
+		Type       string `json:"type"`
+		Title      string `json:"title"`
+		Datasource *struct {
+			UID string `json:"uid"`
+		} `json:"datasource"`
+		GridPos struct{ H, W, X, Y int } `json:"gridPos"`
+		Targets []struct {
+			RefID string `json:"refId"`
+			Expr  string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+var (
+	// A metric is the name before a selector's braces or a range's brackets; the
+	// dashboard writes every selector with braces.
+	metricRef = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\s*[{\[]`)
+	// Go's metric definitions: Name: "holdfast_evictions_total".
+	metricName = regexp.MustCompile(`Name:\s+"([a-z_:][a-z0-9_:]*)"`)
+	// PromQL's string literals, where a regular expression may look like a metric.
+	stringLiteral = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	// Grafana variables: $namespace, ${datasource}; $__rate_interval and $__range are Grafana's.
+	variableRef = regexp.MustCompile(`\$\{?([a-zA-Z_][a-zA-Z0-9_]*)`)
+)
+
+// TestDashboard holds files/dashboard.json to being a dashboard Grafana loads whose every
+// query names metrics that exist: holdfast's own (webhooks/*/metrics.go), controller-runtime's
+// webhook metrics and the API server's admission webhook metrics, read from their sources.
+// Every holdfast metric is shown somewhere.
+func TestDashboard(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(Dir(), "files", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("dashboard.json is not valid JSON: %v", err)
+	}
+	if d.UID == "" || d.Title == "" || len(d.Panels) == 0 {
+		t.Fatalf("uid %q, title %q, %d panels", d.UID, d.Title, len(d.Panels))
+	}
+
+	known := holdfastMetrics(t)
+	holdfast := slices.Clone(known)
+	known = append(known, moduleMetrics(t, "sigs.k8s.io/controller-runtime", "pkg/webhook/internal/metrics/metrics.go", "")...)
+	known = append(known, moduleMetrics(t, "k8s.io/apiserver", "pkg/admission/metrics/metrics.go", "apiserver_admission_")...)
+
+	vars := map[string]bool{}
+	var exprs []string
+	for _, v := range d.Templating.List {
+		vars[v.Name] = true
+		if q, ok := v.Query.(map[string]any); ok {
+			exprs = append(exprs, q["query"].(string))
+		}
+	}
+	ids := map[int]bool{}
+	for _, p := range d.Panels {
+		if ids[p.ID] {
+			t.Errorf("panel %q: id %d is used twice", p.Title, p.ID)
+		}
+		ids[p.ID] = true
+		if p.GridPos.W <= 0 || p.GridPos.H <= 0 || p.GridPos.X+p.GridPos.W > 24 {
+			t.Errorf("panel %q: gridPos %+v does not fit Grafana's 24 columns", p.Title, p.GridPos)
+		}
+		if p.Type == "row" {
+			continue
+		}
+		if p.Datasource == nil || p.Datasource.UID != "${datasource}" {
+			t.Errorf("panel %q: datasource %+v, want the dashboard's ${datasource}", p.Title, p.Datasource)
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no queries", p.Title)
+		}
+		for _, q := range p.Targets {
+			if q.Expr == "" || q.RefID == "" {
+				t.Errorf("panel %q: a query without expr or refId", p.Title)
+			}
+			if !strings.Contains(q.Expr, `namespace="$namespace"`) && !strings.Contains(q.Expr, "holdfast[.]dev") {
+				t.Errorf("panel %q: %s reads every namespace's holdfast, not $namespace's", p.Title, q.Expr)
+			}
+			exprs = append(exprs, q.Expr)
+		}
+	}
+
+	shown := map[string]bool{}
+	for _, expr := range exprs {
+		refs := metricRef.FindAllStringSubmatch(stringLiteral.ReplaceAllString(expr, `""`), -1)
+		if len(refs) == 0 {
+			t.Errorf("%s names no metric", expr)
+		}
+		for _, m := range refs {
+			name := definedAs(m[1], known)
+			if name == "" {
+				t.Errorf("%s: no metric %s in webhooks/*/metrics.go, controller-runtime or the API server", expr, m[1])
+			}
+			shown[name] = true
+		}
+		for _, v := range variableRef.FindAllStringSubmatch(expr, -1) {
+			if !strings.HasPrefix(v[1], "__") && !vars[v[1]] {
+				t.Errorf("%s: variable $%s is not defined in templating", expr, v[1])
+			}
+		}
+	}
+	for _, m := range holdfast {
+		if !shown[m] {
+			t.Errorf("holdfast's metric %s is on no panel", m)
+		}
+	}
+}
+
+// definedAs returns the defined metric a series name belongs to (a histogram's _bucket,
+// _sum and _count series belong to the histogram), or "".
+func definedAs(series string, known []string) string {
+	for _, name := range []string{series, strings.TrimSuffix(series, "_bucket"), strings.TrimSuffix(series, "_sum"), strings.TrimSuffix(series, "_count")} {
+		if slices.Contains(known, name) {
+			return name
+		}
+	}
+	return ""
+}
+
+// holdfastMetrics reads the names of the metrics holdfast defines.
+func holdfastMetrics(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "webhooks", "*", "metrics.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no webhooks/*/metrics.go: %v", err)
+	}
+	var out []string
+	for _, f := range files {
+		out = append(out, metricsIn(t, f, "")...)
+	}
+	return out
+}
+
+// moduleMetrics reads the metric names defined in file of module, at the version go.mod
+// requires, prefixed as the file's namespace and subsystem prefix them.
+func moduleMetrics(t *testing.T, module, file, prefix string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "mod", "download", "-json", module).Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v", module, err)
+	}
+	var m struct{ Dir string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		t.Fatalf("go mod download %s: no directory in %s (%v)", module, out, err)
+	}
+	return metricsIn(t, filepath.Join(m.Dir, file), prefix)
+}
+
+func metricsIn(t *testing.T, file, prefix string) []string {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range metricName.FindAllStringSubmatch(string(src), -1) {
+		out = append(out, prefix+m[1])
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s defines no metrics", file)
+	}
+	return out
+}
+
+// TestRenderDashboard: metrics.dashboard.enabled ships dashboard.json unchanged in a
+// ConfigMap Grafana's sidecar picks up by its label, in the namespace asked for.
+func TestRenderDashboard(t *testing.T) {
+	objs, err := render(t, "holdfast-system", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs["ConfigMap/holdfast-dashboard"] != nil {
+		t.Error("a dashboard by default")
+	}
+	objs, err = render(t, "holdfast-system", map[string]any{"metrics": map[string]any{"dashboard": map[string]any{
+		"enabled": true, "namespace": "monitoring", "annotations": map[string]any{"grafana_folder": "Platform"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := objs["ConfigMap/holdfast-dashboard"]
+	if u == nil {
+		t.Fatalf("no ConfigMap holdfast-dashboard among %v", keys(objs))
+	}
+	var cm corev1.ConfigMap
+	typed(t, u, &cm)
+	if cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "Platform" || cm.Namespace != "monitoring" {
+		t.Errorf("labels %v, annotations %v, namespace %q", cm.Labels, cm.Annotations, cm.Namespace)
+	}
+	raw, err := os.ReadFile(filepath.Join(Dir(), "files", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Data["holdfast.json"]; got != strings.TrimRight(string(raw), "\n") {
+		t.Errorf("the ConfigMap's holdfast.json differs from files/dashboard.json (%d and %d bytes)", len(got), len(raw))
+	}
+}
