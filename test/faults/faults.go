@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -28,7 +29,7 @@ import (
 // measure runs fault under load with settle time on both sides and returns what the
 // load saw meanwhile.
 func (h *rig) measure(fault func() error) (counts, error) {
-	before := h.load.snapshot()
+	before, noReady, since := h.load.snapshot(), h.lb.NoReady(), time.Now()
 	time.Sleep(h.o.settle)
 	if err := fault(); err != nil {
 		return counts{}, err
@@ -36,9 +37,35 @@ func (h *rig) measure(fault func() error) (counts, error) {
 	time.Sleep(h.o.settle)
 	got := h.load.snapshot().minus(before)
 	if got.failed > 0 {
-		fmt.Fprintf(os.Stderr, "faults: %d failed; the last: %s\n", got.failed, h.load.lastErr())
+		// What the balancer saw says whether the failed requests found no ready replica.
+		fmt.Fprintf(os.Stderr, "faults: %d failed, %d found no ready replica; the last: %s\n", got.failed, h.lb.NoReady()-noReady, h.load.lastErr())
+		h.printTimeline(since)
 	}
 	return got, nil
+}
+
+// printTimeline prints the replicas' starts and stops and the readiness changes the
+// balancer saw since t, in order.
+func (h *rig) printTimeline(since time.Time) {
+	type line struct {
+		at   time.Time
+		text string
+	}
+	var lines []line
+	for _, c := range h.lb.ReadinessChanges(since) {
+		lines = append(lines, line{c.At, c.String()})
+	}
+	h.mu.Lock()
+	for _, e := range h.timeline {
+		if !e.at.Before(since) {
+			lines = append(lines, line{e.at, e.at.Format("15:04:05.000") + " " + e.what})
+		}
+	}
+	h.mu.Unlock()
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].at.Before(lines[j].at) })
+	for _, l := range lines {
+		fmt.Fprintln(os.Stderr, "faults:  ", l.text)
+	}
 }
 
 // rollingRestart stops each replica in turn with SIGTERM and starts it again: in-flight
@@ -51,7 +78,11 @@ func (h *rig) rollingRestart(ctx context.Context) error {
 			if err := h.startReplica(ctx, i); err != nil {
 				return err
 			}
-			time.Sleep(2 * ReadinessLag)
+			// As a rolling update does, the next replica stops only once this one's
+			// endpoint is ready again.
+			if err := h.lb.WaitReady(ctx, i, time.Minute); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

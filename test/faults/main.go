@@ -2,7 +2,9 @@
 // replicas (the built binary) behind a balancer that drops unready endpoints as a Service
 // does, called by a real kube-apiserver (envtest, failurePolicy Fail) under a steady load
 // of Deployment updates, while replicas restart or die, the leader fails over, the serving
-// certificate and its CA rotate, holdfast loses the API server, and the webhooks go down.
+// certificate and its CA rotate, holdfast loses the API server, and the webhooks go down;
+// then a drain storm on a kwok cluster (failurePolicy Ignore), where the controller-manager,
+// the scheduler and kwok replace the evicted pods.
 // It prints one RELIABILITY line per fault and exits non-zero when a promise is broken.
 package main
 
@@ -44,6 +46,7 @@ type options struct {
 	only         string
 	settle       time.Duration
 	restartEvery time.Duration
+	storm        time.Duration
 }
 
 func main() {
@@ -54,7 +57,9 @@ func main() {
 	flag.DurationVar(&o.lease, "lease", 4*time.Second, "the replicas' leader-election lease duration")
 	flag.DurationVar(&o.outage, "outage", 10*time.Second, "how long holdfast loses the API server")
 	flag.DurationVar(&o.settle, "settle", 3*time.Second, "load before and after each fault")
-	flag.StringVar(&o.only, "only", "restart,kill,failover,rotation,apiserver,down", "faults to inject, in order")
+	flag.DurationVar(&o.storm, "storm", 75*time.Second, "how long the drain storm's evicters drain nodes")
+	flag.StringVar(&o.only, "only", "restart,kill,failover,rotation,apiserver,down,drain-storm",
+		"faults to inject, in order: those on the envtest API server first, then those on a kwok cluster of their own")
 	flag.Parse()
 	ctrl.SetLogger(zapr.NewLogger(zap.NewNop()))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -84,9 +89,56 @@ type rig struct {
 	link    *link
 	load    *load
 	broken  int
+	// timeline notes when replicas were signalled, started and found ready, for the
+	// report of a broken promise.
+	mu       sync.Mutex
+	timeline []event
+}
+
+type event struct {
+	at   time.Time
+	what string
+}
+
+func (h *rig) note(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.timeline = append(h.timeline, event{time.Now(), fmt.Sprintf(format, args...)})
 }
 
 func run(ctx context.Context, o options) (int, error) {
+	var onRig, onKwok []string
+	for _, f := range strings.Split(o.only, ",") {
+		switch {
+		case faults[f] != nil:
+			onRig = append(onRig, f)
+		case kwokFaults[f] != nil:
+			onKwok = append(onKwok, f)
+		default:
+			return 0, fmt.Errorf("unknown fault %q", f)
+		}
+	}
+	broken := 0
+	if len(onRig) > 0 {
+		n, err := runRig(ctx, o, onRig)
+		broken += n
+		if err != nil {
+			return broken, err
+		}
+	}
+	for _, f := range onKwok {
+		n, err := kwokFaults[f](ctx, o)
+		broken += n
+		if err != nil {
+			return broken, fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	return broken, nil
+}
+
+// runRig starts the envtest API server, the replicas, the balancer and the load, and
+// injects the faults in turn.
+func runRig(ctx context.Context, o options, only []string) (int, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return 0, fmt.Errorf("KUBEBUILDER_ASSETS must point at kube-apiserver and etcd: run `make test-faults`")
 	}
@@ -103,18 +155,15 @@ func run(ctx context.Context, o options) (int, error) {
 	}
 	defer h.stopAll()
 
-	for _, f := range strings.Split(o.only, ",") {
-		fault, ok := faults[f]
-		if !ok {
-			return h.broken, fmt.Errorf("unknown fault %q", f)
-		}
-		if err := fault(h, ctx); err != nil {
+	for _, f := range only {
+		if err := faults[f](h, ctx); err != nil {
 			return h.broken, fmt.Errorf("%s: %w", f, err)
 		}
 	}
 	return h.broken, nil
 }
 
+// faults run on the envtest rig, under its load.
 var faults = map[string]func(*rig, context.Context) error{
 	"restart":   (*rig).rollingRestart,
 	"kill":      (*rig).kill,
@@ -122,6 +171,12 @@ var faults = map[string]func(*rig, context.Context) error{
 	"rotation":  (*rig).rotation,
 	"apiserver": (*rig).apiserverOutage,
 	"down":      (*rig).webhooksDown,
+}
+
+// kwokFaults need a controller-manager, a scheduler and nodes: each starts a kwok cluster
+// of its own, after the envtest rig has stopped. They return how many promises broke.
+var kwokFaults = map[string]func(context.Context, options) (int, error){
+	"drain-storm": drainStorm,
 }
 
 func (h *rig) start(ctx context.Context, cfg *rest.Config) error {
@@ -197,18 +252,25 @@ func (h *rig) startReplica(ctx context.Context, i int) error {
 	}
 	p.Stdout, p.Stderr = logFile, logFile
 	cmd := p.Command(context.Background())
+	h.note("replica %d starting", i)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	h.cmds[i] = cmd
-	return p.WaitReady(ctx, time.Minute)
+	if err := p.WaitReady(ctx, time.Minute); err != nil {
+		return err
+	}
+	h.note("replica %d ready on its own probe", i)
+	return nil
 }
 
 // stopReplica signals replica i and waits for it to exit.
 func (h *rig) stopReplica(i int, sig syscall.Signal) {
 	if cmd := h.cmds[i]; cmd != nil && cmd.Process != nil {
+		h.note("replica %d %s", i, sig)
 		_ = cmd.Process.Signal(sig)
 		_ = cmd.Wait()
+		h.note("replica %d exited", i)
 		h.cmds[i] = nil
 	}
 }

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -13,8 +14,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Balancer stands in for a Service in front of holdfast's replicas: it terminates TLS with
@@ -33,10 +38,39 @@ type Balancer struct {
 	failed    atomic.Int64
 	transport *http.Transport
 	stop      chan struct{}
+	// unreachable is a closed port on 127.0.0.1: requests that find no ready replica are
+	// sent there and fail at once, without leaving the loopback range.
+	unreachable string
+	// noReady counts requests that found no ready replica.
+	noReady atomic.Int64
+	mu      sync.Mutex
+	changes []ReadinessChange
 }
 
 // ReadinessPeriod is how often the balancer polls each replica's readiness.
 const ReadinessPeriod = 200 * time.Millisecond
+
+// ReadinessChange is a replica's readiness as the balancer saw it change.
+type ReadinessChange struct {
+	At      time.Time
+	Replica int
+	Ready   bool
+	// Probe is how long the probe that saw the change took (0 when a request saw it);
+	// Answer is what it got (the failed checks, or the error).
+	Probe  time.Duration
+	Answer string
+}
+
+func (c ReadinessChange) String() string {
+	state := "unready"
+	if c.Ready {
+		state = "ready"
+	}
+	if c.Probe == 0 {
+		return fmt.Sprintf("%s replica %d %s (%s)", c.At.Format("15:04:05.000"), c.Replica, state, c.Answer)
+	}
+	return fmt.Sprintf("%s replica %d %s (probe %s: %s)", c.At.Format("15:04:05.000"), c.Replica, state, c.Probe.Round(time.Millisecond), c.Answer)
+}
 
 type backend struct {
 	url      *url.URL
@@ -59,7 +93,11 @@ func StartBalancer(certDir string, procs []Process) (*Balancer, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Balancer{stop: make(chan struct{})}
+	closed, err := closedPort()
+	if err != nil {
+		return nil, err
+	}
+	b := &Balancer{stop: make(chan struct{}), unreachable: closed}
 	if err := b.SetRoots(caPEM); err != nil {
 		return nil, err
 	}
@@ -80,7 +118,8 @@ func StartBalancer(certDir string, procs []Process) (*Balancer, error) {
 		Rewrite: func(r *httputil.ProxyRequest) {
 			be := b.pick()
 			if be == nil {
-				r.Out.URL = &url.URL{Scheme: "https", Host: "no-ready-endpoints.invalid"}
+				b.noReady.Add(1)
+				r.Out.URL = &url.URL{Scheme: "https", Host: b.unreachable}
 				return
 			}
 			be.served.Add(1)
@@ -100,8 +139,21 @@ func StartBalancer(certDir string, procs []Process) (*Balancer, error) {
 	b.Addr = l.Addr().(*net.TCPAddr).String()
 	b.srv = &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = b.srv.Serve(l) }()
-	go b.watchReadiness()
+	for i, be := range b.backends {
+		go b.watchReadiness(i, be)
+	}
 	return b, nil
+}
+
+// closedPort returns 127.0.0.1:port for a port that was free a moment ago and that nothing
+// listens on now: a connection there is refused.
+func closedPort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
 }
 
 // SetRoots replaces the CAs trusted for the replicas' certificates.
@@ -132,17 +184,36 @@ func (b *Balancer) verify(cs tls.ConnectionState) error {
 	return err
 }
 
+// pick returns the next ready replica in turn, or nil when none is ready. Each call scans
+// every replica once from its own starting point: concurrent calls advance the shared
+// counter between each other's steps, and stepping it per replica tried could skip the
+// only ready one.
 func (b *Balancer) pick() *backend {
-	for range b.backends {
-		be := b.backends[int(b.next.Add(1)-1)%len(b.backends)]
-		if be.ready.Load() {
+	start := int((b.next.Add(1) - 1) % uint64(len(b.backends)))
+	for k := range b.backends {
+		if be := b.backends[(start+k)%len(b.backends)]; be.ready.Load() {
 			return be
 		}
 	}
 	return nil
 }
 
-func (b *Balancer) watchReadiness() {
+// WaitReady waits until the balancer sends requests to replica i again, as a rolling
+// update waits for the new pod's endpoint to be ready before it stops the next one.
+func (b *Balancer) WaitReady(ctx context.Context, i int, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, ReadinessPeriod/4, timeout, true, func(context.Context) (bool, error) {
+		return b.backends[i].ready.Load(), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the balancer did not see replica %d ready within %s", i, timeout)
+	}
+	return nil
+}
+
+// watchReadiness polls one replica's readiness. Each replica has its own poller, as each
+// pod has its own prober, so that a replica whose probe hangs does not delay what the
+// balancer learns of the others.
+func (b *Balancer) watchReadiness(i int, be *backend) {
 	hc := &http.Client{Timeout: time.Second}
 	t := time.NewTicker(ReadinessPeriod)
 	defer t.Stop()
@@ -152,15 +223,55 @@ func (b *Balancer) watchReadiness() {
 			return
 		case <-t.C:
 		}
-		for _, be := range b.backends {
-			resp, err := hc.Get(be.readyURL)
-			ok := err == nil && resp.StatusCode == http.StatusOK
-			if resp != nil {
-				_ = resp.Body.Close()
+		start := time.Now()
+		// verbose names the failed checks in the answer.
+		resp, err := hc.Get(be.readyURL + "?verbose")
+		took := time.Since(start)
+		ok := err == nil && resp.StatusCode == http.StatusOK
+		answer := "ok"
+		if err != nil {
+			answer = err.Error()
+		} else {
+			if !ok {
+				body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+				answer = failedChecks(resp.Status, string(body))
 			}
-			be.ready.Store(ok)
+			_ = resp.Body.Close()
+		}
+		if be.ready.Swap(ok) != ok {
+			b.record(ReadinessChange{At: start, Replica: i, Ready: ok, Probe: took, Answer: answer})
 		}
 	}
+}
+
+// failedChecks keeps the lines of a healthz answer that name a failed check.
+func failedChecks(status, body string) string {
+	failed := []string{status}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "[-]") {
+			failed = append(failed, strings.TrimPrefix(line, "[-]"))
+		}
+	}
+	return strings.Join(failed, "; ")
+}
+
+func (b *Balancer) record(c ReadinessChange) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.changes = append(b.changes, c)
+}
+
+// ReadinessChanges returns the replicas' readiness changes the balancer saw since t.
+func (b *Balancer) ReadinessChanges(since time.Time) []ReadinessChange {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []ReadinessChange
+	for _, c := range b.changes {
+		if !c.At.Before(since) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 type countingTransport struct{ b *Balancer }
@@ -177,9 +288,10 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	for range t.b.backends {
 		var be *backend
-		for _, x := range t.b.backends {
+		i := 0
+		for j, x := range t.b.backends {
 			if x.url.Host == r.URL.Host {
-				be = x
+				be, i = x, j
 			}
 		}
 		out := r.Clone(r.Context())
@@ -199,9 +311,12 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			be.lost.Add(1)
 			return resp, err
 		}
-		be.ready.Store(false)
+		if be.ready.Swap(false) {
+			t.b.record(ReadinessChange{At: time.Now(), Replica: i, Answer: "a request's connection was refused"})
+		}
 		next := t.b.pick()
 		if next == nil {
+			t.b.noReady.Add(1)
 			return nil, err
 		}
 		next.served.Add(1)
@@ -227,6 +342,9 @@ func (b *Balancer) Lost(i int) int64 { return b.backends[i].lost.Load() }
 
 // Failed counts requests that no replica answered (connection or TLS errors, no ready replica).
 func (b *Balancer) Failed() int64 { return b.failed.Load() }
+
+// NoReady counts requests that found no ready replica.
+func (b *Balancer) NoReady() int64 { return b.noReady.Load() }
 
 // Close stops the balancer.
 func (b *Balancer) Close() error {

@@ -101,14 +101,7 @@ func DrainAll(ctx context.Context, cs kubernetes.Interface, nodes []string) (int
 	drained, errs := 0, []error(nil)
 	for _, node := range nodes {
 		wg.Go(func() {
-			h := drainer(ctx, cs)
-			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-			if err == nil {
-				err = drain.RunCordonOrUncordon(h, n, true)
-			}
-			if err == nil {
-				err = drain.RunNodeDrain(h, node)
-			}
+			err := DrainNode(ctx, cs, node)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -120,6 +113,21 @@ func DrainAll(ctx context.Context, cs kubernetes.Interface, nodes []string) (int
 	}
 	wg.Wait()
 	return drained, errs
+}
+
+// DrainNode cordons the node and evicts its pods as kubectl drain does: each pod in its
+// own goroutine, a 429 retried after a short wait, any other refusal ending the drain;
+// it returns once the pods are gone, or when ctx ends.
+func DrainNode(ctx context.Context, cs kubernetes.Interface, node string) error {
+	h := drainer(ctx, cs)
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err == nil {
+		err = drain.RunCordonOrUncordon(h, n, true)
+	}
+	if err == nil {
+		err = drain.RunNodeDrain(h, node)
+	}
+	return err
 }
 
 // Cordon marks the nodes unschedulable (desired true) or schedulable again.

@@ -69,6 +69,8 @@ type WebhookOptions struct {
 	// Namespace is holdfast's own namespace, which its webhooks never guard.
 	Namespace     string
 	FailurePolicy admissionregistrationv1.FailurePolicyType
+	// TimeoutSeconds, when not zero, replaces each webhook's timeoutSeconds.
+	TimeoutSeconds int32
 }
 
 // InstallWebhooks applies the generated webhook configuration with each webhook's
@@ -98,6 +100,9 @@ func InstallWebhooks(ctx context.Context, c client.Client, o WebhookOptions) err
 		if o.FailurePolicy != "" {
 			fp := o.FailurePolicy
 			w.FailurePolicy = &fp
+		}
+		if o.TimeoutSeconds != 0 {
+			w.TimeoutSeconds = &o.TimeoutSeconds
 		}
 	}
 	if err := c.Patch(ctx, vwc, client.Apply, client.FieldOwner("holdfast-devcluster"), client.ForceOwnership); err != nil {
