@@ -189,7 +189,14 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig == "" {
 		return ctrl.GetConfig()
 	}
-	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err == nil && cfg.QPS == 0 {
+		// As ctrl.GetConfig does: no client-side rate limiter, the API server's priority and
+		// fairness applies; otherwise client-go's default of 5 requests a second would hold
+		// the clients of a replica started with --kubeconfig alone.
+		cfg.QPS = -1
+	}
+	return cfg, err
 }
 
 // +kubebuilder:rbac:groups="",namespace=holdfast-system,resources=secrets,verbs=get;list;watch;create;update;patch

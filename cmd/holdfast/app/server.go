@@ -130,10 +130,13 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 		obj, _ := workload.New(k)
 		informers = append(informers, obj)
 	}
+	var started []crcache.Informer
 	for _, obj := range informers {
-		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+		inf, err := mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
 			return fmt.Errorf("starting informer for %T: %w", obj, err)
 		}
+		started = append(started, inf)
 	}
 
 	srv := mgr.GetWebhookServer()
@@ -171,7 +174,7 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("caches", cacheSynced(mgr.GetCache())); err != nil {
+	if err := mgr.AddReadyzCheck("caches", cacheSynced(started)); err != nil {
 		return err
 	}
 	return mgr.AddReadyzCheck("webhook", srv.StartedChecker())
@@ -234,13 +237,15 @@ func (c sharedCache) Start(ctx context.Context) error {
 	return nil
 }
 
-// cacheSynced is ready once every informer the manager started has synced.
-func cacheSynced(c crcache.Cache) healthz.Checker {
-	return func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !c.WaitForCacheSync(ctx) {
-			return errors.New("informer caches have not synced")
+// cacheSynced is ready once the informers the webhooks read have synced. It does not wait
+// on the informers the controllers add when this replica takes the lease: a slow one of
+// theirs must not take the webhooks out of the endpoints.
+func cacheSynced(informers []crcache.Informer) healthz.Checker {
+	return func(*http.Request) error {
+		for _, inf := range informers {
+			if !inf.HasSynced() {
+				return errors.New("informer caches have not synced")
+			}
 		}
 		return nil
 	}
