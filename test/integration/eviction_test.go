@@ -160,12 +160,15 @@ func TestEvictionBudget(t *testing.T) {
 	}
 }
 
+// anyNumberAnHourApart is a policy whose cooldown alone holds evictions back.
+func anyNumberAnHourApart(s *v1alpha1.DisruptionPolicySpec) {
+	s.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+	s.Cooldown = &metav1.Duration{Duration: time.Hour}
+}
+
 func TestEvictionCooldownAndNever(t *testing.T) {
 	ns := createNamespace(t, nil)
-	disruptionPolicy(t, ns, func(s *v1alpha1.DisruptionPolicySpec) {
-		s.MaxUnavailable = ptr.To(intstr.FromString("100%"))
-		s.Cooldown = &metav1.Duration{Duration: time.Hour}
-	})
+	disruptionPolicy(t, ns, anyNumberAnHourApart)
 	pods := agentGroup(t, ns, 3)
 	if err := evict(t, ns, pods[0].Name, false); err != nil {
 		t.Fatalf("the first eviction: %v", err)

@@ -153,26 +153,18 @@ func TestExemptionIsNotTheWorkloadsToGrant(t *testing.T) {
 			t.Fatalf("got %v, want holdfast's denial", err)
 		}
 	})
-}
-
-// TestRelabelOutOfAPolicyIsRefused is the review's scenario 8: relabelling a guarded
-// workload out of an Enforce policy, the first step of a two-step walk around every rule,
-// is refused through the API server; a relabel that keeps it selected is not.
-func TestRelabelOutOfAPolicyIsRefused(t *testing.T) {
-	ctx := context.Background()
-	ns := createNamespace(t, nil)
-	applyPolicy(t, ns, utiltesting.MakeRolloutPolicy("server-count").Selector(map[string]string{"app": "kube-apiserver"}).
-		ArgMatchesReplicas("konnectivity-server", "--server-count").Obj())
-	d := konnectivity(ns, 3, "3")
-	if err := k8s.Create(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	kept := d.DeepCopy()
-	kept.Labels["team"] = "control-plane"
-	if err := k8s.Update(ctx, kept); err != nil {
-		t.Fatalf("a relabel that keeps the workload selected: %v", err)
-	}
-	moved := kept.DeepCopy()
-	moved.Labels["app"] = "moved"
-	assertHoldfastDenied(t, k8s.Update(ctx, moved), rollout.RuleSelection, "metadata.labels")
+	// The review's scenario 8 (issue 14): a relabel alone out of the policy is the first
+	// step of a two-step walk around every rule.
+	t.Run("relabelled out of the selector alone", func(t *testing.T) {
+		c := d.DeepCopy()
+		c.Labels = map[string]string{"app": "something-else"}
+		assertHoldfastDenied(t, k8s.Update(ctx, c), rollout.RuleSelection, "metadata.labels")
+	})
+	t.Run("relabelled within the selector", func(t *testing.T) {
+		c := d.DeepCopy()
+		c.Labels["team"] = "control-plane"
+		if err := k8s.Update(ctx, c); err != nil {
+			t.Fatalf("a relabel that keeps the workload selected: %v", err)
+		}
+	})
 }
