@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +98,7 @@ func TestCheckAgreesWithTheWebhook(t *testing.T) {
 				in = append(in, check.Document{Object: tc.old.DeepCopyObject()})
 			}
 			in = append(in, check.Document{Object: tc.new.DeepCopyObject()})
-			results, err := check.Evaluate(policies, in, nil, authenticationv1.UserInfo{}, time.Now())
+			results, err := check.Evaluate(policies, in, nil, nil, authenticationv1.UserInfo{}, time.Now())
 			if err != nil || len(results) != 1 {
 				t.Fatalf("check: %v, %d results", err, len(results))
 			}
@@ -134,4 +135,81 @@ func TestCheckAgreesWithTheWebhook(t *testing.T) {
 func withVersion(obj client.Object, rv string) client.Object {
 	obj.SetResourceVersion(rv)
 	return obj
+}
+
+// TestCheckReadsHistoryFromTheCluster: with the cluster to read revisions from, `holdfast
+// check` refuses a new revision of a konnectivity-agent Deployment sooner than the sample
+// policy's minInterval after the last one, exactly as the webhook does; without it, it has
+// no history to refuse by.
+func TestCheckReadsHistoryFromTheCluster(t *testing.T) {
+	ctx := context.Background()
+	docs, err := check.ReadObjects([]string{"../../config/samples/rolloutpolicy_konnectivity_agent.yaml"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := docs[0].Object.(*v1alpha1.RolloutPolicy)
+	if err := k8s.Create(ctx, p.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
+	eventually(t, "the sample policy in holdfast's cache", func() bool {
+		return cached.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.RolloutPolicy{}) == nil
+	})
+
+	d := utiltesting.MakeDeployment("kube-system", "konnectivity-agent").Replicas(3).Label("k8s-app", "konnectivity-agent").Obj()
+	d.Spec.MinReadySeconds = 10
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+		MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(1))}}
+	d.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8093)}}}
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatalf("creating the agent: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), d) })
+	// The Deployment controller's ReplicaSet for the current template, created just now.
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "konnectivity-agent-1",
+		Annotations:     map[string]string{"deployment.kubernetes.io/revision": "1"},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](3), Selector: d.Spec.Selector, Template: d.Spec.Template}}
+	if err := k8s.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), rs) })
+	eventually(t, "the ReplicaSet in holdfast's cache", func() bool {
+		return cached.Get(ctx, client.ObjectKeyFromObject(rs), &appsv1.ReplicaSet{}) == nil
+	})
+	kubeSystem := &corev1.Namespace{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "kube-system"}, kubeSystem); err != nil {
+		t.Fatal(err)
+	}
+	old := d.DeepCopy()
+	old.Status = appsv1.DeploymentStatus{ObservedGeneration: old.Generation, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3}
+	next := old.DeepCopy()
+	next.Spec.Template.Spec.Containers[0].Image = "proxy-agent:next"
+	in := []check.Document{{Object: kubeSystem}, {Object: old}, {Object: next}}
+
+	offline, err := check.Evaluate([]v1alpha1.RolloutPolicy{*p}, in, nil, nil, authenticationv1.UserInfo{}, time.Now())
+	if err != nil || offline[0].Action != "allow" {
+		t.Fatalf("without the cluster: %v, %+v; want an admission (no history)", err, offline)
+	}
+	results, err := check.Evaluate([]v1alpha1.RolloutPolicy{*p}, in, nil, k8s, authenticationv1.UserInfo{}, time.Now())
+	if err != nil || len(results) != 1 || results[0].Action != "deny" {
+		t.Fatalf("with the cluster: %v, %+v; want minInterval to refuse", err, results)
+	}
+	// The webhook reads the status the API server holds: give it the same.
+	old.Status.ObservedGeneration = 1
+	if err := k8s.Status().Update(ctx, withVersion(old.DeepCopy(), d.ResourceVersion)); err != nil {
+		t.Fatal(err)
+	}
+	cur := &appsv1.Deployment{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(d), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Template.Spec.Containers[0].Image = "proxy-agent:next"
+	err = k8s.Update(ctx, cur)
+	// The two decided a few milliseconds apart: compare the answers with the durations out.
+	durations := regexp.MustCompile(`[0-9]+(\.[0-9]+)?(ms|s|m)`)
+	want := `admission webhook "rollout.holdfast.dev" denied the request: ` + results[0].Violations[0].Message
+	if err == nil || durations.ReplaceAllString(err.Error(), "D") != durations.ReplaceAllString(want, "D") {
+		t.Errorf("the webhook answered\n  %v\nholdfast check says\n  %s", err, want)
+	}
 }

@@ -4,6 +4,7 @@ package check
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spf13/cobra"
@@ -38,9 +40,11 @@ import (
 // Options are the command's flags.
 type Options struct {
 	Policies, Files, History []string
-	Output                   string
-	User                     string
-	Groups                   []string
+	// Kubeconfig, when set, reads the workloads' revisions from that cluster.
+	Kubeconfig string
+	Output     string
+	User       string
+	Groups     []string
 }
 
 // ExitError is an error that ends the command with its code: 1 for an enforced
@@ -79,6 +83,7 @@ refuse a change, 2 when the input cannot be read, 0 otherwise.`,
 	f.StringSliceVarP(&o.Policies, "policies", "p", nil, "files or directories of RolloutPolicies (- for stdin)")
 	f.StringSliceVarP(&o.Files, "filename", "f", nil, "files or directories of workloads and Namespaces, in order (- for stdin)")
 	f.StringSliceVar(&o.History, "history", nil, "files or directories of the workloads' ReplicaSets and ControllerRevisions")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "read the workloads' ReplicaSets and ControllerRevisions from this cluster (read-only)")
 	f.StringVarP(&o.Output, "output", "o", "text", "text or json")
 	f.StringVar(&o.User, "as", "", "the requester's user name, for exemptions")
 	f.StringSliceVar(&o.Groups, "as-group", nil, "the requester's groups, for exemptions")
@@ -142,7 +147,17 @@ func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
 	if err != nil {
 		return &ExitError{2, err}
 	}
-	results, err := Evaluate(policies, objs, revisions, authenticationv1.UserInfo{Username: o.User, Groups: o.Groups}, now)
+	var live client.Reader
+	if o.Kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+		if err != nil {
+			return &ExitError{2, fmt.Errorf("--kubeconfig: %w", err)}
+		}
+		if live, err = client.New(cfg, client.Options{Scheme: app.NewScheme()}); err != nil {
+			return &ExitError{2, fmt.Errorf("--kubeconfig: %w", err)}
+		}
+	}
+	results, err := Evaluate(policies, objs, revisions, live, authenticationv1.UserInfo{Username: o.User, Groups: o.Groups}, now)
 	if err != nil {
 		return &ExitError{2, err}
 	}
@@ -168,8 +183,10 @@ func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
 	return nil
 }
 
-// Evaluate decides each workload change with the rollout webhook's decision.
-func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, user authenticationv1.UserInfo, now time.Time) ([]Result, error) {
+// Evaluate decides each workload change with the rollout webhook's decision. The history
+// rules read the workload's revisions among revisions and, when live is not nil, from the
+// cluster it reads.
+func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, live client.Reader, user authenticationv1.UserInfo, now time.Time) ([]Result, error) {
 	nsLabels := map[string]map[string]string{}
 	type change struct{ old, new client.Object }
 	var order []string
@@ -216,7 +233,13 @@ func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, use
 				return nil, err
 			}
 			in.TemplateChanged = !workload.SameTemplate(in.Old.Template, in.New.Template)
-			if in.History, err = historyOf(in.Old, revisions); err != nil {
+			known := revisions
+			if live != nil {
+				if known, err = liveRevisions(live, in.Old, c.old, revisions); err != nil {
+					return nil, err
+				}
+			}
+			if in.History, err = historyOf(in.Old, known); err != nil {
 				return nil, err
 			}
 		}
@@ -250,6 +273,36 @@ func validPolicy(p *v1alpha1.RolloutPolicy) error {
 		}
 	}
 	return nil
+}
+
+// liveRevisions adds the workload's ReplicaSets or ControllerRevisions, read from the
+// cluster, to the revisions given; the workload's UID (which owns them) is the cluster's.
+func liveRevisions(r client.Reader, w *workload.Workload, obj client.Object, given []Document) ([]Document, error) {
+	ctx := context.Background()
+	current := obj.DeepCopyObject().(client.Object)
+	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
+		return nil, fmt.Errorf("reading %s from the cluster: %w", w, err)
+	}
+	w.UID = current.GetUID()
+	out := slices.Clone(given)
+	if w.Kind == v1alpha1.KindDeployment {
+		var sets appsv1.ReplicaSetList
+		if err := r.List(ctx, &sets, client.InNamespace(w.Namespace)); err != nil {
+			return nil, fmt.Errorf("listing the ReplicaSets of %s: %w", w, err)
+		}
+		for i := range sets.Items {
+			out = append(out, Document{Source: "the cluster", Object: &sets.Items[i]})
+		}
+		return out, nil
+	}
+	var revs appsv1.ControllerRevisionList
+	if err := r.List(ctx, &revs, client.InNamespace(w.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing the ControllerRevisions of %s: %w", w, err)
+	}
+	for i := range revs.Items {
+		out = append(out, Document{Source: "the cluster", Object: &revs.Items[i]})
+	}
+	return out, nil
 }
 
 // historyOf is the workload's revisions among the objects given with --history.
