@@ -69,6 +69,14 @@ Namespace objects among the files give their namespaces' labels; any other names
 only kubernetes.io/metadata.name. --history takes ReplicaSets and ControllerRevisions for
 the rules that read a workload's revisions. Exit code 1 when an Enforce policy would
 refuse a change, 2 when the input cannot be read, 0 otherwise.`,
+		Example: `  # A change: the old object, then the new one.
+  holdfast check -p config/samples/ -f kube-apiserver.old.yaml -f kube-apiserver.yaml
+
+  # New objects from stdin, answers for machines.
+  kustomize build overlays/prod | holdfast check -p policies/ -f - -o json
+
+  # minInterval and revertWindow with the workloads' revisions read from a cluster.
+  holdfast check -p policies/ -f old.yaml -f new.yaml --kubeconfig ~/.kube/config`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := Run(cmd.OutOrStdout(), cmd.InOrStdin(), o, time.Now())
