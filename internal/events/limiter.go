@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -26,6 +27,16 @@ type Limiter struct {
 // Warn records a Warning Event about obj unless one with the same key was recorded for
 // it within the interval. A nil Limiter records nothing.
 func (l *Limiter) Warn(obj runtime.Object, key string, now time.Time, reason, note string) {
+	l.record(obj, key, now, corev1.EventTypeWarning, reason, note)
+}
+
+// Normal records a Normal Event about obj, as Warn does a Warning: for what a policy in
+// Audit mode found, which holds nothing up.
+func (l *Limiter) Normal(obj runtime.Object, key string, now time.Time, reason, note string) {
+	l.record(obj, key, now, corev1.EventTypeNormal, reason, note)
+}
+
+func (l *Limiter) record(obj runtime.Object, key string, now time.Time, eventType, reason, note string) {
 	if l == nil || obj == nil {
 		return
 	}
@@ -51,5 +62,5 @@ func (l *Limiter) Warn(obj runtime.Object, key string, now time.Time, reason, no
 	}
 	l.last[id] = now
 	l.mu.Unlock()
-	l.Recorder.Eventf(obj, nil, "Warning", reason, "Admission", "%s", note)
+	l.Recorder.Eventf(obj, nil, eventType, reason, "Admission", "%s", note)
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -124,12 +125,16 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 			logf.FromContext(ctx).Info("Eviction policy violated", "pod", klog.KObj(pod), "action", d.Action().String(), "dryRun", dryRun,
 				"violations", d.Messages(decision.Audit))
 		}
-		if d.Action() == decision.Deny && !dryRun {
-			reason := "EvictionDeferred"
-			if d.Never() {
-				reason = "EvictionRefused"
-			}
-			h.Events.Warn(pod, "eviction", in.Now, reason, d.Denial())
+		switch a := d.Action(); {
+		case dryRun:
+		case a == decision.Deny && d.Never():
+			h.Events.Warn(pod, "eviction", in.Now, "EvictionRefused", d.Denial())
+		case a == decision.Deny:
+			h.Events.Warn(pod, "eviction", in.Now, "EvictionDeferred", d.Denial())
+		case a == decision.Warn:
+			h.Events.Warn(pod, "eviction", in.Now, "EvictionWarning", strings.Join(d.Messages(decision.Warn), "; "))
+		case a == decision.Audit:
+			h.Events.Normal(pod, "eviction", in.Now, "EvictionAudit", strings.Join(d.Messages(decision.Audit), "; "))
 		}
 		return respond(d)
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	k8sevents "k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +35,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
@@ -831,5 +833,35 @@ func TestEvictionModelReplays(t *testing.T) {
 		if len(w.violations) > 0 || w.stuck {
 			t.Errorf("seed %d: %s", tc.seed, strings.Join(w.violations, "\n"))
 		}
+	}
+}
+
+// TestAuditAndWarnFindingsRecordEvents: an eviction a policy in Audit mode would have
+// deferred is admitted with a Normal Event saying so; in Warn mode, with a Warning Event.
+func TestAuditAndWarnFindingsRecordEvents(t *testing.T) {
+	for mode, want := range map[v1alpha1.Mode]string{v1alpha1.ModeAudit: "Normal EvictionAudit", v1alpha1.ModeWarn: "Warning EvictionWarning"} {
+		t.Run(string(mode), func(t *testing.T) {
+			cfg := configFor(1)
+			cfg.Budget, cfg.Cooldown = intstr.FromInt32(1), time.Hour
+			w := newWorld(cfg, nil)
+			spec := w.spec()
+			spec.Mode = mode
+			w.policies = append(w.policies, policyVersion{from: w.now, spec: spec})
+			w.sync(0)
+			rec := k8sevents.NewFakeRecorder(10)
+			w.replicas[0].handler.Events = &events.Limiter{Recorder: rec}
+			guarded := slices.DeleteFunc(slices.Clone(w.pods), func(p *mpod) bool { return !p.g.guarded || p.g.kind == v1alpha1.KindDaemonSet })
+			for _, p := range guarded[:2] {
+				if code := w.evict(0, p, false); code != http.StatusOK {
+					t.Fatalf("eviction of %s in %s mode answered %d", p.name, mode, code)
+				}
+			}
+			if len(rec.Events) != 1 {
+				t.Fatalf("recorded %d events, want one for the second eviction's findings", len(rec.Events))
+			}
+			if e := <-rec.Events; !strings.Contains(e, want) || !strings.Contains(e, "/cooldown]") {
+				t.Errorf("event %q, want %q naming the cooldown", e, want)
+			}
+		})
 	}
 }

@@ -9,8 +9,9 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/events"
 )
 
-// recordEvents records an Event on the workload for each violation that denies or warns,
-// at most one per workload, rule and minute.
+// recordEvents records an Event on the workload for each violation: a Warning for one that
+// denies or warns, a Normal one for an Audit finding; at most one per workload, rule and
+// minute.
 func recordEvents(l *events.Limiter, obj runtime.Object, vs decision.Violations, now time.Time) {
 	for _, v := range vs {
 		switch v.Action {
@@ -18,6 +19,8 @@ func recordEvents(l *events.Limiter, obj runtime.Object, vs decision.Violations,
 			l.Warn(obj, v.Rule, now, "RolloutDenied", v.String())
 		case decision.Warn:
 			l.Warn(obj, v.Rule, now, "RolloutWarning", v.String())
+		case decision.Audit:
+			l.Normal(obj, v.Rule, now, "RolloutAudit", v.String())
 		}
 	}
 }

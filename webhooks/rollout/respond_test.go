@@ -51,13 +51,12 @@ func TestRecordEventsForDenialsAndWarnings(t *testing.T) {
 	recordEvents(l, d, decision.Violations{settle, warn, audit}, t0)
 	recordEvents(l, d, decision.Violations{settle}, t0.Add(5*time.Second)) // an operator retrying
 
-	if got := len(rec.Events); got != 2 {
-		t.Fatalf("recorded %d events, want 2 (the denial and the warning, once each; none for audit)", got)
+	if got := len(rec.Events); got != 3 {
+		t.Fatalf("recorded %d events, want 3 (the denial, the warning and the audit finding, once each)", got)
 	}
-	if e := <-rec.Events; !strings.Contains(e, "RolloutDenied") {
-		t.Errorf("event %q, want reason RolloutDenied", e)
-	}
-	if e := <-rec.Events; !strings.Contains(e, "RolloutWarning") {
-		t.Errorf("event %q, want reason RolloutWarning", e)
+	for _, want := range []string{"Warning RolloutDenied", "Warning RolloutWarning", "Normal RolloutAudit"} {
+		if e := <-rec.Events; !strings.Contains(e, want) {
+			t.Errorf("event %q, want %q", e, want)
+		}
 	}
 }
