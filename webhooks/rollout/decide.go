@@ -69,7 +69,7 @@ func Decide(in Input) (Decision, error) {
 		if p.Spec.Suspend || policy.Exempt(p.Spec.Exemptions, in.User) {
 			continue
 		}
-		applies, err := selectsEither(p, in)
+		selectsNew, selectedOld, err := selection(p, in)
 		action := decision.ActionFor(p.Spec.Mode)
 		if err != nil {
 			// A policy we cannot evaluate must not silently allow what it may forbid.
@@ -77,14 +77,14 @@ func Decide(in Input) (Decision, error) {
 				Message: fmt.Sprintf("the policy cannot be evaluated: %v; fix the policy or suspend it", err)})
 			continue
 		}
-		if !applies {
+		if !selectsNew && !selectedOld {
 			continue
 		}
 		found, err := check(in, &p.Spec.Rules, scale)
 		if err != nil {
 			return Decision{}, err
 		}
-		if leaves(p, in) {
+		if selectedOld && !selectsNew && in.Operation == admissionv1.Update {
 			// Otherwise a relabel, then a free change, walks around every rule.
 			found = append(found, finding{rule: RuleSelection, field: field.NewPath("metadata", "labels"), message: fmt.Sprintf(
 				"%s: the update takes the workload out of the policy's selection (its labels no longer match spec.targets); "+
@@ -113,7 +113,7 @@ func isScaleForAny(in Input) (bool, error) {
 		if len(p.Spec.Rules.ArgsMatchReplicas) == 0 || p.Spec.Suspend {
 			continue
 		}
-		if ok, err := selectsEither(p, in); err == nil && ok {
+		if selectsNew, selectedOld, err := selection(p, in); err == nil && (selectsNew || selectedOld) {
 			// One policy's flags are read in place; a second's are appended to a copy (the
 			// full slice expression makes append copy, never write the cached policy).
 			if r := p.Spec.Rules.ArgsMatchReplicas; flags == nil {
@@ -126,32 +126,16 @@ func isScaleForAny(in Input) (bool, error) {
 	return isScale(in.Old, in.New, flags)
 }
 
-// leaves reports an UPDATE after which a policy that selected the workload no longer does.
-func leaves(p *v1alpha1.RolloutPolicy, in Input) bool {
-	if in.Operation != admissionv1.Update || in.Old == nil {
-		return false
+// selection is whether a policy selects the new object and the old one (none on CREATE).
+// A policy applies when it selects either, so relabelling a workload cannot carry a change
+// past it, and an UPDATE that takes the workload out of its selection is refused. An error
+// means the policy's selectors are invalid.
+func selection(p *v1alpha1.RolloutPolicy, in Input) (selectsNew, selectedOld bool, err error) {
+	if selectsNew, err = in.Matcher.Selects(p.Spec.Targets, in.New.Kind, in.NamespaceLabels, in.New.Labels); err != nil || in.Old == nil {
+		return selectsNew, false, err
 	}
-	was, err := in.Matcher.Selects(p.Spec.Targets, in.Old.Kind, in.NamespaceLabels, in.Old.Labels)
-	if err != nil || !was {
-		return false
-	}
-	is, err := in.Matcher.Selects(p.Spec.Targets, in.New.Kind, in.NamespaceLabels, in.New.Labels)
-	return err == nil && !is
-}
-
-// selectsEither applies a policy when it selects the old or the new object, so
-// relabelling a workload cannot carry a change past the policy.
-func selectsEither(p *v1alpha1.RolloutPolicy, in Input) (bool, error) {
-	for _, w := range []*workload.Workload{in.New, in.Old} {
-		if w == nil {
-			continue
-		}
-		ok, err := in.Matcher.Selects(p.Spec.Targets, w.Kind, in.NamespaceLabels, w.Labels)
-		if err != nil || ok {
-			return ok, err
-		}
-	}
-	return false, nil
+	selectedOld, err = in.Matcher.Selects(p.Spec.Targets, in.Old.Kind, in.NamespaceLabels, in.Old.Labels)
+	return selectsNew, selectedOld, err
 }
 
 type finding struct {
