@@ -60,7 +60,7 @@ func run(_ context.Context, o *options) error {
 	// (to an API server outage longer than the renew deadline) cannot stop the webhooks.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  app.NewScheme(),
-		Cache:                   app.CacheOptions(),
+		Cache:                   app.CacheOptions(o.namespace),
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
 		WebhookServer:           app.WebhookServer(ctx, o.webhookHost, o.webhookPort, o.certDir),

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -72,8 +73,9 @@ func ControllerUID(obj client.Object) []string {
 // Options trims what holdfast caches to what its decisions read: no managed fields
 // anywhere, and pods reduced to identity, ownership, node and readiness. ReplicaSets and
 // ControllerRevisions pass through revision after that, which may replace their pod
-// templates by a fingerprint (history.Slim).
-func Options(revision toolscache.TransformFunc) crcache.Options {
+// templates by a fingerprint (history.Slim). Of ConfigMaps, only holdfast's revision
+// journals in its namespace are cached (journals selects them).
+func Options(revision toolscache.TransformFunc, namespace string, journals labels.Selector) crcache.Options {
 	strip := crcache.TransformStripManagedFields()
 	stripThenRevision := func(obj any) (any, error) {
 		obj, err := strip(obj)
@@ -88,6 +90,7 @@ func Options(revision toolscache.TransformFunc) crcache.Options {
 			&corev1.Pod{}:                {Transform: leanPod},
 			&appsv1.ReplicaSet{}:         {Transform: stripThenRevision},
 			&appsv1.ControllerRevision{}: {Transform: stripThenRevision},
+			&corev1.ConfigMap{}:          {Namespaces: map[string]crcache.Config{namespace: {}}, Label: journals},
 		},
 	}
 }

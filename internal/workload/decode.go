@@ -118,7 +118,7 @@ func FromLean(kind v1alpha1.WorkloadKind, l *Lean) (*Workload, error) {
 func view(kind v1alpha1.WorkloadKind, l *Lean, t *Template) (*Workload, error) {
 	w := &l.workload
 	*w = Workload{Ref: Ref{Kind: kind, Namespace: l.Metadata.Namespace, Name: l.Metadata.Name, UID: l.Metadata.UID},
-		Labels: l.Metadata.Labels, Template: t}
+		Labels: l.Metadata.Labels, Generation: l.Metadata.Generation, Template: t}
 	switch kind {
 	case v1alpha1.KindDeployment:
 		w.Replicas = l.Spec.Replicas.ptr()

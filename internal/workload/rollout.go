@@ -39,6 +39,7 @@ func deploymentRollout(l *Lean) Rollout {
 	s := &l.Status
 	r := Rollout{
 		Paused:           l.Spec.Paused,
+		Held:             l.Spec.Paused,
 		DeadlineExceeded: bool(s.Conditions),
 		Progress: Progress{Kind: v1alpha1.KindDeployment, Updated: s.UpdatedReplicas, Target: want,
 			Available: s.AvailableReplicas, Want: want, Total: s.Replicas},
@@ -60,6 +61,7 @@ func statefulSetRollout(l *Lean) Rollout {
 	if p := l.Spec.UpdateStrategy.RollingUpdate.Partition; p.isSet {
 		target = max(0, want-p.v)
 	}
+	r.Held = r.OnDelete || target == 0
 	st := &l.Status
 	r.Progress = Progress{Kind: v1alpha1.KindStatefulSet, Updated: st.UpdatedReplicas, Target: target, Available: st.ReadyReplicas, Want: want}
 	r.InProgress = st.ObservedGeneration < l.Metadata.Generation ||
@@ -70,8 +72,10 @@ func statefulSetRollout(l *Lean) Rollout {
 func daemonSetRollout(l *Lean) Rollout {
 	st := &l.Status
 	want := st.DesiredNumberScheduled
+	onDelete := l.Spec.UpdateStrategy.Type == string(appsv1.OnDeleteDaemonSetStrategyType)
 	return Rollout{
-		OnDelete: l.Spec.UpdateStrategy.Type == string(appsv1.OnDeleteDaemonSetStrategyType),
+		OnDelete: onDelete,
+		Held:     onDelete,
 		Progress: Progress{Kind: v1alpha1.KindDaemonSet, Updated: st.UpdatedNumberScheduled, Target: want, Available: st.NumberAvailable, Want: want},
 		InProgress: st.ObservedGeneration < l.Metadata.Generation ||
 			st.UpdatedNumberScheduled < want || st.NumberAvailable < want,

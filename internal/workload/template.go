@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 	appsv1 "k8s.io/api/apps/v1"
@@ -30,6 +31,8 @@ type Template struct {
 	// sum is the fingerprint, when hasSum.
 	sum    [sha256.Size]byte
 	hasSum bool
+	// hex is sum in hex, once Sum encoded it.
+	hex string
 	// commands are the containers' command lines, still JSON, when read with raw.
 	commands []commandJSON
 }
@@ -42,6 +45,9 @@ func FromSpec(t *corev1.PodTemplateSpec, sum string) *Template {
 	if out.hasSum {
 		_, err := hex.Decode(out.sum[:], []byte(sum))
 		out.hasSum = err == nil
+		if out.hasSum {
+			out.hex = strings.ToLower(sum)
+		}
 	}
 	return out
 }

@@ -12,6 +12,8 @@ import (
 type Workload struct {
 	Ref
 	Labels map[string]string
+	// Generation is metadata.generation: which spec the object is.
+	Generation int64
 	// Replicas is spec.replicas; nil for DaemonSets, which have none.
 	Replicas *int32
 	// Expected is how many pods the workload expects, what percentages resolve against:
@@ -50,6 +52,11 @@ type Rollout struct {
 	// DeadlineExceeded is a Deployment whose Progressing condition is False with
 	// ProgressDeadlineExceeded: kube itself has declared the rollout stalled.
 	DeadlineExceeded bool
+	// Held is a spec under which the controller rolls no pod to a new template: a paused
+	// Deployment, an OnDelete StatefulSet or DaemonSet, a StatefulSet whose partition is at
+	// or above its replicas. A template changed while held is staged: its rollout starts
+	// when the hold is lifted (resume, RollingUpdate, a lower partition).
+	Held bool
 }
 
 // From views a typed apps/v1 workload as a Workload, reading what decisions read into a

@@ -84,6 +84,9 @@ func TestRolloutRevertWindow(t *testing.T) {
 		t.Fatalf("A→B: %v", err)
 	}
 	addRevision(t, b, "2")
+	// B's rollout finishes (no Deployment controller runs here: its status says so). Going
+	// back now is flapping (I3); while B still rolled out it would have been a cancel.
+	b = rolledOut(t, b)
 	back := withImage(b, "registry.example/main:1")
 	assertHoldfastDenied(t, k8s.Update(ctx, back), rollout.RuleRevertWindow, "spec.template")
 	if err := k8s.Update(ctx, withImage(b, "registry.example/main:C")); err != nil {
@@ -115,4 +118,20 @@ func TestRolloutStrategyAndAuditMode(t *testing.T) {
 	if w := warnings.take(); len(w) != 0 {
 		t.Errorf("Audit mode must not warn, got %q", w)
 	}
+}
+
+// rolledOut gives d's stored object the status of a finished rollout, as the Deployment
+// controller would, and returns it.
+func rolledOut(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
+	t.Helper()
+	cur := &appsv1.Deployment{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(d), cur); err != nil {
+		t.Fatal(err)
+	}
+	r := ptr.Deref(cur.Spec.Replicas, 1)
+	cur.Status = appsv1.DeploymentStatus{ObservedGeneration: cur.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r}
+	if err := k8s.Status().Update(context.Background(), cur); err != nil {
+		t.Fatalf("marking %s rolled out: %v", cur.Name, err)
+	}
+	return cur
 }

@@ -103,7 +103,7 @@ func run(m *testing.M) int {
 	webhookHost, webhookPort = wio.LocalServingHost, wio.LocalServingPort
 	mgr, err := ctrl.NewManager(holdfastCfg, ctrl.Options{
 		Scheme:                 app.NewScheme(),
-		Cache:                  app.CacheOptions(),
+		Cache:                  app.CacheOptions(holdfastNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          app.WebhookServer(ctx, wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir),

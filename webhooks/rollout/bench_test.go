@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -38,6 +40,7 @@ type hostedScene struct {
 	reader   *utiltesting.MemReader
 	old, new *appsv1.Deployment
 	now      time.Time
+	journals *journal.Store
 }
 
 func newHostedScene(tb testing.TB) hostedScene {
@@ -129,10 +132,29 @@ func newScene(tb testing.TB, sp sceneParams) hostedScene {
 		}
 		return nil
 	}
-	return hostedScene{
-		reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{cache.OwnerIndex: ownerIndex}, objs...),
-		old:    old, new: new, now: now,
+	reader := utiltesting.NewMemReader(map[string]client.IndexerFunc{cache.OwnerIndex: ownerIndex}, objs...)
+	return hostedScene{reader: reader, old: old, new: new, now: now, journals: journalOf(tb, reader, old, p.Spec.Rules.ArgsMatchReplicas, now)}
+}
+
+// journalOf is the revision journal the leader keeps of w, as it would have recorded it
+// over w's history by now.
+func journalOf(tb testing.TB, r client.Reader, obj client.Object, flags []v1alpha1.ArgMatchesReplicas, now time.Time) *journal.Store {
+	tb.Helper()
+	w, err := workload.From(obj)
+	if err != nil {
+		tb.Fatal(err)
 	}
+	h, err := history.Read(context.Background(), r, w)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cm, err := journal.Encode(journal.Observe(nil, w, h, flags, now), "holdfast-system")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &journal.Store{}
+	s.Add(cm)
+	return s
 }
 
 // review is the AdmissionReview the API server sends for an UPDATE from old to new.
@@ -163,7 +185,8 @@ func (s hostedScene) handler(tb testing.TB) *Handler {
 	if err := clientgoscheme.AddToScheme(sch); err != nil {
 		tb.Fatal(err)
 	}
-	return &Handler{Reader: s.reader, Decoder: admission.NewDecoder(sch), Clock: clocktesting.NewFakePassiveClock(s.now), Matcher: policy.NewMatcher()}
+	return &Handler{Reader: s.reader, Decoder: admission.NewDecoder(sch), Clock: clocktesting.NewFakePassiveClock(s.now), Matcher: policy.NewMatcher(),
+		Journals: s.journals}
 }
 
 // serve sends body to h as the API server does and decodes the answer.

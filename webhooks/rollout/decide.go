@@ -6,17 +6,16 @@ package rollout
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -46,7 +45,10 @@ type Input struct {
 	Policies        []v1alpha1.RolloutPolicy
 	// Matcher evaluates the policies' targets; nil compiles their selectors anew.
 	Matcher *policy.Matcher
-	// History is the workload's revisions and pod activity, read when the template changed.
+	// Journal is the workload's revision journal, nil when there is none (or it is
+	// invalid: read as absent); History is its revisions and pod activity in the cluster.
+	// Both are read when the request may start a rollout (MayStart).
+	Journal *journal.Journal
 	History history.History
 	Now     time.Time
 }
@@ -59,9 +61,17 @@ type Decision struct {
 // Decide evaluates every policy that applies to the request. It does no I/O. An error is
 // a pod template that a rule had to read and that does not decode: the request is bad.
 func Decide(in Input) (Decision, error) {
-	scale, err := isScaleForAny(in)
-	if err != nil {
-		return Decision{}, err
+	var rs revisionState
+	if MayStart(in) {
+		flags := flagsOf(in)
+		scale := false
+		if in.Operation == admissionv1.Update && in.TemplateChanged {
+			var err error
+			if scale, err = isScale(in.Old, in.New, flags); err != nil {
+				return Decision{}, err
+			}
+		}
+		rs = revisionsOf(in, flags, scale)
 	}
 	var d Decision
 	for i := range in.Policies {
@@ -80,7 +90,7 @@ func Decide(in Input) (Decision, error) {
 		if !selectsNew && !selectedOld {
 			continue
 		}
-		found, err := check(in, &p.Spec.Rules, scale)
+		found, err := check(in, &p.Spec.Rules, &rs)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -99,14 +109,11 @@ func Decide(in Input) (Decision, error) {
 	return d, nil
 }
 
-// isScaleForAny reports an UPDATE whose only template difference is the argsMatchReplicas
-// flags of the policies that select the workload, following spec.replicas (I4): whichever
-// policy holds the flag and whichever holds the revision rules, and whoever is exempt from
-// which.
-func isScaleForAny(in Input) (bool, error) {
-	if in.Operation != admissionv1.Update || in.Old == nil || !in.TemplateChanged {
-		return false, nil
-	}
+// flagsOf is the argsMatchReplicas flags of the policies that select the workload
+// (whichever policy holds the flag and whichever holds the revision rules, and whoever is
+// exempt from which): a change whose only template difference is those flags following
+// spec.replicas is a scale (I4).
+func flagsOf(in Input) []v1alpha1.ArgMatchesReplicas {
 	var flags []v1alpha1.ArgMatchesReplicas
 	for i := range in.Policies {
 		p := &in.Policies[i]
@@ -123,7 +130,7 @@ func isScaleForAny(in Input) (bool, error) {
 			}
 		}
 	}
-	return isScale(in.Old, in.New, flags)
+	return flags
 }
 
 // selection is whether a policy selects the new object and the old one (none on CREATE).
@@ -153,10 +160,9 @@ var (
 	containersPath = templatePath.Child("spec", "containers")
 )
 
-// check applies one policy's rules to the request. scale is a change whose only template
-// difference is argsMatchReplicas flags following spec.replicas (I4): it starts no
-// revision, so no revision rule applies to it.
-func check(in Input, rules *v1alpha1.RolloutRules, scale bool) ([]finding, error) {
+// check applies one policy's rules to the request; rs is what the request does to the
+// workload's revisions, the same for every policy.
+func check(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) ([]finding, error) {
 	out, err := checkArgsMatchReplicas(in.New, rules.ArgsMatchReplicas)
 	if err != nil {
 		return nil, err
@@ -166,117 +172,27 @@ func check(in Input, rules *v1alpha1.RolloutRules, scale bool) ([]finding, error
 		return nil, err
 	}
 	out = append(out, lints...)
-	if in.Operation != admissionv1.Update || in.Old == nil || !in.TemplateChanged {
-		return out, nil // Only a new pod template starts a rollout.
+	if !rs.start {
+		return out, nil // Only a request that starts rolling out a template is held to the revision rules.
 	}
-	rev := in.History.Find(in.New.Template)
-	newest := in.History.Newest()
-	rollback := isRollback(in, rev)
-	stalled := isStalled(in, rules.Settle)
-
-	if rules.Settle != nil && !scale && in.Old.Rollout.InProgress {
-		r := in.Old.Rollout
-		escaped := in.New.Rollout.Paused || in.New.Rollout.OnDelete || r.DeadlineExceeded || stalled || rollback
-		if !escaped {
-			out = append(out, finding{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
-				"%s is still rolling out its current revision (%s); wait until the rollout completes, "+
-					"or roll back to the revision that is still serving", in.New, r.Progress)})
-		}
-	}
-	if rules.MinInterval != nil && !scale && !rollback && newest != nil {
-		since := in.Now.Sub(in.History.Current(newest))
-		if wait := rules.MinInterval.Duration - since; wait > 0 {
-			out = append(out, finding{rule: RuleMinInterval, field: templatePath, message: fmt.Sprintf(
-				"%s got its current revision %s ago, less than the minimum interval of %s between revisions; retry after %s",
-				in.New, round(since), rules.MinInterval.Duration, round(wait))})
-		}
-	}
-	if rules.RevertWindow != nil && !scale && rev != nil && !workload.SameTemplate(rev.Template, in.Old.Template) && !rollback && !stalled {
-		if succ := in.History.Successor(rev); succ != nil {
-			since := in.Now.Sub(in.History.Current(succ))
-			if wait := rules.RevertWindow.Duration - since; wait > 0 {
-				out = append(out, finding{rule: RuleRevertWindow, field: templatePath, message: fmt.Sprintf(
-					"%s: the new pod template equals revision %d, which revision %d replaced %s ago; "+
-						"going back within %s is flapping; keep the current revision, or retry after %s",
-					in.New, rev.Number, succ.Number, round(since), rules.RevertWindow.Duration, round(wait))})
-			}
-		}
-	}
-	return out, nil
+	return append(out, checkRevision(in, rules, rs)...), nil
 }
-
-// isRollback is a return to a revision still serving while the current one rolls out:
-// cancelling an unfinished rollout is the cheapest move, so no rule stands in its way.
-// The current revision is the old object's template, which may not have reached the
-// cache yet; so a rollback target is any other known revision with serving pods.
-func isRollback(in Input, rev *history.Revision) bool {
-	return in.Old.Rollout.InProgress && rev != nil && rev.Serving > 0 && !workload.SameTemplate(rev.Template, in.Old.Template)
-}
-
-// isStalled is a rollout kube declared stalled, or one none of whose pods was created or
-// changed readiness for stallAfter (StatefulSets and DaemonSets have no deadline).
-func isStalled(in Input, settle *v1alpha1.SettleRule) bool {
-	if !in.Old.Rollout.InProgress {
-		return false
-	}
-	if in.Old.Rollout.DeadlineExceeded {
-		return true
-	}
-	after := defaultStallAfter
-	if settle != nil && settle.StallAfter != nil {
-		after = settle.StallAfter.Duration
-	}
-	last := in.History.LastActivity
-	if n := in.History.Newest(); n != nil && in.History.Current(n).After(last) {
-		last = in.History.Current(n)
-	}
-	return !last.IsZero() && in.Now.Sub(last) >= after
-}
-
-// defaultStallAfter matches the CRD's default for settle.stallAfter.
-const defaultStallAfter = 10 * time.Minute
 
 // isScale reports a change whose only template difference is argsMatchReplicas flags,
-// following a replicas change: munge the flags' old values into a copy of the new
-// template, then compare.
-func isScale(old, new *workload.Workload, rules []v1alpha1.ArgMatchesReplicas) (bool, error) {
-	if len(rules) == 0 || old.Replicas == nil || new.Replicas == nil || *old.Replicas == *new.Replicas {
+// following a replicas change: both templates have the same shape (workload.Template.Shape).
+func isScale(old, new *workload.Workload, flags []v1alpha1.ArgMatchesReplicas) (bool, error) {
+	if len(flags) == 0 || old.Replicas == nil || new.Replicas == nil || *old.Replicas == *new.Replicas {
 		return false, nil
 	}
-	oldSpec, err := old.Template.Spec()
+	a, err := old.Template.Shape(flags)
 	if err != nil {
 		return false, fmt.Errorf("oldObject: %w", err)
 	}
-	newSpec, err := new.Template.Spec()
+	b, err := new.Template.Shape(flags)
 	if err != nil {
 		return false, fmt.Errorf("object: %w", err)
 	}
-	munged := newSpec.DeepCopy()
-	for _, r := range rules {
-		i, j := containerIndex(munged.Spec.Containers, r.Container), containerIndex(oldSpec.Spec.Containers, r.Container)
-		if i < 0 || j < 0 {
-			continue
-		}
-		v, at, ok := flagValue(oldSpec.Spec.Containers[j].Command, oldSpec.Spec.Containers[j].Args, r.Flag)
-		if !ok {
-			continue
-		}
-		_, mat, ok := flagValue(munged.Spec.Containers[i].Command, munged.Spec.Containers[i].Args, r.Flag)
-		if !ok || mat != at {
-			continue
-		}
-		c := &munged.Spec.Containers[i]
-		argv := c.Args
-		if at.name == "command" {
-			argv = c.Command
-		}
-		if strings.HasPrefix(argv[at.index], r.Flag+"=") {
-			argv[at.index] = r.Flag + "=" + v
-		} else {
-			argv[at.index] = v
-		}
-	}
-	return workload.SameSpec(oldSpec, munged), nil
+	return a == b, nil
 }
 
 func round(d time.Duration) time.Duration {
@@ -302,49 +218,17 @@ func checkArgsMatchReplicas(w *workload.Workload, rules []v1alpha1.ArgMatchesRep
 			continue // The rule guards workloads that run this container.
 		}
 		i := c.Index
-		value, path, found := flagValue(c.Command, c.Args, r.Flag)
+		value, path, found := workload.FlagValue(c.Command, c.Args, r.Flag)
 		switch {
 		case !found:
 			out = append(out, finding{rule: RuleArgsMatchReplicas, field: containersPath.Index(i), message: fmt.Sprintf(
 				"%s: container %q has no %s flag, which must equal spec.replicas (%d); add %s=%d",
 				w, r.Container, r.Flag, replicas, r.Flag, replicas)})
 		case value != strconv.Itoa(int(replicas)):
-			out = append(out, finding{rule: RuleArgsMatchReplicas, field: containersPath.Index(i).Child(path.name).Index(path.index), message: fmt.Sprintf(
+			out = append(out, finding{rule: RuleArgsMatchReplicas, field: containersPath.Index(i).Child(path.Name).Index(path.Index), message: fmt.Sprintf(
 				"%s: container %q has %s=%s but spec.replicas is %d; change replicas and %s together, to %s=%d",
 				w, r.Container, r.Flag, value, replicas, r.Flag, r.Flag, replicas)})
 		}
 	}
 	return out, nil
-}
-
-func containerIndex(cs []corev1.Container, name string) int {
-	for i := range cs {
-		if cs[i].Name == name {
-			return i
-		}
-	}
-	return -1
-}
-
-type argPath struct {
-	name  string // "command" or "args"
-	index int
-}
-
-// flagValue reads a flag from a container's command line, accepting "--flag=v" and
-// "--flag v". As with most flag parsers, the last occurrence wins.
-func flagValue(command, args []string, flag string) (value string, at argPath, found bool) {
-	for _, part := range []struct {
-		name string
-		argv []string
-	}{{"command", command}, {"args", args}} {
-		for i, a := range part.argv {
-			if v, ok := strings.CutPrefix(a, flag+"="); ok {
-				value, at, found = v, argPath{part.name, i}, true
-			} else if a == flag && i+1 < len(part.argv) {
-				value, at, found = part.argv[i+1], argPath{part.name, i + 1}, true
-			}
-		}
-	}
-	return value, at, found
 }

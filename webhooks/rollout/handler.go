@@ -23,6 +23,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -46,6 +47,9 @@ type Handler struct {
 	Matcher *policy.Matcher
 	// Metrics counts decisions; nil counts nothing.
 	Metrics *Metrics
+	// Journals are the revision journals from the cache; nil has none, and decisions read
+	// the cluster's history alone.
+	Journals *journal.Store
 	// Typed decodes whole objects with Decoder instead of reading only the fields decisions
 	// read (workload.Decode). It is the reference the differential tests hold the lean
 	// path to; both decide the same.
@@ -79,10 +83,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if in.NamespaceLabels, err = policy.NamespaceLabels(ctx, h.Reader, req.Namespace); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if in.TemplateChanged {
-		if in.History, err = history.Read(ctx, h.Reader, in.Old); err != nil {
-			// Decide from what is known: the rules that need no history still apply.
-			logf.FromContext(ctx).Error(err, "Reading workload history; deciding without it", "workload", in.New.String())
+	if MayStart(in) {
+		if err := h.readRevisions(ctx, &in); err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
 		}
 	}
 
@@ -103,6 +106,22 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	return respond(d)
+}
+
+// readRevisions reads the workload's revision journal and its history from the cache.
+// An invalid journal is read as absent (View then falls back to the history and treats
+// what that does not show as started now; the Store counted it); a history that cannot
+// be read is an error: the revision rules must not decide without it.
+func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
+	in.Journal = h.Journals.Get(in.New.Kind, in.New.Namespace, in.New.Name)
+	if in.Old == nil {
+		return nil // a created workload has no history of its own yet
+	}
+	var err error
+	if in.History, err = history.Read(ctx, h.Reader, in.Old); err != nil {
+		return fmt.Errorf("reading the history of %s: %w; retry", in.Old, err)
+	}
+	return nil
 }
 
 // statusError is a decoding failure with the HTTP status it answers.

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/cache"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -36,10 +37,14 @@ func newTestHandler(t testing.TB) *Handler {
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	reader := fake.NewClientBuilder().WithScheme(s).WithObjects(
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}},
-		utiltesting.MakeRolloutPolicy("server-count").ArgMatchesReplicas("konnectivity-server", "--server-count").Obj(),
-	).Build()
+	reader := fake.NewClientBuilder().WithScheme(s).
+		WithIndex(&appsv1.ReplicaSet{}, cache.OwnerIndex, cache.ControllerUID).
+		WithIndex(&appsv1.ControllerRevision{}, cache.OwnerIndex, cache.ControllerUID).
+		WithIndex(&corev1.Pod{}, cache.OwnerIndex, cache.ControllerUID).
+		WithObjects(
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}},
+			utiltesting.MakeRolloutPolicy("server-count").ArgMatchesReplicas("konnectivity-server", "--server-count").Obj(),
+		).Build()
 	return &Handler{Reader: reader, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now())}
 }
 

@@ -125,11 +125,11 @@ func TestDecideRolloutRules(t *testing.T) {
 			wantRules: []string{RuleSettle},
 		},
 		"settle: a paused Deployment takes edits": {
-			rules: settleOnly, old: wl(dep, 3, B, rolling), obj: wl(dep, 3, C, workload.Rollout{Paused: true}),
+			rules: settleOnly, old: wl(dep, 3, B, rolling), obj: wl(dep, 3, C, workload.Rollout{Paused: true, Held: true}),
 		},
 		"settle: an OnDelete StatefulSet takes edits": {
 			rules: settleOnly, old: wl(v1alpha1.KindStatefulSet, 3, B, workload.Rollout{InProgress: true, OnDelete: true}),
-			obj: wl(v1alpha1.KindStatefulSet, 3, C, workload.Rollout{OnDelete: true}),
+			obj: wl(v1alpha1.KindStatefulSet, 3, C, workload.Rollout{OnDelete: true, Held: true}),
 		},
 		"settle: a partitioned StatefulSet whose pods above the partition are updated is done": {
 			// statefulSetRollout reports InProgress false once the partition's share is updated.
@@ -161,8 +161,9 @@ func TestDecideRolloutRules(t *testing.T) {
 			old: wl(dep, 3, B, done), obj: wl(dep, 4, template("B", "4"), done),
 			history: history.History{Revisions: []history.Revision{rev(2, B, time.Second, 3)}},
 		},
-		"minInterval: a workload with no known history is allowed": {
+		"minInterval: a template neither the journal nor the history knows became current now": {
 			rules: intervalOnly, old: wl(dep, 3, B, done), obj: wl(dep, 3, C, done),
+			wantRules: []string{RuleMinInterval},
 		},
 		"revertWindow: A→B→A after B completed is flapping": {
 			rules: revertOnly, old: wl(dep, 3, B, done), obj: wl(dep, 3, A, done),

@@ -21,6 +21,7 @@ var floors = map[string]int{
 	"internal/history":    3,
 	"internal/policy":     3,
 	"internal/pdb":        4,
+	"internal/journal":    4,
 	"internal/controller": 5,
 	"webhooks/rollout":    5,
 	"webhooks/eviction":   5,

@@ -14,10 +14,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -35,6 +37,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/controller"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
@@ -71,12 +74,15 @@ func WebhookServer(ctx context.Context, host string, port int, certDir string) w
 }
 
 // CacheOptions trims what holdfast caches to what its decisions read (cache.Options);
-// revisions carry their template's fingerprint instead of the template (history.Slim).
-func CacheOptions() crcache.Options { return cache.Options(history.Slim) }
+// revisions carry their template's fingerprint instead of the template (history.Slim),
+// and of ConfigMaps only the revision journals in holdfast's namespace are cached.
+func CacheOptions(namespace string) crcache.Options {
+	return cache.Options(history.Slim, namespace, labels.SelectorFromSet(labels.Set{journal.ComponentLabel: journal.Component}))
+}
 
 // Options are the settings Setup needs beyond the manager.
 type Options struct {
-	// Namespace is holdfast's own: the eviction ledgers live there.
+	// Namespace is holdfast's own: the eviction ledgers and the revision journals live there.
 	Namespace string
 	// Identity names this replica in what it writes, e.g. its pod or host name.
 	Identity string
@@ -91,6 +97,7 @@ type Shared struct {
 	Matcher  *policy.Matcher
 	Rollout  *rollout.Metrics
 	Eviction *eviction.Metrics
+	Journal  *journal.Metrics
 }
 
 // NewShared builds the shared values and registers the metrics with reg (in the binary,
@@ -104,7 +111,11 @@ func NewShared(reg prometheus.Registerer) (*Shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering the eviction guard's metrics: %w", err)
 	}
-	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e}, nil
+	j, err := journal.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the revision journal's metrics: %w", err)
+	}
+	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j}, nil
 }
 
 // Setup registers holdfast's webhooks and its controllers with one manager (SetupWebhooks
@@ -138,16 +149,26 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 		}
 		started = append(started, inf)
 	}
+	journals := &journal.Store{Metrics: s.Journal}
+	cms, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		return fmt.Errorf("starting informer for the revision journals: %w", err)
+	}
+	fed, err := cms.AddEventHandler(journals.Handler())
+	if err != nil {
+		return fmt.Errorf("feeding the revision journals: %w", err)
+	}
 
 	srv := mgr.GetWebhookServer()
 	srv.Register(rollout.Path, review.NewWebhook(&admission.Webhook{
 		Handler: &rollout.Handler{
-			Reader:  mgr.GetCache(),
-			Decoder: admission.NewDecoder(mgr.GetScheme()),
-			Clock:   clock.RealClock{},
-			Events:  &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
-			Matcher: s.Matcher,
-			Metrics: s.Rollout,
+			Reader:   mgr.GetCache(),
+			Decoder:  admission.NewDecoder(mgr.GetScheme()),
+			Clock:    clock.RealClock{},
+			Events:   &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
+			Matcher:  s.Matcher,
+			Metrics:  s.Rollout,
+			Journals: journals,
 		},
 		RecoverPanic: ptr.To(true),
 	}, workload.DecodeObject))
@@ -174,7 +195,7 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("caches", cacheSynced(started)); err != nil {
+	if err := mgr.AddReadyzCheck("caches", cacheSynced(started, fed)); err != nil {
 		return err
 	}
 	return mgr.AddReadyzCheck("webhook", srv.StartedChecker())
@@ -199,6 +220,14 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 			Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the PDB generator for %ss: %w", kind, err)
+		}
+	}
+
+	for _, kind := range workload.Kinds() {
+		r := &journal.Recorder{Client: mgr.GetClient(), Kind: kind, Namespace: o.Namespace, Matcher: s.Matcher,
+			Clock: clock.RealClock{}, Metrics: s.Journal}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the revision journal of %ss: %w", kind, err)
 		}
 	}
 
@@ -240,8 +269,13 @@ func (c sharedCache) Start(ctx context.Context) error {
 // cacheSynced is ready once the informers the webhooks read have synced. It does not wait
 // on the informers the controllers add when this replica takes the lease: a slow one of
 // theirs must not take the webhooks out of the endpoints.
-func cacheSynced(informers []crcache.Informer) healthz.Checker {
+func cacheSynced(informers []crcache.Informer, handlers ...toolscache.ResourceEventHandlerRegistration) healthz.Checker {
 	return func(*http.Request) error {
+		for _, h := range handlers {
+			if !h.HasSynced() {
+				return errors.New("the revision journals have not been read")
+			}
+		}
 		for _, inf := range informers {
 			if !inf.HasSynced() {
 				return errors.New("informer caches have not synced")

@@ -32,6 +32,7 @@ import (
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
@@ -250,6 +251,12 @@ func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, liv
 			if in.History, err = historyOf(in.Old, known); err != nil {
 				return nil, err
 			}
+			switch {
+			case live != nil:
+				in.Journal = liveJournal(live, in.Old)
+			case len(revisions) == 0:
+				in.Journal = settled(in.Old)
+			}
 		}
 		d, err := rollout.Decide(in)
 		if err != nil {
@@ -311,6 +318,37 @@ func liveRevisions(r client.Reader, w *workload.Workload, obj client.Object, giv
 		out = append(out, Document{Source: "the cluster", Object: &revs.Items[i]})
 	}
 	return out, nil
+}
+
+// liveJournal is the workload's revision journal in the cluster, nil when there is none or
+// it cannot be read (the history then decides, as in the webhook).
+func liveJournal(r client.Reader, w *workload.Workload) *journal.Journal {
+	var cms corev1.ConfigMapList
+	if err := r.List(context.Background(), &cms, client.MatchingLabels{journal.ComponentLabel: journal.Component}); err != nil {
+		return nil
+	}
+	name := journal.Name(w.Kind, w.Namespace, w.Name)
+	for i := range cms.Items {
+		if cms.Items[i].Name == name {
+			if j, err := journal.Decode(&cms.Items[i]); err == nil {
+				return j
+			}
+		}
+	}
+	return nil
+}
+
+// settled is the journal check assumes without any history: the old object's template
+// has long been current and its rollout finished, so that only the rules that need no
+// history decide (the webhook, which always has the cluster's, may refuse more).
+func settled(w *workload.Workload) *journal.Journal {
+	sum, ok := w.Template.Sum()
+	if !ok {
+		return nil
+	}
+	long := time.Time{}.Add(time.Hour)
+	return &journal.Journal{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, UID: w.UID, Generation: w.Generation,
+		Revisions: []journal.Revision{{Template: sum, Since: long, Finished: &long, Progressed: long}}}
 }
 
 // historyOf is the workload's revisions among the objects given with --history.

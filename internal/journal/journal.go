@@ -1,0 +1,169 @@
+// Package journal keeps the revision journal (DESIGN.md, "RolloutPolicy rules, version
+// 2"): for each guarded workload, the pod templates that became its current one, when,
+// when their rollouts finished, and how their rollouts progressed. The cluster's own
+// history cannot say when a revision became current (a rollback renumbers a ReplicaSet
+// that may be days old) nor keep "finished" once a pod is lost later; the journal does.
+//
+// The leader's Recorder writes one ConfigMap per workload in holdfast's namespace; every
+// replica reads them from its cache. A decision reads a workload's journal through View,
+// which fills in what the journal has not recorded yet, always on the side of caution.
+package journal
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// Labels and keys of the journal's ConfigMaps.
+const (
+	ComponentLabel = "app.kubernetes.io/component"
+	Component      = "revision-journal"
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedBy      = "holdfast"
+	dataKey        = "journal"
+	// MaxRevisions is how many revisions a journal keeps: enough for I3's returns.
+	MaxRevisions = 8
+)
+
+// Revision is a pod template that became the workload's current one.
+type Revision struct {
+	// Template is the template's fingerprint (workload.Template.Sum).
+	Template string `json:"template"`
+	// Shape is the fingerprint with the argsMatchReplicas flags blanked
+	// (workload.Template.Shape); a change to a template of the same shape is a scale, which
+	// keeps the revision's times. Empty when no policy has such flags.
+	Shape string `json:"shape,omitempty"`
+	// Since is when the template became current, as the leader observed it.
+	Since time.Time `json:"since"`
+	// Until is when another template replaced it; nil for the current one.
+	Until *time.Time `json:"until,omitempty"`
+	// Finished is when its rollout finished; sticky until the template changes.
+	Finished *time.Time `json:"finished,omitempty"`
+	// Available is the most pods of the revision seen available at once, and Progressed
+	// when that number last rose or the workload's hold on its rollout was lifted: the
+	// stall clock (settle.stallAfter) runs from Progressed.
+	Available  int32     `json:"available"`
+	Progressed time.Time `json:"progressed"`
+	// Pending marks a revision a decision assumed and the journal has not recorded (View).
+	Pending bool `json:"-"`
+}
+
+// Journal is one workload's revision journal.
+type Journal struct {
+	Kind      v1alpha1.WorkloadKind `json:"kind"`
+	Namespace string                `json:"namespace"`
+	Name      string                `json:"name"`
+	// UID and Generation are of the object the journal last observed: a journal observed
+	// the spec of a request's old object when both match.
+	UID        types.UID `json:"uid"`
+	Generation int64     `json:"generation"`
+	// Held is a workload whose controller rolls nothing out now (workload.Rollout.Held).
+	Held bool `json:"held,omitempty"`
+	// Deleted is when the workload was seen gone; the journal is kept for Retention after
+	// it, so that a delete and re-create finds it.
+	Deleted *time.Time `json:"deleted,omitempty"`
+	// Revisions are oldest first; the last is the current one.
+	Revisions []Revision `json:"revisions"`
+}
+
+// Ref is the workload the journal is of.
+func (j *Journal) Ref() workload.Ref {
+	return workload.Ref{Kind: j.Kind, Namespace: j.Namespace, Name: j.Name, UID: j.UID}
+}
+
+// Current is the current revision, nil when none is known.
+func (j *Journal) Current() *Revision {
+	if j == nil || len(j.Revisions) == 0 {
+		return nil
+	}
+	return &j.Revisions[len(j.Revisions)-1]
+}
+
+// Name is the name of a workload's journal ConfigMap: the kind and a hash of the
+// namespace and name, so that any workload's journal has a valid, short name.
+func Name(kind v1alpha1.WorkloadKind, namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	return "holdfast-journal-" + strings.ToLower(string(kind)) + "-" + hex.EncodeToString(sum[:10])
+}
+
+// ErrInvalid marks a journal that does not decode or does not describe its workload:
+// edited by hand, or corrupt. It is read as absent, never as permission.
+var ErrInvalid = errors.New("invalid revision journal")
+
+// Encode is the journal as its ConfigMap in namespace.
+func Encode(j *Journal, namespace string) (*corev1.ConfigMap, error) {
+	raw, err := json.Marshal(j)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: Name(j.Kind, j.Namespace, j.Name),
+			Labels: map[string]string{ComponentLabel: Component, ManagedByLabel: ManagedBy}},
+		Data: map[string]string{dataKey: string(raw)},
+	}, nil
+}
+
+var fingerprintRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Decode reads a journal from its ConfigMap and checks that it is one holdfast wrote:
+// it names the workload its ConfigMap is named for, its revisions are in order, each
+// but the current one ended, and their fingerprints are fingerprints. Otherwise the
+// error wraps ErrInvalid.
+func Decode(cm *corev1.ConfigMap) (*Journal, error) {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w %s/%s: %s", ErrInvalid, cm.Namespace, cm.Name, fmt.Sprintf(format, args...))
+	}
+	raw, ok := cm.Data[dataKey]
+	if !ok {
+		return nil, invalid("no %q key", dataKey)
+	}
+	j := &Journal{}
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(j); err != nil {
+		return nil, invalid("%v", err)
+	}
+	if cm.Name != Name(j.Kind, j.Namespace, j.Name) {
+		return nil, invalid("it describes %s %s/%s, whose journal has another name", j.Kind, j.Namespace, j.Name)
+	}
+	if len(j.Revisions) == 0 || len(j.Revisions) > MaxRevisions {
+		return nil, invalid("%d revisions, want 1 to %d", len(j.Revisions), MaxRevisions)
+	}
+	for i, r := range j.Revisions {
+		last := i == len(j.Revisions)-1
+		switch {
+		case !fingerprintRE.MatchString(r.Template) || (r.Shape != "" && !fingerprintRE.MatchString(r.Shape)):
+			return nil, invalid("revision %d has no template fingerprint", i)
+		case r.Since.IsZero():
+			return nil, invalid("revision %d has no time it became current", i)
+		case !last && (r.Until == nil || r.Until.Before(r.Since) || j.Revisions[i+1].Since.Before(*r.Until)):
+			return nil, invalid("revision %d ends before it starts or after its successor", i)
+		case last && r.Until != nil:
+			return nil, invalid("the current revision has ended")
+		case r.Finished != nil && r.Finished.Before(r.Since):
+			return nil, invalid("revision %d finished before it started", i)
+		}
+	}
+	return j, nil
+}
+
+// trim keeps the newest MaxRevisions revisions.
+func (j *Journal) trim() {
+	if n := len(j.Revisions); n > MaxRevisions {
+		j.Revisions = slices.Delete(j.Revisions, 0, n-MaxRevisions)
+	}
+}

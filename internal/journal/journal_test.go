@@ -1,0 +1,197 @@
+package journal
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+var serverCount = []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity", Flag: "--server-count"}}
+
+// deployment is a Deployment running image with --server-count=replicas; complete says
+// whether its status shows the rollout finished.
+func deployment(image string, replicas int32, complete, paused bool) *workload.Workload {
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kas", UID: "uid-1", Generation: 3},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Paused: paused, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "kas", Image: image},
+			{Name: "konnectivity", Image: "k:1", Args: []string{"--server-count=" + string(rune('0'+replicas))}},
+		}}}},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 3},
+	}
+	if complete {
+		d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas = replicas, replicas, replicas
+	}
+	w, err := workload.From(d)
+	if err != nil {
+		panic(err)
+	}
+	return w
+}
+
+func sumOf(w *workload.Workload) string {
+	s, _ := w.Template.Sum()
+	return s
+}
+
+func TestObserve(t *testing.T) {
+	a, b := deployment("a", 3, true, false), deployment("b", 3, false, false)
+	j := Observe(nil, a, history.History{}, serverCount, t0)
+	if cur := j.Current(); len(j.Revisions) != 1 || cur.Template != sumOf(a) || cur.Finished == nil || !cur.Since.Equal(t0) {
+		t.Fatalf("first observation: %+v", j)
+	}
+
+	// A new template rolling out becomes current when observed, unfinished.
+	j = Observe(j, b, history.History{}, serverCount, t0.Add(time.Minute))
+	if len(j.Revisions) != 2 || j.Current().Finished != nil || !j.Revisions[0].Until.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("after the change: %+v", j.Revisions)
+	}
+
+	// Paused: nothing new becomes current, and the stall clock restarts at the resume.
+	c := deployment("c", 3, false, true)
+	j = Observe(j, c, history.History{}, serverCount, t0.Add(2*time.Minute))
+	if len(j.Revisions) != 2 || !j.Held {
+		t.Fatalf("a paused edit was recorded as current: %+v", j)
+	}
+	j = Observe(j, b, history.History{}, serverCount, t0.Add(5*time.Minute))
+	if j.Held || !j.Current().Progressed.Equal(t0.Add(5*time.Minute)) {
+		t.Fatalf("the resume did not restart the stall clock: %+v", j)
+	}
+
+	// More available pods restart it; fewer later do not.
+	h := history.History{Revisions: []history.Revision{{Name: "b", Number: 2, Template: b.Template, Serving: 2}}}
+	j = Observe(j, b, h, serverCount, t0.Add(6*time.Minute))
+	if cur := j.Current(); cur.Available != 2 || !cur.Progressed.Equal(t0.Add(6*time.Minute)) {
+		t.Fatalf("progress not recorded: %+v", cur)
+	}
+	h.Revisions[0].Serving = 1
+	j = Observe(j, b, h, serverCount, t0.Add(7*time.Minute))
+	if cur := j.Current(); cur.Available != 2 || !cur.Progressed.Equal(t0.Add(6*time.Minute)) {
+		t.Fatalf("a lost pod counted as progress: %+v", cur)
+	}
+
+	// Finished is sticky: a pod lost later is a health problem, not a rollout.
+	done := deployment("b", 3, true, false)
+	j = Observe(j, done, h, serverCount, t0.Add(8*time.Minute))
+	j = Observe(j, b, h, serverCount, t0.Add(9*time.Minute))
+	if f := j.Current().Finished; f == nil || !f.Equal(t0.Add(8*time.Minute)) {
+		t.Fatalf("finished was not sticky: %+v", j.Current())
+	}
+
+	// A scale (only --server-count follows replicas) keeps the revision's times (I4).
+	scaled := deployment("b", 5, false, false)
+	j = Observe(j, scaled, h, serverCount, t0.Add(10*time.Minute))
+	if cur := j.Current(); len(j.Revisions) != 2 || cur.Template != sumOf(scaled) || !cur.Since.Equal(t0.Add(time.Minute)) || cur.Finished == nil {
+		t.Fatalf("a scale became a revision: %+v", j.Revisions)
+	}
+
+	// At most MaxRevisions are kept.
+	for i := range 2 * MaxRevisions {
+		j = Observe(j, deployment(string(rune('d'+i)), 3, true, false), history.History{}, nil, t0.Add(time.Duration(20+i)*time.Minute))
+	}
+	if len(j.Revisions) != MaxRevisions {
+		t.Fatalf("%d revisions kept, want %d", len(j.Revisions), MaxRevisions)
+	}
+}
+
+func TestViewFillsInWhatTheJournalHasNotRecorded(t *testing.T) {
+	a, b := deployment("a", 3, true, false), deployment("b", 3, false, false)
+	j := Observe(nil, a, history.History{}, nil, t0)
+	b.Generation = 4 // admitted after the journal's last look
+
+	tl := View(j, b, history.History{}, nil, t0.Add(time.Hour))
+	if cur := tl.Current(); !cur.Pending || !cur.Since.Equal(t0.Add(time.Hour)) || cur.Finished != nil || tl.Recorded {
+		t.Fatalf("an unrecorded template must be current since now and unfinished: %+v", tl)
+	}
+	if prev := tl.Previous(); prev.Template != sumOf(a) || !prev.Until.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("previous: %+v", prev)
+	}
+	if j.Current().Until != nil {
+		t.Fatal("View changed the stored journal")
+	}
+
+	// Without a journal, the cluster's history tells.
+	h := history.History{Revisions: []history.Revision{{Name: "a", Number: 1, Template: a.Template, Created: t0.Add(-time.Hour)}}, LastActivity: t0.Add(-time.Minute)}
+	tl = View(nil, a, h, nil, t0)
+	if cur := tl.Current(); cur.Pending || !cur.Since.Equal(t0.Add(-time.Hour)) || cur.Finished == nil || !cur.Progressed.Equal(t0.Add(-time.Minute)) {
+		t.Fatalf("from history: %+v", cur)
+	}
+}
+
+func TestDecodeRefusesWhatHoldfastDidNotWrite(t *testing.T) {
+	good := Observe(nil, deployment("a", 3, true, false), history.History{}, nil, t0)
+	good = Observe(good, deployment("b", 3, true, false), history.History{}, nil, t0.Add(time.Minute))
+	cm, err := Encode(good, "holdfast-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(cm); err != nil {
+		t.Fatalf("a journal holdfast wrote: %v", err)
+	}
+	edit := func(f func(j map[string]string)) *corev1.ConfigMap {
+		c := cm.DeepCopy()
+		f(c.Data)
+		return c
+	}
+	cases := map[string]*corev1.ConfigMap{
+		"not JSON": edit(func(d map[string]string) { d[dataKey] = "{" }),
+		"no key":   edit(func(d map[string]string) { delete(d, dataKey) }),
+		"unknown field": edit(func(d map[string]string) {
+			d[dataKey] = strings.Replace(d[dataKey], `"kind"`, `"allow":true,"kind"`, 1)
+		}),
+		"another's name": edit(func(d map[string]string) {
+			d[dataKey] = strings.Replace(d[dataKey], `"name":"kas"`, `"name":"other"`, 1)
+		}),
+		"no revisions": edit(func(d map[string]string) {
+			d[dataKey] = `{"kind":"Deployment","namespace":"ns","name":"kas","revisions":[]}`
+		}),
+		"a bad fingerprint": edit(func(d map[string]string) {
+			d[dataKey] = strings.Replace(d[dataKey], sumOf(deployment("a", 3, true, false)), "allow", 1)
+		}),
+		"the current revision ended": edit(func(d map[string]string) {
+			d[dataKey] = strings.Replace(d[dataKey], `"finished":"2026-12-01T12:01:00Z"`, `"until":"2026-12-01T12:01:00Z"`, 1)
+		}),
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Decode(c); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Decode = %v, want ErrInvalid", err)
+			}
+			s := &Store{}
+			s.Add(cm)
+			s.Add(c) // an edit by hand replaces the valid version
+			if j := s.Get(v1alpha1.KindDeployment, "ns", "kas"); j != nil {
+				t.Fatalf("an invalid journal was read: %+v", j)
+			}
+		})
+	}
+}
+
+func TestRetention(t *testing.T) {
+	p := func(r v1alpha1.RolloutRules) v1alpha1.RolloutPolicy {
+		return v1alpha1.RolloutPolicy{Spec: v1alpha1.RolloutPolicySpec{Rules: r}}
+	}
+	got := Retention([]v1alpha1.RolloutPolicy{
+		p(v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Minute}}),
+		p(v1alpha1.RolloutRules{RevertWindow: &metav1.Duration{Duration: time.Hour}}),
+		p(v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{}}),
+	})
+	if got != time.Hour {
+		t.Fatalf("Retention = %v, want the longest look back, 1h", got)
+	}
+	if got := Retention(nil); got != 0 {
+		t.Fatalf("Retention without policies = %v", got)
+	}
+}

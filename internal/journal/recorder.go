@@ -1,0 +1,297 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/enqueue"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// Metrics counts what the journal's readers and writer found.
+type Metrics struct {
+	invalid prometheus.Counter
+}
+
+// NewMetrics registers the journal's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{invalid: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "holdfast_journal_invalid_total",
+		Help: "Revision journals read that did not decode or did not describe their workload (edited by hand, corrupt); each was read as absent.",
+	})}
+	if err := reg.Register(m.invalid); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Invalid counts one invalid journal read; a nil Metrics counts nothing.
+func (m *Metrics) Invalid() {
+	if m != nil {
+		m.invalid.Inc()
+	}
+}
+
+// Recorder is the leader's controller that writes the journals of the workloads of one
+// kind: the only writer of journals.
+type Recorder struct {
+	Client client.Client
+	Kind   v1alpha1.WorkloadKind
+	// Namespace is holdfast's own, where the journals are kept.
+	Namespace string
+	Matcher   *policy.Matcher
+	Clock     clock.PassiveClock
+	Metrics   *Metrics
+}
+
+// +kubebuilder:rbac:groups="",namespace=holdfast-system,resources=configmaps,verbs=get;list;watch;create;update;delete
+
+// SetupWithManager watches the workloads of the kind (their status included: that is
+// where rollouts finish), the policies, and the journals themselves, so that a journal
+// deleted or edited by hand is rebuilt and a deleted workload's is removed in time.
+func (r *Recorder) SetupWithManager(mgr ctrl.Manager) error {
+	obj, err := workload.New(r.Kind)
+	if err != nil {
+		return err
+	}
+	isJournal := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == r.Namespace && o.GetLabels()[ComponentLabel] == Component &&
+			strings.HasPrefix(o.GetName(), "holdfast-journal-"+strings.ToLower(string(r.Kind))+"-")
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("journal-"+strings.ToLower(string(r.Kind))).
+		For(obj).
+		Watches(&v1alpha1.RolloutPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allWorkloads)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.journaled), builder.WithPredicates(isJournal)).
+		Complete(r)
+}
+
+func (r *Recorder) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
+	return enqueue.All(ctx, r.Client, func() client.ObjectList { l, _ := workload.NewList(r.Kind); return l })
+}
+
+// journaled maps a journal to its workload.
+func (r *Recorder) journaled(_ context.Context, o client.Object) []reconcile.Request {
+	cm, ok := o.(*corev1.ConfigMap)
+	if !ok {
+		return nil
+	}
+	j, err := Decode(cm)
+	if err != nil || j.Kind != r.Kind {
+		return nil // an invalid journal is rebuilt when its workload next changes
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: j.Namespace, Name: j.Name}}}
+}
+
+// Reconcile brings the workload's journal up to date with what the cache shows of it.
+func (r *Recorder) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	now := r.Clock.Now()
+	var policies v1alpha1.RolloutPolicyList
+	if err := cache.List(ctx, r.Client, &policies); err != nil {
+		return reconcile.Result{}, err
+	}
+	existing := &corev1.ConfigMap{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: Name(r.Kind, req.Namespace, req.Name)}, existing)
+	if client.IgnoreNotFound(err) != nil {
+		return reconcile.Result{}, err
+	}
+	found := err == nil
+	var j *Journal
+	if found {
+		if j, err = Decode(existing); err != nil {
+			// Rebuilt below from the cluster's history; until then decisions read it as absent.
+			r.Metrics.Invalid()
+			logf.FromContext(ctx).Error(err, "Rebuilding an invalid revision journal")
+		}
+	}
+
+	obj, err := workload.New(r.Kind)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	err = r.Client.Get(ctx, req.NamespacedName, obj)
+	if client.IgnoreNotFound(err) != nil {
+		return reconcile.Result{}, err
+	}
+	var w *workload.Workload
+	if err == nil && obj.GetDeletionTimestamp() == nil {
+		if w, err = workload.From(obj); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	var flags []v1alpha1.ArgMatchesReplicas
+	guarded := false
+	if w != nil {
+		nsLabels, err := policy.NamespaceLabels(ctx, r.Client, w.Namespace)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		for i := range policies.Items {
+			p := &policies.Items[i]
+			// A policy whose selectors do not evaluate may select it: keep its journal.
+			if ok, err := r.Matcher.Selects(p.Spec.Targets, w.Kind, nsLabels, w.Labels); (ok || err != nil) && !p.Spec.Suspend {
+				guarded = true
+				flags = append(flags, p.Spec.Rules.ArgsMatchReplicas...)
+			}
+		}
+	}
+	if !guarded {
+		return r.retire(ctx, existing, j, found, now, Retention(policies.Items))
+	}
+
+	h, err := history.Read(ctx, r.Client, w)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	next := Observe(j, w, h, flags, now)
+	if reflect.DeepEqual(j, next) {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{}, r.write(ctx, existing, next, found)
+}
+
+// retire keeps the journal of a workload that is gone, or no longer guarded, for keep
+// after it was seen so, then deletes it.
+func (r *Recorder) retire(ctx context.Context, existing *corev1.ConfigMap, j *Journal, found bool, now time.Time, keep time.Duration) (reconcile.Result, error) {
+	switch {
+	case !found:
+		return reconcile.Result{}, nil
+	case j == nil || (j.Deleted != nil && now.Sub(*j.Deleted) >= keep):
+		return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}))
+	case j.Deleted == nil:
+		next := *j
+		next.Deleted = at(now)
+		if err := r.write(ctx, existing, &next, true); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{RequeueAfter: keep}, nil
+	default:
+		return reconcile.Result{RequeueAfter: keep - now.Sub(*j.Deleted)}, nil
+	}
+}
+
+// write creates or updates the journal, with the resourceVersion read: optimistic
+// concurrency against a second leader's write.
+func (r *Recorder) write(ctx context.Context, existing *corev1.ConfigMap, j *Journal, found bool) error {
+	cm, err := Encode(j, r.Namespace)
+	if err != nil {
+		return err
+	}
+	if !found {
+		err = r.Client.Create(ctx, cm)
+	} else {
+		cm.ResourceVersion = existing.ResourceVersion
+		err = r.Client.Update(ctx, cm)
+	}
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		return errors.Join(err, errors.New("the journal changed since it was read; reconciling again"))
+	}
+	return err
+}
+
+// Store holds the decoded journals of holdfast's cache, so that a decision reads a
+// journal without copying or decoding it: an informer on the journals' ConfigMaps feeds
+// it (Handler), decoding each version once. An invalid journal is counted and logged as
+// it is stored, and read as absent.
+type Store struct {
+	// Metrics counts invalid journals; nil counts nothing.
+	Metrics *Metrics
+
+	mu       sync.RWMutex
+	journals map[workloadKey]*Journal
+	byName   map[string]workloadKey
+}
+
+type workloadKey struct {
+	kind            v1alpha1.WorkloadKind
+	namespace, name string
+}
+
+// Get returns the workload's journal, nil when there is none or it is invalid. A nil
+// Store has no journals.
+func (s *Store) Get(kind v1alpha1.WorkloadKind, namespace, name string) *Journal {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.journals[workloadKey{kind, namespace, name}]
+}
+
+// Add stores a journal's ConfigMap, replacing what its name held.
+func (s *Store) Add(cm *corev1.ConfigMap) {
+	j, err := Decode(cm)
+	if err != nil {
+		s.Metrics.Invalid()
+		log.Error(err, "Reading a revision journal as absent until the leader rebuilds it")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.journals == nil {
+		s.journals, s.byName = map[workloadKey]*Journal{}, map[string]workloadKey{}
+	}
+	if k, ok := s.byName[cm.Name]; ok {
+		delete(s.journals, k)
+		delete(s.byName, cm.Name)
+	}
+	if err == nil {
+		k := workloadKey{j.Kind, j.Namespace, j.Name}
+		s.journals[k], s.byName[cm.Name] = j, k
+	}
+}
+
+// Delete forgets a journal.
+func (s *Store) Delete(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, ok := s.byName[name]; ok {
+		delete(s.journals, k)
+		delete(s.byName, name)
+	}
+}
+
+var log = logf.Log.WithName("journal")
+
+// Handler is the informer event handler that feeds the store.
+func (s *Store) Handler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.add(obj) },
+		UpdateFunc: func(_, obj any) { s.add(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if cm, ok := obj.(*corev1.ConfigMap); ok {
+				s.Delete(cm.Name)
+			}
+		},
+	}
+}
+
+func (s *Store) add(obj any) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Labels[ComponentLabel] == Component {
+		s.Add(cm)
+	}
+}

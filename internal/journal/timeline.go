@@ -1,0 +1,243 @@
+package journal
+
+import (
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// Timeline is a workload's revisions as a decision reads them: the journal's, or the
+// cluster's history where there is no journal, with what neither has recorded yet. Its
+// revisions may be the journal's own: read them, never change them.
+type Timeline struct {
+	// Revisions are oldest first; the last is the current one.
+	Revisions []Revision
+	// Recorded is a journal that observed the request's old object: what it says of the
+	// current revision is exact.
+	Recorded bool
+}
+
+// Current is the current revision, nil when none is known.
+func (t *Timeline) Current() *Revision {
+	if len(t.Revisions) == 0 {
+		return nil
+	}
+	return &t.Revisions[len(t.Revisions)-1]
+}
+
+// Previous is the revision the current one replaced, nil when none is known.
+func (t *Timeline) Previous() *Revision {
+	if len(t.Revisions) < 2 {
+		return nil
+	}
+	return &t.Revisions[len(t.Revisions)-2]
+}
+
+// LeftAt is when the template with fingerprint sum last stopped being current; false
+// when it is the current one or was never current.
+func (t *Timeline) LeftAt(sum string) (time.Time, bool) {
+	for i := len(t.Revisions) - 2; i >= 0; i-- {
+		if r := t.Revisions[i]; r.Template == sum && r.Until != nil {
+			return *r.Until, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// ReturnsSince counts the revisions that became current at or after since by going back
+// to a template that had stopped being current less than window before (I3).
+func (t *Timeline) ReturnsSince(since time.Time, window time.Duration) int {
+	n := 0
+	for k := range t.Revisions {
+		r := t.Revisions[k]
+		if r.Since.Before(since) {
+			continue
+		}
+		for i := k - 1; i >= 0; i-- {
+			if e := t.Revisions[i]; e.Template == r.Template && e.Until != nil && r.Since.Sub(*e.Until) < window {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// View is the timeline a decision about a request on old reads (old is nil on CREATE).
+// It is the journal j when there is one (a journal of a deleted workload of the same
+// kind and name included: a re-created workload continues its timeline), else the
+// cluster's history h. A template old rolls out that neither has recorded (the leader
+// lags, or the journal was lost) became current now and has not finished, and a held
+// template the journal has not seen may have rolled out: so a lag never lets through
+// what the journal would refuse. A current revision whose rollout old's status shows
+// finished is finished, whether or not the journal has caught up.
+func View(j *Journal, old *workload.Workload, h history.History, flags []v1alpha1.ArgMatchesReplicas, now time.Time) Timeline {
+	var t Timeline
+	if j != nil {
+		t.Revisions = j.Revisions // the store's: cloned before it is changed below
+		t.Recorded = old != nil && j.UID == old.UID && j.Generation >= old.Generation
+	} else {
+		t.Revisions = FromHistory(h)
+	}
+	if old == nil {
+		return t
+	}
+	cur := t.Current()
+	if cur != nil && Matches(cur, old.Template, flags) {
+		if cur.Finished == nil && !old.Rollout.Held && !old.Rollout.InProgress {
+			t.Revisions = slices.Clone(t.Revisions)
+			t.Current().Finished = at(now)
+		}
+		return t
+	}
+	if t.Recorded && old.Rollout.Held {
+		return t // a template staged while held: the journal has seen it, and it has not rolled out
+	}
+	sum, _ := old.Template.Sum()
+	t.Revisions = slices.Clip(t.Revisions) // the append below copies
+	if cur != nil {
+		t.Revisions = slices.Clone(t.Revisions)
+		t.Current().Until = at(now)
+	}
+	r := Revision{Template: sum, Since: now, Progressed: now, Pending: true}
+	if !old.Rollout.Held && !old.Rollout.InProgress {
+		r.Finished = at(now) // its controller has observed it and its status shows it finished
+	}
+	t.Revisions = append(t.Revisions, r)
+	return t
+}
+
+// Matches is whether the template is the revision's, or differs from it only in the
+// argsMatchReplicas flags (a scale, I4).
+func Matches(r *Revision, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) bool {
+	if sum, ok := t.Sum(); ok && sum == r.Template {
+		return true
+	}
+	if r.Shape == "" || len(flags) == 0 {
+		return false
+	}
+	shape, err := t.Shape(flags)
+	return err == nil && shape == r.Shape
+}
+
+// FromHistory is the timeline the cluster's history tells: each revision became current
+// when History.Current says (a lower bound for one rolled back to), and the newest one's
+// rollout last progressed at the latest pod activity.
+func FromHistory(h history.History) []Revision {
+	out := make([]Revision, 0, len(h.Revisions))
+	for i := range h.Revisions {
+		r := &h.Revisions[i]
+		sum, ok := r.Template.Sum()
+		if !ok {
+			continue
+		}
+		since := h.Current(r)
+		if n := len(out); n > 0 {
+			out[n-1].Until = at(since)
+		}
+		out = append(out, Revision{Template: sum, Since: since, Available: r.Serving, Progressed: since})
+	}
+	if n := len(out); n > 0 && h.LastActivity.After(out[n-1].Progressed) {
+		out[n-1].Progressed = h.LastActivity
+	}
+	return out
+}
+
+// Observe is the journal after the leader observed the workload w (live, from the
+// cache) with its history h: a template w rolls out that is not the current one becomes
+// current now, unless it differs only in flags (a scale); a rollout w's status shows
+// finished is finished for good; more available pods of the current revision, or a lifted
+// hold, restart its stall clock. flags are the argsMatchReplicas flags of the policies that
+// select w. j may be nil: the journal then starts from the cluster's history.
+func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alpha1.ArgMatchesReplicas, now time.Time) *Journal {
+	next := &Journal{}
+	if j != nil {
+		*next = *j
+		next.Revisions = slices.Clone(j.Revisions)
+	} else {
+		next.Revisions = FromHistory(h)
+	}
+	next.Kind, next.Namespace, next.Name = w.Kind, w.Namespace, w.Name
+	next.UID, next.Generation, next.Deleted = w.UID, w.Generation, nil
+	defer next.trim()
+	sum, ok := w.Template.Sum()
+	if !ok {
+		return next
+	}
+	if w.Rollout.Held {
+		next.Held = true
+		return next
+	}
+	var shape string
+	if len(flags) > 0 {
+		shape, _ = w.Template.Shape(flags)
+	}
+	cur := next.Current()
+	switch {
+	case cur != nil && cur.Template == sum:
+		cur.Shape = shape
+	case cur != nil && cur.Shape != "" && cur.Shape == shape:
+		cur.Template = sum // a scale keeps the revision's times (I4)
+	default:
+		if cur != nil {
+			cur.Until = at(now)
+		}
+		next.Revisions = append(next.Revisions, Revision{Template: sum, Shape: shape, Since: now, Progressed: now})
+		cur = next.Current()
+	}
+	if next.Held {
+		next.Held, cur.Progressed = false, now
+	}
+	if cur.Finished == nil && !w.Rollout.InProgress {
+		cur.Finished = at(now)
+	}
+	if r := h.Find(w.Template); r != nil && r.Serving > cur.Available {
+		cur.Available, cur.Progressed = r.Serving, now
+	}
+	return next
+}
+
+// Retention is how long a deleted workload's journal is kept: as long as any policy's
+// rules look back (revertWindow, minInterval, stallAfter), so that a delete and re-create
+// finds it.
+func Retention(policies []v1alpha1.RolloutPolicy) time.Duration {
+	var keep time.Duration
+	for i := range policies {
+		r := &policies[i].Spec.Rules
+		for _, d := range []*time.Duration{durationOf(r.RevertWindow), durationOf(r.MinInterval)} {
+			if d != nil {
+				keep = max(keep, *d)
+			}
+		}
+		if r.Settle != nil {
+			keep = max(keep, StallAfter(r.Settle))
+		}
+	}
+	return keep
+}
+
+// DefaultStallAfter is settle.stallAfter's default, as the CRD sets it.
+const DefaultStallAfter = 10 * time.Minute
+
+// StallAfter is how long a rollout under s goes without progress before it counts as
+// stalled; a nil rule has the default.
+func StallAfter(s *v1alpha1.SettleRule) time.Duration {
+	if s != nil && s.StallAfter != nil {
+		return s.StallAfter.Duration
+	}
+	return DefaultStallAfter
+}
+
+func at(t time.Time) *time.Time { return &t }
+
+func durationOf(d *metav1.Duration) *time.Duration {
+	if d == nil {
+		return nil
+	}
+	return &d.Duration
+}

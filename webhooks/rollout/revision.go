@@ -1,0 +1,174 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// The revision rules (DESIGN.md, "RolloutPolicy rules, version 2") decide a request that
+// starts rolling out a template by whether it keeps the invariants true:
+//   - I1 one rollout at a time (settle): no new revision while the current one's rollout
+//     is unfinished, but for a cancel (a return to the revision it replaced, which still
+//     has pods) and a fix of a stalled rollout;
+//   - I2 rate (minInterval): a template that was not current within revertWindow becomes
+//     current no sooner than minInterval after the current one did;
+//   - I3 flapping (revertWindow): one return per window, and only while the rollout it
+//     cancels is unfinished or stalled;
+//   - I4: a scale (only argsMatchReplicas flags follow spec.replicas) starts nothing.
+// "Became current" and "finished" come from the revision journal (journal.View).
+
+// MayStart is whether the request may start rolling out a template, so that the revision
+// rules read the workload's journal and history: an UPDATE after which the workload's
+// controller rolls (it is not held) that changes the template or lifts a hold (resume,
+// OnDelete to RollingUpdate, a partition lowered below the replicas), or a CREATE, which
+// adopts what a deleted workload of its name left behind.
+func MayStart(in Input) bool {
+	if in.New == nil || in.New.Rollout.Held {
+		return false
+	}
+	switch in.Operation {
+	case admissionv1.Create:
+		return true
+	case admissionv1.Update:
+		return in.Old != nil && (in.TemplateChanged || in.Old.Rollout.Held)
+	}
+	return false
+}
+
+// revisionState is what a request does to the workload's revisions, the same for every
+// policy.
+type revisionState struct {
+	// start is a request that makes a template other than the current one roll out.
+	start    bool
+	timeline journal.Timeline
+	current  *journal.Revision
+	// target is the fingerprint of the template the request rolls out.
+	target string
+	// cancel is a return to the revision the current one replaced, while the current one's
+	// rollout is unfinished and the returned-to revision still has pods.
+	cancel bool
+}
+
+func revisionsOf(in Input, flags []v1alpha1.ArgMatchesReplicas, scale bool) revisionState {
+	var rs revisionState
+	if scale {
+		return rs // I4: a scale starts no revision
+	}
+	rs.timeline = journal.View(in.Journal, in.Old, in.History, flags, in.Now)
+	rs.current = rs.timeline.Current()
+	target, ok := in.New.Template.Sum()
+	if rs.current == nil || !ok {
+		// Nothing is known to compare with (a first CREATE), or a template that does not
+		// decode, which the API server's validation refuses.
+		return rs
+	}
+	rs.target = target
+	// A template of the current one's shape is the same revision (a scale, I4); unless the
+	// old object is the current revision, when only isScale tells a scale from a flag change.
+	same := rs.current.Template == target
+	if !same && (in.Old == nil || !journal.Matches(rs.current, in.Old.Template, nil)) {
+		same = journal.Matches(rs.current, in.New.Template, flags)
+	}
+	// Lifting the hold on a template the journal has not recorded may start it: not known
+	// to have rolled out, it is treated as started now.
+	rs.start = !same || (rs.current.Pending && in.Old != nil && in.Old.Rollout.Held)
+	if prev := rs.timeline.Previous(); rs.start && rs.current.Finished == nil && prev != nil && prev.Template == target {
+		r := in.History.Find(in.New.Template)
+		rs.cancel = r != nil && r.Serving > 0
+	}
+	return rs
+}
+
+// stalled is a current rollout that kube declared stalled, or whose available pods have not
+// increased for stallAfter while it could roll: the stall clock runs from the last
+// increase or the lifting of the last hold, so pausing a rollout never stalls it.
+func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, time.Duration) {
+	cur := rs.current
+	if cur.Finished != nil || cur.Pending {
+		return false, 0
+	}
+	if in.Old != nil {
+		if in.Old.Rollout.Held {
+			return false, 0
+		}
+		if in.Old.Rollout.DeadlineExceeded {
+			return true, 0
+		}
+	}
+	after := journal.StallAfter(settle)
+	if r := in.History.Find(workload.FromFingerprint(cur.Template)); r != nil && r.Serving > cur.Available {
+		return false, after // it progressed since the journal last looked
+	}
+	idle := in.Now.Sub(cur.Progressed)
+	return idle >= after, after - idle
+}
+
+// checkRevision applies one policy's revision rules to a request that starts a rollout.
+func checkRevision(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) []finding {
+	var out []finding
+	cur := rs.current
+	stalled, stallIn := rs.stalled(in, rules.Settle)
+	var window time.Duration
+	if rules.RevertWindow != nil {
+		window = rules.RevertWindow.Duration
+	}
+	left, wasCurrent := rs.timeline.LeftAt(rs.target)
+	isReturn := wasCurrent && window > 0 && in.Now.Sub(left) < window
+
+	if rules.Settle != nil && cur.Finished == nil && !rs.cancel && !stalled {
+		var msg string
+		switch {
+		case in.Old == nil:
+			msg = fmt.Sprintf("%s: a workload of this name was deleted %s after its revision %s became current, before that rollout finished; "+
+				"what it left behind would be adopted into a second rollout; create it with the pod template it had, or after that rollout counts as stalled (in %s)",
+				in.New, round(in.Now.Sub(cur.Since)), shortSum(cur.Template), round(max(stallIn, 0)))
+		case cur.Pending && in.Old != nil && in.Old.Rollout.Held && rs.current.Template == rs.target:
+			msg = fmt.Sprintf("%s: holdfast has not yet recorded whether its pod template was rolled out while held; retry in a few seconds", in.New)
+		case cur.Pending:
+			msg = fmt.Sprintf("%s began rolling out its current revision moments ago (%s); wait until the rollout completes, "+
+				"or roll back to the revision that is still serving", in.New, progress(in))
+		default:
+			msg = fmt.Sprintf("%s is still rolling out its current revision (%s); wait until the rollout completes, "+
+				"roll back to the revision that is still serving, or, if it is stuck, fix it after %s without progress (in %s)",
+				in.New, progress(in), journal.StallAfter(rules.Settle), round(max(stallIn, 0)))
+		}
+		out = append(out, finding{rule: RuleSettle, field: templatePath, message: msg})
+	}
+	if rules.MinInterval != nil && !rs.cancel && !isReturn {
+		since := in.Now.Sub(cur.Since)
+		if wait := rules.MinInterval.Duration - since; wait > 0 {
+			out = append(out, finding{rule: RuleMinInterval, field: templatePath, message: fmt.Sprintf(
+				"%s got its current revision %s ago, less than the minimum interval of %s between revisions; retry after %s",
+				in.New, round(since), rules.MinInterval.Duration, round(wait))})
+		}
+	}
+	if isReturn {
+		since := in.Now.Sub(left)
+		wait := window - since
+		switch {
+		case cur.Finished != nil && !stalled:
+			out = append(out, finding{rule: RuleRevertWindow, field: templatePath, message: fmt.Sprintf(
+				"%s: the new pod template is the one its current revision replaced %s ago, and that rollout has finished; "+
+					"going back within %s is flapping; go forward with a new pod template instead, or retry after %s",
+				in.New, round(since), window, round(wait))})
+		case rs.timeline.ReturnsSince(in.Now.Add(-window), window) > 0:
+			out = append(out, finding{rule: RuleRevertWindow, field: templatePath, message: fmt.Sprintf(
+				"%s: the new pod template stopped being current %s ago, and the workload already went back once within %s; "+
+					"flapping between revisions is refused; let the current rollout finish and go forward with a new pod template, or retry after %s",
+				in.New, round(since), window, round(wait))})
+		}
+	}
+	return out
+}
+
+func progress(in Input) string { return in.Old.Rollout.Progress.String() }
+
+// shortSum names a revision by the start of its template's fingerprint.
+func shortSum(sum string) string { return sum[:min(len(sum), 10)] }
+
