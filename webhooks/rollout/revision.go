@@ -171,4 +171,3 @@ func progress(in Input) string { return in.Old.Rollout.Progress.String() }
 
 // shortSum names a revision by the start of its template's fingerprint.
 func shortSum(sum string) string { return sum[:min(len(sum), 10)] }
-
