@@ -34,4 +34,10 @@ if ! go test -v -count=1 -run '^TestEvictionModel$' ./webhooks/eviction -args -m
   tail -n 40 "$log"
 fi
 grep '^RELIABILITY' "$log" || { echo "RELIABILITY eviction-model failed to run (see $log)"; status=1; }
+log="_output/fuzz/rollout-model.log"
+if ! go test -v -count=1 -timeout 60m -run '^TestRolloutModel$' ./webhooks/rollout -args -rollout-model.sequences="$sequences" >"$log" 2>&1; then
+  status=1
+  grep -A 20 'invariant violations' "$log" | head -n 40
+fi
+grep '^RELIABILITY' "$log" || { echo "RELIABILITY rollout-model failed to run (see $log)"; status=1; }
 exit "$status"

@@ -33,8 +33,8 @@ type Revision struct {
 	// for when it last became the workload's current revision.
 	Created time.Time
 	// Serving counts the revision's pods that are available (ReplicaSets) or Ready
-	// (pods of a ControllerRevision) now.
-	Serving int32
+	// (pods of a ControllerRevision) now; Pods counts all of them.
+	Serving, Pods int32
 }
 
 // History is what the cluster knows of a workload's revisions and pods.
@@ -92,12 +92,13 @@ func (h History) Newest() *Revision {
 	return &h.Revisions[len(h.Revisions)-1]
 }
 
-// FromReplicaSets builds a Deployment's revisions from the ReplicaSets it controls.
+// FromReplicaSets builds a Deployment's revisions from the ReplicaSets it controls (all of
+// them when owner is empty).
 func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 	out := make([]Revision, 0, len(sets))
 	for i := range sets {
 		rs := &sets[i]
-		if !workload.ControlledBy(rs.OwnerReferences, owner) {
+		if owner != "" && !workload.ControlledBy(rs.OwnerReferences, owner) {
 			continue
 		}
 		out = append(out, Revision{
@@ -106,6 +107,7 @@ func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 			Template: revisionTemplate(&rs.Spec.Template, rs.Annotations),
 			Created:  rs.CreationTimestamp.Time,
 			Serving:  rs.Status.AvailableReplicas,
+			Pods:     rs.Status.Replicas,
 		})
 	}
 	sortRevisions(out)
@@ -119,7 +121,7 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 	var out []Revision
 	for i := range revisions {
 		cr := &revisions[i]
-		if !workload.ControlledBy(cr.OwnerReferences, owner) {
+		if owner != "" && !workload.ControlledBy(cr.OwnerReferences, owner) {
 			continue
 		}
 		var t *workload.Template
@@ -136,8 +138,11 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 		r := Revision{Name: cr.Name, Number: cr.Revision, Template: t, Created: cr.CreationTimestamp.Time}
 		for j := range pods {
 			p := &pods[j]
-			if h := p.Labels[appsv1.ControllerRevisionHashLabelKey]; h != "" && (h == cr.Name || ownerName+"-"+h == cr.Name) && workload.PodServing(p) {
-				r.Serving++
+			if h := p.Labels[appsv1.ControllerRevisionHashLabelKey]; h != "" && (h == cr.Name || ownerName+"-"+h == cr.Name) && p.DeletionTimestamp == nil {
+				r.Pods++
+				if workload.PodServing(p) {
+					r.Serving++
+				}
 			}
 		}
 		out = append(out, r)

@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -57,4 +58,69 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 	}
 	h.LastActivity = workload.LastActivity(pods)
 	return h, nil
+}
+
+// ReadAdoptable gathers the history a workload created as w would adopt: the ReplicaSets
+// (Deployments) or ControllerRevisions (StatefulSets, DaemonSets) in its namespace that no
+// other workload controls and whose labels its pod template carries, as an orphaning
+// delete of a workload of the same name leaves them (their pods too). It is what a CREATE
+// continues from when the revision journal has not caught up.
+func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (History, error) {
+	var h History
+	spec, err := w.Template.Spec()
+	if err != nil {
+		return h, err
+	}
+	labels := spec.Labels
+	if len(labels) == 0 {
+		return h, nil // kube refuses a workload whose selector selects nothing
+	}
+	ours := func(refs []metav1.OwnerReference) bool {
+		c := metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: refs})
+		return c == nil || (c.Kind == string(w.Kind) && c.Name == w.Name)
+	}
+	subset := func(l map[string]string, ignore string) bool {
+		for k, v := range l {
+			if k != ignore && labels[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	if w.Kind == v1alpha1.KindDeployment {
+		var sets appsv1.ReplicaSetList
+		if err := r.List(ctx, &sets, client.InNamespace(w.Namespace), client.MatchingLabels(labels)); err != nil {
+			return h, err
+		}
+		var adoptable []appsv1.ReplicaSet
+		for _, rs := range sets.Items {
+			if ours(rs.OwnerReferences) {
+				rs.OwnerReferences = nil
+				adoptable = append(adoptable, rs)
+			}
+		}
+		h.Revisions = FromReplicaSets("", adoptable)
+		return h, nil
+	}
+	var revs appsv1.ControllerRevisionList
+	if err := r.List(ctx, &revs, client.InNamespace(w.Namespace)); err != nil {
+		return h, err
+	}
+	var adoptable []appsv1.ControllerRevision
+	for _, cr := range revs.Items {
+		if ours(cr.OwnerReferences) && len(cr.Labels) > 0 && subset(cr.Labels, appsv1.ControllerRevisionHashLabelKey) {
+			cr.OwnerReferences = nil
+			adoptable = append(adoptable, cr)
+		}
+	}
+	if len(adoptable) == 0 {
+		return h, nil
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), client.MatchingLabels(labels)); err != nil {
+		return h, err
+	}
+	h.Revisions, err = FromControllerRevisions("", w.Name, adoptable, pods.Items)
+	h.LastActivity = workload.LastActivity(pods.Items)
+	return h, err
 }

@@ -58,8 +58,10 @@ type Revision struct {
 	// stall clock (settle.stallAfter) runs from Progressed.
 	Available  int32     `json:"available"`
 	Progressed time.Time `json:"progressed"`
-	// Pending marks a revision a decision assumed and the journal has not recorded (View).
+	// Pending marks a revision a decision assumed and the journal has not recorded (View);
+	// Lagging one the journal recorded, whose workload changed since the journal looked.
 	Pending bool `json:"-"`
+	Lagging bool `json:"-"`
 }
 
 // Journal is one workload's revision journal.

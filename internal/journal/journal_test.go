@@ -111,7 +111,7 @@ func TestViewFillsInWhatTheJournalHasNotRecorded(t *testing.T) {
 	j := Observe(nil, a, history.History{}, nil, t0)
 	b.Generation = 4 // admitted after the journal's last look
 
-	tl := View(j, b, history.History{}, nil, t0.Add(time.Hour))
+	tl := View(j, v1alpha1.KindDeployment, b, history.History{}, nil, t0.Add(time.Hour))
 	if cur := tl.Current(); !cur.Pending || !cur.Since.Equal(t0.Add(time.Hour)) || cur.Finished != nil || tl.Recorded {
 		t.Fatalf("an unrecorded template must be current since now and unfinished: %+v", tl)
 	}
@@ -124,7 +124,7 @@ func TestViewFillsInWhatTheJournalHasNotRecorded(t *testing.T) {
 
 	// Without a journal, the cluster's history tells.
 	h := history.History{Revisions: []history.Revision{{Name: "a", Number: 1, Template: a.Template, Created: t0.Add(-time.Hour)}}, LastActivity: t0.Add(-time.Minute)}
-	tl = View(nil, a, h, nil, t0)
+	tl = View(nil, v1alpha1.KindDeployment, a, h, nil, t0)
 	if cur := tl.Current(); cur.Pending || !cur.Since.Equal(t0.Add(-time.Hour)) || cur.Finished == nil || !cur.Progressed.Equal(t0.Add(-time.Minute)) {
 		t.Fatalf("from history: %+v", cur)
 	}

@@ -13,10 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -64,6 +66,8 @@ type Recorder struct {
 	Matcher   *policy.Matcher
 	Clock     clock.PassiveClock
 	Metrics   *Metrics
+
+	gone sync.Map // NamespacedName → the last state of a deleted workload (lastSeen)
 }
 
 // +kubebuilder:rbac:groups="",namespace=holdfast-system,resources=configmaps,verbs=get;list;watch;create;update;delete
@@ -82,7 +86,7 @@ func (r *Recorder) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("journal-"+strings.ToLower(string(r.Kind))).
-		For(obj).
+		Watches(obj, r.lastSeen()).
 		Watches(&v1alpha1.RolloutPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allWorkloads)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.journaled), builder.WithPredicates(isJournal)).
 		Complete(r)
@@ -90,6 +94,24 @@ func (r *Recorder) SetupWithManager(mgr ctrl.Manager) error {
 
 func (r *Recorder) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
 	return enqueue.All(ctx, r.Client, func() client.ObjectList { l, _ := workload.NewList(r.Kind); return l })
+}
+
+// lastSeen enqueues the workload on every change and keeps the last state of one that is
+// deleted: a deletion may come before the recorder saw the last template change, which
+// an orphaning delete leaves rolling out for a re-created workload to adopt.
+func (r *Recorder) lastSeen() handler.EventHandler {
+	enqueue := &handler.EnqueueRequestForObject{}
+	return handler.Funcs{
+		CreateFunc:  enqueue.Create,
+		UpdateFunc:  enqueue.Update,
+		GenericFunc: enqueue.Generic,
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.Object != nil {
+				r.gone.Store(types.NamespacedName{Namespace: e.Object.GetNamespace(), Name: e.Object.GetName()}, e.Object)
+			}
+			enqueue.Delete(ctx, e, q)
+		},
+	}
 }
 
 // journaled maps a journal to its workload.
@@ -155,6 +177,16 @@ func (r *Recorder) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 				guarded = true
 				flags = append(flags, p.Spec.Rules.ArgsMatchReplicas...)
 			}
+		}
+	}
+	if last, ok := r.gone.LoadAndDelete(req.NamespacedName); ok && w == nil && j != nil {
+		// Record what the workload last rolled out before retiring its journal.
+		if lw, err := workload.From(last.(client.Object)); err == nil {
+			h, err := history.ReadAdoptable(ctx, r.Client, lw)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			j = Observe(j, lw, h, nil, now)
 		}
 	}
 	if !guarded {

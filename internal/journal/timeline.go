@@ -38,15 +38,31 @@ func (t *Timeline) Previous() *Revision {
 	return &t.Revisions[len(t.Revisions)-2]
 }
 
-// LeftAt is when the template with fingerprint sum last stopped being current; false
-// when it is the current one or was never current.
-func (t *Timeline) LeftAt(sum string) (time.Time, bool) {
+// LeftAt is when the template with fingerprint sum, or of the shape (when not empty),
+// last stopped being current; false when it is the current one or was never current.
+func (t *Timeline) LeftAt(sum, shape string) (time.Time, bool) {
 	for i := len(t.Revisions) - 2; i >= 0; i-- {
-		if r := t.Revisions[i]; r.Template == sum && r.Until != nil {
+		if r := t.Revisions[i]; (r.Template == sum || (shape != "" && r.Shape == shape)) && r.Until != nil {
 			return *r.Until, true
 		}
 	}
 	return time.Time{}, false
+}
+
+// ShapedSince is whether a revision that stopped being current at or after since has a
+// shape: only then can a template of another fingerprint be a return to it.
+func (t *Timeline) ShapedSince(since time.Time) bool {
+	for _, r := range t.Revisions {
+		if r.Shape != "" && r.Until != nil && !r.Until.Before(since) {
+			return true
+		}
+	}
+	return false
+}
+
+// same is whether two revisions are one template, or differ only in flags.
+func same(a, b *Revision) bool {
+	return a.Template == b.Template || (a.Shape != "" && a.Shape == b.Shape)
 }
 
 // ReturnsSince counts the revisions that became current at or after since by going back
@@ -59,7 +75,7 @@ func (t *Timeline) ReturnsSince(since time.Time, window time.Duration) int {
 			continue
 		}
 		for i := k - 1; i >= 0; i-- {
-			if e := t.Revisions[i]; e.Template == r.Template && e.Until != nil && r.Since.Sub(*e.Until) < window {
+			if e := &t.Revisions[i]; same(e, &r) && e.Until != nil && r.Since.Sub(*e.Until) < window {
 				n++
 				break
 			}
@@ -76,18 +92,42 @@ func (t *Timeline) ReturnsSince(since time.Time, window time.Duration) int {
 // template the journal has not seen may have rolled out: so a lag never lets through
 // what the journal would refuse. A current revision whose rollout old's status shows
 // finished is finished, whether or not the journal has caught up.
-func View(j *Journal, old *workload.Workload, h history.History, flags []v1alpha1.ArgMatchesReplicas, now time.Time) Timeline {
+func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h history.History, flags []v1alpha1.ArgMatchesReplicas, now time.Time) Timeline {
 	var t Timeline
 	if j != nil {
 		t.Revisions = j.Revisions // the store's: cloned before it is changed below
 		t.Recorded = old != nil && j.UID == old.UID && j.Generation >= old.Generation
 	} else {
-		t.Revisions = FromHistory(h)
+		t.Revisions = FromHistory(h, kind)
 	}
 	if old == nil {
-		return t
+		switch {
+		case j == nil:
+			if cur := t.Current(); cur != nil && settledIn(h, cur.Template) {
+				cur.Finished = at(now)
+			}
+			return t
+		case j.Deleted == nil:
+			// The leader has not yet seen the workload of this name go: what it last rolled
+			// out is unknown, so it became current now.
+			t.Revisions = append(slices.Clip(t.Revisions), Revision{Since: now, Progressed: now, Pending: true})
+			return t
+		}
+		return adopted(t, h, now)
 	}
 	cur := t.Current()
+	if cur != nil && Matches(cur, old.Template, flags) && j != nil && !t.Recorded && !old.Rollout.Held {
+		// The journal has not seen old's generation: the template may have changed and come
+		// back since, which it would have recorded as a new current revision, unfinished.
+		r := Revision{Template: cur.Template, Shape: cur.Shape, Since: now, Progressed: now, Pending: true, Lagging: true}
+		if !old.Rollout.InProgress {
+			r.Finished = at(now) // old's status shows it finished
+		}
+		t.Revisions = slices.Clone(t.Revisions)
+		t.Current().Until = at(now)
+		t.Revisions = append(t.Revisions, r)
+		return t
+	}
 	if cur != nil && Matches(cur, old.Template, flags) {
 		if cur.Finished == nil && !old.Rollout.Held && !old.Rollout.InProgress {
 			t.Revisions = slices.Clone(t.Revisions)
@@ -95,10 +135,15 @@ func View(j *Journal, old *workload.Workload, h history.History, flags []v1alpha
 		}
 		return t
 	}
-	if t.Recorded && old.Rollout.Held {
-		return t // a template staged while held: the journal has seen it, and it has not rolled out
-	}
 	sum, _ := old.Template.Sum()
+	if t.Recorded && old.Rollout.Held {
+		// A template staged while held, which the journal has seen: current is what last
+		// rolled out, unless the cluster shows pods of a template the journal never recorded.
+		var ok bool
+		if sum, ok = unrecorded(t.Revisions, h); !ok {
+			return t
+		}
+	}
 	t.Revisions = slices.Clip(t.Revisions) // the append below copies
 	if cur != nil {
 		t.Revisions = slices.Clone(t.Revisions)
@@ -110,6 +155,71 @@ func View(j *Journal, old *workload.Workload, h history.History, flags []v1alpha
 	}
 	t.Revisions = append(t.Revisions, r)
 	return t
+}
+
+// unknownSince is a timeline told by the cluster's history, whose current rollout, when
+// unfinished, is taken to have started and last progressed now: the history cannot say
+// when a rollback to it happened, so a journal rebuilt mid-rollout never lets a fix or a
+// new revision through sooner than the lost one would have. (Decisions without any
+// journal read the history as it is, so that a stalled rollout can be fixed while there
+// is no leader to write journals.)
+func unknownSince(revs []Revision, unfinished bool, now time.Time) []Revision {
+	if n := len(revs); n > 0 && unfinished {
+		revs[n-1].Since, revs[n-1].Progressed = now, now
+		if n > 1 {
+			revs[n-2].Until = at(now)
+		}
+	}
+	return revs
+}
+
+// adopted is the timeline of a created workload, which adopts what an orphaning delete
+// left behind (h, history.ReadAdoptable): if the newest of those revisions with pods is
+// one the journal has not recorded, it became current now and has not finished.
+func adopted(t Timeline, h history.History, now time.Time) Timeline {
+	sum, ok := unrecorded(t.Revisions, h)
+	if !ok {
+		return t
+	}
+	t.Revisions = slices.Clone(t.Revisions)
+	if cur := t.Current(); cur != nil {
+		cur.Until = at(now)
+	}
+	t.Revisions = append(t.Revisions, Revision{Template: sum, Since: now, Progressed: now, Pending: true})
+	return t
+}
+
+// unrecorded is the fingerprint of the newest revision in h that has pods, when revs do
+// not record it: it rolled out after the journal last looked. When revs record it, its
+// pods are the current revision's or those the current one replaces.
+func unrecorded(revs []Revision, h history.History) (string, bool) {
+	for i := len(h.Revisions) - 1; i >= 0; i-- {
+		r := &h.Revisions[i]
+		if r.Pods == 0 && r.Serving == 0 {
+			continue
+		}
+		sum, ok := r.Template.Sum()
+		if !ok || slices.ContainsFunc(revs, func(e Revision) bool { return e.Template == sum }) {
+			return "", false
+		}
+		return sum, true
+	}
+	return "", false
+}
+
+// settledIn is whether every pod of the history runs the template with fingerprint sum and
+// is available: a rollout to it has finished.
+func settledIn(h history.History, sum string) bool {
+	for _, r := range h.Revisions {
+		if s, _ := r.Template.Sum(); s == sum {
+			if r.Pods == 0 || r.Serving < r.Pods {
+				return false
+			}
+		} else if r.Pods > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Matches is whether the template is the revision's, or differs from it only in the
@@ -127,11 +237,20 @@ func Matches(r *Revision, t *workload.Template, flags []v1alpha1.ArgMatchesRepli
 
 // FromHistory is the timeline the cluster's history tells: each revision became current
 // when History.Current says (a lower bound for one rolled back to), and the newest one's
-// rollout last progressed at the latest pod activity.
-func FromHistory(h history.History) []Revision {
-	out := make([]Revision, 0, len(h.Revisions))
-	for i := range h.Revisions {
-		r := &h.Revisions[i]
+// rollout last progressed at the latest pod activity. Neither says when a rollback that
+// left no trace in pods happened: see unknownSince. A StatefulSet or DaemonSet records a
+// ControllerRevision for a template staged while held too: its newest revisions without
+// pods, while an older one has some, never rolled out.
+func FromHistory(h history.History, kind v1alpha1.WorkloadKind) []Revision {
+	revs := h.Revisions
+	if kind != v1alpha1.KindDeployment && slices.ContainsFunc(revs, func(r history.Revision) bool { return r.Pods > 0 }) {
+		for len(revs) > 1 && revs[len(revs)-1].Pods == 0 {
+			revs = revs[:len(revs)-1]
+		}
+	}
+	out := make([]Revision, 0, len(revs))
+	for i := range revs {
+		r := &revs[i]
 		sum, ok := r.Template.Sum()
 		if !ok {
 			continue
@@ -160,7 +279,7 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 		*next = *j
 		next.Revisions = slices.Clone(j.Revisions)
 	} else {
-		next.Revisions = FromHistory(h)
+		next.Revisions = unknownSince(FromHistory(h, w.Kind), w.Rollout.Held || w.Rollout.InProgress, now)
 	}
 	next.Kind, next.Namespace, next.Name = w.Kind, w.Namespace, w.Name
 	next.UID, next.Generation, next.Deleted = w.UID, w.Generation, nil
@@ -169,15 +288,27 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 	if !ok {
 		return next
 	}
-	if w.Rollout.Held {
-		next.Held = true
-		return next
-	}
 	var shape string
 	if len(flags) > 0 {
 		shape, _ = w.Template.Shape(flags)
 	}
 	cur := next.Current()
+	if w.Rollout.Held {
+		next.Held = true
+		// A template staged while held is not current, unless it rolled out to some pods
+		// before the hold (the controller may act between two observations).
+		if rolled, ok := unrecorded(next.Revisions, h); ok {
+			if cur != nil {
+				cur.Until = at(now)
+			}
+			r := Revision{Template: rolled, Since: now, Progressed: now}
+			if rolled == sum {
+				r.Shape = shape
+			}
+			next.Revisions = append(next.Revisions, r)
+		}
+		return next
+	}
 	switch {
 	case cur != nil && cur.Template == sum:
 		cur.Shape = shape

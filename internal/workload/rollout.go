@@ -64,8 +64,10 @@ func statefulSetRollout(l *Lean) Rollout {
 	r.Held = r.OnDelete || target == 0
 	st := &l.Status
 	r.Progress = Progress{Kind: v1alpha1.KindStatefulSet, Updated: st.UpdatedReplicas, Target: target, Available: st.ReadyReplicas, Want: want}
+	// Finished also needs every replica Ready: the controller updates the last pod before
+	// it is Ready.
 	r.InProgress = st.ObservedGeneration < l.Metadata.Generation ||
-		(st.UpdateRevision != st.CurrentRevision && st.UpdatedReplicas < target)
+		(st.UpdateRevision != st.CurrentRevision && st.UpdatedReplicas < target) || st.ReadyReplicas < want
 	return r
 }
 

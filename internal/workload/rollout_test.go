@@ -51,8 +51,16 @@ func TestStatefulSetRolloutPartition(t *testing.T) {
 		t.Error("1 of 2 pods above the partition updated: in progress")
 	}
 	s.Status.UpdatedReplicas = 2
-	if r := rolloutOf(t, s); r.InProgress {
-		t.Errorf("pods above the partition all updated: done, got %+v", r)
+	if r := rolloutOf(t, s); !r.InProgress {
+		t.Errorf("pods above the partition all updated, not all Ready: in progress, got %+v", r)
+	}
+	s.Status.ReadyReplicas = 5
+	if r := rolloutOf(t, s); r.InProgress || r.Held {
+		t.Errorf("pods above the partition all updated and every pod Ready: done, got %+v", r)
+	}
+	s.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](5)
+	if r := rolloutOf(t, s); !r.Held {
+		t.Error("a partition at the replicas holds every pod: held")
 	}
 	s.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
 	if r := rolloutOf(t, s); !r.OnDelete {

@@ -47,6 +47,9 @@ type Handler struct {
 	Matcher *policy.Matcher
 	// Metrics counts decisions; nil counts nothing.
 	Metrics *Metrics
+	// decide is Decide, unless a test substitutes a broken decision to show that the model
+	// explorer finds what it breaks.
+	decide func(Input) (Decision, error)
 	// Journals are the revision journals from the cache; nil has none, and decisions read
 	// the cluster's history alone.
 	Journals *journal.Store
@@ -89,7 +92,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 
-	d, err := Decide(in)
+	decide := h.decide
+	if decide == nil {
+		decide = Decide
+	}
+	d, err := decide(in)
 	if err != nil {
 		// A template read as JSON is decoded in full only when a rule reads it.
 		return errored(badRequest("%s: %v", in.New, err))
@@ -114,10 +121,13 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // be read is an error: the revision rules must not decide without it.
 func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 	in.Journal = h.Journals.Get(in.New.Kind, in.New.Namespace, in.New.Name)
-	if in.Old == nil {
-		return nil // a created workload has no history of its own yet
-	}
 	var err error
+	if in.Old == nil {
+		if in.History, err = history.ReadAdoptable(ctx, h.Reader, in.New); err != nil {
+			return fmt.Errorf("reading what %s would adopt: %w; retry", in.New, err)
+		}
+		return nil
+	}
 	if in.History, err = history.Read(ctx, h.Reader, in.Old); err != nil {
 		return fmt.Errorf("reading the history of %s: %w; retry", in.Old, err)
 	}

@@ -10,6 +10,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/history"
@@ -31,6 +32,13 @@ func jrev(t *corev1.PodTemplateSpec, since, until, finished time.Duration) journ
 		r.Finished = &f
 	}
 	return r
+}
+
+// deleted is j as the leader keeps it once it saw the workload deleted ago.
+func deleted(j *journal.Journal, ago time.Duration) *journal.Journal {
+	c := *j
+	c.Deleted = ptr.To(now.Add(-ago))
+	return &c
 }
 
 // jr is a journal of the test workload that observed its generation gen.
@@ -145,16 +153,25 @@ func TestRevisionInvariants(t *testing.T) {
 			old:     gen(wl(dep, 3, A, done), 9), obj: gen(wl(dep, 3, C, done), 10),
 		},
 		"9: re-created after an orphaning delete with a new template while B rolled out is refused": {
-			op: admissionv1.Create, rules: settleOnly, journal: bRolling,
+			op: admissionv1.Create, rules: settleOnly, journal: deleted(bRolling, 5*time.Second),
 			obj: wl(dep, 3, C, done), wantRules: []string{RuleSettle}, wantPhrase: "create it with the pod template it had",
 		},
 		"9: re-created with the template it had passes": {
-			op: admissionv1.Create, rules: all, journal: bRolling, obj: wl(dep, 3, B, done),
+			op: admissionv1.Create, rules: all, journal: deleted(bRolling, 5*time.Second), obj: wl(dep, 3, B, done),
 		},
 		"9: re-created with a new template soon after the last revision is refused": {
 			op: admissionv1.Create, rules: all,
-			journal: jr(7, jrev(A, time.Hour, 10*time.Second, 50*time.Minute), jrev(B, 10*time.Second, 0, 0)),
+			journal: deleted(jr(7, jrev(A, time.Hour, 10*time.Second, 50*time.Minute), jrev(B, 10*time.Second, 0, 0)), 5*time.Second),
 			obj:     wl(dep, 3, C, done), wantRules: []string{RuleMinInterval},
+		},
+		"9: re-created before the leader saw the delete: what it last rolled out is unknown": {
+			op: admissionv1.Create, rules: settleOnly, journal: jr(7, jrev(A, time.Hour, 0, 50*time.Minute)),
+			obj: wl(dep, 3, C, done), wantRules: []string{RuleSettle}, wantPhrase: "not yet recorded the deletion",
+		},
+		"9: re-created with a template the journal never saw but orphaned pods run": {
+			op: admissionv1.Create, rules: settleOnly, journal: deleted(jr(7, jrev(A, time.Hour, 0, 50*time.Minute)), 5*time.Second),
+			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), func() history.Revision { r := rev(2, B, 10*time.Second, 1); r.Pods = 1; return r }()}},
+			obj:     wl(dep, 3, C, done), wantRules: []string{RuleSettle},
 		},
 		"9: a first CREATE has nothing to compare with": {
 			op: admissionv1.Create, rules: all, obj: wl(dep, 3, C, done),

@@ -53,14 +53,16 @@ type revisionState struct {
 	// cancel is a return to the revision the current one replaced, while the current one's
 	// rollout is unfinished and the returned-to revision still has pods.
 	cancel bool
+	// flags are the argsMatchReplicas flags of the policies that select the workload.
+	flags []v1alpha1.ArgMatchesReplicas
 }
 
 func revisionsOf(in Input, flags []v1alpha1.ArgMatchesReplicas, scale bool) revisionState {
-	var rs revisionState
+	rs := revisionState{flags: flags}
 	if scale {
 		return rs // I4: a scale starts no revision
 	}
-	rs.timeline = journal.View(in.Journal, in.Old, in.History, flags, in.Now)
+	rs.timeline = journal.View(in.Journal, in.New.Kind, in.Old, in.History, flags, in.Now)
 	rs.current = rs.timeline.Current()
 	target, ok := in.New.Template.Sum()
 	if rs.current == nil || !ok {
@@ -118,18 +120,28 @@ func checkRevision(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) []
 	if rules.RevertWindow != nil {
 		window = rules.RevertWindow.Duration
 	}
-	left, wasCurrent := rs.timeline.LeftAt(rs.target)
+	left, wasCurrent := rs.timeline.LeftAt(rs.target, "")
+	if !wasCurrent && window > 0 && len(rs.flags) > 0 && rs.timeline.ShapedSince(in.Now.Add(-window)) {
+		// A template that differs from an earlier one only in the flags is a return to it.
+		if shape, err := in.New.Template.Shape(rs.flags); err == nil {
+			left, wasCurrent = rs.timeline.LeftAt(rs.target, shape)
+		}
+	}
 	isReturn := wasCurrent && window > 0 && in.Now.Sub(left) < window
 
 	if rules.Settle != nil && cur.Finished == nil && !rs.cancel && !stalled {
 		var msg string
 		switch {
+		case in.Old == nil && cur.Template == "":
+			msg = fmt.Sprintf("%s: holdfast has not yet recorded the deletion of the workload of this name, nor what it last rolled out; retry in a few seconds", in.New)
 		case in.Old == nil:
 			msg = fmt.Sprintf("%s: a workload of this name was deleted %s after its revision %s became current, before that rollout finished; "+
 				"what it left behind would be adopted into a second rollout; create it with the pod template it had, or after that rollout counts as stalled (in %s)",
 				in.New, round(in.Now.Sub(cur.Since)), shortSum(cur.Template), round(max(stallIn, 0)))
 		case cur.Pending && in.Old != nil && in.Old.Rollout.Held && rs.current.Template == rs.target:
 			msg = fmt.Sprintf("%s: holdfast has not yet recorded whether its pod template was rolled out while held; retry in a few seconds", in.New)
+		case cur.Lagging:
+			msg = fmt.Sprintf("%s changed moments ago and holdfast has not yet recorded the change (%s); retry in a few seconds", in.New, progress(in))
 		case cur.Pending:
 			msg = fmt.Sprintf("%s began rolling out its current revision moments ago (%s); wait until the rollout completes, "+
 				"or roll back to the revision that is still serving", in.New, progress(in))
@@ -142,7 +154,12 @@ func checkRevision(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) []
 	}
 	if rules.MinInterval != nil && !rs.cancel && !isReturn {
 		since := in.Now.Sub(cur.Since)
-		if wait := rules.MinInterval.Duration - since; wait > 0 {
+		switch wait := rules.MinInterval.Duration - since; {
+		case wait <= 0:
+		case cur.Lagging:
+			out = append(out, finding{rule: RuleMinInterval, field: templatePath, message: fmt.Sprintf(
+				"%s changed moments ago and holdfast has not yet recorded when its current revision became current; retry in a few seconds", in.New)})
+		default:
 			out = append(out, finding{rule: RuleMinInterval, field: templatePath, message: fmt.Sprintf(
 				"%s got its current revision %s ago, less than the minimum interval of %s between revisions; retry after %s",
 				in.New, round(since), rules.MinInterval.Duration, round(wait))})

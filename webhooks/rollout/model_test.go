@@ -1,0 +1,1286 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+)
+
+// The rollout guard's model (DESIGN.md, "Proving the guards"): a small simulation of the
+// Deployment, StatefulSet and DaemonSet controllers (revisions with pods, rollout steps,
+// Ready delays, templates whose pods never get Ready, NotReady nodes, adoption after an
+// orphaning delete), the leader's journal recorder and two holdfast replicas whose caches
+// lag, a virtual clock, and a generator of operation sequences. holdfast's real Handler
+// decides every request. After every admitted request the invariants I1–I5 are checked
+// against the simulated cluster (what was really rolling, finished, stalled), never
+// against holdfast's answers; at the end a scripted operator must reach a new template
+// within the bound I6 promises.
+
+var (
+	rolloutModelSequences = flag.Int("rollout-model.sequences", 2000, "sequences the rollout model explores (make fuzz runs more)")
+	rolloutModelTrace     = flag.Bool("rollout-model.trace", false, "print every request the rollout model sends and holdfast's answer")
+)
+
+const (
+	mNamespace   = "tenant"
+	mName        = "kas"
+	mStall       = 60 * time.Second
+	mMinInterval = 20 * time.Second
+	mRevert      = 90 * time.Second
+	mMaxLag      = 3 * time.Second // how stale a replica's cache or the leader's view may be
+	mRetry       = 5 * time.Second // how often the scripted operator retries a refusal
+)
+
+// mop is one generated operation; a failing sequence prints as a list of them.
+type mop struct {
+	Kind    string
+	N       int // an operand: a template, a replica count, a duration, a replica index
+	Replica int
+}
+
+func (o mop) String() string {
+	return fmt.Sprintf("{Kind: %q, N: %d, Replica: %d},", o.Kind, o.N, o.Replica)
+}
+
+var mopKinds = []string{"edit", "edit", "editOld", "pause", "resume", "onDelete", "rollingUpdate", "partition",
+	"scale", "scaleNoFlag", "relabel", "recreate", "policy", "restart", "journalLost", "tick", "tick", "sync", "notReady", "strategy"}
+
+// tmpl is a pod template: an image tag and the --server-count flag.
+type tmpl struct{ tag, count int }
+
+type mpod struct {
+	t       tmpl
+	slot    int // the StatefulSet ordinal or DaemonSet node; -1 for a Deployment's
+	created time.Time
+	readyAt time.Time // zero: never Ready
+}
+
+// truth is what the simulated cluster says of the rollout, by image tag (a scale changes
+// --server-count, not the tag: I4): what holdfast must keep, computed without it.
+type truth struct {
+	cur, prev     int
+	curT          tmpl // the current template, --server-count included
+	since         time.Time
+	finished      bool
+	progressed    time.Time
+	bestAvailable int
+	left          map[int]time.Time // tag → when it stopped being current
+	returns       []time.Time       // when a return became current
+	heldSince     time.Time         // when the current hold began; zero when not held
+	// acted is a current tag that has had pods; before is the truth before it became
+	// current: a tag that was current without ever getting a pod never rolled out, and
+	// is forgotten.
+	acted  bool
+	before *truth
+}
+
+type mworld struct {
+	seed  uint64
+	rng   *rand.Rand
+	kind  v1alpha1.WorkloadKind
+	now   time.Time
+	ops   []mop
+	trace []string
+
+	// the workload's spec, as the API server holds it
+	exists     bool
+	uid        int
+	generation int64
+	observed   int64
+	t          tmpl
+	replicas   int
+	paused     bool
+	onDelete   bool
+	partition  int
+	guarded    bool
+	maxUnavail int // 0 unset; the strategy's maxUnavailable otherwise
+	nextTag    int
+	broken     map[int]bool
+	numbers    map[tmpl]int64 // revision numbers
+	created    map[tmpl]time.Time
+	pods       []*mpod
+	nodes      int
+	notReady   map[int]bool
+	policy     int // index into modelPolicies; changed by "policy"
+	policyAt   time.Time
+
+	journal    *journal.Journal // the leader's, as written
+	lastObj    client.Object    // the workload's last state before an orphaning delete
+	actedT     tmpl             // the template the controller last rolled toward
+	lastRecord time.Time
+	replicas2  [2]*mreplica
+	tr         truth
+	violations []string
+	deadlock   bool
+	broken2    func(Input) (Decision, error)
+}
+
+type mreplica struct {
+	reader  client.Reader
+	store   *journal.Store
+	synced  time.Time
+	handler *Handler
+	clock   *clocktesting.FakePassiveClock
+}
+
+// modelPolicies are the rule sets the "policy" operation cycles through; nil is no policy.
+var modelPolicies = []*v1alpha1.RolloutRules{
+	{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: mStall}}, MinInterval: &metav1.Duration{Duration: mMinInterval},
+		RevertWindow: &metav1.Duration{Duration: mRevert}, ArgsMatchReplicas: []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}},
+		Strategy: &v1alpha1.StrategyRule{MaxUnavailable: ptr.To(intstr.FromInt32(1))}},
+	{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: mStall}}},
+	nil,
+	{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: mStall}}, RevertWindow: &metav1.Duration{Duration: mRevert}},
+}
+
+func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
+	r := rand.New(rand.NewPCG(seed, 0x7011))
+	w := &mworld{seed: seed, rng: r, now: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC),
+		kind:     []v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet}[r.IntN(3)],
+		replicas: 3, nodes: 3 + r.IntN(2), guarded: true, broken: map[int]bool{}, numbers: map[tmpl]int64{}, created: map[tmpl]time.Time{},
+		notReady: map[int]bool{}, exists: true, uid: 1, generation: 1, broken2: broken}
+	if w.kind == v1alpha1.KindDaemonSet {
+		w.replicas = w.nodes
+	}
+	w.t = tmpl{tag: 1, count: w.replicas}
+	w.actedT = w.t
+	w.nextTag = 2
+	w.tr = truth{cur: 1, curT: w.t, since: w.now, progressed: w.now, left: map[int]time.Time{}, acted: true}
+	w.policyAt = w.now.Add(-time.Hour)
+	w.revisionFor(w.t)
+	// Start settled: every pod of tag 1 Ready, the journal recorded.
+	for i := range w.replicas {
+		w.pods = append(w.pods, &mpod{t: w.t, slot: w.slotFor(i), created: w.now, readyAt: w.now})
+	}
+	w.observed = w.generation
+	w.tr.finished = true
+	w.now = w.now.Add(time.Minute)
+	w.record()
+	for i := range w.replicas2 {
+		c := clocktesting.NewFakePassiveClock(w.now)
+		rep := &mreplica{clock: c}
+		rep.handler = &Handler{Reader: readerOf(func() client.Reader { return rep.reader }), Decoder: admission.NewDecoder(modelScheme),
+			Clock: c, Matcher: policy.NewMatcher(), decide: broken}
+		w.replicas2[i] = rep
+		w.sync(i)
+	}
+	return w
+}
+
+var modelScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	return s
+}()
+
+func (w *mworld) slotFor(i int) int {
+	if w.kind == v1alpha1.KindDeployment {
+		return -1
+	}
+	return i
+}
+
+// revisionFor numbers a template's revision as its controller does: a new or reused
+// template becomes the newest revision.
+func (w *mworld) revisionFor(t tmpl) {
+	var top int64
+	for _, n := range w.numbers {
+		top = max(top, n)
+	}
+	if w.numbers[t] != top || top == 0 {
+		w.numbers[t] = top + 1
+	}
+	if _, ok := w.created[t]; !ok {
+		w.created[t] = w.now
+	}
+}
+
+func (w *mworld) held() bool {
+	switch w.kind {
+	case v1alpha1.KindDeployment:
+		return w.paused
+	case v1alpha1.KindStatefulSet:
+		return w.onDelete || w.partition >= w.replicas
+	}
+	return w.onDelete
+}
+
+func (p *mpod) ready(w *mworld) bool {
+	return !p.readyAt.IsZero() && !w.now.Before(p.readyAt) && !(p.slot >= 0 && w.kind == v1alpha1.KindDaemonSet && w.notReady[p.slot])
+}
+
+func (w *mworld) newPod(t tmpl, slot int) *mpod {
+	p := &mpod{t: t, slot: slot, created: w.now}
+	if !w.broken[t.tag] && !(w.kind == v1alpha1.KindDaemonSet && w.notReady[slot]) {
+		p.readyAt = w.now.Add(time.Duration(1+w.rng.IntN(4)) * time.Second)
+	}
+	return p
+}
+
+// control is one step of the workload's controller.
+func (w *mworld) control() {
+	if !w.exists {
+		w.observeTruth() // the orphaned pods still serve, or not
+		return
+	}
+	w.observed = w.generation
+	if !(w.kind == v1alpha1.KindDeployment && w.paused) {
+		w.revisionFor(w.t) // a paused Deployment creates no ReplicaSet for a new template
+	}
+	switch w.kind {
+	case v1alpha1.KindDeployment:
+		w.controlDeployment()
+	case v1alpha1.KindStatefulSet:
+		w.controlStatefulSet()
+	default:
+		w.controlDaemonSet()
+	}
+	if !w.held() {
+		w.actedT = w.t
+	}
+	for _, p := range w.pods {
+		w.tr.acted = w.tr.acted || p.t.tag == w.tr.cur
+	}
+	w.observeTruth()
+}
+
+func (w *mworld) available() (all, cur int) {
+	for _, p := range w.pods {
+		if p.ready(w) {
+			all++
+			if p.t.tag == w.tr.cur {
+				cur++
+			}
+		}
+	}
+	return all, cur
+}
+
+func (w *mworld) remove(p *mpod) {
+	w.pods = slices.DeleteFunc(w.pods, func(q *mpod) bool { return q == p })
+}
+
+func (w *mworld) controlDeployment() {
+	if w.paused {
+		return
+	}
+	var fresh, old []*mpod
+	for _, p := range w.pods {
+		if p.t == w.t {
+			fresh = append(fresh, p)
+		} else {
+			old = append(old, p)
+		}
+	}
+	if len(fresh) < w.replicas && len(w.pods) < w.replicas+1 {
+		w.pods = append(w.pods, w.newPod(w.t, -1))
+		return
+	}
+	if len(fresh) > w.replicas {
+		w.remove(fresh[0])
+		return
+	}
+	if len(old) == 0 {
+		return
+	}
+	all, _ := w.available()
+	sort.SliceStable(old, func(i, j int) bool { return !old[i].ready(w) && old[j].ready(w) })
+	victim := old[0]
+	after := all
+	if victim.ready(w) {
+		after--
+	}
+	if after >= w.replicas-w.maxUnavail || !victim.ready(w) {
+		w.remove(victim)
+	}
+}
+
+func (w *mworld) bySlot() map[int]*mpod {
+	out := map[int]*mpod{}
+	for _, p := range w.pods {
+		out[p.slot] = p
+	}
+	return out
+}
+
+func (w *mworld) controlStatefulSet() {
+	slots := w.bySlot()
+	for i := range w.replicas {
+		if slots[i] == nil {
+			t := w.t
+			if i < w.partition || w.onDelete {
+				t = w.lastFull(i)
+			}
+			w.pods = append(w.pods, w.newPod(t, i))
+			return
+		}
+	}
+	for _, p := range slices.Clone(w.pods) {
+		if p.slot >= w.replicas {
+			w.remove(p)
+			return
+		}
+	}
+	if w.onDelete {
+		return
+	}
+	for _, p := range w.pods {
+		if !p.ready(w) {
+			return // one at a time, each Ready before the next
+		}
+	}
+	for i := w.replicas - 1; i >= w.partition; i-- {
+		if p := slots[i]; p.t != w.t {
+			w.remove(p)
+			w.pods = append(w.pods, w.newPod(w.t, i))
+			return
+		}
+	}
+}
+
+// lastFull is the template a recreated pod below the partition keeps: its old one.
+func (w *mworld) lastFull(slot int) tmpl {
+	for _, p := range w.pods {
+		if p.slot != slot {
+			return p.t
+		}
+	}
+	return w.t
+}
+
+func (w *mworld) controlDaemonSet() {
+	slots := w.bySlot()
+	for i := range w.nodes {
+		if slots[i] == nil {
+			w.pods = append(w.pods, w.newPod(w.t, i))
+			return
+		}
+	}
+	if w.onDelete {
+		return
+	}
+	unavailable := 0
+	for _, p := range w.pods {
+		if !p.ready(w) {
+			unavailable++
+		}
+	}
+	budget := max(w.maxUnavail, 1)
+	for _, p := range w.pods {
+		if p.t != w.t && (!p.ready(w) || unavailable < budget) {
+			w.remove(p)
+			w.pods = append(w.pods, w.newPod(w.t, p.slot))
+			return
+		}
+	}
+}
+
+// observeTruth updates what the cluster says of the current rollout.
+func (w *mworld) observeTruth() {
+	if w.held() {
+		if w.tr.heldSince.IsZero() {
+			w.tr.heldSince = w.now
+		}
+		return
+	}
+	w.liftHold()
+	_, cur := w.available()
+	if cur > w.tr.bestAvailable {
+		w.tr.bestAvailable, w.tr.progressed = cur, w.now
+	}
+	if !w.tr.finished && w.rolledOut() {
+		w.tr.finished = true
+	}
+}
+
+// rolledOut is a finished rollout: every pod (at or above the partition) runs the current
+// template and is Ready, and no other pod is left.
+func (w *mworld) rolledOut() bool {
+	want := w.replicas
+	n := 0
+	for _, p := range w.pods {
+		if p.slot >= 0 && p.slot < w.partition && w.kind == v1alpha1.KindStatefulSet {
+			if !p.ready(w) {
+				return false
+			}
+			continue
+		}
+		if p.t != w.t || !p.ready(w) {
+			return false
+		}
+		n++
+	}
+	if w.kind == v1alpha1.KindStatefulSet {
+		want -= w.partition
+	}
+	return n == want
+}
+
+// objects is the simulated cluster as the API server holds it.
+func (w *mworld) objects() []client.Object {
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mNamespace, Labels: map[string]string{corev1.LabelMetadataName: mNamespace}}}}
+	if rules := modelPolicies[w.policy]; rules != nil {
+		objs = append(objs, &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{
+			Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"guard": "on"}}}, Mode: v1alpha1.ModeEnforce, Rules: *rules}})
+	}
+	// After an orphaning delete the revisions and pods stay, without an owner, until a
+	// workload of the same name adopts them.
+	var refs []metav1.OwnerReference
+	if w.exists {
+		owner := w.object()
+		objs = append(objs, owner)
+		refs = []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(string(w.kind)))}
+	}
+	rsOf := map[tmpl]*appsv1.ReplicaSet{}
+	for t, n := range w.numbers {
+		name := fmt.Sprintf("%s-%d-%d", mName, t.tag, t.count)
+		spec := w.podTemplate(t)
+		if w.kind == v1alpha1.KindDeployment {
+			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: mNamespace, Name: name, UID: types.UID("rs-" + name),
+				CreationTimestamp: metav1.NewTime(w.created[t]), OwnerReferences: refs,
+				Labels:      map[string]string{"app": mName, appsv1.DefaultDeploymentUniqueLabelKey: name},
+				Annotations: map[string]string{"deployment.kubernetes.io/revision": fmt.Sprint(n)}}, Spec: appsv1.ReplicaSetSpec{Template: *spec}}
+			rs.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
+			rsOf[t] = rs
+			objs = append(objs, rs)
+			continue
+		}
+		raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": spec}})
+		cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: mNamespace, Name: name, UID: types.UID("cr-" + name),
+			CreationTimestamp: metav1.NewTime(w.created[t]), OwnerReferences: refs,
+			Labels: map[string]string{"app": mName, appsv1.ControllerRevisionHashLabelKey: name}},
+			Data: runtime.RawExtension{Raw: raw}, Revision: n}
+		objs = append(objs, cr)
+	}
+	for i, p := range w.pods {
+		name := fmt.Sprintf("%s-%d-%d", mName, p.t.tag, p.t.count)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mNamespace, Name: fmt.Sprintf("pod-%d", i), UID: types.UID(fmt.Sprintf("pod-%d-%d", i, p.created.UnixNano())),
+			CreationTimestamp: metav1.NewTime(p.created), Labels: map[string]string{"app": mName}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		status, since := corev1.ConditionFalse, p.created
+		if p.ready(w) {
+			status, since = corev1.ConditionTrue, p.readyAt
+		}
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(since)}}
+		if rs := rsOf[p.t]; rs != nil {
+			pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
+			pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
+			if p.ready(w) {
+				rs.Status.AvailableReplicas++
+			}
+			rs.Status.Replicas++
+		} else {
+			pod.OwnerReferences = refs
+			pod.Labels[appsv1.ControllerRevisionHashLabelKey] = name
+		}
+		objs = append(objs, pod)
+	}
+	for i, o := range objs {
+		if _, err := history.Fingerprint(o); err != nil {
+			panic(err)
+		}
+		objs[i] = o
+	}
+	return objs
+}
+
+func (w *mworld) podTemplate(t tmpl) *corev1.PodTemplateSpec {
+	c := []corev1.Container{{Name: "app", Image: fmt.Sprintf("app:%d", t.tag)}}
+	if w.kind != v1alpha1.KindDaemonSet {
+		c = append(c, corev1.Container{Name: "konnectivity-server", Image: "konnectivity:1", Args: []string{fmt.Sprintf("--server-count=%d", t.count)}})
+	}
+	return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": mName}}, Spec: corev1.PodSpec{Containers: c}}
+}
+
+// object is the workload as the API server holds it, its status as its controller last
+// wrote it.
+func (w *mworld) object() client.Object {
+	meta := metav1.ObjectMeta{Namespace: mNamespace, Name: mName, UID: types.UID(fmt.Sprintf("uid-%d", w.uid)), Generation: w.generation,
+		Labels: map[string]string{"guard": map[bool]string{true: "on", false: "off"}[w.guarded]}}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": mName}}
+	tpl := *w.podTemplate(w.t)
+	var mu *intstr.IntOrString
+	if w.maxUnavail > 0 {
+		mu = ptr.To(intstr.FromInt32(int32(w.maxUnavail)))
+	}
+	all, _ := w.available()
+	updated, updatedReady := 0, 0
+	for _, p := range w.pods {
+		if p.t == w.t {
+			updated++
+			if p.ready(w) {
+				updatedReady++
+			}
+		}
+	}
+	switch w.kind {
+	case v1alpha1.KindDeployment:
+		d := &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(w.replicas)), Selector: sel, Template: tpl, Paused: w.paused,
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(int32(w.maxUnavail))), MaxSurge: ptr.To(intstr.FromInt32(1))}}},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: w.observed, Replicas: int32(len(w.pods)), UpdatedReplicas: int32(updated), AvailableReplicas: int32(all), ReadyReplicas: int32(all)}}
+		return d
+	case v1alpha1.KindStatefulSet:
+		st := appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+			RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(w.partition)), MaxUnavailable: mu}}
+		if w.onDelete {
+			st = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+		}
+		rev := fmt.Sprintf("%s-%d-%d", mName, w.t.tag, w.t.count)
+		current := rev
+		if updated < len(w.pods) {
+			current = "older"
+		}
+		return &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(w.replicas)), Selector: sel, Template: tpl, UpdateStrategy: st},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: w.observed, Replicas: int32(len(w.pods)), UpdatedReplicas: int32(updated), ReadyReplicas: int32(all),
+				AvailableReplicas: int32(all), CurrentRevision: current, UpdateRevision: rev}}
+	default:
+		st := appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType, RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: mu}}
+		if w.onDelete {
+			st = appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
+		}
+		return &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tpl, UpdateStrategy: st},
+			Status: appsv1.DaemonSetStatus{ObservedGeneration: w.observed, DesiredNumberScheduled: int32(w.nodes), CurrentNumberScheduled: int32(len(w.pods)),
+				UpdatedNumberScheduled: int32(updated), NumberAvailable: int32(all), NumberReady: int32(all)}}
+	}
+}
+
+func (w *mworld) truthReader() *utiltesting.MemReader {
+	return utiltesting.NewMemReader(map[string]client.IndexerFunc{cache.OwnerIndex: cache.ControllerUID}, w.objects()...)
+}
+
+// record is the leader's journal recorder observing the cluster (through its own cache,
+// which is the cluster as of now: its lag is in how often it runs).
+func (w *mworld) record() {
+	w.lastRecord = w.now
+	rules := modelPolicies[w.policy]
+	if !w.exists {
+		// The Recorder records the deleted workload's last state, then keeps the journal.
+		if w.journal != nil && w.lastObj != nil {
+			wl, err := workload.From(w.lastObj)
+			if err != nil {
+				panic(err)
+			}
+			h, err := history.ReadAdoptable(context.Background(), w.truthReader(), wl)
+			if err != nil {
+				panic(err)
+			}
+			w.journal = journal.Observe(w.journal, wl, h, nil, w.now)
+			w.journal.Deleted, w.lastObj = ptr.To(w.now), nil
+		}
+		return
+	}
+	if rules == nil || !w.guarded {
+		return // it keeps the journal of a workload it no longer guards as it was
+	}
+	r := w.truthReader()
+	obj, _ := workload.New(w.kind)
+	if err := r.Get(context.Background(), client.ObjectKey{Namespace: mNamespace, Name: mName}, obj); err != nil {
+		panic(err)
+	}
+	wl, err := workload.From(obj)
+	if err != nil {
+		panic(err)
+	}
+	h, err := history.Read(context.Background(), r, wl)
+	if err != nil {
+		panic(err)
+	}
+	w.journal = journal.Observe(w.journal, wl, h, rules.ArgsMatchReplicas, w.now)
+}
+
+// sync gives replica i the cluster and the journal as they are now.
+func (w *mworld) sync(i int) {
+	rep := w.replicas2[i]
+	rep.reader, rep.synced = w.truthReader(), w.now
+	rep.store = &journal.Store{}
+	if w.journal != nil {
+		cm, err := journal.Encode(w.journal, "holdfast-system")
+		if err != nil {
+			panic(err)
+		}
+		rep.store.Add(cm)
+	}
+	rep.handler.Journals = rep.store
+}
+
+// readerOf reads through whichever reader the function returns now: a replica's cache,
+// swapped at each sync.
+type readerOf func() client.Reader
+
+func (f readerOf) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return f().Get(ctx, key, obj, opts...)
+}
+
+func (f readerOf) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return f().List(ctx, list, opts...)
+}
+
+// advance moves the clock by d, one controller step a second; the recorder runs at most
+// mMaxLag behind, and a replica's cache is at most mMaxLag stale.
+func (w *mworld) advance(d time.Duration) {
+	for end := w.now.Add(d); w.now.Before(end); {
+		w.now = w.now.Add(time.Second)
+		w.control()
+		if w.now.Sub(w.lastRecord) >= mMaxLag || w.rng.IntN(3) == 0 {
+			w.record()
+		}
+		for i, rep := range w.replicas2 {
+			if w.now.Sub(rep.synced) >= mMaxLag || w.rng.IntN(4) == 0 {
+				w.sync(i)
+			}
+		}
+	}
+}
+
+// send sends the change from the API server's object to next through replica i's
+// handler; on admission the API server stores it.
+func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string) bool {
+	before := *w
+	oldObj := w.object()
+	next()
+	if op == admissionv1.Update {
+		w.generation++ // only a spec change bumps it; the model's changes are all to the spec or labels
+	}
+	newObj := w.object()
+	rep := w.replicas2[i]
+	rep.clock.SetTime(w.now)
+	gvk := appsv1.SchemeGroupVersion.WithKind(string(w.kind))
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: types.UID(fmt.Sprint(len(w.ops))), Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: gvk.Kind},
+		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: strings.ToLower(string(w.kind)) + "s"},
+		Name:     mName, Namespace: mNamespace, Operation: op, DryRun: ptr.To(false),
+		UserInfo: authenticationv1.UserInfo{Username: user},
+		Object:   runtime.RawExtension{Raw: mustMarshal(newObj)},
+	}}
+	if op == admissionv1.Update {
+		req.OldObject = runtime.RawExtension{Raw: mustMarshal(oldObj)}
+	}
+	resp := rep.handler.Handle(context.Background(), req)
+	if *rolloutModelTrace {
+		msg := ""
+		if resp.Result != nil {
+			msg = resp.Result.Message
+		}
+		w.trace = append(w.trace, fmt.Sprintf("%s %s via %d: allowed=%t %s", w.now.Format("15:04:05"), op, i, resp.Allowed, msg))
+	}
+	if !resp.Allowed {
+		restore(w, &before)
+		return false
+	}
+	return true
+}
+
+// restore undoes a refused change to the spec: the API server stored nothing.
+func restore(w, before *mworld) {
+	w.t, w.replicas, w.paused, w.onDelete, w.partition, w.guarded, w.maxUnavail = before.t, before.replicas, before.paused, before.onDelete, before.partition, before.guarded, before.maxUnavail
+	w.generation, w.exists, w.uid = before.generation, before.exists, before.uid
+}
+
+func mustMarshal(o any) []byte {
+	raw, err := json.Marshal(o)
+	if err != nil {
+		panic(err)
+	}
+	return raw
+}
+
+// rules is the policy the invariants hold the cluster to: the one in force for longer
+// than a cache can lag (a replica may decide by the one before for that long).
+func (w *mworld) rules() *v1alpha1.RolloutRules {
+	if w.now.Sub(w.policyAt) <= mMaxLag || !w.guarded {
+		return nil
+	}
+	return modelPolicies[w.policy]
+}
+
+func (w *mworld) violate(format string, args ...any) {
+	w.violations = append(w.violations, fmt.Sprintf("%s after %d ops (%s, %s): ", w.now.Format("15:04:05"), len(w.ops), w.kind, w.describe())+fmt.Sprintf(format, args...))
+}
+
+func (w *mworld) describe() string {
+	counts := map[int]int{}
+	for _, p := range w.pods {
+		counts[p.t.tag]++
+	}
+	return fmt.Sprintf("spec tag %d count %d replicas %d paused=%t onDelete=%t partition=%d; pods by tag %v; truth cur %d prev %d finished=%t",
+		w.t.tag, w.t.count, w.replicas, w.paused, w.onDelete, w.partition, counts, w.tr.cur, w.tr.prev, w.tr.finished)
+}
+
+// liftHold restarts the stall clock where the hold stopped it: pausing never stalls.
+func (w *mworld) liftHold() {
+	if !w.tr.heldSince.IsZero() {
+		w.tr.progressed = w.tr.progressed.Add(w.now.Sub(w.tr.heldSince))
+		w.tr.heldSince = time.Time{}
+	}
+}
+
+// started is called after an admitted request: if the workload now rolls a tag other than
+// the current one, that is a new rollout, which I1–I3 must allow.
+func (w *mworld) started(rules *v1alpha1.RolloutRules) {
+	if !w.held() {
+		w.liftHold()
+	}
+	if !w.held() && w.t.tag == w.tr.cur {
+		w.tr.curT = w.t
+	}
+	if w.held() || w.t.tag == w.tr.cur {
+		return
+	}
+	curPods := false
+	for _, p := range w.pods {
+		curPods = curPods || p.t.tag == w.tr.cur
+	}
+	if (!w.tr.acted || !curPods) && w.tr.before != nil && !w.tr.finished {
+		// The current tag never rolled out, or has no pods left (held, then scaled away),
+		// before it finished: nothing in the cluster shows it was current, and a new one
+		// cannot make a third revision with pods. What was current before still is.
+		w.tr = *w.tr.before
+		if w.t.tag == w.tr.cur {
+			return
+		}
+	}
+	tag := w.t.tag
+	hasPods := false
+	for _, p := range w.pods {
+		hasPods = hasPods || p.t.tag == tag
+	}
+	// The leader may see a brief hold, or progress, up to mMaxLag late.
+	stalled := !w.tr.finished && w.now.Sub(w.tr.progressed) >= mStall-mMaxLag
+	cancel := tag == w.tr.prev && !w.tr.finished && hasPods
+	left, was := w.tr.left[tag]
+	isReturn := rules != nil && rules.RevertWindow != nil && was && w.now.Sub(left) < mRevert
+	if rules != nil {
+		if rules.Settle != nil && !w.tr.finished && !cancel && !stalled {
+			w.violate("I1: tag %d admitted while tag %d still rolls out (not stalled, not a cancel)", tag, w.tr.cur)
+		}
+		if rules.MinInterval != nil && !cancel && !isReturn && w.now.Sub(w.tr.since) < mMinInterval {
+			w.violate("I2: tag %d admitted %s after tag %d became current", tag, w.now.Sub(w.tr.since), w.tr.cur)
+		}
+		if isReturn {
+			recent := 0
+			for _, r := range w.tr.returns {
+				if w.now.Sub(r) < mRevert {
+					recent++
+				}
+			}
+			if (w.tr.finished && !stalled) || recent > 0 {
+				w.violate("I3: return to tag %d (left %s ago) admitted; finished=%t, returns in window %d", tag, w.now.Sub(left), w.tr.finished, recent)
+			}
+		}
+	}
+	before := w.tr
+	before.left, before.returns = maps.Clone(w.tr.left), slices.Clone(w.tr.returns)
+	w.tr.before, w.tr.acted = &before, hasPods // a cancel's revision has pods already
+	if was && w.now.Sub(left) < mRevert {
+		w.tr.returns = append(w.tr.returns, w.now)
+	}
+	w.tr.left[w.tr.cur] = w.now
+	w.tr.prev, w.tr.cur, w.tr.curT, w.tr.since = w.tr.cur, tag, w.t, w.now
+	w.tr.finished, w.tr.progressed, w.tr.bestAvailable = false, w.now, 0
+	w.tr.heldSince = time.Time{}
+}
+
+// checkStrategy is I5: an admitted update never makes the rollout's resolved
+// maxUnavailable worse than both the rule and what the workload had.
+func (w *mworld) checkStrategy(rules *v1alpha1.RolloutRules, before int) {
+	if rules == nil || rules.Strategy == nil || rules.Strategy.MaxUnavailable == nil || w.kind == v1alpha1.KindStatefulSet {
+		return
+	}
+	limit := rules.Strategy.MaxUnavailable.IntValue()
+	if mu := w.effectiveMaxUnavailable(); mu > max(limit, before) {
+		w.violate("I5: maxUnavailable %d admitted over the rule's %d (it had %d)", mu, limit, before)
+	}
+}
+
+// rolledT is the template the workload's controller last rolled toward.
+func (w *mworld) rolledT() tmpl { return w.actedT }
+
+// effectiveMaxUnavailable is the maxUnavailable a rollout uses: none under OnDelete.
+func (w *mworld) effectiveMaxUnavailable() int {
+	if w.onDelete {
+		return 0
+	}
+	return w.maxUnavail
+}
+
+func (w *mworld) step(op mop) {
+	w.ops = append(w.ops, op)
+	i := op.Replica % 2
+	rules := w.rules()
+	beforeMU := w.effectiveMaxUnavailable()
+	update := func(change func()) {
+		if w.send(i, admissionv1.Update, change, "operator") {
+			w.started(w.rules())
+			w.checkStrategy(rules, beforeMU)
+		}
+	}
+	switch op.Kind {
+	case "edit":
+		tag := w.nextTag
+		w.nextTag++
+		w.broken[tag] = op.N%5 == 0
+		update(func() { w.t.tag = tag })
+	case "editOld":
+		if tag := 1 + op.N%max(1, w.nextTag-1); w.exists {
+			update(func() { w.t.tag = tag })
+		}
+	case "pause":
+		if w.exists && w.kind == v1alpha1.KindDeployment {
+			update(func() { w.paused = true })
+		}
+	case "resume":
+		if w.exists {
+			update(func() { w.paused, w.onDelete = false, false })
+		}
+	case "onDelete":
+		if w.exists && w.kind != v1alpha1.KindDeployment {
+			update(func() { w.onDelete = true })
+		}
+	case "rollingUpdate":
+		if w.exists {
+			update(func() { w.onDelete, w.partition = false, 0 })
+		}
+	case "partition":
+		if w.exists && w.kind == v1alpha1.KindStatefulSet {
+			update(func() { w.partition = op.N % (w.replicas + 1) })
+		}
+	case "scale":
+		if n := 2 + op.N%3; w.exists && w.kind != v1alpha1.KindDaemonSet && n != w.replicas {
+			update(func() { w.replicas, w.t.count = n, n })
+		}
+	case "scaleNoFlag":
+		if n := 2 + op.N%3; w.exists && w.kind != v1alpha1.KindDaemonSet && n != w.replicas {
+			update(func() { w.replicas = n })
+		}
+	case "relabel":
+		if w.exists {
+			wasGuarded := w.guarded
+			if w.send(i, admissionv1.Update, func() { w.guarded = !w.guarded }, "operator") && wasGuarded && rules != nil {
+				w.violate("a relabel out of the policy's selection was admitted")
+			}
+		}
+	case "recreate":
+		if !w.exists {
+			return
+		}
+		// kubectl delete --cascade=orphan: the pods and revisions stay; then a new
+		// workload of the same name adopts them, with the old template or a new one.
+		w.lastObj, w.exists = w.object(), false
+		w.advance(time.Second)
+		tag := w.t.tag
+		if op.N%2 == 1 {
+			tag = w.nextTag
+			w.nextTag++
+		}
+		if w.send(i, admissionv1.Create, func() { w.exists, w.uid, w.generation, w.observed, w.t.tag = true, w.uid+1, 1, 0, tag }, "operator") {
+			w.started(w.rules())
+			return
+		}
+		// Re-created with the template it had, once holdfast has caught up, it passes.
+		w.advance(2 * mMaxLag)
+		if w.send(i, admissionv1.Create, func() {
+			w.exists, w.uid, w.generation, w.observed, w.maxUnavail = true, w.uid+1, 1, 0, min(w.maxUnavail, 1)
+		}, "operator") {
+			w.started(w.rules())
+		} else {
+			w.violate("re-creating the workload with the template it had was refused")
+		}
+	case "policy":
+		w.policy = op.N % len(modelPolicies)
+		w.policyAt = w.now
+	case "restart":
+		w.sync(i)
+	case "journalLost":
+		w.journal = nil
+	case "tick":
+		w.advance(time.Duration(1+op.N%20) * time.Second)
+	case "sync":
+		w.sync(i)
+	case "notReady":
+		if w.kind == v1alpha1.KindDaemonSet {
+			n := op.N % w.nodes
+			w.notReady[n] = !w.notReady[n]
+			if !w.notReady[n] {
+				for _, p := range w.pods {
+					if p.slot == n && p.readyAt.IsZero() && !w.broken[p.t.tag] {
+						p.readyAt = w.now.Add(time.Second)
+					}
+				}
+			}
+		}
+	case "strategy":
+		if w.exists && w.kind != v1alpha1.KindStatefulSet {
+			update(func() { w.maxUnavail = op.N % 3 })
+		}
+	}
+}
+
+// operate is the scripted operator of I6: it wants a new, working template rolled out and
+// retries every mRetry until holdfast admits it. It must be admitted within the bound.
+func (w *mworld) operate() {
+	if !w.exists {
+		w.send(0, admissionv1.Create, func() { w.exists, w.uid, w.generation, w.observed = true, w.uid+1, 1, 0 }, "operator")
+	}
+	tag := w.nextTag
+	w.nextTag++
+	rolloutTime := time.Duration(w.replicas+1) * 6 * time.Second
+	bound := max(mStall, mMinInterval) + rolloutTime + 2*mMaxLag + 2*mRetry
+	deadline := w.now.Add(bound)
+	for i := 0; ; i++ {
+		if w.send(i%2, admissionv1.Update, func() {
+			w.t, w.paused, w.onDelete, w.partition, w.guarded = tmpl{tag: tag, count: w.replicas}, false, false, 0, true
+			if w.maxUnavail > 1 {
+				w.maxUnavail = 1
+			}
+		}, "operator") {
+			w.started(w.rules())
+			return
+		}
+		if w.held() {
+			// Refused while held (a held rollout never stalls): lift the hold as it is
+			// (kubectl rollout resume), else on the template that was rolling out.
+			lift := func() { w.paused, w.onDelete, w.partition, w.maxUnavail = false, false, 0, min(w.maxUnavail, 1) }
+			if w.send(i%2, admissionv1.Update, lift, "operator") {
+				w.started(w.rules())
+			} else {
+				// Else with the template last rolled toward, or the last one applied unheld.
+				for _, cur := range []tmpl{w.rolledT(), w.tr.curT} {
+					if w.send(i%2, admissionv1.Update, func() { lift(); w.t = cur; w.replicas = cur.count }, "operator") {
+						w.started(w.rules())
+						break
+					}
+				}
+			}
+		}
+		if w.now.After(deadline) {
+			w.deadlock = true
+			w.violate("I6: the operator's new template was still refused %s after it first tried", bound)
+			return
+		}
+		w.advance(mRetry)
+	}
+}
+
+type rolloutModelResult struct {
+	sequences, steps, violations, deadlocks int
+	counts                                  map[string]int
+	first                                   *mworld
+}
+
+func exploreRollouts(n int, broken func(Input) (Decision, error)) rolloutModelResult {
+	logf.SetLogger(logr.Discard())
+	res := rolloutModelResult{counts: map[string]int{}}
+	for seed := range uint64(n) {
+		w := newMWorld(seed, broken)
+		// Operations come from a generator of their own, so that a sequence replays alike.
+		gen := rand.New(rand.NewPCG(seed, 0x0905))
+		steps := 4 + gen.IntN(9)
+		for range steps {
+			op := mop{Kind: mopKinds[gen.IntN(len(mopKinds))], N: gen.IntN(1000), Replica: gen.IntN(2)}
+			res.counts[op.Kind]++
+			w.step(op)
+		}
+		w.operate()
+		res.sequences++
+		res.steps += steps
+		if len(w.violations) > 0 {
+			res.violations += len(w.violations)
+			if res.first == nil {
+				res.first = w
+			}
+		}
+		if w.deadlock {
+			res.deadlocks++
+		}
+	}
+	return res
+}
+
+// replayRollouts replays one sequence, as a failing one prints.
+func replayRollouts(seed uint64, ops []mop, broken func(Input) (Decision, error)) *mworld {
+	w := newMWorld(seed, broken)
+	for _, op := range ops {
+		w.step(op)
+	}
+	w.operate()
+	return w
+}
+
+func (w *mworld) replayCase() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "{seed: %d, ops: []mop{\n", w.seed)
+	for _, op := range w.ops {
+		b.WriteString("\t" + op.String() + "\n")
+	}
+	b.WriteString("}},\n")
+	return b.String()
+}
+
+func TestRolloutModel(t *testing.T) {
+	res := exploreRollouts(*rolloutModelSequences, nil)
+	fmt.Printf("RELIABILITY rollout-model sequences=%d steps=%d invariantViolations=%d deadlocks=%d\n",
+		res.sequences, res.steps, res.violations, res.deadlocks)
+	kinds := slices.Sorted(func(yield func(string) bool) {
+		for k := range res.counts {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	var shares []string
+	for _, k := range kinds {
+		shares = append(shares, fmt.Sprintf("%s=%d", k, res.counts[k]))
+		if float64(res.counts[k]) < 0.01*float64(res.steps) {
+			t.Errorf("operation %s is %d of %d steps, under 1%%", k, res.counts[k], res.steps)
+		}
+	}
+	fmt.Printf("RELIABILITY rollout-model-operations %s\n", strings.Join(shares, " "))
+	if len(res.counts) != len(slices.Compact(slices.Sorted(slices.Values(mopKinds)))) {
+		t.Errorf("generated %d kinds of operation, want every one of %v", len(res.counts), mopKinds)
+	}
+	if res.first != nil {
+		t.Errorf("%d invariant violations, %d deadlocks; the first sequence's:\n%s\nreplay it (TestRolloutModelReplays):\n%s",
+			res.violations, res.deadlocks, strings.Join(res.first.violations, "\n"), res.first.replayCase())
+	}
+}
+
+// TestRolloutModelReplays replays sequences as TestRolloutModel prints them: each once
+// broke an invariant (or is a review scenario) and must hold now.
+func TestRolloutModelReplays(t *testing.T) {
+	for i, c := range rolloutReplays {
+		w := replayRollouts(c.seed, c.ops, nil)
+		if len(w.violations) > 0 {
+			t.Errorf("replay %d (seed %d): %s\n%s", i, c.seed, strings.Join(w.violations, "\n"), strings.Join(w.trace, "\n"))
+		}
+	}
+}
+
+var rolloutReplays = []struct {
+	seed uint64
+	ops  []mop
+}{
+	{seed: 4805, ops: []mop{
+		{Kind: "scaleNoFlag", N: 907, Replica: 0},
+		{Kind: "scaleNoFlag", N: 581, Replica: 1},
+		{Kind: "scaleNoFlag", N: 90, Replica: 1},
+		{Kind: "edit", N: 175, Replica: 0},
+		{Kind: "scale", N: 485, Replica: 1},
+		{Kind: "partition", N: 722, Replica: 1},
+		{Kind: "edit", N: 818, Replica: 1},
+		{Kind: "tick", N: 620, Replica: 0},
+		{Kind: "scale", N: 102, Replica: 1},
+		{Kind: "edit", N: 11, Replica: 0},
+	}},
+	{seed: 2682, ops: []mop{
+		{Kind: "scale", N: 18, Replica: 0},
+		{Kind: "edit", N: 555, Replica: 1},
+		{Kind: "relabel", N: 320, Replica: 1},
+		{Kind: "recreate", N: 323, Replica: 0},
+		{Kind: "strategy", N: 619, Replica: 1},
+		{Kind: "onDelete", N: 249, Replica: 0},
+		{Kind: "tick", N: 220, Replica: 1},
+	}},
+	{seed: 2653, ops: []mop{
+		{Kind: "rollingUpdate", N: 906, Replica: 0},
+		{Kind: "recreate", N: 555, Replica: 1},
+		{Kind: "tick", N: 462, Replica: 1},
+		{Kind: "editOld", N: 792, Replica: 0},
+		{Kind: "relabel", N: 140, Replica: 0},
+		{Kind: "edit", N: 850, Replica: 1},
+	}},
+	{seed: 2424, ops: []mop{
+		{Kind: "edit", N: 524, Replica: 1},
+		{Kind: "scaleNoFlag", N: 902, Replica: 0},
+		{Kind: "recreate", N: 98, Replica: 1},
+		{Kind: "scale", N: 761, Replica: 1},
+		{Kind: "recreate", N: 853, Replica: 1},
+	}},
+	{seed: 1941, ops: []mop{
+		{Kind: "scale", N: 522, Replica: 0},
+		{Kind: "notReady", N: 149, Replica: 1},
+		{Kind: "editOld", N: 433, Replica: 0},
+		{Kind: "scaleNoFlag", N: 974, Replica: 1},
+		{Kind: "edit", N: 742, Replica: 0},
+		{Kind: "restart", N: 353, Replica: 0},
+		{Kind: "recreate", N: 218, Replica: 1},
+		{Kind: "recreate", N: 374, Replica: 1},
+		{Kind: "partition", N: 440, Replica: 1},
+		{Kind: "edit", N: 269, Replica: 0},
+		{Kind: "strategy", N: 363, Replica: 1},
+		{Kind: "notReady", N: 513, Replica: 1},
+	}},
+	{seed: 1137, ops: []mop{
+		{Kind: "scaleNoFlag", N: 296, Replica: 1},
+		{Kind: "edit", N: 954, Replica: 0},
+		{Kind: "policy", N: 359, Replica: 1},
+		{Kind: "restart", N: 941, Replica: 1},
+		{Kind: "scale", N: 123, Replica: 0},
+		{Kind: "tick", N: 188, Replica: 0},
+		{Kind: "editOld", N: 206, Replica: 1},
+		{Kind: "recreate", N: 892, Replica: 1},
+		{Kind: "notReady", N: 220, Replica: 1},
+		{Kind: "edit", N: 270, Replica: 1},
+	}},
+	{seed: 1470, ops: []mop{
+		{Kind: "edit", N: 465, Replica: 0},
+		{Kind: "sync", N: 620, Replica: 0},
+		{Kind: "tick", N: 640, Replica: 0},
+		{Kind: "pause", N: 646, Replica: 0},
+		{Kind: "onDelete", N: 613, Replica: 0},
+		{Kind: "recreate", N: 887, Replica: 0},
+		{Kind: "edit", N: 395, Replica: 1},
+		{Kind: "tick", N: 842, Replica: 0},
+		{Kind: "tick", N: 122, Replica: 1},
+		{Kind: "policy", N: 204, Replica: 0},
+		{Kind: "edit", N: 20, Replica: 0},
+		{Kind: "rollingUpdate", N: 944, Replica: 0},
+	}},
+	{seed: 641, ops: []mop{
+		{Kind: "tick", N: 719, Replica: 1},
+		{Kind: "journalLost", N: 651, Replica: 1},
+		{Kind: "onDelete", N: 620, Replica: 0},
+		{Kind: "tick", N: 505, Replica: 0},
+		{Kind: "sync", N: 523, Replica: 0},
+		{Kind: "editOld", N: 285, Replica: 1},
+		{Kind: "strategy", N: 29, Replica: 1},
+		{Kind: "journalLost", N: 124, Replica: 1},
+		{Kind: "pause", N: 868, Replica: 0},
+		{Kind: "edit", N: 684, Replica: 1},
+		{Kind: "tick", N: 39, Replica: 1},
+		{Kind: "scale", N: 859, Replica: 1},
+	}},
+	{seed: 436, ops: []mop{
+		{Kind: "pause", N: 57, Replica: 1},
+		{Kind: "edit", N: 955, Replica: 0},
+		{Kind: "relabel", N: 819, Replica: 0},
+		{Kind: "relabel", N: 207, Replica: 1},
+		{Kind: "pause", N: 430, Replica: 1},
+		{Kind: "rollingUpdate", N: 626, Replica: 1},
+		{Kind: "strategy", N: 807, Replica: 0},
+		{Kind: "tick", N: 927, Replica: 1},
+		{Kind: "journalLost", N: 886, Replica: 1},
+		{Kind: "editOld", N: 696, Replica: 0},
+		{Kind: "recreate", N: 625, Replica: 1},
+		{Kind: "relabel", N: 875, Replica: 1},
+	}},
+	{seed: 250, ops: []mop{
+		{Kind: "edit", N: 158, Replica: 1},
+		{Kind: "restart", N: 586, Replica: 0},
+		{Kind: "policy", N: 636, Replica: 0},
+		{Kind: "strategy", N: 361, Replica: 0},
+		{Kind: "scale", N: 921, Replica: 1},
+		{Kind: "tick", N: 338, Replica: 1},
+		{Kind: "scaleNoFlag", N: 54, Replica: 0},
+		{Kind: "sync", N: 183, Replica: 1},
+		{Kind: "sync", N: 131, Replica: 0},
+		{Kind: "tick", N: 691, Replica: 0},
+		{Kind: "editOld", N: 454, Replica: 1},
+		{Kind: "onDelete", N: 921, Replica: 0},
+	}},
+	{seed: 191, ops: []mop{
+		{Kind: "sync", N: 943, Replica: 1},
+		{Kind: "scale", N: 540, Replica: 0},
+		{Kind: "strategy", N: 318, Replica: 1},
+		{Kind: "strategy", N: 852, Replica: 1},
+		{Kind: "edit", N: 79, Replica: 1},
+		{Kind: "tick", N: 800, Replica: 1},
+		{Kind: "onDelete", N: 257, Replica: 1},
+		{Kind: "rollingUpdate", N: 510, Replica: 0},
+		{Kind: "scale", N: 965, Replica: 0},
+		{Kind: "editOld", N: 568, Replica: 1},
+	}},
+}
+
+// TestRolloutModelCatchesBrokenDecisions is the explorer's own test: handed the escapes of
+// the first version of the rules, it must find the review's scenarios 1, 3 and 10.
+func TestRolloutModelCatchesBrokenDecisions(t *testing.T) {
+	drop := func(d Decision, rules ...string) Decision {
+		d.Violations = slices.DeleteFunc(d.Violations, func(v decision.Violation) bool { return slices.Contains(rules, v.Rule) })
+		return d
+	}
+	cases := map[string]struct {
+		broken    func(Input) (Decision, error)
+		invariant string
+	}{
+		// Scenario 1: only a template change ran the revision rules, so a resume (or an
+		// OnDelete to RollingUpdate switch, or a lower partition) after a held edit did not.
+		"the paused escape (scenario 1)": {invariant: "I1:", broken: func(in Input) (Decision, error) {
+			d, err := Decide(in)
+			if !in.TemplateChanged {
+				d = drop(d, RuleSettle, RuleMinInterval, RuleRevertWindow)
+			}
+			return d, err
+		}},
+		// Scenario 3: every return to a revision with pods was a rollback, without limit.
+		"unlimited rollbacks (scenario 3)": {invariant: "I3:", broken: func(in Input) (Decision, error) {
+			d, err := Decide(in)
+			return drop(d, RuleRevertWindow), err
+		}},
+		// Scenario 10: "finished" read from the status alone, and no stall escape: the
+		// gate a one-line admission policy over oldObject.status would be.
+		"a status gate without stalls (scenario 10)": {invariant: "I6:", broken: func(in Input) (Decision, error) {
+			d, err := Decide(in)
+			if MayStart(in) && in.Old != nil && in.Old.Rollout.InProgress && in.TemplateChanged {
+				d.Violations = append(d.Violations, decision.Violation{Policy: "hcp", Rule: RuleSettle, Action: decision.Deny,
+					Message: "still rolling out"})
+			}
+			return d, err
+		}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			found := false
+			for seed := range uint64(600) {
+				w := newMWorld(seed, c.broken)
+				gen := rand.New(rand.NewPCG(seed, 0x0905))
+				for range 4 + gen.IntN(9) {
+					w.step(mop{Kind: mopKinds[gen.IntN(len(mopKinds))], N: gen.IntN(1000), Replica: gen.IntN(2)})
+				}
+				w.operate()
+				if slices.ContainsFunc(w.violations, func(v string) bool { return strings.Contains(v, c.invariant) }) {
+					found = true
+					t.Logf("seed %d: %s", seed, w.violations[0])
+					break
+				}
+			}
+			if !found {
+				t.Errorf("no %s violation found in 600 sequences", c.invariant)
+			}
+		})
+	}
+}
