@@ -74,6 +74,11 @@ func revisionsOf(in Input, flags []v1alpha1.ArgMatchesReplicas, scale bool) revi
 	// A template of the current one's shape is the same revision (a scale, I4); unless the
 	// old object is the current revision, when only isScale tells a scale from a flag change.
 	same := rs.current.Template == target
+	if prev := rs.timeline.Previous(); !same && in.Old == nil && rs.current.Template == "" && prev != nil {
+		// Re-created before the leader saw the delete: the template the journal last
+		// recorded is the template it had.
+		same = prev.Template == target || journal.Matches(prev, in.New.Template, flags)
+	}
 	if !same && (in.Old == nil || !journal.Matches(rs.current, in.Old.Template, nil)) {
 		same = journal.Matches(rs.current, in.New.Template, flags)
 	}
