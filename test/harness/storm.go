@@ -66,9 +66,10 @@ func emptyDir(name string) corev1.Volume {
 
 // StormResult is what one run of the storm measured.
 type StormResult struct {
-	// Revisions counts the Deployment's ReplicaSets; PeakPods its most non-terminating
-	// pods at once, PeakAll counting terminating pods too, as the field report did.
-	Revisions, PeakPods, PeakAll int
+	// Revisions counts the Deployment's ReplicaSets, PeakWithPods the most of them with
+	// pods at once; PeakPods its most non-terminating pods at once, PeakAll counting
+	// terminating pods too, as the field report did.
+	Revisions, PeakWithPods, PeakPods, PeakAll int
 	// Converged is GEN4 fully rolled out before the deadline.
 	Converged bool
 	// Refusals counts updates the API server refused as forbidden.
@@ -103,9 +104,13 @@ func RunStorm(ctx context.Context, c client.Client, ns string, logf func(format 
 			var rsl appsv1.ReplicaSetList
 			var pods corev1.PodList
 			if c.List(watchCtx, &rsl, client.InNamespace(ns)) == nil && c.List(watchCtx, &pods, client.InNamespace(ns)) == nil {
+				withPods := 0
 				for _, rs := range rsl.Items {
 					if workload.ControlledBy(rs.OwnerReferences, d.UID) {
 						sets[rs.Name] = true
+						if rs.Status.Replicas > 0 {
+							withPods++
+						}
 					}
 				}
 				live := 0
@@ -116,6 +121,7 @@ func RunStorm(ctx context.Context, c client.Client, ns string, logf func(format 
 				}
 				mu.Lock()
 				res.Revisions, res.PeakPods = len(sets), max(res.PeakPods, live)
+				res.PeakWithPods = max(res.PeakWithPods, withPods)
 				res.PeakAll = max(res.PeakAll, len(pods.Items))
 				mu.Unlock()
 			}

@@ -1,0 +1,223 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+)
+
+// settlePolicyIn guards the namespace's workloads with settle (and the --server-count
+// rule, by which waitEnforced sees the policy in force).
+func settlePolicyIn(ctx context.Context, t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	p := utiltesting.MakeRolloutPolicy(ns).ArgMatchesReplicas("konnectivity-server", "--server-count").
+		NamespaceSelector(map[string]string{corev1.LabelMetadataName: ns}).Obj()
+	p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
+	waitEnforced(ctx, t, c, ns)
+}
+
+// waitJournal waits until holdfast's leader has recorded the workload's current revision
+// as finished (finished) or as current at all.
+func waitJournal(ctx context.Context, t *testing.T, c client.Client, kind v1alpha1.WorkloadKind, ns, name string, finished bool) {
+	t.Helper()
+	key := client.ObjectKey{Namespace: holdfastNamespace, Name: journal.Name(kind, ns, name)}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, key, cm); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		j, err := journal.Decode(cm)
+		return err == nil && (!finished || j.Current().Finished != nil), nil
+	}); err != nil {
+		t.Fatalf("the journal of %s %s/%s: %v (log: %s)", kind, ns, name, err, holdfastLog)
+	}
+	time.Sleep(time.Second) // every replica's cache has it
+}
+
+// TestDaemonSetWithAnUnavailablePodTakesAChange is the review's scenario 10: a fully
+// updated DaemonSet one of whose pods is not available (here: its pod on a node that just
+// joined, inside minReadySeconds) is not "rolling out", so a change, its fix included,
+// passes. Its status says otherwise; the journal's sticky "finished" decides.
+func TestDaemonSetWithAnUnavailablePodTakesAChange(t *testing.T) {
+	const pool = "holdfast.dev/e2e-scenario-10"
+	f := features.New("scenario 10").
+		Assess("a change passes while a new node's agent is not yet available", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			ns := newNamespace(ctx, t, c, "ds-notready")
+			settlePolicyIn(ctx, t, c, ns)
+			var nodes corev1.NodeList
+			if err := c.List(ctx, &nodes); err != nil || len(nodes.Items) < 4 {
+				t.Fatalf("want at least 4 nodes: %d, %v", len(nodes.Items), err)
+			}
+			label := func(n *corev1.Node, v *string) {
+				value := "null"
+				if v != nil {
+					value = fmt.Sprintf("%q", *v)
+				}
+				patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, pool, value))
+				if err := c.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, patch)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 4 {
+				n := &nodes.Items[i]
+				if i < 3 {
+					label(n, ptr.To("true"))
+				}
+				t.Cleanup(func() { label(n, nil) })
+			}
+			tmpl := utiltesting.MakeDeployment(ns, "agent").Obj().Spec.Template
+			tmpl.Spec.NodeSelector = map[string]string{pool: "true"}
+			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
+				Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl, MinReadySeconds: 15}}
+			if err := c.Create(ctx, ds); err != nil {
+				t.Fatal(err)
+			}
+			status := func(want func(*appsv1.DaemonSetStatus) bool) {
+				t.Helper()
+				if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+					err := c.Get(ctx, client.ObjectKeyFromObject(ds), ds)
+					return err == nil && ds.Status.ObservedGeneration == ds.Generation && want(&ds.Status), err
+				}); err != nil {
+					t.Fatalf("DaemonSet status %+v: %v", ds.Status, err)
+				}
+			}
+			status(func(s *appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 3 && s.NumberAvailable == 3 })
+			waitJournal(ctx, t, c, v1alpha1.KindDaemonSet, ns, ds.Name, true)
+
+			label(&nodes.Items[3], ptr.To("true")) // a node joins the pool
+			status(func(s *appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 4 && s.NumberAvailable == 3 })
+			w, err := workload.From(ds)
+			if err != nil || !w.Rollout.InProgress {
+				t.Fatalf("the status should read as in progress, the trap of a status gate: %+v (%v)", ds.Status, err)
+			}
+			ds.Spec.Template.Spec.Containers[0].Image = "registry.example/main:fixed"
+			err = c.Update(ctx, ds)
+			fmt.Printf("SCENARIO daemonset-unavailable-pod changeAdmitted=%t\n", err == nil)
+			if err != nil {
+				t.Fatalf("a change to a fully updated DaemonSet with one unavailable pod was refused: %v", err)
+			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
+}
+
+// TestOrphaningDeleteAndRecreate is the review's scenario 9: a Deployment deleted with
+// --cascade=orphan while a rollout is unfinished, then re-created with a new template,
+// would adopt both ReplicaSets and start a third revision; holdfast refuses it, and
+// admits the re-create with the template it had.
+func TestOrphaningDeleteAndRecreate(t *testing.T) {
+	f := features.New("scenario 9").
+		Assess("a re-create adopting an unfinished rollout keeps its template", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			ns := newNamespace(ctx, t, c, "orphan")
+			settlePolicyIn(ctx, t, c, ns)
+			d := utiltesting.MakeDeployment(ns, "kas").Replicas(3).Obj()
+			d.Spec.MinReadySeconds = 60 // B's pods stay unavailable: its rollout is unfinished
+			if err := c.Create(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			waitReadyPods(ctx, t, c, ns, "kas", 3)
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(d), d)
+				return err == nil && d.Status.AvailableReplicas == 3, err
+			}); err != nil {
+				t.Fatalf("GEN A never became available: %v", err)
+			}
+			d.Spec.MinReadySeconds = 0 // A finished; B's pods are available at once, but B can still be held
+			if err := c.Update(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			waitJournal(ctx, t, c, v1alpha1.KindDeployment, ns, d.Name, true)
+
+			d.Spec.MinReadySeconds = 60
+			d.Spec.Template.Spec.Containers[0].Image = "registry.example/main:B"
+			if err := c.Update(ctx, d); err != nil {
+				t.Fatalf("A finished, B must pass: %v", err)
+			}
+			waitJournal(ctx, t, c, v1alpha1.KindDeployment, ns, d.Name, false)
+			if err := c.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+				t.Fatal(err)
+			}
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(d), &appsv1.Deployment{})), nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+
+			recreate := func(image string) error {
+				n := utiltesting.MakeDeployment(ns, "kas").Replicas(3).Obj()
+				n.Spec.MinReadySeconds = 60
+				n.Spec.Template.Spec.Containers[0].Image = image
+				return c.Create(ctx, n)
+			}
+			// Once the leader has recorded the delete (before, any template but the last one
+			// recorded is refused as well), the third template is refused by settle.
+			key := client.ObjectKey{Namespace: holdfastNamespace, Name: journal.Name(v1alpha1.KindDeployment, ns, "kas")}
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				cm := &corev1.ConfigMap{}
+				if err := c.Get(ctx, key, cm); err != nil {
+					return false, err
+				}
+				j, err := journal.Decode(cm)
+				return err == nil && j.Deleted != nil, nil
+			}); err != nil {
+				t.Fatalf("the leader never recorded the delete: %v", err)
+			}
+			time.Sleep(time.Second) // every replica's cache has it
+			if err := recreate("registry.example/main:C"); !apierrors.IsForbidden(err) {
+				t.Fatalf("re-creating with a third template while B rolls out: %v, want holdfast's refusal", err)
+			}
+			if err := recreate("registry.example/main:B"); err != nil {
+				t.Fatalf("re-creating with the template it had: %v", err)
+			}
+			var sets appsv1.ReplicaSetList
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				cur := &appsv1.Deployment{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(d), cur); err != nil {
+					return false, err
+				}
+				if err := c.List(ctx, &sets, client.InNamespace(ns)); err != nil {
+					return false, err
+				}
+				adopted := 0
+				for _, rs := range sets.Items {
+					if workload.ControlledBy(rs.OwnerReferences, cur.UID) {
+						adopted++
+					}
+				}
+				return adopted == 2, nil
+			}); err != nil {
+				t.Fatalf("the re-created Deployment should adopt A's and B's ReplicaSets: %d ReplicaSets, %v", len(sets.Items), err)
+			}
+			fmt.Printf("SCENARIO orphan-recreate thirdTemplateRefused=true replicaSets=%d\n", len(sets.Items))
+			if len(sets.Items) != 2 {
+				t.Errorf("%d ReplicaSets, want A's and B's only", len(sets.Items))
+			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
+}
