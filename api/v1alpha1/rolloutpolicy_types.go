@@ -32,27 +32,32 @@ type RolloutPolicySpec struct {
 // RolloutRules are the checks of a RolloutPolicy.
 // +kubebuilder:validation:XValidation:rule="has(self.settle) || has(self.minInterval) || has(self.revertWindow) || has(self.strategy) || (has(self.argsMatchReplicas) && size(self.argsMatchReplicas) > 0)",message="rules must enable at least one of settle, minInterval, revertWindow, argsMatchReplicas, strategy"
 type RolloutRules struct {
-	// settle denies a pod-template change while the previous revision is still rolling
-	// out. Always allowed: a rollback to the revision that is still serving, a change to
-	// a stalled rollout (Deployments whose progress deadline passed, or any workload none
-	// of whose pods was created or changed readiness for stallAfter), paused Deployments,
-	// and OnDelete StatefulSets and DaemonSets.
+	// settle keeps one rollout at a time (I1): a request that starts rolling out a new
+	// revision (a template change, a resume, a switch from OnDelete to RollingUpdate, a
+	// partition lowered below the replicas, a re-create adopting what a deleted workload of
+	// its name left) is denied while the current revision's rollout is unfinished. Finished
+	// (every pod of the current revision available, no pod of another left) is sticky: a pod
+	// lost later is a health problem, not a rollout. Allowed nevertheless: a cancel (back to
+	// the revision the current one replaced, which still has pods) and the fix of a stalled
+	// rollout (ProgressDeadlineExceeded, or no more available pods for stallAfter). A template
+	// edited while paused or OnDelete is staged: its rollout starts, and is checked, when the
+	// hold is lifted.
 	// +optional
 	Settle *SettleRule `json:"settle,omitempty"`
 
-	// minInterval denies a new pod-template revision sooner than this after the last one,
-	// e.g. "2m". A rollback to the revision that is still serving is allowed.
+	// minInterval (I2) denies a new revision sooner than this after the current one became
+	// current, e.g. "2m", as holdfast's revision journal recorded it. A cancel of an
+	// unfinished rollout, and a return within revertWindow, are not new revisions.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	MinInterval *metav1.Duration `json:"minInterval,omitempty"`
 
-	// revertWindow denies a pod template equal to a revision that stopped being current
-	// less than this long ago, measured from when its successor became current (its
-	// creation, or for a revision rolled back to, no earlier than the creation of the
-	// revisions numbered before it): A→B→A flapping. Going back while the successor still
-	// rolls out and the old revision still serves is a rollback, and allowed; so is going
-	// back from a stalled successor.
+	// revertWindow (I3) limits returns: a change back to a pod template that stopped being
+	// current less than this long ago (A→B→A). One return per window is admitted, and only
+	// while the rollout it cancels is unfinished or stalled; after a finished rollout, the
+	// way out of a bad release inside the window is forward, to a new template (after
+	// minInterval), or an exempt requester.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
@@ -67,8 +72,9 @@ type RolloutRules struct {
 	// argsMatchReplicas lists container flags whose value must equal spec.replicas,
 	// such as konnectivity-server's --server-count. Applies to Deployments and
 	// StatefulSets that have the named container. A change whose only template difference
-	// is such a flag, following a replicas change, is a scale: settle and minInterval do
-	// not apply to it. A request to the scale subresource cannot change the flag, so it is
+	// is such a flag, following a replicas change, is a scale: no revision rule applies to it,
+	// in either direction, whichever policy holds which rule (I4). A request to the scale
+	// subresource cannot change the flag, so it is
 	// denied whenever it changes replicas; on an HPA-scaled workload, exempt the HPA.
 	// +optional
 	// +listType=map
@@ -130,9 +136,10 @@ type StrategyRule struct {
 
 // SettleRule configures the settle rule.
 type SettleRule struct {
-	// stallAfter is how long a rollout may go without any of the workload's pods being
-	// created or changing readiness before holdfast treats it as stalled and lets a fix
-	// through. StatefulSets and DaemonSets have no progress deadline; this is theirs.
+	// stallAfter is how long a rollout may go without more of the current revision's pods
+	// available before holdfast treats it as stalled and lets a fix through. The clock
+	// stops while the rollout is held (paused, OnDelete, a partition), so holding a rollout
+	// never stalls it. StatefulSets and DaemonSets have no progress deadline; this is theirs.
 	// +optional
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:Type=string

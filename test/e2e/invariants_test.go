@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -39,9 +40,8 @@ func settlePolicyIn(ctx context.Context, t *testing.T, c client.Client, ns strin
 	waitEnforced(ctx, t, c, ns)
 }
 
-// waitJournal waits until holdfast's leader has recorded the workload's current revision
-// as finished (finished) or as current at all.
-func waitJournal(ctx context.Context, t *testing.T, c client.Client, kind v1alpha1.WorkloadKind, ns, name string, finished bool) {
+// waitJournal waits until holdfast's leader's journal of the workload is as want says.
+func waitJournal(ctx context.Context, t *testing.T, c client.Client, kind v1alpha1.WorkloadKind, ns, name string, want func(*journal.Journal) bool) {
 	t.Helper()
 	key := client.ObjectKey{Namespace: holdfastNamespace, Name: journal.Name(kind, ns, name)}
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -50,12 +50,14 @@ func waitJournal(ctx context.Context, t *testing.T, c client.Client, kind v1alph
 			return false, client.IgnoreNotFound(err)
 		}
 		j, err := journal.Decode(cm)
-		return err == nil && (!finished || j.Current().Finished != nil), nil
+		return err == nil && want(j), nil
 	}); err != nil {
 		t.Fatalf("the journal of %s %s/%s: %v (log: %s)", kind, ns, name, err, holdfastLog)
 	}
 	time.Sleep(time.Second) // every replica's cache has it
 }
+
+func finished(j *journal.Journal) bool { return j.Current().Finished != nil }
 
 // TestDaemonSetWithAnUnavailablePodTakesAChange is the review's scenario 10: a fully
 // updated DaemonSet one of whose pods is not available (here: its pod on a node that just
@@ -106,7 +108,7 @@ func TestDaemonSetWithAnUnavailablePodTakesAChange(t *testing.T) {
 				}
 			}
 			status(func(s *appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 3 && s.NumberAvailable == 3 })
-			waitJournal(ctx, t, c, v1alpha1.KindDaemonSet, ns, ds.Name, true)
+			waitJournal(ctx, t, c, v1alpha1.KindDaemonSet, ns, ds.Name, finished)
 
 			label(&nodes.Items[3], ptr.To("true")) // a node joins the pool
 			status(func(s *appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 4 && s.NumberAvailable == 3 })
@@ -136,29 +138,31 @@ func TestOrphaningDeleteAndRecreate(t *testing.T) {
 			ns := newNamespace(ctx, t, c, "orphan")
 			settlePolicyIn(ctx, t, c, ns)
 			d := utiltesting.MakeDeployment(ns, "kas").Replicas(3).Obj()
-			d.Spec.MinReadySeconds = 60 // B's pods stay unavailable: its rollout is unfinished
 			if err := c.Create(ctx, d); err != nil {
 				t.Fatal(err)
 			}
-			waitReadyPods(ctx, t, c, ns, "kas", 3)
 			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 				err := c.Get(ctx, client.ObjectKeyFromObject(d), d)
-				return err == nil && d.Status.AvailableReplicas == 3, err
+				return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas == 3 && d.Status.UpdatedReplicas == 3, err
 			}); err != nil {
 				t.Fatalf("GEN A never became available: %v", err)
 			}
-			d.Spec.MinReadySeconds = 0 // A finished; B's pods are available at once, but B can still be held
-			if err := c.Update(ctx, d); err != nil {
-				t.Fatal(err)
-			}
-			waitJournal(ctx, t, c, v1alpha1.KindDeployment, ns, d.Name, true)
+			waitJournal(ctx, t, c, v1alpha1.KindDeployment, ns, d.Name, finished)
 
-			d.Spec.MinReadySeconds = 60
-			d.Spec.Template.Spec.Containers[0].Image = "registry.example/main:B"
-			if err := c.Update(ctx, d); err != nil {
+			// B's pods stay unavailable for a minute: its rollout is unfinished.
+			if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+					return err
+				}
+				d.Spec.MinReadySeconds = 60
+				d.Spec.Template.Spec.Containers[0].Image = "registry.example/main:B"
+				return c.Update(ctx, d)
+			}); err != nil {
 				t.Fatalf("A finished, B must pass: %v", err)
 			}
-			waitJournal(ctx, t, c, v1alpha1.KindDeployment, ns, d.Name, false)
+			waitJournal(ctx, t, c, v1alpha1.KindDeployment, ns, d.Name, func(j *journal.Journal) bool {
+				return len(j.Revisions) == 2 && j.Current().Finished == nil // B recorded, rolling out
+			})
 			if err := c.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
 				t.Fatal(err)
 			}
