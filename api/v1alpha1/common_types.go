@@ -67,4 +67,94 @@ type Exemptions struct {
 	// +listType=set
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$`
 	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
+
+	// temporary are exemptions that expire, each with its reason on record.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Temporary []TemporaryExemption `json:"temporary,omitempty"`
+}
+
+// WindowAction is what a window does to the changes a policy guards.
+// +kubebuilder:validation:Enum=Deny;Allow
+type WindowAction string
+
+const (
+	// WindowDeny refuses new rollouts and defers evictions while the window is open.
+	WindowDeny WindowAction = "Deny"
+	// WindowAllow lets changes through only while a window is open.
+	WindowAllow WindowAction = "Allow"
+)
+
+// Window is a recurring period, opening at each time of a cron schedule and lasting
+// duration, during which a policy denies changes (Deny), or outside of which it denies
+// them (Allow, when the policy has any). Rollbacks and fixes of stalled rollouts, scales,
+// and evictions of pods that serve nothing pass in every window.
+type Window struct {
+	// name identifies the window in messages and status; defaults to its schedule.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name,omitempty"`
+
+	// schedule is a standard five-field cron expression ("0 9 * * 1-5": weekdays at 09:00)
+	// in timeZone.
+	// +kubebuilder:validation:MinLength=9
+	// +kubebuilder:validation:MaxLength=128
+	Schedule string `json:"schedule"`
+
+	// duration is how long the window stays open from each time of the schedule, e.g. "2h":
+	// elapsed time, so a window that spans a daylight-saving change ends an hour earlier or
+	// later on the clock.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	Duration metav1.Duration `json:"duration"`
+
+	// timeZone is an IANA time zone such as Europe/Berlin; UTC when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// action is Deny or Allow.
+	Action WindowAction `json:"action"`
+}
+
+// TemporaryExemption exempts requesters until a time, with the reason on record.
+type TemporaryExemption struct {
+	// users, groups and serviceAccounts are as in exemptions.
+	// +optional
+	// +listType=set
+	Users []string `json:"users,omitempty"`
+	// +optional
+	// +listType=set
+	Groups []string `json:"groups,omitempty"`
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$`
+	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
+
+	// expires is when the exemption stops applying.
+	Expires metav1.Time `json:"expires"`
+
+	// reason is why it was granted, e.g. the incident or change ticket; it is named in the
+	// Event and audit annotation of every admission it lets through.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason"`
+}
+
+// WindowStatus is what a policy's windows say now.
+type WindowStatus struct {
+	// activeWindow names the window in force now: a Deny window that is open, or an Allow
+	// window that is open; "outside Allow windows" when the policy has Allow windows and
+	// none is open; empty when changes are not held by a window.
+	// +optional
+	ActiveWindow string `json:"activeWindow,omitempty"`
+
+	// nextChange is when what the windows say next changes.
+	// +optional
+	NextChange *metav1.Time `json:"nextChange,omitempty"`
+
+	// expiredExemptions names the temporary exemptions that no longer apply, by reason.
+	// +optional
+	// +listType=set
+	ExpiredExemptions []string `json:"expiredExemptions,omitempty"`
 }

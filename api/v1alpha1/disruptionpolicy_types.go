@@ -41,6 +41,13 @@ type DisruptionPolicySpec struct {
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
+	// windows hold changes by the clock: during a Deny window, or outside every Allow window
+	// when there are any, new rollouts are refused and evictions deferred.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Windows []Window `json:"windows,omitempty"`
+
 	// maxUnavailable is how many pods of a group may be unavailable at once, as a number
 	// or a percentage of the group's expected count (spec.replicas, or a DaemonSet's
 	// desiredNumberScheduled), rounded up as PodDisruptionBudgets round.
@@ -78,6 +85,25 @@ type DisruptionPolicySpec struct {
 	// policy selects: the floor that still holds when holdfast's webhook is down.
 	// +optional
 	PDB *PDBGeneration `json:"pdb,omitempty"`
+
+	// requesters tighten the budget for the identities they name: the first entry that
+	// matches the evicting user takes its maxUnavailable and cooldown where they are
+	// stricter than the policy's (it never loosens them). maxUnavailable 0 means this
+	// requester never evicts the selected pods (403), e.g. cluster-autoscaler's service
+	// account beside a human's one-at-a-time drain.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Requesters []Requester `json:"requesters,omitempty"`
+
+	// maxHold is how long a pod's eviction may be deferred without a break before holdfast
+	// warns (a Warning Event on the pod and its node, holdfast_eviction_held_seconds), so
+	// that operators act before a platform forces the drain. holdfast never starts
+	// allowing because of it.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	MaxHold *metav1.Duration `json:"maxHold,omitempty"`
 }
 
 // PDBGeneration configures the PodDisruptionBudgets holdfast generates.
@@ -99,6 +125,9 @@ type DisruptionPolicyStatus struct {
 	// observedGeneration is the policy generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// The policy's windows and temporary exemptions, as of the last reconcile.
+	WindowStatus `json:",inline"`
 
 	// workloadsSelected counts the Deployments, StatefulSets and DaemonSets whose pods the
 	// policy selects; set when pdb.generate is on.
@@ -131,6 +160,7 @@ type DisruptionPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="PDBs",type=integer,JSONPath=`.status.pdbsManaged`
 // +kubebuilder:printcolumn:name="Conflicts",type=integer,JSONPath=`.status.conflicts`,priority=1
+// +kubebuilder:printcolumn:name="Active-Window",type=string,JSONPath=`.status.activeWindow`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // DisruptionPolicy paces evictions of the pods it selects: how many of a group may be
@@ -159,4 +189,32 @@ type DisruptionPolicyList struct {
 
 func init() {
 	SchemeBuilder.Register(&DisruptionPolicy{}, &DisruptionPolicyList{})
+}
+
+// Requester is a budget for some evicting identities.
+type Requester struct {
+	// users, groups and serviceAccounts (namespace/name) name the identities.
+	// +optional
+	// +listType=set
+	Users []string `json:"users,omitempty"`
+	// +optional
+	// +listType=set
+	Groups []string `json:"groups,omitempty"`
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$`
+	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
+
+	// maxUnavailable is this requester's budget, a number or a percentage; 0 forbids.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Pattern=`^[0-9]+%$`
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// cooldown is this requester's least time between evictions.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	Cooldown *metav1.Duration `json:"cooldown,omitempty"`
 }

@@ -25,6 +25,13 @@ type RolloutPolicySpec struct {
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
+	// windows hold changes by the clock: during a Deny window, or outside every Allow window
+	// when there are any, new rollouts are refused and evictions deferred.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Windows []Window `json:"windows,omitempty"`
+
 	// rules are the checks applied to the selected workloads.
 	Rules RolloutRules `json:"rules"`
 }
@@ -168,6 +175,9 @@ type RolloutPolicyStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// The policy's windows and temporary exemptions, as of the last reconcile.
+	WindowStatus `json:",inline"`
+
 	// workloadsMatched counts the Deployments, StatefulSets and DaemonSets the policy selects.
 	// +optional
 	WorkloadsMatched int32 `json:"workloadsMatched"`
@@ -185,6 +195,7 @@ const (
 	ConditionReady        = "Ready"
 	ReasonValid           = "Valid"
 	ReasonInvalidSelector = "InvalidSelector"
+	ReasonInvalidWindow   = "InvalidWindow"
 	ReasonSuspended       = "Suspended"
 	// ConditionPDBConflict is True while a selected workload gets no generated PDB.
 	ConditionPDBConflict = "PDBConflict"
@@ -199,6 +210,7 @@ const (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Workloads",type=integer,JSONPath=`.status.workloadsMatched`
 // +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`,priority=1
+// +kubebuilder:printcolumn:name="Active-Window",type=string,JSONPath=`.status.activeWindow`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // RolloutPolicy guards Deployments, StatefulSets and DaemonSets against pod-template

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	// Windows name IANA time zones; the distroless image carries no zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/spf13/cobra"
 

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"time"
 
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -71,6 +72,9 @@ func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Re
 	status := p.Status.DeepCopy()
 	status.ObservedGeneration = p.Generation
 	ready := disruptionPolicyReady(p)
+	now := time.Now()
+	var next time.Time
+	status.WindowStatus, next = windowStatus(p.Spec.Windows, p.Spec.Exemptions, now, &ready)
 	meta.SetStatusCondition(&status.Conditions, ready)
 	if generates {
 		if err := r.pdbStatus(ctx, p, status); err != nil {
@@ -81,10 +85,10 @@ func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Re
 		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionPDBConflict)
 	}
 	if equality.Semantic.DeepEqual(status, &p.Status) {
-		return reconcile.Result{}, nil
+		return requeueAt(next, now), nil
 	}
 	p.Status = *status
-	return reconcile.Result{}, r.Client.Status().Update(ctx, p)
+	return requeueAt(next, now), r.Client.Status().Update(ctx, p)
 }
 
 // pdbStatus counts the workloads the policy selects, the PDBs it manages and the

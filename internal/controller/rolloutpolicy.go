@@ -79,11 +79,13 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 		return reconcile.Result{}, err
 	}
 	status := rolloutPolicyStatus(r.Matcher, p, workloads, nsLabels)
+	now := time.Now()
+	next := rolloutWindows(p, status, now)
 	if equality.Semantic.DeepEqual(status, &p.Status) {
-		return reconcile.Result{}, nil
+		return requeueAt(next, now), nil
 	}
 	p.Status = *status
-	return reconcile.Result{}, r.Client.Status().Update(ctx, p)
+	return requeueAt(next, now), r.Client.Status().Update(ctx, p)
 }
 
 // labelled is a workload as target selectors see it.

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/policy"
@@ -39,6 +41,17 @@ func rolloutPolicyStatus(m *policy.Matcher, p *v1alpha1.RolloutPolicy, workloads
 	return status
 }
 
+// rolloutWindows adds what the policy's windows and exemptions say at now to its status,
+// and returns when that next changes.
+func rolloutWindows(p *v1alpha1.RolloutPolicy, status *v1alpha1.RolloutPolicyStatus, now time.Time) time.Time {
+	ready := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionReady)
+	c := *ready
+	var next time.Time
+	status.WindowStatus, next = windowStatus(p.Spec.Windows, p.Spec.Exemptions, now, &c)
+	meta.SetStatusCondition(&status.Conditions, c)
+	return next
+}
+
 // disruptionPolicyReady is a DisruptionPolicy's Ready condition: False when a selector
 // is invalid or the policy is suspended.
 func disruptionPolicyReady(p *v1alpha1.DisruptionPolicy) metav1.Condition {
@@ -68,6 +81,40 @@ func pdbConflict(p *v1alpha1.DisruptionPolicy, conflicts int32, first string) me
 		c.Message = fmt.Sprintf("%d selected workloads get no PodDisruptionBudget; first: %s", conflicts, first)
 	}
 	return c
+}
+
+// windowStatus is what a policy's windows and temporary exemptions say at now, for its
+// status, and when that next changes (zero: never). Windows that do not parse make the
+// policy not Ready, with the field in the message: it then holds what they may hold.
+func windowStatus(windows []v1alpha1.Window, e v1alpha1.Exemptions, now time.Time, ready *metav1.Condition) (v1alpha1.WindowStatus, time.Time) {
+	var st v1alpha1.WindowStatus
+	var next time.Time
+	ws, err := policy.ParseWindows(windows)
+	if err != nil {
+		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidWindow
+		ready.Message = fmt.Sprintf("%v; the policy cannot be evaluated: it holds every change its windows could hold, in its mode", err)
+	} else if len(windows) > 0 {
+		var at time.Time
+		st.ActiveWindow, at = ws.Status(now)
+		if !at.IsZero() {
+			st.NextChange, next = &metav1.Time{Time: at}, at
+		}
+	}
+	st.ExpiredExemptions = policy.Expired(e, now)
+	for _, t := range e.Temporary {
+		if t.Expires.After(now) && (next.IsZero() || t.Expires.Before(&metav1.Time{Time: next})) {
+			next = t.Expires.Time
+		}
+	}
+	return st, next
+}
+
+// requeueAt is the reconcile result that looks again at next (none when zero).
+func requeueAt(next, now time.Time) reconcile.Result {
+	if next.IsZero() {
+		return reconcile.Result{}
+	}
+	return reconcile.Result{RequeueAfter: next.Sub(now) + time.Second}
 }
 
 func inForce(generation int64) metav1.Condition {

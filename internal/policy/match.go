@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,20 +19,62 @@ import (
 
 const serviceAccountPrefix = "system:serviceaccount:"
 
-// Exempt reports whether the requester is one of the policy's exemptions.
+// Exempt reports whether the requester is one of the policy's permanent exemptions.
 func Exempt(e v1alpha1.Exemptions, user authenticationv1.UserInfo) bool {
-	if slices.Contains(e.Users, user.Username) {
+	return names(e.Users, e.Groups, e.ServiceAccounts, user)
+}
+
+// ExemptAt reports whether the requester is exempt at now: by a permanent exemption
+// (grant nil), or by a temporary one that has not expired (grant names it).
+func ExemptAt(e v1alpha1.Exemptions, user authenticationv1.UserInfo, now time.Time) (exempt bool, grant *v1alpha1.TemporaryExemption) {
+	if Exempt(e, user) {
+		return true, nil
+	}
+	for i := range e.Temporary {
+		t := &e.Temporary[i]
+		if now.Before(t.Expires.Time) && names(t.Users, t.Groups, t.ServiceAccounts, user) {
+			return true, t
+		}
+	}
+	return false, nil
+}
+
+// Expired names the temporary exemptions that no longer apply at now, by their reasons.
+func Expired(e v1alpha1.Exemptions, now time.Time) []string {
+	var out []string
+	for _, t := range e.Temporary {
+		if !now.Before(t.Expires.Time) {
+			out = append(out, t.Reason)
+		}
+	}
+	return out
+}
+
+// RequesterFor returns the first requester entry that names the user, nil when none does.
+func RequesterFor(rs []v1alpha1.Requester, user authenticationv1.UserInfo) *v1alpha1.Requester {
+	for i := range rs {
+		if names(rs[i].Users, rs[i].Groups, rs[i].ServiceAccounts, user) {
+			return &rs[i]
+		}
+	}
+	return nil
+}
+
+// names reports whether the user is one of the users, in one of the groups, or one of the
+// service accounts (written namespace/name).
+func names(users, groups, serviceAccounts []string, user authenticationv1.UserInfo) bool {
+	if slices.Contains(users, user.Username) {
 		return true
 	}
 	for _, g := range user.Groups {
-		if slices.Contains(e.Groups, g) {
+		if slices.Contains(groups, g) {
 			return true
 		}
 	}
 	if sa, ok := strings.CutPrefix(user.Username, serviceAccountPrefix); ok {
 		// The API server names service accounts system:serviceaccount:<ns>:<name>;
 		// the policy writes them <ns>/<name>.
-		if ns, name, ok := strings.Cut(sa, ":"); ok && slices.Contains(e.ServiceAccounts, ns+"/"+name) {
+		if ns, name, ok := strings.Cut(sa, ":"); ok && slices.Contains(serviceAccounts, ns+"/"+name) {
 			return true
 		}
 	}

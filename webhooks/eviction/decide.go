@@ -5,6 +5,7 @@ package eviction
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -23,6 +24,10 @@ const (
 	RuleMaxUnavailable = "maxUnavailable"
 	RuleCooldown       = "cooldown"
 	RuleTargets        = "targets"
+	// RuleWindow defers evictions while the policy's windows hold changes.
+	RuleWindow = "window"
+	// RuleExemption records an eviction a temporary exemption let through.
+	RuleExemption = "exemption"
 )
 
 // MaxRetryAfter caps the retry-after holdfast suggests: client-go silently retries a 429
@@ -101,7 +106,8 @@ func Decide(in Input) Decision {
 	}
 	for i := range in.Policies {
 		p := &in.Policies[i]
-		if p.Spec.Suspend || policy.Exempt(p.Spec.Exemptions, in.User) {
+		exempt, grant := policy.ExemptAt(p.Spec.Exemptions, in.User, in.Now)
+		if p.Spec.Suspend || (exempt && grant == nil) {
 			continue
 		}
 		action := decision.ActionFor(p.Spec.Mode)
@@ -120,7 +126,15 @@ func Decide(in Input) Decision {
 		d.Guarded = true
 		d.Counts = d.Counts || in.Pod.Ready
 		d.UsesRecords = d.UsesRecords || in.Pod.Ready || !alwaysAllows(&p.Spec)
-		for _, v := range check(in, &p.Spec) {
+		found := check(in, &p.Spec)
+		if grant != nil {
+			// A temporary exemption lets it through: on record, with its reason.
+			if len(found) > 0 {
+				d.Violations = append(d.Violations, exempted(p.Name, grant, found))
+			}
+			continue
+		}
+		for _, v := range found {
 			v.Policy, v.Action = p.Name, action
 			d.Violations = append(d.Violations, v)
 		}
@@ -143,6 +157,18 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 	pending := pendingRecords(in, settle)
 	unavailable := g.Expected - available + pending
 	budget := policy.Resolve(policy.DisruptionBudget, g.Kind, spec.MaxUnavailable, g.Expected)
+	cooldown, whose := spec.Cooldown, ""
+	// A requester entry tightens the budget and the cooldown for the identities it names;
+	// it never loosens them.
+	if r := policy.RequesterFor(spec.Requesters, in.User); r != nil {
+		whose = fmt.Sprintf(" for %s", in.User.Username)
+		if r.MaxUnavailable != nil {
+			budget = min(budget, policy.Resolve(policy.DisruptionBudget, g.Kind, r.MaxUnavailable, g.Expected))
+		}
+		if r.Cooldown != nil && (cooldown == nil || r.Cooldown.Duration > cooldown.Duration) {
+			cooldown = r.Cooldown
+		}
+	}
 	self := in.Pod.Available(settle, in.Now)
 	alwaysAllow := alwaysAllows(spec)
 
@@ -150,17 +176,20 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 		return nil // A pod that is not Ready serves nothing; evicting it takes nothing down (E3).
 	}
 	var out []decision.Violation
+	if v, held := windowHold(in, spec); held {
+		out = append(out, v)
+	}
 	switch {
 	case budget == 0 && in.Pod.Ready:
 		out = append(out, decision.Violation{Rule: RuleMaxUnavailable, Never: true, Message: fmt.Sprintf(
-			"%s allows no pod to be unavailable (maxUnavailable %s of %d); pod %s cannot be evicted while the policy holds",
-			g.Ref, spec.MaxUnavailable.String(), g.Expected, in.Pod.Name)})
+			"%s allows no pod to be unavailable%s (maxUnavailable %d of %d); pod %s cannot be evicted while the policy holds",
+			g.Ref, whose, budget, g.Expected, in.Pod.Name)})
 	case self && unavailable+1 > budget, !self && unavailable > budget:
 		// A pod that is not Ready goes, under IfHealthyBudget, once the group is within its
 		// budget without it: not now, as kube answers, however small the budget.
 		wait := soonest
-		msg := fmt.Sprintf("%s has %d of %d pods unavailable (%d evictions in flight) and allows %d; "+
-			"pod %s must wait for a replacement to be Ready", g.Ref, unavailable, g.Expected, pending, budget, in.Pod.Name)
+		msg := fmt.Sprintf("%s has %d of %d pods unavailable (%d evictions in flight) and allows %d%s; "+
+			"pod %s must wait for a replacement to be Ready", g.Ref, unavailable, g.Expected, pending, budget, whose, in.Pod.Name)
 		if minReady > 0 {
 			msg += fmt.Sprintf(" for %s", minReady)
 		}
@@ -171,12 +200,12 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 	}
 	// The cooldown spaces the evictions of pods that serve (E2); one that is not Ready
 	// takes nothing down and does not wait.
-	if spec.Cooldown != nil && in.Pod.Ready {
+	if cooldown != nil && in.Pod.Ready {
 		if last, ok := lastEffective(in); ok {
-			if wait := spec.Cooldown.Duration - in.Now.Sub(last); wait > 0 {
+			if wait := cooldown.Duration - in.Now.Sub(last); wait > 0 {
 				out = append(out, decision.Violation{Rule: RuleCooldown, Wait: wait, Message: fmt.Sprintf(
-					"%s had a pod evicted %s ago; evictions in the group are at least %s apart; retry in %s",
-					g.Ref, max(in.Now.Sub(last), 0).Round(time.Second), spec.Cooldown.Duration, wait.Round(time.Second))})
+					"%s had a pod evicted %s ago; evictions in the group are at least %s apart%s; retry in %s",
+					g.Ref, max(in.Now.Sub(last), 0).Round(time.Second), cooldown.Duration, whose, wait.Round(time.Second))})
 			}
 		}
 	}
@@ -261,4 +290,38 @@ func Retention(policies []v1alpha1.DisruptionPolicy) time.Duration {
 		}
 	}
 	return keep
+}
+
+// windowHold defers the eviction while the policy's windows hold changes (an open Deny
+// window, or none of its Allow windows open), until they stop. Windows that do not parse
+// defer too: a policy that cannot be evaluated must not let through what it may forbid.
+func windowHold(in Input, spec *v1alpha1.DisruptionPolicySpec) (decision.Violation, bool) {
+	if len(spec.Windows) == 0 {
+		return decision.Violation{}, false
+	}
+	ws, err := policy.ParseWindows(spec.Windows)
+	if err != nil {
+		return decision.Violation{Rule: RuleWindow, Wait: MaxRetryAfter, Message: fmt.Sprintf(
+			"the policy's windows cannot be evaluated: %v; fix the policy or suspend it", err)}, true
+	}
+	h := ws.At(in.Now)
+	if !h.Held {
+		return decision.Violation{}, false
+	}
+	wait := h.Until.Sub(in.Now)
+	return decision.Violation{Rule: RuleWindow, Wait: wait, Message: fmt.Sprintf(
+		"evictions of %s are held by the window %q until %s (in %s)",
+		in.Group.Ref, h.Window, h.Until.UTC().Format(time.RFC3339), wait.Round(time.Second))}, true
+}
+
+// exempted is the record of an eviction a temporary exemption let through: what the
+// policy would have refused, and who allowed it, as an audit finding.
+func exempted(policyName string, grant *v1alpha1.TemporaryExemption, found []decision.Violation) decision.Violation {
+	msgs := make([]string, 0, len(found))
+	for _, v := range found {
+		msgs = append(msgs, v.Rule+": "+v.Message)
+	}
+	return decision.Violation{Policy: policyName, Rule: RuleExemption, Action: decision.Audit, Message: fmt.Sprintf(
+		"let through by the temporary exemption %q (expires %s): %s",
+		grant.Reason, grant.Expires.UTC().Format(time.RFC3339), strings.Join(msgs, "; "))}
 }

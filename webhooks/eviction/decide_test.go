@@ -159,6 +159,54 @@ func TestDecideEviction(t *testing.T) {
 			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 20 * time.Second} }),
 			records: []Record{{Pod: "gone", UID: "gone", At: now.Add(-21 * time.Second), By: "other"}},
 			want:    []string{RuleCooldown}, action: decision.Deny, wait: 4 * time.Second},
+		// Requesters (issue 18): the first entry naming the evicting identity tightens.
+		"the autoscaler held at 0 is refused for good": {group: group("DaemonSet", 6), user: "system:serviceaccount:kube-system:cluster-autoscaler",
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.Requesters = []v1alpha1.Requester{{ServiceAccounts: []string{"kube-system/cluster-autoscaler"}, MaxUnavailable: ptr.To(intstr.FromInt32(0))}}
+			}), want: []string{RuleMaxUnavailable}, action: decision.Deny, never: true},
+		"a human beside the autoscaler drains one at a time": {group: group("DaemonSet", 6), user: "alice",
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.Requesters = []v1alpha1.Requester{{ServiceAccounts: []string{"kube-system/cluster-autoscaler"}, MaxUnavailable: ptr.To(intstr.FromInt32(0))}}
+			})},
+		"a requester entry never loosens the budget": {group: group("DaemonSet", 6), pod: 1, user: "alice",
+			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false },
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.Requesters = []v1alpha1.Requester{{Users: []string{"alice"}, MaxUnavailable: ptr.To(intstr.FromInt32(3))}}
+			}), want: []string{RuleMaxUnavailable}, action: decision.Deny},
+		"a requester's longer cooldown holds its evictions": {group: group("DaemonSet", 6), pod: 1, user: "alice",
+			records: []Record{{Pod: "gone", UID: "gone", At: now.Add(-time.Minute)}},
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.MaxUnavailable = ptr.To(intstr.FromInt32(2))
+				s.Cooldown = &metav1.Duration{Duration: 30 * time.Second}
+				s.Requesters = []v1alpha1.Requester{{Users: []string{"alice"}, Cooldown: &metav1.Duration{Duration: 5 * time.Minute}}}
+			}), want: []string{RuleCooldown}, action: decision.Deny},
+		// Windows (issue 18).
+		"a Deny window defers evictions of serving pods until it ends": {group: group("DaemonSet", 6),
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 11 * * *", Duration: metav1.Duration{Duration: 2 * time.Hour}, Action: v1alpha1.WindowDeny}}
+			}), want: []string{RuleWindow}, action: decision.Deny, wait: time.Hour},
+		"a pod that serves nothing goes in a Deny window (E3)": {group: group("DaemonSet", 6),
+			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false },
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.Windows = []v1alpha1.Window{{Schedule: "0 11 * * *", Duration: metav1.Duration{Duration: 2 * time.Hour}, Action: v1alpha1.WindowDeny}}
+			})},
+		"windows that do not parse defer, never allow": {group: group("DaemonSet", 6),
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.Windows = []v1alpha1.Window{{Schedule: "every day", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}
+			}), want: []string{RuleWindow}, action: decision.Deny},
+		// Temporary exemptions (issue 18).
+		"a live temporary exemption lets it through, on record": {group: group("DaemonSet", 6), pod: 1, user: "oncall",
+			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false },
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.UnhealthyPodEvictionPolicy = ifHealthy
+				s.Exemptions.Temporary = []v1alpha1.TemporaryExemption{{Users: []string{"oncall"}, Expires: metav1.NewTime(now.Add(time.Hour)), Reason: "INC-42"}}
+			}), want: []string{RuleExemption}, action: decision.Audit},
+		"an expired temporary exemption no longer applies": {group: group("DaemonSet", 6), pod: 1, user: "oncall",
+			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false },
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.UnhealthyPodEvictionPolicy = ifHealthy
+				s.Exemptions.Temporary = []v1alpha1.TemporaryExemption{{Users: []string{"oncall"}, Expires: metav1.NewTime(now.Add(-time.Second)), Reason: "INC-42"}}
+			}), want: []string{RuleMaxUnavailable}, action: decision.Deny},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -30,6 +30,10 @@ const (
 	RuleTargets = "targets"
 	// RuleSelection reports an update that takes a workload out of a policy's selection.
 	RuleSelection = "selection"
+	// RuleWindow reports a rollout held by the policy's windows.
+	RuleWindow = "window"
+	// RuleExemption records an admission a temporary exemption let through.
+	RuleExemption = "exemption"
 )
 
 // Input is everything a rollout decision reads. It is gathered by the handler.
@@ -76,7 +80,8 @@ func Decide(in Input) (Decision, error) {
 	var d Decision
 	for i := range in.Policies {
 		p := &in.Policies[i]
-		if p.Spec.Suspend || policy.Exempt(p.Spec.Exemptions, in.User) {
+		exempt, grant := policy.ExemptAt(p.Spec.Exemptions, in.User, in.Now)
+		if p.Spec.Suspend || (exempt && grant == nil) {
 			continue
 		}
 		selectsNew, selectedOld, err := selection(p, in)
@@ -94,11 +99,19 @@ func Decide(in Input) (Decision, error) {
 		if err != nil {
 			return Decision{}, err
 		}
+		found = append(found, checkWindows(in, &p.Spec, &rs)...)
 		if selectedOld && !selectsNew && in.Operation == admissionv1.Update {
 			// Otherwise a relabel, then a free change, walks around every rule.
 			found = append(found, finding{rule: RuleSelection, field: field.NewPath("metadata", "labels"), message: fmt.Sprintf(
 				"%s: the update takes the workload out of the policy's selection (its labels no longer match spec.targets); "+
 					"a workload leaves a policy by a change to the policy, or through an exempt requester", in.New)})
+		}
+		if grant != nil {
+			// A temporary exemption lets it through: on record, with its reason.
+			if len(found) > 0 {
+				d.Violations = append(d.Violations, exempted(p.Name, grant, found))
+			}
+			continue
 		}
 		for _, f := range found {
 			d.Violations = append(d.Violations, decision.Violation{Policy: p.Name, Rule: f.rule,

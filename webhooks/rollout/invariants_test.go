@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -244,4 +245,64 @@ func containsPhrase(msgs []string, phrase string) bool {
 		}
 	}
 	return false
+}
+
+// TestWindowsHoldNewRolloutsOnly: a Deny window refuses a new revision, and lets a cancel,
+// the fix of a stalled rollout, a scale and the first CREATE through (issue 18); a
+// temporary exemption lets a refusal through on record, until it expires.
+func TestWindowsHoldNewRolloutsOnly(t *testing.T) {
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	dep := v1alpha1.KindDeployment
+	rolling := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	freeze := []v1alpha1.Window{{Name: "business-hours", Schedule: "0 9 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, Action: v1alpha1.WindowDeny}}
+	spec := v1alpha1.RolloutPolicySpec{Windows: freeze, Rules: v1alpha1.RolloutRules{
+		Settle:            &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
+		ArgsMatchReplicas: []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}}}
+	finished := jr(7, jrev(A, 2*time.Hour, time.Hour, 90*time.Minute), jrev(B, time.Hour, 0, 50*time.Minute))
+	bRolling := jr(7, jrev(A, time.Hour, 20*time.Second, 50*time.Minute), jrev(B, 20*time.Second, 0, -1))
+	serving := history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), rev(2, B, 20*time.Second, 1)}, LastActivity: now}
+	cases := map[string]struct {
+		old, obj  *workload.Workload
+		journal   *journal.Journal
+		history   history.History
+		user      string
+		exemption *v1alpha1.TemporaryExemption
+		want      []string
+	}{
+		"a new revision in the freeze is refused": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 3, C, workload.Rollout{}), 8),
+			journal: finished, want: []string{RuleWindow}},
+		"a cancel passes": {old: gen(wl(dep, 3, B, rolling), 7), obj: gen(wl(dep, 3, A, rolling), 8), journal: bRolling, history: serving},
+		"the fix of a stalled rollout passes": {old: gen(wl(dep, 3, B, workload.Rollout{InProgress: true, DeadlineExceeded: true}), 7),
+			obj: gen(wl(dep, 3, C, rolling), 8), journal: bRolling, history: serving},
+		"a scale passes": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 5, template("B", "5"), workload.Rollout{}), 8), journal: finished},
+		"the on-call engineer's exemption lets it through, on record": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 3, C, workload.Rollout{}), 8),
+			journal: finished, user: "oncall", want: []string{RuleExemption},
+			exemption: &v1alpha1.TemporaryExemption{Users: []string{"oncall"}, Expires: metav1.NewTime(now.Add(30 * time.Minute)), Reason: "INC-42"}},
+		"an expired exemption does not": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 3, C, workload.Rollout{}), 8),
+			journal: finished, user: "oncall", want: []string{RuleWindow},
+			exemption: &v1alpha1.TemporaryExemption{Users: []string{"oncall"}, Expires: metav1.NewTime(now.Add(-time.Minute)), Reason: "INC-42"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := spec
+			if tc.exemption != nil {
+				s.Exemptions.Temporary = []v1alpha1.TemporaryExemption{*tc.exemption}
+			}
+			d := decide(t, Input{Operation: admissionv1.Update, Old: tc.old, New: tc.obj, Journal: tc.journal, History: tc.history,
+				Now: now, User: authenticationv1.UserInfo{Username: tc.user},
+				Policies: []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: s}}})
+			var got []string
+			for _, v := range d.Violations {
+				got = append(got, v.Rule)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("violated rules (-want +got):\n%s\n%v", diff, d.Violations)
+			}
+			if tc.exemption != nil && len(got) == 1 && got[0] == RuleExemption {
+				if d.Action() != decision.Audit || !strings.Contains(d.Violations[0].Message, "INC-42") {
+					t.Errorf("the exemption's admission must be audited with its reason: %v %v", d.Action(), d.Violations)
+				}
+			}
+		})
+	}
 }

@@ -2,12 +2,15 @@ package rollout
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -193,3 +196,42 @@ func progress(in Input) string { return in.Old.Rollout.Progress.String() }
 
 // shortSum names a revision by the start of its template's fingerprint.
 func shortSum(sum string) string { return sum[:min(len(sum), 10)] }
+
+// checkWindows holds a request that starts a new revision while the policy's windows hold
+// changes: an open Deny window, or none of its Allow windows open. A cancel, the fix of a
+// stalled rollout and a scale (which starts nothing) pass in every window. Windows that do
+// not parse hold every start: a policy that cannot be evaluated must not let through what
+// it may forbid.
+func checkWindows(in Input, spec *v1alpha1.RolloutPolicySpec, rs *revisionState) []finding {
+	if len(spec.Windows) == 0 || !rs.start || rs.cancel {
+		return nil
+	}
+	if stalled, _ := rs.stalled(in, spec.Rules.Settle); stalled {
+		return nil
+	}
+	ws, err := policy.ParseWindows(spec.Windows)
+	if err != nil {
+		return []finding{{rule: RuleWindow, field: templatePath, message: fmt.Sprintf(
+			"%s: the policy's windows cannot be evaluated: %v; fix the policy or suspend it", in.New, err)}}
+	}
+	h := ws.At(in.Now)
+	if !h.Held {
+		return nil
+	}
+	return []finding{{rule: RuleWindow, field: templatePath, message: fmt.Sprintf(
+		"%s: new rollouts are held by the window %q until %s (in %s); a rollback to the serving revision, "+
+			"the fix of a stalled rollout and a scale pass",
+		in.New, h.Window, h.Until.UTC().Format(time.RFC3339), round(h.Until.Sub(in.Now)))}}
+}
+
+// exempted is the record of an admission a temporary exemption let through: what the
+// policy would have refused, and who allowed it, as an audit finding.
+func exempted(policyName string, grant *v1alpha1.TemporaryExemption, found []finding) decision.Violation {
+	msgs := make([]string, 0, len(found))
+	for _, f := range found {
+		msgs = append(msgs, f.rule+": "+f.message)
+	}
+	return decision.Violation{Policy: policyName, Rule: RuleExemption, Action: decision.Audit, Message: fmt.Sprintf(
+		"let through by the temporary exemption %q (expires %s): %s",
+		grant.Reason, grant.Expires.UTC().Format(time.RFC3339), strings.Join(msgs, "; "))}
+}

@@ -1,0 +1,150 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+)
+
+// Windows are a policy's windows, parsed: what they say at a time.
+type Windows struct {
+	windows []window
+	allows  bool // some window is an Allow window
+}
+
+type window struct {
+	name     string
+	schedule cron.Schedule
+	duration time.Duration
+	action   v1alpha1.WindowAction
+}
+
+// maxPeriod bounds how far back an open window is looked for: no window lasts longer.
+const maxPeriod = 31 * 24 * time.Hour
+
+// ParseWindows parses windows; the error names the field of the first that is invalid: a
+// cron expression that does not parse, an unknown time zone, a duration that is not
+// positive or is longer than the time between two openings.
+func ParseWindows(ws []v1alpha1.Window) (Windows, error) {
+	var out Windows
+	for i, w := range ws {
+		at := fmt.Sprintf("spec.windows[%d]", i)
+		loc := time.UTC
+		if w.TimeZone != "" {
+			var err error
+			if loc, err = time.LoadLocation(w.TimeZone); err != nil {
+				return Windows{}, fmt.Errorf("%s.timeZone: unknown time zone %q", at, w.TimeZone)
+			}
+		}
+		sched, err := cron.ParseStandard(w.Schedule)
+		if err != nil {
+			return Windows{}, fmt.Errorf("%s.schedule: %v", at, err)
+		}
+		if spec, ok := sched.(*cron.SpecSchedule); ok {
+			spec.Location = loc
+		}
+		d := w.Duration.Duration
+		if d <= 0 || d > maxPeriod {
+			return Windows{}, fmt.Errorf("%s.duration: %s must be positive and at most %s", at, d, maxPeriod)
+		}
+		// A window longer than the time between two of its openings never closes.
+		ref := time.Date(2026, 1, 1, 0, 0, 0, 0, loc)
+		for range 8 {
+			first := sched.Next(ref)
+			if second := sched.Next(first); !second.IsZero() && second.Sub(first) < d {
+				return Windows{}, fmt.Errorf("%s.duration: %s is longer than the %s between two openings of %q", at, d, second.Sub(first), w.Schedule)
+			}
+			ref = first
+		}
+		name := w.Name
+		if name == "" {
+			name = w.Schedule
+		}
+		out.windows = append(out.windows, window{name: name, schedule: sched, duration: d, action: w.Action})
+		out.allows = out.allows || w.Action == v1alpha1.WindowAllow
+	}
+	return out, nil
+}
+
+// Hold is what the windows say at a time: whether changes are held, by which window
+// (empty: by being outside every Allow window), and until when.
+type Hold struct {
+	Held   bool
+	Window string
+	Until  time.Time
+}
+
+// open returns when the window's opening that is open at now ends, if one is.
+func (w window) open(now time.Time) (time.Time, bool) {
+	// The latest opening at or before now, if within the window's duration.
+	start := w.schedule.Next(now.Add(-w.duration).Add(-time.Second))
+	if start.IsZero() || start.After(now) {
+		return time.Time{}, false
+	}
+	end := start.Add(w.duration)
+	for { // openings that overlap extend it
+		next := w.schedule.Next(start)
+		if next.IsZero() || !next.Before(end) {
+			break
+		}
+		start, end = next, next.Add(w.duration)
+	}
+	return end, now.Before(end)
+}
+
+// At says whether changes are held at now: by an open Deny window (until it closes, or
+// until the last overlapping one does), or, when there are Allow windows, by none of them
+// being open (until the next opens).
+func (ws Windows) At(now time.Time) Hold {
+	var h Hold
+	allowed := false
+	for _, w := range ws.windows {
+		end, open := w.open(now)
+		switch {
+		case open && w.action == v1alpha1.WindowDeny && end.After(h.Until):
+			h = Hold{Held: true, Window: w.name, Until: end}
+		case open && w.action == v1alpha1.WindowAllow:
+			allowed = true
+		}
+	}
+	if h.Held || !ws.allows || allowed {
+		return h
+	}
+	h = Hold{Held: true, Window: "outside Allow windows"}
+	for _, w := range ws.windows {
+		if w.action == v1alpha1.WindowAllow {
+			if next := w.schedule.Next(now); h.Until.IsZero() || next.Before(h.Until) {
+				h.Until = next
+			}
+		}
+	}
+	return h
+}
+
+// Status is what the windows say at now for a policy's status: the window in force (an
+// open Deny or Allow window, or "outside Allow windows") and when that next changes.
+func (ws Windows) Status(now time.Time) (active string, next time.Time) {
+	h := ws.At(now)
+	if h.Held {
+		return h.Window, h.Until
+	}
+	for _, w := range ws.windows {
+		if end, open := w.open(now); open {
+			active = w.name
+			if next.IsZero() || end.Before(next) {
+				next = end
+			}
+		}
+	}
+	for _, w := range ws.windows {
+		if w.action == v1alpha1.WindowDeny {
+			if n := w.schedule.Next(now); next.IsZero() || n.Before(next) {
+				next = n
+			}
+		}
+	}
+	return active, next
+}
