@@ -208,7 +208,6 @@ type Requester struct {
 	// maxUnavailable is this requester's budget, a number or a percentage; 0 forbids.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Pattern=`^[0-9]+%$`
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 

@@ -163,7 +163,8 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 	if r := policy.RequesterFor(spec.Requesters, in.User); r != nil {
 		whose = fmt.Sprintf(" for %s", in.User.Username)
 		if r.MaxUnavailable != nil {
-			budget = min(budget, policy.Resolve(policy.DisruptionBudget, g.Kind, r.MaxUnavailable, g.Expected))
+			// A negative number (the schema checks only the percentage's form) forbids, as 0.
+			budget = max(0, min(budget, policy.Resolve(policy.DisruptionBudget, g.Kind, r.MaxUnavailable, g.Expected)))
 		}
 		if r.Cooldown != nil && (cooldown == nil || r.Cooldown.Duration > cooldown.Duration) {
 			cooldown = r.Cooldown
