@@ -66,6 +66,9 @@ type Handler struct {
 	// Keep it below the webhook's timeoutSeconds; 0 means DefaultLedgerTimeout.
 	LedgerTimeout time.Duration
 
+	// Holds tracks how long pods' evictions have been deferred (maxHold); nil tracks none.
+	Holds *Holds
+
 	// decide is Decide, unless a test substitutes a broken decision to show that the model
 	// explorer finds what it breaks.
 	decide func(Input) Decision
@@ -131,10 +134,16 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 			h.Events.Warn(pod, "eviction", in.Now, "EvictionRefused", d.Denial())
 		case a == decision.Deny:
 			h.Events.Warn(pod, "eviction", in.Now, "EvictionDeferred", d.Denial())
+			h.heldTooLong(pod, d, policies.Items, in.Now)
 		case a == decision.Warn:
 			h.Events.Warn(pod, "eviction", in.Now, "EvictionWarning", strings.Join(d.Messages(decision.Warn), "; "))
 		case a == decision.Audit:
 			h.Events.Normal(pod, "eviction", in.Now, "EvictionAudit", strings.Join(d.Messages(decision.Audit), "; "))
+		}
+		if a := d.Action(); a != decision.Deny && !dryRun {
+			if held, ok := h.Holds.Ended(pod.UID, in.Now); ok {
+				h.Metrics.held(held)
+			}
 		}
 		return respond(d)
 	}
@@ -185,6 +194,24 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	return finish(retryLater("the group's eviction ledger is contended"))
+}
+
+// heldTooLong warns, on the pod and its node, when the pod's evictions have been deferred
+// without a break for longer than a deferring policy's maxHold: platforms force a drain
+// after a fixed time, and operators should act first. It never changes the answer.
+func (h *Handler) heldTooLong(pod *corev1.Pod, d Decision, policies []v1alpha1.DisruptionPolicy, now time.Time) {
+	held := h.Holds.Deferred(pod.UID, now)
+	limit, name := maxHold(d, policies)
+	if limit == 0 || held <= limit {
+		return
+	}
+	h.Metrics.heldTooLong(name)
+	note := fmt.Sprintf("the eviction of pod %s/%s has been deferred for %s, longer than policy %s's maxHold of %s: %s",
+		pod.Namespace, pod.Name, held.Round(time.Second), name, limit, d.Denial())
+	h.Events.Warn(pod, "held", now, "EvictionHeldTooLong", note)
+	if node := nodeOf(pod); node != nil {
+		h.Events.Warn(node, "held/"+string(pod.UID), now, "EvictionHeldTooLong", note)
+	}
 }
 
 // decideWith is decide, or Decide when it is nil.

@@ -15,6 +15,8 @@ type Metrics struct {
 	decisionSeconds prometheus.Histogram
 	ledgersDeleted  prometheus.Counter
 	errors          prometheus.Counter
+	heldSeconds     prometheus.Histogram
+	heldLong        *prometheus.CounterVec
 }
 
 // NewMetrics creates the eviction guard's metrics and registers them with reg.
@@ -42,8 +44,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "holdfast_eviction_errors_total",
 			Help: "Evictions answered 500: holdfast could not read its cache or its ledger (a slow API server is answered 429 instead).",
 		}),
+		heldSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "holdfast_eviction_held_seconds",
+			Help:    "How long a pod's evictions were deferred without a break before one was admitted, as this replica saw them.",
+			Buckets: []float64{5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
+		}),
+		heldLong: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdfast_eviction_held_too_long_total",
+			Help: "Deferrals of evictions whose pod had been held longer than the deferring policy's maxHold, by policy.",
+		}, []string{"policy"}),
 	}
-	for _, c := range []prometheus.Collector{m.evictions, m.deferredSeconds, m.decisionSeconds, m.ledgersDeleted, m.errors} {
+	for _, c := range []prometheus.Collector{m.evictions, m.deferredSeconds, m.decisionSeconds, m.ledgersDeleted, m.errors, m.heldSeconds, m.heldLong} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -95,5 +106,17 @@ func (m *Metrics) failed() {
 func (m *Metrics) ledgerDeleted() {
 	if m != nil {
 		m.ledgersDeleted.Inc()
+	}
+}
+
+func (m *Metrics) held(d time.Duration) {
+	if m != nil {
+		m.heldSeconds.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) heldTooLong(policy string) {
+	if m != nil {
+		m.heldLong.WithLabelValues(policy).Inc()
 	}
 }

@@ -865,3 +865,40 @@ func TestAuditAndWarnFindingsRecordEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestEvictionHeldTooLongWarns: when a pod's evictions have been deferred without a break
+// for longer than maxHold, holdfast warns on the pod and its node, and keeps deferring
+// (issue 18).
+func TestEvictionHeldTooLongWarns(t *testing.T) {
+	cfg := configFor(1)
+	cfg.Budget, cfg.Cooldown, cfg.Offsets = intstr.FromInt32(1), time.Hour, [2]time.Duration{}
+	w := newWorld(cfg, nil)
+	spec := w.spec()
+	spec.MaxHold = &metav1.Duration{Duration: 20 * time.Second}
+	w.policies = append(w.policies, policyVersion{from: w.now, spec: spec})
+	w.sync(0)
+	rec := k8sevents.NewFakeRecorder(20)
+	w.replicas[0].handler.Events = &events.Limiter{Recorder: rec}
+	w.replicas[0].handler.Holds = &Holds{}
+	guarded := slices.DeleteFunc(slices.Clone(w.pods), func(p *mpod) bool { return !p.g.guarded || p.g.kind == v1alpha1.KindDaemonSet })
+	if code := w.evict(0, guarded[0], false); code != http.StatusOK {
+		t.Fatalf("the first eviction answered %d", code)
+	}
+	held := guarded[1]
+	for range 6 { // a drain retrying every 5 s for 30 s
+		if code := w.evict(0, held, false); code != http.StatusTooManyRequests {
+			t.Fatalf("the held eviction answered %d, want 429 (maxHold never allows)", code)
+		}
+		w.now = w.now.Add(5 * time.Second)
+	}
+	warnings := 0
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.Contains(e, "Warning EvictionHeldTooLong") && strings.Contains(e, "maxHold of 20s") {
+			warnings++
+		}
+	}
+	// One on the pod and one on its node (each at most once a minute).
+	if warnings != 2 {
+		t.Errorf("%d EvictionHeldTooLong warnings, want 2: on the pod and on its node", warnings)
+	}
+}

@@ -188,6 +188,7 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 			Events:       &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
 			Matcher:      s.Matcher,
 			Metrics:      s.Eviction,
+			Holds:        &eviction.Holds{},
 		},
 		RecoverPanic: ptr.To(true),
 	}, nil))
