@@ -49,11 +49,13 @@ func (t *Timeline) LeftAt(sum, shape string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// ShapedSince is whether a revision that stopped being current at or after since has a
-// shape: only then can a template of another fingerprint be a return to it.
+// ShapedSince is whether a revision of another template than the current one, that
+// stopped being current at or after since, has a shape: only then can a template of
+// another fingerprint be a return to it.
 func (t *Timeline) ShapedSince(since time.Time) bool {
+	cur := t.Current()
 	for _, r := range t.Revisions {
-		if r.Shape != "" && r.Until != nil && !r.Until.Before(since) {
+		if r.Shape != "" && r.Until != nil && !r.Until.Before(since) && (cur == nil || r.Template != cur.Template) {
 			return true
 		}
 	}

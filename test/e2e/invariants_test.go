@@ -5,15 +5,22 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -221,6 +228,112 @@ func TestOrphaningDeleteAndRecreate(t *testing.T) {
 			if len(sets.Items) != 2 {
 				t.Errorf("%d ReplicaSets, want A's and B's only", len(sets.Items))
 			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
+}
+
+// TestRequesterBudgetsAndMaxHold (issue 18): cluster-autoscaler's identity is held at 0
+// (403 for every pod) while a human's drain takes the pods one at a time; its evictions,
+// held past maxHold while each replacement settles, raise Warning Events on the pod and
+// its node, and are admitted all the same once the budget allows.
+func TestRequesterBudgetsAndMaxHold(t *testing.T) {
+	f := features.New("requesters and maxHold").
+		Assess("the autoscaler is refused, a human drains, holds past maxHold are warned about", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			ns := newNamespace(ctx, t, c, "requesters")
+			const autoscaler = "system:serviceaccount:kube-system:cluster-autoscaler"
+			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+				s.MinReadySeconds = 8
+				s.MaxHold = &metav1.Duration{Duration: 3 * time.Second}
+				s.Requesters = []v1alpha1.Requester{{ServiceAccounts: []string{"kube-system/cluster-autoscaler"}, MaxUnavailable: ptr.To(intstr.FromInt32(0))}}
+			})
+			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "evict"}, Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
+				{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}}}}
+			binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "evict"},
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "evict"},
+				Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: autoscaler},
+					{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"}}}
+			for _, o := range []client.Object{role, binding} {
+				if err := c.Create(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d := utiltesting.MakeDeployment(ns, "agent").Replicas(3).Obj()
+			if err := c.Create(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			pods := waitReadyPods(ctx, t, c, ns, "agent", 3)
+			time.Sleep(9 * time.Second) // Ready for minReadySeconds: available
+			as := func(user string) *kubernetes.Clientset {
+				rc := rest.CopyConfig(cfg.Client().RESTConfig())
+				rc.Impersonate = rest.ImpersonationConfig{UserName: user}
+				return kubernetes.NewForConfigOrDie(rc)
+			}
+			evict := func(cs *kubernetes.Clientset, pod string) error {
+				ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}
+				return cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod).SubResource("eviction").
+					Body(ev).MaxRetries(0).Do(ctx).Error()
+			}
+
+			autoscalerAllowed := 0
+			for _, p := range pods {
+				switch err := evict(as(autoscaler), p.Name); {
+				case err == nil:
+					autoscalerAllowed++
+				case !apierrors.IsForbidden(err):
+					t.Errorf("the autoscaler evicting %s: %v, want holdfast's 403", p.Name, err)
+				}
+			}
+
+			// The human's drain: one pod at a time, retrying 429s every second as kubectl drain does.
+			alice := as("alice")
+			drained := 0
+			for _, p := range pods {
+				deadline := time.Now().Add(90 * time.Second)
+				for {
+					err := evict(alice, p.Name)
+					if err == nil || apierrors.IsNotFound(err) {
+						drained++
+						break
+					}
+					if !apierrors.IsTooManyRequests(err) || time.Now().After(deadline) {
+						t.Errorf("the human's eviction of %s: %v", p.Name, err)
+						break
+					}
+					time.Sleep(time.Second)
+				}
+			}
+			fmt.Printf("SCENARIO requester-budgets autoscalerAllowed=%d humanDrained=%d/%d\n", autoscalerAllowed, drained, len(pods))
+			if autoscalerAllowed != 0 || drained != len(pods) {
+				t.Errorf("autoscaler allowed %d (want 0), human drained %d of %d", autoscalerAllowed, drained, len(pods))
+			}
+
+			// Each held eviction waited for the last replacement to settle, longer than maxHold.
+			onPods, onNodes := 0, 0
+			if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				var list eventsv1.EventList
+				if err := c.List(ctx, &list); err != nil {
+					return false, err
+				}
+				onPods, onNodes = 0, 0
+				for _, e := range list.Items {
+					if e.Reason != "EvictionHeldTooLong" {
+						continue
+					}
+					switch {
+					case e.Regarding.Kind == "Pod" && e.Regarding.Namespace == ns:
+						onPods++
+					case e.Regarding.Kind == "Node" && strings.Contains(e.Note, ns+"/"):
+						onNodes++
+					}
+				}
+				return onPods > 0 && onNodes > 0, nil
+			}); err != nil {
+				t.Errorf("Warning Events for evictions held past maxHold: %d on pods, %d on nodes: %v", onPods, onNodes, err)
+			}
+			fmt.Printf("SCENARIO held-too-long maxHold=3s warningsOnPods=%d warningsOnNodes=%d\n", onPods, onNodes)
 			return ctx
 		}).Feature()
 	testenv.Test(t, f)

@@ -212,3 +212,19 @@ func TestRequesterBudgets(t *testing.T) {
 		t.Errorf("the autoscaler evicted %d pods, want 0", autoscalerAllowed)
 	}
 }
+
+// TestInvalidWindowsAreRefusedAtCreation: a window only holdfast can check (the hour 25,
+// an unknown zone) is refused when the policy is written, naming the field.
+func TestInvalidWindowsAreRefusedAtCreation(t *testing.T) {
+	p := utiltesting.MakeRolloutPolicy("bad-window").Obj()
+	p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
+	p.Spec.Windows = []v1alpha1.Window{{Schedule: "0 25 * * *", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}
+	err := k8s.Create(context.Background(), p)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.windows[0].schedule") {
+		t.Fatalf("creating a policy with the hour 25: %v, want 422 naming spec.windows[0].schedule", err)
+	}
+	p.Spec.Windows = []v1alpha1.Window{{Schedule: "0 9 * * *", TimeZone: "Mars/Olympus", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}
+	if err := k8s.Create(context.Background(), p); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.windows[0].timeZone") {
+		t.Fatalf("creating a policy with an unknown zone: %v, want 422 naming spec.windows[0].timeZone", err)
+	}
+}

@@ -159,3 +159,21 @@ NoneOnDryRun
 {{- define "holdfast.generated.webhook.rollout.sideEffects" -}}
 NoneOnDryRun
 {{- end }}
+{{- define "holdfast.generated.webhook.validation.rules" -}}
+- apiGroups:
+  - holdfast.dev
+  apiVersions:
+  - v1alpha1
+  operations:
+  - CREATE
+  - UPDATE
+  resources:
+  - rolloutpolicies
+  - disruptionpolicies
+{{- end }}
+{{- define "holdfast.generated.webhook.validation.path" -}}
+/validate-policy
+{{- end }}
+{{- define "holdfast.generated.webhook.validation.sideEffects" -}}
+None
+{{- end }}

@@ -25,6 +25,7 @@ var floors = map[string]int{
 	"internal/controller": 5,
 	"webhooks/rollout":    5,
 	"webhooks/eviction":   5,
+	"webhooks/policies":   5,
 	"cmd/holdfast/app":    6,
 	"cmd/holdfast/check":  7,
 	"cmd/holdfast":        8,

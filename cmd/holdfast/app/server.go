@@ -43,6 +43,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/review"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
+	"github.com/holdfast-dev/holdfast/webhooks/policies"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
 
@@ -190,6 +191,11 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 			Metrics:      s.Eviction,
 			Holds:        &eviction.Holds{},
 		},
+		RecoverPanic: ptr.To(true),
+	}, nil))
+
+	srv.Register(policies.Path, review.NewWebhook(&admission.Webhook{
+		Handler:      &policies.Handler{Decoder: admission.NewDecoder(mgr.GetScheme())},
 		RecoverPanic: ptr.To(true),
 	}, nil))
 

@@ -1,0 +1,59 @@
+package policies
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+)
+
+func TestPoliciesWithWindowsHoldfastCannotEvaluateAreRefused(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{Decoder: admission.NewDecoder(s)}
+	window := func(schedule, tz string, d time.Duration) v1alpha1.Window {
+		return v1alpha1.Window{Schedule: schedule, TimeZone: tz, Duration: metav1.Duration{Duration: d}, Action: v1alpha1.WindowDeny}
+	}
+	cases := map[string]struct {
+		kind   string
+		window v1alpha1.Window
+		want   string // "" admits
+	}{
+		"a valid window":              {kind: "RolloutPolicy", window: window("0 9 * * 1-5", "Europe/Berlin", 8*time.Hour)},
+		"an hour that does not exist": {kind: "RolloutPolicy", window: window("0 25 * * *", "", time.Hour), want: "spec.windows[0].schedule"},
+		"an unknown zone":             {kind: "DisruptionPolicy", window: window("0 9 * * *", "Mars/Olympus", time.Hour), want: "spec.windows[0].timeZone"},
+		"longer than its period":      {kind: "DisruptionPolicy", window: window("0 * * * *", "", 2*time.Hour), want: "spec.windows[0].duration"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			var obj any = &v1alpha1.RolloutPolicy{Spec: v1alpha1.RolloutPolicySpec{Windows: []v1alpha1.Window{c.window}}}
+			if c.kind == "DisruptionPolicy" {
+				obj = &v1alpha1.DisruptionPolicy{Spec: v1alpha1.DisruptionPolicySpec{Windows: []v1alpha1.Window{c.window}}}
+			}
+			raw, _ := json.Marshal(obj)
+			resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Operation: admissionv1.Create, Name: "p", Kind: metav1.GroupVersionKind{Group: "holdfast.dev", Version: "v1alpha1", Kind: c.kind},
+				Object: runtime.RawExtension{Raw: raw}}})
+			if c.want == "" {
+				if !resp.Allowed {
+					t.Fatalf("refused: %v", resp.Result)
+				}
+				return
+			}
+			if resp.Allowed || resp.Result.Code != http.StatusUnprocessableEntity || !strings.Contains(resp.Result.Message, c.want) {
+				t.Fatalf("got allowed=%t %v, want 422 naming %s", resp.Allowed, resp.Result, c.want)
+			}
+		})
+	}
+}
