@@ -15,8 +15,8 @@ import (
 )
 
 // Read gathers a workload's history from a cache indexed by cache.OwnerIndex (read-only). Pods are read
-// only while w rolls out: only an unfinished rollout's decisions read LastActivity and
-// Serving (stalled rollouts, rollbacks to a revision that still serves).
+// only while w rolls out or is held: only then do decisions read LastActivity, Serving and
+// Pods (stalled rollouts, rollbacks to a revision that still serves, staged templates).
 func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, error) {
 	var h History
 	owned := func(list client.ObjectList, uid types.UID) error {
@@ -45,7 +45,8 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 		if err := owned(&revs, w.UID); err != nil {
 			return h, err
 		}
-		if w.Rollout.InProgress {
+		// Held, its newest ControllerRevision may be a staged template: its pods tell.
+		if w.Rollout.InProgress || w.Rollout.Held {
 			if err := owned(&list, w.UID); err != nil {
 				return h, err
 			}

@@ -159,12 +159,14 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 	return t
 }
 
-// unknownSince is a timeline told by the cluster's history, whose current rollout, when
-// unfinished, is taken to have started and last progressed now: the history cannot say
-// when a rollback to it happened, so a journal rebuilt mid-rollout never lets a fix or a
-// new revision through sooner than the lost one would have. (Decisions without any
-// journal read the history as it is, so that a stalled rollout can be fixed while there
-// is no leader to write journals.)
+// unknownSince is a timeline told by the cluster's history whose current revision, when
+// its rollout is unfinished or held, is taken to have become current, and last
+// progressed, now: the history cannot say when a rollback to it happened, so a journal
+// rebuilt mid-rollout never lets a fix or a new revision through sooner than the lost one
+// would have. A finished rollout keeps the history's times, so that installing holdfast
+// (or a policy) does not hold every workload for minInterval. (Decisions without any
+// journal read the history as it is, so that a stalled rollout can be fixed while there is
+// no leader to write journals.)
 func unknownSince(revs []Revision, unfinished bool, now time.Time) []Revision {
 	if n := len(revs); n > 0 && unfinished {
 		revs[n-1].Since, revs[n-1].Progressed = now, now

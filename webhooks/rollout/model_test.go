@@ -1094,6 +1094,19 @@ var rolloutReplays = []struct {
 	seed uint64
 	ops  []mop
 }{
+	{seed: 5187, ops: []mop{
+		{Kind: "partition", N: 495, Replica: 1},
+		{Kind: "edit", N: 311, Replica: 0},
+		{Kind: "journalLost", N: 959, Replica: 0},
+		{Kind: "journalLost", N: 408, Replica: 0},
+		{Kind: "edit", N: 603, Replica: 0},
+		{Kind: "relabel", N: 776, Replica: 0},
+		{Kind: "restart", N: 420, Replica: 0},
+		{Kind: "rollingUpdate", N: 511, Replica: 0},
+		{Kind: "tick", N: 405, Replica: 1},
+		{Kind: "strategy", N: 598, Replica: 0},
+		{Kind: "onDelete", N: 815, Replica: 0},
+	}},
 	{seed: 4805, ops: []mop{
 		{Kind: "scaleNoFlag", N: 907, Replica: 0},
 		{Kind: "scaleNoFlag", N: 581, Replica: 1},
