@@ -96,6 +96,11 @@ func (t *Timeline) ReturnsSince(since time.Time, window time.Duration) int {
 // finished is finished, whether or not the journal has caught up.
 func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h history.History, flags []v1alpha1.ArgMatchesReplicas, now time.Time) Timeline {
 	var t Timeline
+	if j != nil && j.Deleted != nil && old != nil {
+		// Retired: the workload was not guarded for a while, and nothing kept the journal up
+		// to date. The cluster's history tells instead, until the leader records again.
+		j = nil
+	}
 	if j != nil {
 		t.Revisions = j.Revisions // the store's: cloned before it is changed below
 		t.Recorded = old != nil && j.UID == old.UID && j.Generation >= old.Generation

@@ -605,7 +605,11 @@ func (w *mworld) record() {
 		return
 	}
 	if rules == nil || !w.guarded {
-		return // it keeps the journal of a workload it no longer guards as it was
+		// It retires the journal of a workload it no longer guards: kept, marked, not updated.
+		if w.journal != nil && w.journal.Deleted == nil {
+			w.journal.Deleted = ptr.To(w.now)
+		}
+		return
 	}
 	r := w.truthReader()
 	obj, _ := workload.New(w.kind)
@@ -1094,6 +1098,20 @@ var rolloutReplays = []struct {
 	seed uint64
 	ops  []mop
 }{
+	{seed: 6203, ops: []mop{
+		{Kind: "policy", N: 270, Replica: 1},
+		{Kind: "tick", N: 450, Replica: 0},
+		{Kind: "relabel", N: 833, Replica: 0},
+		{Kind: "edit", N: 344, Replica: 1},
+		{Kind: "edit", N: 996, Replica: 0},
+		{Kind: "recreate", N: 347, Replica: 0},
+		{Kind: "sync", N: 683, Replica: 1},
+		{Kind: "edit", N: 717, Replica: 1},
+		{Kind: "policy", N: 336, Replica: 0},
+		{Kind: "partition", N: 674, Replica: 1},
+		{Kind: "restart", N: 171, Replica: 0},
+		{Kind: "tick", N: 122, Replica: 1},
+	}},
 	{seed: 5187, ops: []mop{
 		{Kind: "partition", N: 495, Replica: 1},
 		{Kind: "edit", N: 311, Replica: 0},
