@@ -321,6 +321,15 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 	switch {
 	case cur != nil && cur.Template == sum:
 		cur.Shape = shape
+		if missed, since, ok := missedReturn(h, cur, w.Template); ok {
+			// Between two observations the workload left this template and came back: the
+			// controller created a revision after it became current and renumbered it above
+			// that one. Record the detour, and the return as becoming current now.
+			cur.Until = at(since)
+			next.Revisions = append(next.Revisions, Revision{Template: missed, Since: since, Until: at(now), Progressed: since},
+				Revision{Template: sum, Shape: shape, Since: now, Progressed: now})
+			cur = next.Current()
+		}
 	case cur != nil && cur.Shape != "" && cur.Shape == shape:
 		cur.Template = sum // a scale keeps the revision's times (I4)
 	default:
@@ -340,6 +349,26 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 		cur.Available, cur.Progressed = r.Serving, now
 	}
 	return next
+}
+
+// missedReturn finds a revision the journal never recorded between the current one's
+// start and now: created after the current revision became current, and numbered before
+// it, which kube does when a workload goes back to a template it had.
+func missedReturn(h history.History, cur *Revision, t *workload.Template) (string, time.Time, bool) {
+	back := h.Find(t)
+	if back == nil {
+		return "", time.Time{}, false
+	}
+	for i := len(h.Revisions) - 1; i >= 0; i-- {
+		r := &h.Revisions[i]
+		if r.Name == back.Name || r.Number >= back.Number || !r.Created.After(cur.Since) {
+			continue
+		}
+		if sum, ok := r.Template.Sum(); ok {
+			return sum, r.Created, true
+		}
+	}
+	return "", time.Time{}, false
 }
 
 // Retention is how long a deleted workload's journal is kept: as long as any policy's

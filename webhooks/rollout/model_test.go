@@ -1098,6 +1098,14 @@ var rolloutReplays = []struct {
 	seed uint64
 	ops  []mop
 }{
+	{seed: 12299, ops: []mop{
+		{Kind: "edit", N: 412, Replica: 0},
+		{Kind: "policy", N: 24, Replica: 0},
+		{Kind: "scale", N: 761, Replica: 0},
+		{Kind: "tick", N: 101, Replica: 0},
+		{Kind: "editOld", N: 995, Replica: 1},
+		{Kind: "editOld", N: 472, Replica: 1},
+	}},
 	{seed: 6203, ops: []mop{
 		{Kind: "policy", N: 270, Replica: 1},
 		{Kind: "tick", N: 450, Replica: 0},
