@@ -102,7 +102,7 @@ func windowStatus(windows []v1alpha1.Window, e v1alpha1.Exemptions, now time.Tim
 	}
 	st.ExpiredExemptions = policy.Expired(e, now)
 	for _, t := range e.Temporary {
-		if t.Expires.After(now) && (next.IsZero() || t.Expires.Before(&metav1.Time{Time: next})) {
+		if t.Expires.After(now) && (next.IsZero() || t.Expires.Time.Before(next)) {
 			next = t.Expires.Time
 		}
 	}

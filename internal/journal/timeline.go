@@ -123,7 +123,8 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 		return adopted(t, h, now)
 	}
 	cur := t.Current()
-	if cur != nil && Matches(cur, old.Template, flags) && j != nil && !t.Recorded && !old.Rollout.Held {
+	current := cur != nil && Matches(cur, old.Template, flags)
+	if current && j != nil && !t.Recorded && !old.Rollout.Held {
 		// The journal has not seen old's generation: the template may have changed and come
 		// back since, which it would have recorded as a new current revision, unfinished.
 		r := Revision{Template: cur.Template, Shape: cur.Shape, Since: now, Progressed: now, Pending: true, Lagging: true}
@@ -135,7 +136,7 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 		t.Revisions = append(t.Revisions, r)
 		return t
 	}
-	if cur != nil && Matches(cur, old.Template, flags) {
+	if current {
 		if cur.Finished == nil && !old.Rollout.Held && !old.Rollout.InProgress {
 			t.Revisions = slices.Clone(t.Revisions)
 			t.Current().Finished = at(now)

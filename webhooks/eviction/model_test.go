@@ -187,7 +187,7 @@ func newWorld(cfg modelConfig, broken func(Input) Decision) *world {
 	}
 	for i := range w.replicas {
 		r := &mreplica{clock: clocktesting.NewFakePassiveClock(w.now.Add(cfg.Offsets[i]))}
-		r.handler = &Handler{Reader: readerFunc(func() client.Reader { return r.reader }), LedgerReader: w.ledger, LedgerWriter: w.ledger,
+		r.handler = &Handler{Reader: utiltesting.ReaderFunc(func() client.Reader { return r.reader }), LedgerReader: w.ledger, LedgerWriter: w.ledger,
 			Namespace: "holdfast-system", Identity: fmt.Sprintf("replica-%d", i), Clock: r.clock, Matcher: policy.NewMatcher(), decide: broken}
 		w.replicas[i] = r
 		w.sync(i)
@@ -366,18 +366,6 @@ func (w *world) truth() *utiltesting.MemReader {
 
 func (w *world) sync(i int) {
 	w.replicas[i].reader, w.replicas[i].synced = w.truth(), w.now
-}
-
-// readerFunc reads through whichever reader the function returns now: a replica's cache,
-// swapped at each sync.
-type readerFunc func() client.Reader
-
-func (f readerFunc) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	return f().Get(ctx, key, obj, opts...)
-}
-
-func (f readerFunc) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	return f().List(ctx, list, opts...)
 }
 
 // ledgerStore is the API server as the ledger sees it: Leases with resource versions and

@@ -192,7 +192,7 @@ func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
 	for i := range w.replicas2 {
 		c := clocktesting.NewFakePassiveClock(w.now)
 		rep := &mreplica{clock: c}
-		rep.handler = &Handler{Reader: readerOf(func() client.Reader { return rep.reader }), Decoder: admission.NewDecoder(modelScheme),
+		rep.handler = &Handler{Reader: utiltesting.ReaderFunc(func() client.Reader { return rep.reader }), Decoder: admission.NewDecoder(modelScheme),
 			Clock: c, Matcher: policy.NewMatcher(), decide: broken}
 		w.replicas2[i] = rep
 		w.sync(i)
@@ -640,18 +640,6 @@ func (w *mworld) sync(i int) {
 		rep.store.Add(cm)
 	}
 	rep.handler.Journals = rep.store
-}
-
-// readerOf reads through whichever reader the function returns now: a replica's cache,
-// swapped at each sync.
-type readerOf func() client.Reader
-
-func (f readerOf) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	return f().Get(ctx, key, obj, opts...)
-}
-
-func (f readerOf) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	return f().List(ctx, list, opts...)
 }
 
 // advance moves the clock by d, one controller step a second; the recorder runs at most

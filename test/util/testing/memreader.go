@@ -126,3 +126,17 @@ func (r *MemReader) List(_ context.Context, list client.ObjectList, opts ...clie
 	}
 	return meta.SetList(list, out)
 }
+
+// ReaderFunc reads through whichever reader the function returns at each call: a model's
+// replica cache, swapped at each sync.
+type ReaderFunc func() client.Reader
+
+// Get implements client.Reader.
+func (f ReaderFunc) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return f().Get(ctx, key, obj, opts...)
+}
+
+// List implements client.Reader.
+func (f ReaderFunc) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return f().List(ctx, list, opts...)
+}
