@@ -17,6 +17,18 @@ const (
 	ModeAudit Mode = "Audit"
 )
 
+// FailurePolicy is what the API server does with a request holdfast's webhook does not
+// answer (holdfast is down, unreachable or slow).
+// +kubebuilder:validation:Enum=Fail;Ignore
+type FailurePolicy string
+
+const (
+	// FailurePolicyFail refuses the request: nothing the policy guards changes unchecked.
+	FailurePolicyFail FailurePolicy = "Fail"
+	// FailurePolicyIgnore admits the request unchecked: holdfast's outage blocks nothing.
+	FailurePolicyIgnore FailurePolicy = "Ignore"
+)
+
 // WorkloadKind names an apps/v1 workload kind a policy can guard.
 // +kubebuilder:validation:Enum=Deployment;StatefulSet;DaemonSet
 type WorkloadKind string

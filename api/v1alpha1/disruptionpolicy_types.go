@@ -41,6 +41,13 @@ type DisruptionPolicySpec struct {
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
+	// failurePolicy is what the API server does with the requests this policy guards when
+	// holdfast does not answer: Fail refuses them, Ignore admits them unchecked. Unset takes
+	// holdfast's default (the chart's webhook.*.failurePolicy). Requests no policy selects
+	// are never sent to holdfast, whatever this says.
+	// +optional
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+
 	// windows hold changes by the clock: during a Deny window, or outside every Allow window
 	// when there are any, new rollouts are refused and evictions deferred.
 	// +optional

@@ -25,6 +25,13 @@ type RolloutPolicySpec struct {
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
+	// failurePolicy is what the API server does with the requests this policy guards when
+	// holdfast does not answer: Fail refuses them, Ignore admits them unchecked. Unset takes
+	// holdfast's default (the chart's webhook.*.failurePolicy). Requests no policy selects
+	// are never sent to holdfast, whatever this says.
+	// +optional
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+
 	// windows hold changes by the clock: during a Deny window, or outside every Allow window
 	// when there are any, new rollouts are refused and evictions deferred.
 	// +optional
@@ -201,6 +208,16 @@ const (
 	ConditionPDBConflict = "PDBConflict"
 	ReasonNoConflict     = "NoConflict"
 	ReasonConflict       = "Conflict"
+	// ConditionIntercepted says whether the API server sends the requests the policy
+	// guards to holdfast: True (reason Scoped, or Broadened when its selectors cannot be
+	// webhook selectors and a wider entry stands in), False when the policy is suspended
+	// (NotGuarding) or holdfast could not update its webhook configuration (UpdateFailed:
+	// the previous configuration stays in force).
+	ConditionIntercepted = "Intercepted"
+	ReasonScoped         = "Scoped"
+	ReasonBroadened      = "Broadened"
+	ReasonNotGuarding    = "NotGuarding"
+	ReasonUpdateFailed   = "UpdateFailed"
 )
 
 // +kubebuilder:object:root=true

@@ -106,6 +106,11 @@ func (in *DisruptionPolicySpec) DeepCopyInto(out *DisruptionPolicySpec) {
 	*out = *in
 	in.Targets.DeepCopyInto(&out.Targets)
 	in.Exemptions.DeepCopyInto(&out.Exemptions)
+	if in.FailurePolicy != nil {
+		in, out := &in.FailurePolicy, &out.FailurePolicy
+		*out = new(FailurePolicy)
+		**out = **in
+	}
 	if in.Windows != nil {
 		in, out := &in.Windows, &out.Windows
 		*out = make([]Window, len(*in))
@@ -364,6 +369,11 @@ func (in *RolloutPolicySpec) DeepCopyInto(out *RolloutPolicySpec) {
 	*out = *in
 	in.Targets.DeepCopyInto(&out.Targets)
 	in.Exemptions.DeepCopyInto(&out.Exemptions)
+	if in.FailurePolicy != nil {
+		in, out := &in.FailurePolicy, &out.FailurePolicy
+		*out = new(FailurePolicy)
+		**out = **in
+	}
 	if in.Windows != nil {
 		in, out := &in.Windows, &out.Windows
 		*out = make([]Window, len(*in))

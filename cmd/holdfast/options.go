@@ -30,6 +30,10 @@ type options struct {
 	webhookSecret          string
 	webhookService         string
 	webhookConfigName      string
+	rolloutFailurePolicy   string
+	rolloutTimeout         int32
+	evictionFailurePolicy  string
+	evictionTimeout        int32
 }
 
 func defaultOptions() *options {
@@ -50,6 +54,10 @@ func defaultOptions() *options {
 		webhookSecret:          "holdfast-webhook-cert",
 		webhookService:         "holdfast-webhook",
 		webhookConfigName:      "holdfast",
+		rolloutFailurePolicy:   "Ignore",
+		rolloutTimeout:         3,
+		evictionFailurePolicy:  "Ignore",
+		evictionTimeout:        3,
 	}
 }
 
@@ -71,7 +79,11 @@ func (o *options) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.certRotation, "cert-rotation", o.certRotation, "Issue and rotate the webhook serving certificate in --webhook-secret and inject its CA into --webhook-configuration; off when cert-manager or another tool provides the certificate.")
 	fs.StringVar(&o.webhookSecret, "webhook-secret", o.webhookSecret, "Secret (in --namespace) holding the serving certificate, with --cert-rotation.")
 	fs.StringVar(&o.webhookService, "webhook-service", o.webhookService, "Service (in --namespace) the API server calls the webhooks through; the certificate names it.")
-	fs.StringVar(&o.webhookConfigName, "webhook-configuration", o.webhookConfigName, "ValidatingWebhookConfiguration whose CA bundle --cert-rotation keeps current.")
+	fs.StringVar(&o.webhookConfigName, "webhook-configuration", o.webhookConfigName, "The installed ValidatingWebhookConfiguration: it says how the API server reaches holdfast (--cert-rotation keeps its CA bundle current) and owns the one the leader derives from the policies, named <this>-guards.")
+	fs.StringVar(&o.rolloutFailurePolicy, "rollout-failure-policy", o.rolloutFailurePolicy, "failurePolicy (Fail or Ignore) of the workload and scale webhook entries of policies that set none.")
+	fs.Int32Var(&o.rolloutTimeout, "rollout-timeout-seconds", o.rolloutTimeout, "timeoutSeconds (1-30) of the workload and scale webhook entries.")
+	fs.StringVar(&o.evictionFailurePolicy, "eviction-failure-policy", o.evictionFailurePolicy, "failurePolicy (Fail or Ignore) of the eviction webhook entries of policies that set none.")
+	fs.Int32Var(&o.evictionTimeout, "eviction-timeout-seconds", o.evictionTimeout, "timeoutSeconds (1-30) of the eviction webhook entries.")
 	fs.DurationVar(&o.gracefulShutdownPeriod, "graceful-shutdown-timeout", o.gracefulShutdownPeriod, "How long to drain in-flight requests and stop runnables on SIGTERM.")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", o.shutdownDelay, "On SIGTERM, how long to keep serving with readiness failing, so that Services and the API server stop sending requests before the webhook server closes.")
 }
@@ -87,6 +99,17 @@ func (o *options) validate() error {
 	}
 	if o.namespace == "" {
 		return fmt.Errorf("--namespace must not be empty")
+	}
+	for _, f := range []struct {
+		name, policy string
+		timeout      int32
+	}{{"rollout", o.rolloutFailurePolicy, o.rolloutTimeout}, {"eviction", o.evictionFailurePolicy, o.evictionTimeout}} {
+		if f.policy != "Fail" && f.policy != "Ignore" {
+			return fmt.Errorf("--%s-failure-policy must be Fail or Ignore, not %q", f.name, f.policy)
+		}
+		if f.timeout < 1 || f.timeout > 30 {
+			return fmt.Errorf("--%s-timeout-seconds must be between 1 and 30, not %d", f.name, f.timeout)
+		}
 	}
 	if o.logLevel < 0 {
 		return fmt.Errorf("-v must not be negative")

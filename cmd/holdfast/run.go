@@ -16,6 +16,7 @@ import (
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,6 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
+	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/version"
 )
 
@@ -86,7 +88,11 @@ func run(_ context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("reading the host name for this replica's identity: %w", err)
 	}
-	so := app.Options{Namespace: o.namespace, Identity: identity}
+	so := app.Options{Namespace: o.namespace, Identity: identity, Webhooks: app.WebhookOptions{
+		Anchor:   o.webhookConfigName,
+		Rollout:  scope.Defaults{FailurePolicy: admissionregistrationv1.FailurePolicyType(o.rolloutFailurePolicy), TimeoutSeconds: o.rolloutTimeout},
+		Eviction: scope.Defaults{FailurePolicy: admissionregistrationv1.FailurePolicyType(o.evictionFailurePolicy), TimeoutSeconds: o.evictionTimeout},
+	}}
 	shared, err := app.NewShared(metrics.Registry)
 	if err != nil {
 		return err

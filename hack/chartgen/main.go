@@ -118,14 +118,16 @@ func run(config, chart string) error {
 const ownName = "holdfast"
 
 // templateOwnNames replaces ownName in the rules' resourceNames with the chart's name for
-// holdfast's objects, and refuses any other name: the chart could not know it.
+// holdfast's objects (keeping a suffix, as in holdfast-guards), and refuses any other
+// name: the chart could not know it.
 func templateOwnNames(rules []rbacv1.PolicyRule) error {
 	for i, r := range rules {
 		for j, name := range r.ResourceNames {
-			if name != ownName {
-				return fmt.Errorf("role.yaml: resourceNames %q in a rule for %v: only holdfast's own objects (%q) can be named", name, r.Resources, ownName)
+			suffix, ok := strings.CutPrefix(name, ownName)
+			if !ok || (suffix != "" && !strings.HasPrefix(suffix, "-")) {
+				return fmt.Errorf("role.yaml: resourceNames %q in a rule for %v: only holdfast's own objects (%q, or %q and a suffix) can be named", name, r.Resources, ownName, ownName+"-")
 			}
-			rules[i].ResourceNames[j] = `{{ include "holdfast.fullname" . }}`
+			rules[i].ResourceNames[j] = `{{ include "holdfast.fullname" . }}` + suffix
 		}
 	}
 	return nil

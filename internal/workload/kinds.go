@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,21 @@ import (
 // Kinds are the workload kinds holdfast guards.
 func Kinds() []v1alpha1.WorkloadKind {
 	return []v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet}
+}
+
+// Resource is the kind's apps/v1 resource, e.g. deployments.
+func Resource(kind v1alpha1.WorkloadKind) string {
+	return strings.ToLower(string(kind)) + "s"
+}
+
+// KindOfResource is the guarded kind an apps/v1 resource holds, and whether there is one.
+func KindOfResource(resource string) (v1alpha1.WorkloadKind, bool) {
+	for _, k := range Kinds() {
+		if Resource(k) == resource {
+			return k, true
+		}
+	}
+	return "", false
 }
 
 // New returns an empty typed object of a guarded kind, ready to decode or read into.

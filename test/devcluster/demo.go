@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/holdfast-dev/holdfast/test/harness"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -144,7 +145,8 @@ Stop it all:    make testbed-down
 	return nil
 }
 
-// applyPolicy applies a sample policy of either kind with server-side apply.
+// applyPolicy applies a sample policy of either kind with server-side apply, and waits
+// until the API server sends what it guards to holdfast.
 func (e *env) applyPolicy(ctx context.Context, path string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -154,7 +156,16 @@ func (e *env) applyPolicy(ctx context.Context, path string) error {
 	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return e.client.Patch(ctx, u, client.Apply, client.FieldOwner("holdfast-demo"), client.ForceOwnership)
+	if err := e.client.Patch(ctx, u, client.Apply, client.FieldOwner("holdfast-demo"), client.ForceOwnership); err != nil {
+		return err
+	}
+	obj, err := e.client.Scheme().New(u.GroupVersionKind())
+	if err != nil {
+		return err
+	}
+	p := obj.(client.Object)
+	p.SetName(u.GetName())
+	return harness.WaitIntercepted(ctx, e.client, p)
 }
 
 // waitPolicyActive waits until holdfast's cache has the sample policy: a dry-run create

@@ -280,6 +280,9 @@ func namespacePolicy(ctx context.Context, t *testing.T, c client.Client, ns stri
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	if err := harness.WaitIntercepted(ctx, c, p); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // drainAll drains the nodes at once and reports failed drains as test errors.

@@ -112,6 +112,7 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 		p := harness.Process{
 			Binary: binary, Kubeconfig: cfg.KubeconfigFile(), CertDir: certDir, Namespace: holdfastNamespace,
 			WebhookPort: ports[3*i], MetricsPort: ports[3*i+1], ProbePort: ports[3*i+2],
+			FailurePolicy: admissionregistrationv1.Fail,
 			// The balancer here never needs to see a replica go unready before it stops.
 			ExtraArgs: []string{"--log-format=console", "--shutdown-delay=0s"},
 		}

@@ -104,7 +104,7 @@ func TestHoldfastGuardsThroughTheAPIServer(t *testing.T) {
 				err = c.Create(ctx, bad.DeepCopy(), client.DryRunAll)
 				return err != nil, nil
 			})
-			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `admission webhook "rollout.holdfast.dev" denied`) {
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `.rollout.holdfast.dev" denied`) {
 				t.Fatalf("got %v, want holdfast's 403 (holdfast log: %s)", err, holdfastLog)
 			}
 			good := bad.DeepCopy()

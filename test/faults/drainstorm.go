@@ -168,6 +168,7 @@ func startGuard(ctx context.Context, o options, c client.Client, kubeconfig, dir
 	for i := range 2 {
 		p := harness.Process{Binary: o.binary, Kubeconfig: kubeconfig, CertDir: certDir, Namespace: holdfastNamespace,
 			WebhookPort: ports[3*i], MetricsPort: ports[3*i+1], ProbePort: ports[3*i+2],
+			FailurePolicy: admissionregistrationv1.Ignore, TimeoutSeconds: stormWebhookTimeout,
 			ExtraArgs: []string{"--log-format=console"}}
 		logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("holdfast-%d.log", i)))
 		if err != nil {
@@ -214,6 +215,9 @@ func createGroups(ctx context.Context, c client.Client) error {
 		MinReadySeconds: 1,
 		Cooldown:        &metav1.Duration{Duration: time.Second}}}
 	if err := c.Create(ctx, dp); err != nil {
+		return err
+	}
+	if err := harness.WaitIntercepted(ctx, c, dp); err != nil {
 		return err
 	}
 	for g := range stormGroups {

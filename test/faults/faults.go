@@ -309,15 +309,22 @@ func (h *rig) apiserverOutage(ctx context.Context) error {
 }
 
 // webhooksDown stops both replicas with failurePolicy Fail: guarded changes fail closed,
-// while holdfast's own Deployment can still be updated and scaled, and leases and nodes
-// are never matched.
+// while holdfast's own Deployment can still be updated and scaled, leases and nodes are
+// never matched, and a Deployment and a pod in a namespace no policy selects are never
+// sent to holdfast: the Deployment updates and the pod is evicted.
 func (h *rig) webhooksDown(ctx context.Context) error {
 	h.load.stop()
 	own := utiltesting.MakeDeployment(holdfastNamespace, "holdfast").Replicas(2).Obj()
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "faults-probe"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a")}}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "faults-node"}}
-	for _, obj := range []client.Object{own, lease, node} {
+	if err := harness.EnsureNamespace(ctx, h.c, "faults-unguarded"); err != nil {
+		return err
+	}
+	unguarded := utiltesting.MakeDeployment("faults-unguarded", "coredns").Replicas(2).Obj()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "faults-unguarded", Name: "cni-agent"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/main:1"}}}}
+	for _, obj := range []client.Object{own, lease, node, unguarded, pod} {
 		if err := h.c.Create(ctx, obj); err != nil {
 			return err
 		}
@@ -339,6 +346,14 @@ func (h *rig) webhooksDown(ctx context.Context) error {
 	leases := check("updating a Lease", h.c.Update(ctx, lease))
 	node.Labels = map[string]string{"faults.holdfast.dev/probe": "1"}
 	nodes := check("updating a Node", h.c.Update(ctx, node))
+	unguarded.Spec.Template.Spec.Containers[0].Image = "registry.example/main:2"
+	unguardedOK := check("updating a Deployment no policy selects", h.c.Update(ctx, unguarded)) == "ok"
+	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	unguardedOK = check("evicting a pod in a namespace no policy selects", h.c.SubResource("eviction").Create(ctx, pod, eviction)) == "ok" && unguardedOK
+	unguardedResult := "ok"
+	if !unguardedOK {
+		unguardedResult = "failed"
+	}
 	guarded := "refused"
 	d := h.load.base.DeepCopy()
 	d.Spec.Template.Annotations = map[string]string{"faults.holdfast.dev/down": "1"}
@@ -346,6 +361,6 @@ func (h *rig) webhooksDown(ctx context.Context) error {
 		guarded = "allowed"
 	}
 	h.promise(guarded == "refused", "webhooks down with failurePolicy Fail: a guarded change went through")
-	fmt.Printf("RELIABILITY webhooks-down-fail ownUpdate=%s ownScale=%s leases=%s nodes=%s guarded=%s\n", ownUpdate, ownScale, leases, nodes, guarded)
+	fmt.Printf("RELIABILITY webhooks-down-fail ownUpdate=%s ownScale=%s leases=%s nodes=%s unguarded=%s guarded=%s\n", ownUpdate, ownScale, leases, nodes, unguardedResult, guarded)
 	return nil
 }

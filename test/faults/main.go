@@ -215,6 +215,7 @@ func (h *rig) start(ctx context.Context, cfg *rest.Config) error {
 	for i := range 2 {
 		p := harness.Process{Binary: h.o.binary, Kubeconfig: kubeconfig, CertDir: h.certDir, Namespace: holdfastNamespace,
 			WebhookPort: ports[3*i], MetricsPort: ports[3*i+1], ProbePort: ports[3*i+2],
+			FailurePolicy: admissionregistrationv1.Fail,
 			ExtraArgs: []string{"--log-format=console",
 				"--leader-elect-lease-duration=" + h.o.lease.String(),
 				"--leader-elect-renew-deadline=" + (h.o.lease * 3 / 4).String(),

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -33,6 +34,10 @@ type Process struct {
 	Namespace  string
 	// WebhookPort, MetricsPort and ProbePort are on 127.0.0.1.
 	WebhookPort, MetricsPort, ProbePort int
+	// FailurePolicy and TimeoutSeconds are those of the webhook entries the leader derives
+	// from the policies (for policies that set none); empty and zero keep holdfast's defaults.
+	FailurePolicy  admissionregistrationv1.FailurePolicyType
+	TimeoutSeconds int32
 	// ExtraArgs are appended to the command line.
 	ExtraArgs []string
 	Stdout    io.Writer
@@ -49,6 +54,14 @@ func (p Process) Command(ctx context.Context) *exec.Cmd {
 		"--webhook-port", strconv.Itoa(p.WebhookPort),
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(p.MetricsPort),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(p.ProbePort),
+		"--webhook-configuration", WebhookConfigName,
+	}
+	if p.FailurePolicy != "" {
+		args = append(args, "--rollout-failure-policy", string(p.FailurePolicy), "--eviction-failure-policy", string(p.FailurePolicy))
+	}
+	if p.TimeoutSeconds != 0 {
+		t := strconv.Itoa(int(p.TimeoutSeconds))
+		args = append(args, "--rollout-timeout-seconds", t, "--eviction-timeout-seconds", t)
 	}
 	cmd := exec.CommandContext(ctx, p.Binary, append(args, p.ExtraArgs...)...)
 	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr

@@ -19,6 +19,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/check"
+	"github.com/holdfast-dev/holdfast/internal/scope"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -40,9 +41,7 @@ func TestCheckAgreesWithTheWebhook(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
-			eventually(t, "the sample policy in holdfast's cache", func() bool {
-				return cached.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.RolloutPolicy{}) == nil
-			})
+			intercepted(t, p.DeepCopy())
 		}
 	}
 	if len(policies) < 4 {
@@ -121,8 +120,8 @@ func TestCheckAgreesWithTheWebhook(t *testing.T) {
 			}
 			switch {
 			case results[0].Action == "deny":
-				want := `admission webhook "rollout.holdfast.dev" denied the request: ` + strings.Join(messages, "; ")
-				if err == nil || err.Error() != want {
+				want := strings.Join(messages, "; ")
+				if got, ok := deniedBy(err, scope.TypeRollout); !ok || got != want {
 					t.Errorf("the webhook answered\n  %v\nholdfast check says\n  %s", err, want)
 				}
 			case err != nil:
@@ -152,9 +151,7 @@ func TestCheckReadsHistoryFromTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
-	eventually(t, "the sample policy in holdfast's cache", func() bool {
-		return cached.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.RolloutPolicy{}) == nil
-	})
+	intercepted(t, p.DeepCopy())
 
 	d := utiltesting.MakeDeployment("kube-system", "konnectivity-agent").Replicas(3).Label("k8s-app", "konnectivity-agent").Obj()
 	d.Spec.MinReadySeconds = 10
@@ -208,8 +205,8 @@ func TestCheckReadsHistoryFromTheCluster(t *testing.T) {
 	err = k8s.Update(ctx, cur)
 	// The two decided a few milliseconds apart: compare the answers with the durations out.
 	durations := regexp.MustCompile(`[0-9]+(\.[0-9]+)?(ms|s|m)`)
-	want := `admission webhook "rollout.holdfast.dev" denied the request: ` + results[0].Violations[0].Message
-	if err == nil || durations.ReplaceAllString(err.Error(), "D") != durations.ReplaceAllString(want, "D") {
+	want := results[0].Violations[0].Message
+	if got, ok := deniedBy(err, scope.TypeRollout); !ok || durations.ReplaceAllString(got, "D") != durations.ReplaceAllString(want, "D") {
 		t.Errorf("the webhook answered\n  %v\nholdfast check says\n  %s", err, want)
 	}
 }

@@ -192,6 +192,7 @@ func TestPDBOfAPolicyWithALongName(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
+	intercepted(t, p)
 	if err := k8s.Create(ctx, agentDeployment(ns, "agent", 3)); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/scope"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -98,13 +99,7 @@ func disruptionPolicy(t *testing.T, ns string, mut func(*v1alpha1.DisruptionPoli
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
-	deadline := time.Now().Add(10 * time.Second)
-	for cached.Get(context.Background(), client.ObjectKeyFromObject(p), &v1alpha1.DisruptionPolicy{}) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("DisruptionPolicy never reached holdfast's cache")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	intercepted(t, p)
 }
 
 // evict posts an Eviction without client-go's silent retries of 429s that carry
@@ -130,7 +125,7 @@ func assertDeferred(t *testing.T, err error) {
 	if !apierrors.HasStatusCause(err, policyv1.DisruptionBudgetCause) {
 		t.Errorf("429 without a DisruptionBudget cause: %v", err)
 	}
-	if !strings.Contains(err.Error(), `admission webhook "eviction.holdfast.dev" denied the request: holdfast:`) {
+	if msg, ok := deniedBy(err, scope.TypeEviction); !ok || !strings.HasPrefix(msg, "holdfast:") {
 		t.Errorf("the deferral %q is not recognisably holdfast's", err)
 	}
 	var se apierrors.APIStatus

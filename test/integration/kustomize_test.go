@@ -26,7 +26,9 @@ func TestKustomizeApplies(t *testing.T) {
 			continue // both already exist in the test API server
 		}
 		// Create writes the server's defaulted answer into its argument: send a copy.
-		if err := k8s.Create(context.Background(), u.DeepCopy(), client.DryRunAll); err != nil {
+		u = u.DeepCopy()
+		apart(u)
+		if err := k8s.Create(context.Background(), u, client.DryRunAll); err != nil {
 			t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 	}

@@ -51,6 +51,7 @@ func generatingPolicy(t *testing.T, ns string, maxUnavailable intstr.IntOrString
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
+	intercepted(t, p)
 	return p
 }
 

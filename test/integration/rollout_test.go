@@ -5,10 +5,10 @@ package integration
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,11 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/scope"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
 
-// applyPolicy creates a policy scoped to one namespace and waits until holdfast's cache has it.
+// applyPolicy creates a policy scoped to one namespace and waits until the API server sends
+// what it guards to holdfast.
 func applyPolicy(t *testing.T, ns string, p *v1alpha1.RolloutPolicy) {
 	t.Helper()
 	ctx := context.Background()
@@ -31,18 +33,29 @@ func applyPolicy(t *testing.T, ns string, p *v1alpha1.RolloutPolicy) {
 		t.Fatalf("creating RolloutPolicy: %v", err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
-	deadline := time.Now().Add(10 * time.Second)
-	for cached.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.RolloutPolicy{}) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("RolloutPolicy %s never reached holdfast's cache", p.Name)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	intercepted(t, p)
 }
 
 func konnectivity(ns string, replicas int32, serverCount string) *appsv1.Deployment {
 	return utiltesting.MakeDeployment(ns, "kube-apiserver").Replicas(replicas).
 		Container("konnectivity-server", "--server-count="+serverCount).Obj()
+}
+
+// webhookDenial is how the API server words a webhook's refusal: the entry's name, then
+// the webhook's message.
+var webhookDenial = regexp.MustCompile(`^admission webhook "([^"]+)" denied the request: (.*)$`)
+
+// deniedBy returns the message of err when one of holdfast's entries of the type (e.g.
+// scope.TypeRollout) refused the request.
+func deniedBy(err error, typ string) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	m := webhookDenial.FindStringSubmatch(err.Error())
+	if m == nil || !strings.HasSuffix(m[1], "."+typ) {
+		return "", false
+	}
+	return m[2], true
 }
 
 // assertHoldfastDenied checks that err is holdfast's rollout denial: 403, from the
@@ -52,7 +65,8 @@ func assertHoldfastDenied(t *testing.T, err error, rule, field string) {
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("got %v, want 403 Forbidden from holdfast", err)
 	}
-	if !strings.Contains(err.Error(), `admission webhook "rollout.holdfast.dev" denied the request`) {
+	_, byRollout := deniedBy(err, scope.TypeRollout)
+	if _, byScale := deniedBy(err, scope.TypeScale); !byRollout && !byScale {
 		t.Errorf("denial %q does not name holdfast's webhook", err)
 	}
 	var status apierrors.APIStatus

@@ -32,6 +32,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
+	"github.com/holdfast-dev/holdfast/internal/scope"
+	"github.com/holdfast-dev/holdfast/test/harness"
 )
 
 var (
@@ -42,6 +44,8 @@ var (
 	cached client.Reader
 	// restConfig reaches the API server as an administrator.
 	restConfig *rest.Config
+	// webhookServer is holdfast's, counting the requests it is sent.
+	webhookServer *countingServer
 	// webhookHost and webhookPort are where holdfast's webhook server listens.
 	webhookHost string
 	webhookPort int
@@ -101,19 +105,23 @@ func run(m *testing.M) int {
 	defer cancel()
 	wio := &env.WebhookInstallOptions
 	webhookHost, webhookPort = wio.LocalServingHost, wio.LocalServingPort
+	webhookServer = &countingServer{Server: app.WebhookServer(ctx, wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir)}
 	mgr, err := ctrl.NewManager(holdfastCfg, ctrl.Options{
 		Scheme:                 app.NewScheme(),
 		Cache:                  app.CacheOptions(holdfastNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		WebhookServer:          app.WebhookServer(ctx, wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir),
+		WebhookServer:          webhookServer,
 	})
 	var shared *app.Shared
 	if err == nil {
 		shared, err = app.NewShared(prometheus.NewRegistry())
 	}
 	if err == nil {
-		err = app.Setup(ctx, mgr, app.Options{Namespace: holdfastNamespace, Identity: "integration", LedgerSweepEvery: time.Second}, shared)
+		err = app.Setup(ctx, mgr, app.Options{Namespace: holdfastNamespace, Identity: "integration", LedgerSweepEvery: time.Second,
+			Webhooks: app.WebhookOptions{Anchor: vwc.Name, NarrowAfter: 500 * time.Millisecond,
+				Rollout:  scope.Defaults{FailurePolicy: admissionregistrationv1.Fail},
+				Eviction: scope.Defaults{FailurePolicy: admissionregistrationv1.Fail}}}, shared)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setting up holdfast:", err)
@@ -152,8 +160,10 @@ func run(m *testing.M) int {
 	return code
 }
 
-// webhookConfiguration is the generated configuration with failurePolicy Fail, so that a
-// webhook that does not answer fails the tests instead of letting requests through.
+// webhookConfiguration is the generated configuration, named as config/ names it (holdfast's
+// RBAC names it), with failurePolicy Fail, so that a webhook that does not answer fails the
+// tests instead of letting requests through. holdfast's leader derives the guarded entries
+// from it, with failurePolicy Fail too.
 func webhookConfiguration() (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "webhook", "manifests.yaml"))
 	if err != nil {
@@ -163,6 +173,7 @@ func webhookConfiguration() (*admissionregistrationv1.ValidatingWebhookConfigura
 	if err := yaml.UnmarshalStrict(raw, vwc); err != nil {
 		return nil, fmt.Errorf("reading the generated webhook configuration: %w", err)
 	}
+	vwc.Name = "holdfast"
 	fail := admissionregistrationv1.Fail
 	for i := range vwc.Webhooks {
 		vwc.Webhooks[i].FailurePolicy = &fail
@@ -214,6 +225,16 @@ func createNamespace(t *testing.T, labels map[string]string) string {
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
 	return ns.Name
+}
+
+// intercepted waits until the API server sends what the policy guards to holdfast: the
+// leader has derived its webhook entries from its generation, which it read from the cache
+// the webhooks read.
+func intercepted(t *testing.T, p client.Object) {
+	t.Helper()
+	if err := harness.WaitIntercepted(context.Background(), k8s, p); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // namespaceNamed selects one namespace by name, as policies in the tests do to stay apart.

@@ -113,7 +113,7 @@ func TestDenyWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	grantEdit(t, ns, "release-manager")
-	time.Sleep(500 * time.Millisecond) // the cache has the exemption
+	intercepted(t, p) // and so the cache has the exemption
 	rm, _ := as(t, "release-manager")
 	b := withImage(d, "registry.example/main:B")
 	if err := rm.Update(ctx, b); err != nil {

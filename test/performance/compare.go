@@ -13,9 +13,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/test/harness"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
@@ -28,26 +30,23 @@ const modeLabel = "bench.holdfast.dev/mode"
 const serverCountCEL = `object.spec.template.spec.containers.all(c, c.name != 'konnectivity-server' ||
   (has(c.args) && c.args.exists(a, a == '--server-count=' + string(object.spec.replicas))))`
 
-// compare measures Deployment template updates through the API server in three modes,
-// interleaved so that drift in the machine's load falls on all three alike: (a) no
-// admission check, (b) a ValidatingAdmissionPolicy with the --server-count rule in CEL,
-// (c) holdfast's webhook enforcing the same rule.
+// compare measures Deployment template updates through the API server in five modes,
+// interleaved so that drift in the machine's load falls on all alike: (none) no admission
+// check, (vap) a ValidatingAdmissionPolicy with the --server-count rule in CEL, (noop) a
+// webhook that allows everything (the floor of any out-of-process webhook), (holdfast)
+// holdfast enforcing the same rule, and (unguarded) holdfast installed with a policy that
+// does not select the namespace: the API server must not call it at all.
 func (b *bench) compare(ctx context.Context, o options) error {
-	// holdfast's webhooks reach only the namespaces of mode (c).
+	// holdfast's leader derives its entries from the policy: only mode holdfast's namespace.
 	if err := harness.InstallWebhooks(ctx, b.c, harness.WebhookOptions{Manifest: "config/webhook/manifests.yaml",
 		BaseURL: b.webhook, CABundle: b.ca, Namespace: holdfastNamespace, FailurePolicy: admissionregistrationv1.Fail}); err != nil {
 		return err
 	}
-	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := b.c.Get(ctx, client.ObjectKey{Name: harness.WebhookConfigName}, vwc); err != nil {
+	noop, err := startNoopWebhook(b.proc.CertDir)
+	if err != nil {
 		return err
 	}
-	for i := range vwc.Webhooks {
-		vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{modeLabel: "holdfast"}}
-	}
-	if err := b.c.Update(ctx, vwc); err != nil {
-		return err
-	}
+	defer noop.Close()
 	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "server-count"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptrTo(admissionregistrationv1.Fail),
@@ -71,8 +70,11 @@ func (b *bench) compare(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if err := b.installNoop(ctx, noop, policy.Name); err != nil {
+		return err
+	}
 
-	modes := []string{"none", "vap", "holdfast"}
+	modes := []string{"none", "vap", "noop", "holdfast", "unguarded"}
 	deployments := map[string]*appsv1.Deployment{}
 	for _, m := range modes {
 		ns := "compare-" + m
@@ -86,8 +88,16 @@ func (b *bench) compare(ctx context.Context, o options) error {
 		}
 		deployments[m] = d
 	}
-	// Both checks must be live before measuring: each denies a mismatched --server-count.
-	for _, m := range modes[1:] {
+	// Every check must be live before measuring: the no-op webhook is called, the others
+	// deny a mismatched --server-count.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		before := noop.calls.Load()
+		err := b.c.Update(ctx, deployments["noop"].DeepCopy(), client.DryRunAll)
+		return err == nil && noop.calls.Load() > before, err
+	}); err != nil {
+		return fmt.Errorf("the no-op webhook was never called: %w", err)
+	}
+	for _, m := range []string{"vap", "holdfast"} {
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			bad := deployments[m].DeepCopy()
 			bad.Spec.Replicas = ptrTo[int32](5)
@@ -113,9 +123,13 @@ func (b *bench) compare(ctx context.Context, o options) error {
 	lat := map[string][]time.Duration{}
 	warmup := min(100, o.updates/10)
 	var served [2]histogram
+	var failOpen [2]float64
 	for i := range warmup + o.updates {
 		if i == warmup {
 			served[0] = b.webhookLatency()
+			if failOpen[0], err = b.apiserverFailOpen(ctx); err != nil {
+				return err
+			}
 		}
 		for j := range modes {
 			m := modes[(i+j)%len(modes)] // rotate which mode goes first
@@ -128,21 +142,90 @@ func (b *bench) compare(ctx context.Context, o options) error {
 			}
 		}
 	}
-	p99 := map[string]float64{}
+	served[1] = b.webhookLatency()
+	if failOpen[1], err = b.apiserverFailOpen(ctx); err != nil {
+		return err
+	}
+	p50, p99 := map[string]float64{}, map[string]float64{}
 	for _, m := range modes {
 		s := sorted(lat[m])
-		p99[m] = percentile(s, 0.99)
-		report("apiserver-"+m+"-p50", percentile(s, 0.50), "ms")
+		p50[m], p99[m] = percentile(s, 0.50), percentile(s, 0.99)
+		report("apiserver-"+m+"-p50", p50[m], "ms")
 		report("apiserver-"+m+"-p99", p99[m], "ms")
 	}
 	report("apiserver-updates-per-mode", float64(o.updates), "updates")
-	// Of mode (c)'s latency, the part spent inside holdfast's webhook server.
-	served[1] = b.webhookLatency()
+	// Of mode holdfast's latency, the part spent inside holdfast's webhook server.
 	if n := served[1].count - served[0].count; n > 0 {
 		report("apiserver-holdfast-served-mean", (served[1].sum-served[0].sum)/n*1000, "ms")
 	}
 	report("apiserver-holdfast-vs-vap-p99-ratio", p99["holdfast"]/p99["vap"], "ratio")
+	report("apiserver-holdfast-vs-noop-p50-ratio", p50["holdfast"]/p50["noop"], "ratio")
+	report("apiserver-holdfast-vs-noop-p99-ratio", p99["holdfast"]/p99["noop"], "ratio")
+	report("apiserver-unguarded-vs-none-p50-ratio", p50["unguarded"]/p50["none"], "ratio")
+	// holdfast was sent one request per update of mode holdfast; any more came from mode
+	// unguarded, which no policy selects.
+	unguardedCalls := served[1].count - served[0].count - float64(o.updates)
+	report("apiserver-unguarded-calls", unguardedCalls, "requests")
+	if unguardedCalls != 0 {
+		return fmt.Errorf("the API server called holdfast %v times for updates no policy selects", unguardedCalls)
+	}
+	if failOpen[1] != failOpen[0] {
+		return fmt.Errorf("apiserver_admission_webhook_fail_open_count moved from %v to %v: a webhook failed, and a failing webhook is fast", failOpen[0], failOpen[1])
+	}
 	return nil
+}
+
+// installNoop registers the no-op webhook for mode noop's namespace, as holdfast's leader
+// registered its own entry for the policy (same rules, match conditions, timeout and
+// failure policy), so that the two differ only in what answers.
+func (b *bench) installNoop(ctx context.Context, noop *noopWebhook, policy string) error {
+	var entry *admissionregistrationv1.ValidatingWebhook
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := b.c.Get(ctx, client.ObjectKey{Name: scope.Name(harness.WebhookConfigName)}, vwc); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		for i, w := range vwc.Webhooks {
+			if strings.HasPrefix(w.Name, policy+"-") && strings.HasSuffix(w.Name, "."+scope.TypeRollout) {
+				entry = &vwc.Webhooks[i]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("holdfast's leader never wrote an entry for policy %s: %w", policy, err)
+	}
+	w := *entry.DeepCopy()
+	w.Name = "noop.bench.holdfast.dev"
+	w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptrTo("https://" + noop.addr + "/"), CABundle: b.ca}
+	w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{modeLabel: "noop"}}
+	w.ObjectSelector = nil
+	return b.c.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-noop"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{w}})
+}
+
+// apiserverFailOpen sums the API server's apiserver_admission_webhook_fail_open_count.
+func (b *bench) apiserverFailOpen(ctx context.Context) (float64, error) {
+	cs, err := kubernetes.NewForConfig(b.cfg)
+	if err != nil {
+		return 0, err
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	var sum float64
+	for line := range strings.Lines(string(raw)) {
+		if !strings.HasPrefix(line, "apiserver_admission_webhook_fail_open_count{") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum, nil
 }
 
 func ptrTo[T any](v T) *T { return &v }

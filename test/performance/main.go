@@ -25,6 +25,7 @@ import (
 
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -143,7 +144,7 @@ func start(ctx context.Context, env *envtest.Environment, cfg *rest.Config, bina
 		return nil, err
 	}
 	p := harness.Process{Binary: binary, Kubeconfig: kubeconfigPath, CertDir: certDir, Namespace: holdfastNamespace,
-		WebhookPort: ports[0], MetricsPort: ports[1], ProbePort: ports[2], ExtraArgs: []string{"--log-format=json", "--leader-elect=false"}}
+		WebhookPort: ports[0], MetricsPort: ports[1], ProbePort: ports[2], FailurePolicy: admissionregistrationv1.Fail, ExtraArgs: []string{"--log-format=json", "--leader-elect=false"}}
 	logFile, err := os.Create(filepath.Join(dir, "holdfast.log"))
 	if err != nil {
 		return nil, err

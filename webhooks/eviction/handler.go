@@ -27,11 +27,12 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // Path is where the eviction webhook is served.
-const Path = "/validate-eviction"
+const Path = scope.EvictionPath
 
 // CauseType marks holdfast's refusals ("never") of evictions; deferrals carry kube's
 // DisruptionBudget cause so that drains retry them, with a message that names holdfast.
@@ -307,8 +308,3 @@ func respond(d Decision) admission.Response {
 	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: msg}}
 	return decision.Denied(err, d.Violations)
 }
-
-// The webhook configuration generated from this marker is the base the chart and the
-// kustomize config refine. An objectSelector cannot filter pods/eviction: every eviction
-// in the cluster reaches this webhook, and pods no policy selects are allowed fast.
-// +kubebuilder:webhook:path=/validate-eviction,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=pods/eviction,verbs=create,versions=v1,name=eviction.holdfast.dev,admissionReviewVersions=v1,timeoutSeconds=3,matchPolicy=Equivalent

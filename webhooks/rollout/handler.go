@@ -25,11 +25,12 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // Path is where the rollout webhook is served.
-const Path = "/validate-rollout"
+const Path = scope.RolloutPath
 
 // Handler gathers a rollout decision's inputs from the request and the caches,
 // calls Decide, and turns the decision into an admission response.
@@ -225,13 +226,8 @@ func (h *Handler) decodeScale(ctx context.Context, req admission.Request, in Inp
 	if req.Operation != admissionv1.Update {
 		return in, nil, nil
 	}
-	var kind v1alpha1.WorkloadKind
-	switch req.Resource.Resource {
-	case "deployments":
-		kind = v1alpha1.KindDeployment
-	case "statefulsets":
-		kind = v1alpha1.KindStatefulSet
-	default:
+	kind, ok := workload.KindOfResource(req.Resource.Resource)
+	if !ok || kind == v1alpha1.KindDaemonSet {
 		return in, nil, badRequest("unsupported scale of %s: holdfast guards the scale of Deployments and StatefulSets", req.Resource.Resource)
 	}
 	scale := &autoscalingv1.Scale{}
@@ -287,7 +283,3 @@ func respond(d Decision) admission.Response {
 
 // CauseType marks the status causes of holdfast's rollout denials.
 const CauseType metav1.CauseType = "holdfast.dev/RolloutPolicy"
-
-// The webhook configuration generated from this marker is the base the chart and the
-// kustomize config refine (namespaceSelector, matchConditions, failure policy).
-// +kubebuilder:webhook:path=/validate-rollout,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups=apps,resources=deployments;statefulsets;daemonsets;deployments/scale;statefulsets/scale,verbs=create;update,versions=v1,name=rollout.holdfast.dev,admissionReviewVersions=v1,timeoutSeconds=3,matchPolicy=Equivalent

@@ -14,12 +14,22 @@
   resources:
   - validatingwebhookconfigurations
   verbs:
+  - create
   - list
   - watch
 - apiGroups:
   - admissionregistration.k8s.io
   resourceNames:
   - '{{ include "holdfast.fullname" . }}'
+  resources:
+  - validatingwebhookconfigurations
+  verbs:
+  - get
+  - update
+- apiGroups:
+  - admissionregistration.k8s.io
+  resourceNames:
+  - '{{ include "holdfast.fullname" . }}-guards'
   resources:
   - validatingwebhookconfigurations
   verbs:
@@ -121,43 +131,6 @@
   - get
   - list
   - update
-{{- end }}
-{{- define "holdfast.generated.webhook.eviction.rules" -}}
-- apiGroups:
-  - ""
-  apiVersions:
-  - v1
-  operations:
-  - CREATE
-  resources:
-  - pods/eviction
-{{- end }}
-{{- define "holdfast.generated.webhook.eviction.path" -}}
-/validate-eviction
-{{- end }}
-{{- define "holdfast.generated.webhook.eviction.sideEffects" -}}
-NoneOnDryRun
-{{- end }}
-{{- define "holdfast.generated.webhook.rollout.rules" -}}
-- apiGroups:
-  - apps
-  apiVersions:
-  - v1
-  operations:
-  - CREATE
-  - UPDATE
-  resources:
-  - deployments
-  - statefulsets
-  - daemonsets
-  - deployments/scale
-  - statefulsets/scale
-{{- end }}
-{{- define "holdfast.generated.webhook.rollout.path" -}}
-/validate-rollout
-{{- end }}
-{{- define "holdfast.generated.webhook.rollout.sideEffects" -}}
-NoneOnDryRun
 {{- end }}
 {{- define "holdfast.generated.webhook.validation.rules" -}}
 - apiGroups:

@@ -20,6 +20,7 @@ var floors = map[string]int{
 	"internal/workload":   2,
 	"internal/history":    3,
 	"internal/policy":     3,
+	"internal/scope":      3,
 	"internal/pdb":        4,
 	"internal/journal":    4,
 	"internal/controller": 5,

@@ -5,6 +5,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -41,6 +43,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/pdb"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
+	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
 	"github.com/holdfast-dev/holdfast/webhooks/policies"
@@ -90,6 +93,21 @@ type Options struct {
 	// LedgerSweepEvery is how often idle eviction ledgers are deleted; 0 means every
 	// 10 minutes.
 	LedgerSweepEvery time.Duration
+	// Webhooks configure the scoped webhook configuration the leader keeps.
+	Webhooks WebhookOptions
+}
+
+// WebhookOptions say how the leader derives holdfast's scoped webhook configuration.
+type WebhookOptions struct {
+	// Anchor is the installed ValidatingWebhookConfiguration (the chart's or kustomize's):
+	// it says how the API server reaches holdfast and owns the scoped one, named
+	// scope.Name(Anchor). Empty means "holdfast".
+	Anchor string
+	// Rollout and Eviction are the entries' failure policy and timeout where no policy
+	// sets one; zero means Ignore and 3 s.
+	Rollout, Eviction scope.Defaults
+	// NarrowAfter is how long replaced entries stay beside their replacements; 0 means 2 s.
+	NarrowAfter time.Duration
 }
 
 // Shared are the values the webhooks and controllers of one process share.
@@ -99,6 +117,7 @@ type Shared struct {
 	Rollout  *rollout.Metrics
 	Eviction *eviction.Metrics
 	Journal  *journal.Metrics
+	Webhooks *controller.WebhookMetrics
 }
 
 // NewShared builds the shared values and registers the metrics with reg (in the binary,
@@ -116,7 +135,11 @@ func NewShared(reg prometheus.Registerer) (*Shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering the revision journal's metrics: %w", err)
 	}
-	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j}, nil
+	w, err := controller.NewWebhookMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the webhook configuration's metrics: %w", err)
+	}
+	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w}, nil
 }
 
 // Setup registers holdfast's webhooks and its controllers with one manager (SetupWebhooks
@@ -236,6 +259,18 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the revision journal of %ss: %w", kind, err)
 		}
+	}
+
+	anchor := cmp.Or(o.Webhooks.Anchor, "holdfast")
+	withDefaults := func(d scope.Defaults) scope.Defaults {
+		d.FailurePolicy = cmp.Or(d.FailurePolicy, admissionregistrationv1.Ignore)
+		d.TimeoutSeconds = cmp.Or(d.TimeoutSeconds, 3)
+		return d
+	}
+	if err := (&controller.WebhookConfiguration{Client: mgr.GetClient(), Name: scope.Name(anchor), Anchor: anchor,
+		Namespace: o.Namespace, Rollout: withDefaults(o.Webhooks.Rollout), Eviction: withDefaults(o.Webhooks.Eviction),
+		NarrowAfter: o.Webhooks.NarrowAfter, Metrics: s.Webhooks}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the scoped webhook configuration: %w", err)
 	}
 
 	every := o.LedgerSweepEvery

@@ -1,0 +1,291 @@
+// Package scope derives the webhook entries through which the API server calls holdfast
+// from the policies in force: a workload, a scale or an eviction no policy can select is
+// never sent. Pure: the leader's controller (internal/controller/webhooks.go) writes what
+// Entries returns.
+package scope
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// Paths of holdfast's webhooks, as webhooks/rollout and webhooks/eviction serve them.
+const (
+	RolloutPath  = "/validate-rollout"
+	EvictionPath = "/validate-eviction"
+)
+
+// Entry types: the last labels of an entry's name, <policy>-<hash>.<type>.
+const (
+	TypeRollout  = "rollout.holdfast.dev"
+	TypeScale    = "scale.holdfast.dev"
+	TypeEviction = "eviction.holdfast.dev"
+)
+
+// Name is the scoped configuration's name beside the installed one, anchor.
+func Name(anchor string) string {
+	return anchor + "-guards"
+}
+
+// Defaults are an entry's failure policy and timeout when its policies set none.
+type Defaults struct {
+	FailurePolicy  admissionregistrationv1.FailurePolicyType
+	TimeoutSeconds int32
+}
+
+// Settings are what every entry shares.
+type Settings struct {
+	// Namespace is holdfast's own: no entry ever reaches into it.
+	Namespace string
+	// Client is how the API server reaches holdfast (the anchor configuration's), whatever
+	// path it names; each entry sets its own.
+	Client   admissionregistrationv1.WebhookClientConfig
+	Rollout  Defaults
+	Eviction Defaults
+}
+
+// Outcome is what the entries mean for one policy, for its Intercepted condition.
+type Outcome struct {
+	// Entries names the entries that send the policy's requests, sorted.
+	Entries []string
+	// Broadened says which of the policy's selectors could not be a webhook selector and
+	// was widened (to every namespace, or every object of the selected namespaces).
+	Broadened []string
+}
+
+// Key names a policy in Outcomes: its kind and name.
+type Key struct {
+	Kind, Name string
+}
+
+// matchSpecOrLabels keeps status updates, and metadata updates that keep the labels, away
+// from the rollout webhook: they change no template, replicas, strategy or selection. A
+// labels-only update is sent, so that a relabel out of a policy is seen.
+var matchSpecOrLabels = admissionregistrationv1.MatchCondition{
+	Name:       "spec-or-label-changes",
+	Expression: "request.operation == 'CREATE' || object.spec != oldObject.spec || object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({})",
+}
+
+// Entries is the webhook entries the policies need, sorted by name, and what they mean for
+// each policy. Policies that select alike share an entry; a suspended policy has none.
+func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionPolicy, s Settings) ([]admissionregistrationv1.ValidatingWebhook, map[Key]*Outcome) {
+	b := builder{s: s, names: map[string]string{}, outcomes: map[Key]*Outcome{}}
+	for i := range rollouts {
+		p := &rollouts[i]
+		if p.Spec.Suspend {
+			continue
+		}
+		key := Key{Kind: "RolloutPolicy", Name: p.Name}
+		fp := failurePolicy(p.Spec.FailurePolicy, s.Rollout)
+		nsSel, objSel := b.selectors(key, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector)
+		kinds := p.Spec.Targets.Kinds
+		if len(kinds) == 0 {
+			kinds = []v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet}
+		}
+		var resources, scales []string
+		for _, k := range kinds {
+			r := workload.Resource(k)
+			resources = append(resources, r)
+			if k != v1alpha1.KindDaemonSet {
+				scales = append(scales, r+"/scale")
+			}
+		}
+		slices.Sort(resources)
+		slices.Sort(scales)
+		b.add(key, TypeRollout, admissionregistrationv1.ValidatingWebhook{
+			ClientConfig:      b.client(RolloutPath),
+			Rules:             []admissionregistrationv1.RuleWithOperations{appsRule(resources, admissionregistrationv1.Create, admissionregistrationv1.Update)},
+			FailurePolicy:     &fp,
+			NamespaceSelector: nsSel,
+			ObjectSelector:    objSel,
+			SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
+			TimeoutSeconds:    ptr.To(s.Rollout.TimeoutSeconds),
+			MatchConditions:   []admissionregistrationv1.MatchCondition{matchSpecOrLabels},
+		})
+		// A Scale carries no labels: its entry selects by namespace alone, and only for
+		// the rules that read the replicas.
+		if len(scales) > 0 && (p.Spec.Rules.Strategy != nil || len(p.Spec.Rules.ArgsMatchReplicas) > 0) {
+			b.add(key, TypeScale, admissionregistrationv1.ValidatingWebhook{
+				ClientConfig:      b.client(RolloutPath),
+				Rules:             []admissionregistrationv1.RuleWithOperations{appsRule(scales, admissionregistrationv1.Update)},
+				FailurePolicy:     &fp,
+				NamespaceSelector: nsSel,
+				SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
+				TimeoutSeconds:    ptr.To(s.Rollout.TimeoutSeconds),
+			})
+		}
+	}
+	for i := range evictions {
+		p := &evictions[i]
+		if p.Spec.Suspend {
+			continue
+		}
+		key := Key{Kind: "DisruptionPolicy", Name: p.Name}
+		fp := failurePolicy(p.Spec.FailurePolicy, s.Eviction)
+		// An Eviction carries no labels either: the pod's are read by the webhook.
+		nsSel, _ := b.selectors(key, p.Spec.Targets.NamespaceSelector, nil)
+		b.add(key, TypeEviction, admissionregistrationv1.ValidatingWebhook{
+			ClientConfig: b.client(EvictionPath),
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+					Resources: []string{"pods/eviction"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+			}},
+			FailurePolicy:     &fp,
+			NamespaceSelector: nsSel,
+			SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
+			TimeoutSeconds:    ptr.To(s.Eviction.TimeoutSeconds),
+		})
+	}
+	out := b.entries
+	slices.SortFunc(out, func(a, b admissionregistrationv1.ValidatingWebhook) int { return strings.Compare(a.Name, b.Name) })
+	for _, o := range b.outcomes {
+		slices.Sort(o.Entries)
+		o.Entries = slices.Compact(o.Entries)
+	}
+	return out, b.outcomes
+}
+
+type builder struct {
+	s       Settings
+	entries []admissionregistrationv1.ValidatingWebhook
+	// names are the entries' names by what they select and their type.
+	names    map[string]string
+	outcomes map[Key]*Outcome
+}
+
+func (b *builder) outcome(key Key) *Outcome {
+	o := b.outcomes[key]
+	if o == nil {
+		o = &Outcome{}
+		b.outcomes[key] = o
+	}
+	return o
+}
+
+// selectors are a policy's selectors as webhook selectors: the namespace one never
+// reaches holdfast's own namespace; one that is not a valid selector is widened.
+func (b *builder) selectors(key Key, nsSel, objSel *metav1.LabelSelector) (*metav1.LabelSelector, *metav1.LabelSelector) {
+	own := metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{b.s.Namespace}}
+	ns := &metav1.LabelSelector{}
+	if nsSel != nil {
+		if valid(nsSel) {
+			ns = nsSel.DeepCopy()
+		} else {
+			b.outcome(key).Broadened = append(b.outcome(key).Broadened, "spec.targets.namespaceSelector")
+		}
+	}
+	ns.MatchExpressions = append(ns.MatchExpressions, own)
+	var obj *metav1.LabelSelector
+	if objSel != nil {
+		if valid(objSel) {
+			obj = objSel.DeepCopy()
+		} else {
+			b.outcome(key).Broadened = append(b.outcome(key).Broadened, "spec.targets.selector")
+		}
+	}
+	return ns, obj
+}
+
+// valid is whether the API server accepts sel as a webhook's selector (and holdfast can
+// evaluate it): the same validation the API server runs.
+func valid(sel *metav1.LabelSelector) bool {
+	if errs := metavalidation.ValidateLabelSelector(sel, metavalidation.LabelSelectorValidationOptions{}, field.NewPath("s")); len(errs) > 0 {
+		return false
+	}
+	_, err := metav1.LabelSelectorAsSelector(sel)
+	return err == nil
+}
+
+// add records that key is intercepted through w, named after what it selects so that
+// policies selecting alike share it, and a changed selection is a new entry (which is
+// what lets the controller widen before it narrows).
+func (b *builder) add(key Key, typ string, w admissionregistrationv1.ValidatingWebhook) {
+	w.AdmissionReviewVersions = []string{"v1"}
+	w.MatchPolicy = ptr.To(admissionregistrationv1.Equivalent)
+	// What the entry selects and how it fails, not how it reaches holdfast: a rotated CA
+	// bundle keeps every name.
+	selects := w
+	selects.ClientConfig = admissionregistrationv1.WebhookClientConfig{}
+	raw, _ := json.Marshal(selects)
+	sum := sha256.Sum256(raw)
+	hash := hex.EncodeToString(sum[:])[:10]
+	id := hash + "." + typ
+	name, ok := b.names[id]
+	if !ok {
+		name = prefix(key.Name) + "-" + id
+		w.Name = name
+		b.names[id] = name
+		b.entries = append(b.entries, w)
+	}
+	b.outcome(key).Entries = append(b.outcome(key).Entries, name)
+}
+
+// prefix is the readable start of an entry's name: the policy's name, shortened so that
+// the entry's stays a valid DNS subdomain.
+func prefix(name string) string {
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return strings.TrimRight(name, "-.")
+}
+
+func (b *builder) client(path string) admissionregistrationv1.WebhookClientConfig {
+	c := *b.s.Client.DeepCopy()
+	switch {
+	case c.Service != nil:
+		c.Service.Path = ptr.To(path)
+	case c.URL != nil:
+		c.URL = ptr.To(withPath(*c.URL, path))
+	}
+	return c
+}
+
+// withPath replaces the path of the anchor's URL, e.g. https://127.0.0.1:9443/validate-policy.
+func withPath(url, path string) string {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return url
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	return scheme + "://" + host + path
+}
+
+func appsRule(resources []string, ops ...admissionregistrationv1.OperationType) admissionregistrationv1.RuleWithOperations {
+	return admissionregistrationv1.RuleWithOperations{
+		Operations: ops,
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"},
+			Resources: resources, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+	}
+}
+
+func failurePolicy(p *v1alpha1.FailurePolicy, d Defaults) admissionregistrationv1.FailurePolicyType {
+	if p != nil {
+		return admissionregistrationv1.FailurePolicyType(*p)
+	}
+	return d.FailurePolicy
+}
+
+// String describes an outcome for a condition message.
+func (o *Outcome) String() string {
+	msg := fmt.Sprintf("the API server sends the requests this policy guards through %s", strings.Join(o.Entries, ", "))
+	if len(o.Broadened) > 0 {
+		msg += fmt.Sprintf("; %s cannot be a webhook selector, so that entry selects more widely (holdfast still applies the policy only where its selectors match)", strings.Join(o.Broadened, " and "))
+	}
+	return msg
+}

@@ -1,0 +1,206 @@
+package scope
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+)
+
+var settings = Settings{
+	Namespace: "holdfast-system",
+	Client: admissionregistrationv1.WebhookClientConfig{
+		Service:  &admissionregistrationv1.ServiceReference{Namespace: "holdfast-system", Name: "holdfast-webhook", Path: ptr.To("/validate-policy")},
+		CABundle: []byte("ca")},
+	Rollout:  Defaults{FailurePolicy: admissionregistrationv1.Ignore, TimeoutSeconds: 3},
+	Eviction: Defaults{FailurePolicy: admissionregistrationv1.Fail, TimeoutSeconds: 5},
+}
+
+func rolloutPolicy(name string, mut func(*v1alpha1.RolloutPolicySpec)) v1alpha1.RolloutPolicy {
+	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.RolloutPolicySpec{
+		Targets: v1alpha1.WorkloadTargets{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "true"}},
+			Selector:          &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kube-apiserver"}}},
+		Rules: v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{}}}}
+	if mut != nil {
+		mut(&p.Spec)
+	}
+	return p
+}
+
+func byType(ws []admissionregistrationv1.ValidatingWebhook, typ string) []admissionregistrationv1.ValidatingWebhook {
+	return slices.DeleteFunc(slices.Clone(ws), func(w admissionregistrationv1.ValidatingWebhook) bool { return !strings.HasSuffix(w.Name, "."+typ) })
+}
+
+func TestNoPolicyNoEntry(t *testing.T) {
+	ws, outcomes := Entries(nil, nil, settings)
+	if len(ws) != 0 || len(outcomes) != 0 {
+		t.Errorf("with no policy: %+v, %+v", ws, outcomes)
+	}
+	suspended := rolloutPolicy("off", func(s *v1alpha1.RolloutPolicySpec) { s.Suspend = true })
+	if ws, _ := Entries([]v1alpha1.RolloutPolicy{suspended}, nil, settings); len(ws) != 0 {
+		t.Errorf("a suspended policy has entries: %+v", ws)
+	}
+}
+
+func TestRolloutEntrySelectsWhatThePolicySelects(t *testing.T) {
+	p := rolloutPolicy("hosted-control-planes", func(s *v1alpha1.RolloutPolicySpec) {
+		s.Targets.Kinds = []v1alpha1.WorkloadKind{v1alpha1.KindDeployment}
+	})
+	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{p}, nil, settings)
+	if len(ws) != 1 {
+		t.Fatalf("want one workload entry (no rule reads the replicas, so no scale entry), got %+v", ws)
+	}
+	w := ws[0]
+	if !strings.HasPrefix(w.Name, "hosted-control-planes-") || !strings.HasSuffix(w.Name, "."+TypeRollout) {
+		t.Errorf("name %q", w.Name)
+	}
+	if errs := validation.IsDNS1123Subdomain(w.Name); len(errs) > 0 {
+		t.Errorf("name %q: %v", w.Name, errs)
+	}
+	if got := w.Rules[0].Resources; !slices.Equal(got, []string{"deployments"}) {
+		t.Errorf("resources %v, want the policy's kinds", got)
+	}
+	if w.ObjectSelector.MatchLabels["app"] != "kube-apiserver" {
+		t.Errorf("objectSelector %+v", w.ObjectSelector)
+	}
+	if w.NamespaceSelector.MatchLabels["tenant"] != "true" || !slices.ContainsFunc(w.NamespaceSelector.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool {
+		return r.Key == corev1.LabelMetadataName && r.Operator == metav1.LabelSelectorOpNotIn && slices.Equal(r.Values, []string{"holdfast-system"})
+	}) {
+		t.Errorf("namespaceSelector %+v: the policy's, and never holdfast's namespace", w.NamespaceSelector)
+	}
+	if p.Spec.Targets.NamespaceSelector.MatchExpressions != nil {
+		t.Error("the policy's selector was changed in place")
+	}
+	if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.TimeoutSeconds != 3 || *w.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun {
+		t.Errorf("failurePolicy %s timeout %d sideEffects %s", *w.FailurePolicy, *w.TimeoutSeconds, *w.SideEffects)
+	}
+	if len(w.MatchConditions) != 1 || !strings.Contains(w.MatchConditions[0].Expression, "labels") {
+		t.Errorf("matchConditions %+v: label changes must still be sent", w.MatchConditions)
+	}
+	if w.ClientConfig.Service.Path == nil || *w.ClientConfig.Service.Path != RolloutPath || string(w.ClientConfig.CABundle) != "ca" {
+		t.Errorf("clientConfig %+v", w.ClientConfig)
+	}
+	if *settings.Client.Service.Path != "/validate-policy" {
+		t.Error("the anchor's client config was changed in place")
+	}
+	o := outcomes[Key{Kind: "RolloutPolicy", Name: p.Name}]
+	if o == nil || !slices.Equal(o.Entries, []string{w.Name}) || len(o.Broadened) != 0 {
+		t.Errorf("outcome %+v", o)
+	}
+}
+
+func TestScaleEntryOnlyForRulesThatReadReplicas(t *testing.T) {
+	args := rolloutPolicy("server-count", func(s *v1alpha1.RolloutPolicySpec) {
+		s.Rules.ArgsMatchReplicas = []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}
+	})
+	ws, _ := Entries([]v1alpha1.RolloutPolicy{args}, nil, settings)
+	scales := byType(ws, TypeScale)
+	if len(scales) != 1 {
+		t.Fatalf("want a scale entry, got %+v", ws)
+	}
+	if got := scales[0].Rules[0].Resources; !slices.Equal(got, []string{"deployments/scale", "statefulsets/scale"}) {
+		t.Errorf("scale resources %v", got)
+	}
+	if scales[0].ObjectSelector != nil {
+		t.Error("a Scale carries no labels: its entry must not select by them")
+	}
+	daemonsets := rolloutPolicy("agents", func(s *v1alpha1.RolloutPolicySpec) {
+		s.Targets.Kinds = []v1alpha1.WorkloadKind{v1alpha1.KindDaemonSet}
+		s.Rules.Strategy = &v1alpha1.StrategyRule{}
+	})
+	if ws, _ := Entries([]v1alpha1.RolloutPolicy{daemonsets}, nil, settings); len(byType(ws, TypeScale)) != 0 {
+		t.Errorf("DaemonSets have no scale subresource: %+v", ws)
+	}
+}
+
+func TestEvictionEntrySelectsNamespaces(t *testing.T) {
+	p := v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.DisruptionPolicySpec{
+		FailurePolicy: ptr.To(v1alpha1.FailurePolicyIgnore),
+		Targets: v1alpha1.PodTargets{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kube-system"}},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "konnectivity-agent"}}}}}
+	ws, _ := Entries(nil, []v1alpha1.DisruptionPolicy{p}, settings)
+	if len(ws) != 1 || !strings.HasSuffix(ws[0].Name, "."+TypeEviction) {
+		t.Fatalf("%+v", ws)
+	}
+	w := ws[0]
+	if w.Rules[0].Resources[0] != "pods/eviction" || w.ObjectSelector != nil || w.NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "kube-system" {
+		t.Errorf("%+v", w)
+	}
+	if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.TimeoutSeconds != 5 || *w.ClientConfig.Service.Path != EvictionPath {
+		t.Errorf("the policy's failure policy over the default, the eviction timeout and path: %+v", w)
+	}
+}
+
+func TestPoliciesSelectingAlikeShareAnEntry(t *testing.T) {
+	a, b := rolloutPolicy("a", nil), rolloutPolicy("b", nil)
+	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings)
+	if len(ws) != 1 {
+		t.Fatalf("want one shared entry, got %d", len(ws))
+	}
+	if !slices.Equal(outcomes[Key{"RolloutPolicy", "a"}].Entries, outcomes[Key{"RolloutPolicy", "b"}].Entries) {
+		t.Errorf("outcomes %+v", outcomes)
+	}
+	b.Spec.FailurePolicy = ptr.To(v1alpha1.FailurePolicyFail)
+	if ws, _ := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings); len(ws) != 2 {
+		t.Errorf("policies that fail differently need entries of their own: %d", len(ws))
+	}
+}
+
+func TestNamesFollowTheSelectionNotTheCABundle(t *testing.T) {
+	p := rolloutPolicy("p", nil)
+	before, _ := Entries([]v1alpha1.RolloutPolicy{p}, nil, settings)
+	rotated := settings
+	rotated.Client.CABundle = []byte("rotated")
+	after, _ := Entries([]v1alpha1.RolloutPolicy{p}, nil, rotated)
+	if before[0].Name != after[0].Name {
+		t.Errorf("a rotated CA renamed the entry: %s → %s", before[0].Name, after[0].Name)
+	}
+	p.Spec.Targets.Selector.MatchLabels["app"] = "konnectivity-server"
+	changed, _ := Entries([]v1alpha1.RolloutPolicy{p}, nil, settings)
+	if changed[0].Name == before[0].Name {
+		t.Error("a changed selection kept the entry's name: it could not be widened before it is narrowed")
+	}
+}
+
+func TestSelectorsThatCannotBeWebhookSelectorsAreBroadened(t *testing.T) {
+	p := rolloutPolicy("bad", func(s *v1alpha1.RolloutPolicySpec) {
+		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "not a label value"}}
+		s.Targets.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tenant", Operator: "Near"}}}
+	})
+	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{p}, nil, settings)
+	if len(ws) != 1 {
+		t.Fatalf("a policy with invalid selectors must still be intercepted: %+v", ws)
+	}
+	if ws[0].ObjectSelector != nil || len(ws[0].NamespaceSelector.MatchLabels) != 0 || len(ws[0].NamespaceSelector.MatchExpressions) != 1 {
+		t.Errorf("want every namespace but holdfast's and every object: %+v %+v", ws[0].NamespaceSelector, ws[0].ObjectSelector)
+	}
+	o := outcomes[Key{"RolloutPolicy", "bad"}]
+	if !slices.Equal(o.Broadened, []string{"spec.targets.namespaceSelector", "spec.targets.selector"}) || !strings.Contains(o.String(), "cannot be a webhook selector") {
+		t.Errorf("outcome %+v: %s", o, o)
+	}
+}
+
+func TestURLClientKeepsItsHost(t *testing.T) {
+	s := settings
+	s.Client = admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:9443/validate-policy")}
+	ws, _ := Entries([]v1alpha1.RolloutPolicy{rolloutPolicy("p", nil)}, nil, s)
+	if got := *ws[0].ClientConfig.URL; got != "https://127.0.0.1:9443"+RolloutPath {
+		t.Errorf("URL %s", got)
+	}
+}
+
+func TestLongPolicyNamesMakeValidEntryNames(t *testing.T) {
+	name := strings.Repeat("a", 39) + "-" + strings.Repeat("b", 200)
+	ws, _ := Entries([]v1alpha1.RolloutPolicy{rolloutPolicy(name, nil)}, nil, settings)
+	if errs := validation.IsDNS1123Subdomain(ws[0].Name); len(errs) > 0 || len(strings.Split(ws[0].Name, ".")) < 3 {
+		t.Errorf("name %q: %v", ws[0].Name, errs)
+	}
+}
