@@ -280,6 +280,8 @@ func namespacePolicy(ctx context.Context, t *testing.T, c client.Client, ns stri
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	// Gone with the test: its webhook entry must not outlive it into later tests' drains.
+	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
 	if err := harness.WaitIntercepted(ctx, c, p); err != nil {
 		t.Fatal(err)
 	}

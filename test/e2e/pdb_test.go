@@ -5,9 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
+	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/test/harness"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
@@ -79,6 +82,8 @@ func TestPDBFloor(t *testing.T) {
 				t.Fatalf("the disruption controller never processed %s: %v", dpdb.Name, err)
 			}
 
+			// Only this policy intercepts evictions now: earlier tests' policies are gone.
+			onlyOwnEvictionEntry(ctx, t, c, ns)
 			// holdfast goes down; the policy's webhook entry fails open.
 			if _, err := stopHoldfast(ctx, cfg); err != nil {
 				t.Fatal(err)
@@ -118,4 +123,27 @@ func waitPDB(ctx context.Context, t *testing.T, c client.Client, ns string, w wo
 		t.Fatalf("PDB for %s %s: %+v: %v", w.Kind, w.Name, got.Spec, err)
 	}
 	return got
+}
+
+// onlyOwnEvictionEntry waits until the leader's configuration has no eviction entry but
+// the policy's (named after the namespace here), so that a drain meets no other policy.
+func onlyOwnEvictionEntry(ctx context.Context, t *testing.T, c client.Client, policy string) {
+	t.Helper()
+	var others []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := c.Get(ctx, client.ObjectKey{Name: scope.Name(harness.WebhookConfigName)}, vwc); err != nil {
+			return false, nil
+		}
+		others = nil
+		for _, w := range vwc.Webhooks {
+			if strings.HasSuffix(w.Name, "."+scope.TypeEviction) && !strings.HasPrefix(w.Name, policy+"-") {
+				others = append(others, w.Name)
+			}
+		}
+		return len(others) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("other policies still intercept evictions: %v", others)
+	}
 }

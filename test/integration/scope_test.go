@@ -18,10 +18,12 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -332,5 +334,45 @@ func TestScopeBroadensWhatCannotBeASelector(t *testing.T) {
 	}
 	if got := len(callsIn(ns)) - before; got != 1 {
 		t.Errorf("holdfast got %d requests for a Deployment the broadened entry selects, want 1", got)
+	}
+}
+
+// TestScopeTwoEntriesOneEviction: two DisruptionPolicies select one namespace differently
+// (by name, and by a label), so two entries match one eviction and holdfast decides it
+// twice. It is admitted, and recorded once.
+func TestScopeTwoEntriesOneEviction(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, map[string]string{"tier": "agents"})
+	disruptionPolicy(t, ns, nil)
+	second := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns + "-by-label"},
+		Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Targets: v1alpha1.PodTargets{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "agents"}},
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}}}}
+	if err := k8s.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), second) })
+	intercepted(t, second)
+	pods := agentGroup(t, ns, 3)
+
+	before := len(callsIn(ns))
+	if err := evict(t, ns, pods[0].Name, false); err != nil {
+		t.Fatalf("the first eviction of the group: %v", err)
+	}
+	if got := len(callsIn(ns)) - before; got != 2 {
+		t.Errorf("holdfast decided the eviction %d times, want 2 (one per matching entry): %v", got, callsIn(ns)[before:])
+	}
+	var leases coordinationv1.LeaseList
+	if err := k8s.List(ctx, &leases, client.InNamespace(holdfastNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	records := 0
+	for _, l := range leases.Items {
+		if raw := l.Annotations["holdfast.dev/evictions"]; raw != "" && strings.Contains(raw, string(pods[0].UID)) {
+			records += strings.Count(raw, string(pods[0].UID))
+		}
+	}
+	if records != 1 {
+		t.Errorf("the eviction is recorded %d times, want once", records)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -42,11 +43,11 @@ func (b *bench) compare(ctx context.Context, o options) error {
 		BaseURL: b.webhook, CABundle: b.ca, Namespace: holdfastNamespace, FailurePolicy: admissionregistrationv1.Fail}); err != nil {
 		return err
 	}
-	noop, err := startNoopWebhook(b.proc.CertDir)
+	noop, err := startNoop(ctx)
 	if err != nil {
 		return err
 	}
-	defer noop.Close()
+	defer noop.stop()
 	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "server-count"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptrTo(admissionregistrationv1.Fail),
@@ -91,9 +92,15 @@ func (b *bench) compare(ctx context.Context, o options) error {
 	// Every check must be live before measuring: the no-op webhook is called, the others
 	// deny a mismatched --server-count.
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		before := noop.calls.Load()
-		err := b.c.Update(ctx, deployments["noop"].DeepCopy(), client.DryRunAll)
-		return err == nil && noop.calls.Load() > before, err
+		before, err := b.apiserverMetric(ctx, `apiserver_admission_webhook_request_total{`, `name="`+noopEntry+`"`)
+		if err != nil {
+			return false, err
+		}
+		if err := b.c.Update(ctx, deployments["noop"].DeepCopy(), client.DryRunAll); err != nil {
+			return false, err
+		}
+		after, err := b.apiserverMetric(ctx, `apiserver_admission_webhook_request_total{`, `name="`+noopEntry+`"`)
+		return after > before, err
 	}); err != nil {
 		return fmt.Errorf("the no-op webhook was never called: %w", err)
 	}
@@ -178,7 +185,7 @@ func (b *bench) compare(ctx context.Context, o options) error {
 // installNoop registers the no-op webhook for mode noop's namespace, as holdfast's leader
 // registered its own entry for the policy (same rules, match conditions, timeout and
 // failure policy), so that the two differ only in what answers.
-func (b *bench) installNoop(ctx context.Context, noop *noopWebhook, policy string) error {
+func (b *bench) installNoop(ctx context.Context, noop *noopProcess, policy string) error {
 	var entry *admissionregistrationv1.ValidatingWebhook
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
@@ -197,16 +204,26 @@ func (b *bench) installNoop(ctx context.Context, noop *noopWebhook, policy strin
 		return fmt.Errorf("holdfast's leader never wrote an entry for policy %s: %w", policy, err)
 	}
 	w := *entry.DeepCopy()
-	w.Name = "noop.bench.holdfast.dev"
-	w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptrTo("https://" + noop.addr + "/"), CABundle: b.ca}
+	w.Name = noopEntry
+	w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptrTo(noop.url + "/"),
+		CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: noop.cert})}
 	w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{modeLabel: "noop"}}
 	w.ObjectSelector = nil
 	return b.c.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench-noop"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{w}})
 }
 
+// noopEntry names the no-op webhook's entry.
+const noopEntry = "noop.bench.holdfast.dev"
+
 // apiserverFailOpen sums the API server's apiserver_admission_webhook_fail_open_count.
 func (b *bench) apiserverFailOpen(ctx context.Context) (float64, error) {
+	return b.apiserverMetric(ctx, "apiserver_admission_webhook_fail_open_count{", "")
+}
+
+// apiserverMetric sums the API server's samples whose line starts with prefix (a metric
+// name and its brace) and contains label.
+func (b *bench) apiserverMetric(ctx context.Context, prefix, label string) (float64, error) {
 	cs, err := kubernetes.NewForConfig(b.cfg)
 	if err != nil {
 		return 0, err
@@ -217,7 +234,7 @@ func (b *bench) apiserverFailOpen(ctx context.Context) (float64, error) {
 	}
 	var sum float64
 	for line := range strings.Lines(string(raw)) {
-		if !strings.HasPrefix(line, "apiserver_admission_webhook_fail_open_count{") {
+		if !strings.HasPrefix(line, prefix) || !strings.Contains(line, label) {
 			continue
 		}
 		fields := strings.Fields(line)

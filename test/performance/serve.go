@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
@@ -33,61 +34,9 @@ import (
 // keep-alive: the 13 KB tenant kube-apiserver UPDATE of the Go benchmark, whose history
 // (two ReplicaSets) and policy are in the cluster, hence in holdfast's caches.
 func (b *bench) serve(ctx context.Context, o options) error {
-	const ns = "tenant-serve"
-	if err := namespace(ctx, b.c, ns, map[string]string{"holdfast.dev/hosted-control-plane": "true"}); err != nil {
-		return err
-	}
-	p := utiltesting.MakeRolloutPolicy("serve").Kinds(v1alpha1.KindDeployment).
-		NamespaceSelector(map[string]string{"kubernetes.io/metadata.name": ns}).
-		ArgMatchesReplicas("konnectivity-server", "--server-count").Obj()
-	p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
-	p.Spec.Rules.RevertWindow = &metav1.Duration{Duration: 10 * time.Minute}
-	if err := b.c.Create(ctx, p); err != nil {
-		return err
-	}
-	d := utiltesting.HostedKubeAPIServer(ns, 3, "v1.37.1")
-	d.ManagedFields, d.ResourceVersion, d.UID, d.CreationTimestamp = nil, "", "", metav1.Time{}
-	d.Status = appsv1.DeploymentStatus{}
-	if err := b.c.Create(ctx, d); err != nil {
-		return err
-	}
-	for i, image := range []string{"v1.37.0", "v1.37.1"} {
-		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kube-apiserver-" + fmt.Sprint(i),
-			Annotations:     map[string]string{"deployment.kubernetes.io/revision": fmt.Sprint(3 + i)},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: ptr.To(true)}}}}
-		rs.Spec.Selector = d.Spec.Selector
-		rs.Spec.Template = *utiltesting.HostedKubeAPIServer(ns, 3, image).Spec.Template.DeepCopy()
-		rs.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = fmt.Sprintf("hash%d", i)
-		if err := b.c.Create(ctx, rs); err != nil {
-			return err
-		}
-	}
-	allowed, err := reviewBody(ns, d.UID, "v1.37.2", 3)
+	allowed, hc, url, err := b.tenant(ctx)
 	if err != nil {
 		return err
-	}
-	denied, err := reviewBody(ns, d.UID, "v1.37.1", 5) // --server-count left at 3
-	if err != nil {
-		return err
-	}
-
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(b.ca)
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}},
-		MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: false,
-	}}
-	url := b.webhook + rollout.Path
-	// Wait until the replica's caches hold the policy: the bad review is denied.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		ok, err := post(ctx, hc, url, denied)
-		return err == nil && !ok, nil
-	})
-	if err != nil {
-		return fmt.Errorf("holdfast never enforced the serving policy: %w", err)
-	}
-	if ok, err := post(ctx, hc, url, allowed); err != nil || !ok {
-		return fmt.Errorf("the measured review must be allowed: allowed=%t, %v", ok, err)
 	}
 
 	// Unpaced: o.workers connections, each sending its next review as soon as the last is answered.
@@ -133,6 +82,74 @@ func (b *bench) serve(ctx context.Context, o options) error {
 	return nil
 }
 
+// tenant puts the serving measurement's tenant in the cluster (once): a policy, the tenant
+// kube-apiserver and its two ReplicaSets; and returns the review of its allowed update, a
+// keep-alive client that trusts holdfast, and the rollout webhook's URL.
+func (b *bench) tenant(ctx context.Context) ([]byte, *http.Client, string, error) {
+	const ns = "tenant-serve"
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(b.ca)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}},
+		MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: false,
+	}}
+	url := b.webhook + rollout.Path
+	d := &appsv1.Deployment{}
+	if err := b.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kube-apiserver"}, d); err == nil {
+		allowed, err := reviewBody(ns, d.UID, "v1.37.2", 3)
+		return allowed, hc, url, err
+	}
+	if err := namespace(ctx, b.c, ns, map[string]string{"holdfast.dev/hosted-control-plane": "true"}); err != nil {
+		return nil, nil, "", err
+	}
+	p := utiltesting.MakeRolloutPolicy("serve").Kinds(v1alpha1.KindDeployment).
+		NamespaceSelector(map[string]string{"kubernetes.io/metadata.name": ns}).
+		ArgMatchesReplicas("konnectivity-server", "--server-count").Obj()
+	p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
+	p.Spec.Rules.RevertWindow = &metav1.Duration{Duration: 10 * time.Minute}
+	if err := b.c.Create(ctx, p); err != nil {
+		return nil, nil, "", err
+	}
+	d = utiltesting.HostedKubeAPIServer(ns, 3, "v1.37.1")
+	d.ManagedFields, d.ResourceVersion, d.UID, d.CreationTimestamp = nil, "", "", metav1.Time{}
+	d.Status = appsv1.DeploymentStatus{}
+	if err := b.c.Create(ctx, d); err != nil {
+		return nil, nil, "", err
+	}
+	for i, image := range []string{"v1.37.0", "v1.37.1"} {
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kube-apiserver-" + fmt.Sprint(i),
+			Annotations:     map[string]string{"deployment.kubernetes.io/revision": fmt.Sprint(3 + i)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: ptr.To(true)}}}}
+		rs.Spec.Selector = d.Spec.Selector
+		rs.Spec.Template = *utiltesting.HostedKubeAPIServer(ns, 3, image).Spec.Template.DeepCopy()
+		rs.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = fmt.Sprintf("hash%d", i)
+		if err := b.c.Create(ctx, rs); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	allowed, err := reviewBody(ns, d.UID, "v1.37.2", 3)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	denied, err := reviewBody(ns, d.UID, "v1.37.1", 5) // --server-count left at 3
+	if err != nil {
+		return nil, nil, "", err
+	}
+
+	// Wait until the replica's caches hold the policy: the bad review is denied.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		ok, err := post(ctx, hc, url, denied)
+		return err == nil && !ok, nil
+	})
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("holdfast never enforced the serving policy: %w", err)
+	}
+	if ok, err := post(ctx, hc, url, allowed); err != nil || !ok {
+		return nil, nil, "", fmt.Errorf("the measured review must be allowed: allowed=%t, %v", ok, err)
+	}
+	return allowed, hc, url, nil
+}
+
 // noopAddress is what the no-op server prints when it serves: its URL and certificate.
 type noopAddress struct {
 	URL  string `json:"url"`
@@ -140,18 +157,24 @@ type noopAddress struct {
 }
 
 // serveNoop is the no-op server's process (--noop-server): it answers every AdmissionReview
-// "allowed" after reading it, over TLS 1.3 and HTTP/1.1 as holdfast serves, until its
-// standard input closes.
+// "allowed", echoing the request's uid (as the API server requires) and nothing else, over
+// TLS 1.3 and HTTP/1.1 as holdfast serves, until its standard input closes. It is the floor
+// any out-of-process webhook pays.
 func serveNoop() error {
-	answer := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"0d4f6a39-6c5e-4f0a-b0a4-2a1f9c4e7d10","allowed":true}}`)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+		var in struct {
+			Request struct {
+				UID types.UID `json:"uid"`
+			} `json:"request"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(answer)
+		fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%q,"allowed":true}}`, in.Request.UID)
 	}))
+
 	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}}
 	srv.StartTLS()
 	defer srv.Close()
@@ -163,9 +186,11 @@ func serveNoop() error {
 }
 
 type noopProcess struct {
-	cmd    *exec.Cmd
-	stdin  io.Closer
-	url    string
+	cmd   *exec.Cmd
+	stdin io.Closer
+	url   string
+	// cert is the server's self-signed certificate (DER).
+	cert   []byte
 	client *http.Client
 }
 
@@ -202,7 +227,7 @@ func startNoop(ctx context.Context) (*noopProcess, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	n.url = addr.URL
+	n.url, n.cert = addr.URL, addr.Cert
 	n.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}},
 		MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: false,

@@ -82,6 +82,18 @@ func (in Input) margin(r Record) time.Duration {
 	return MaxClockSkew
 }
 
+// Recorded is whether the group's ledger already holds this pod's admitted eviction, not
+// yet lapsed: the same eviction decided again, as when two of holdfast's webhook entries
+// match one request, or a retry. It needs no second record.
+func (in Input) Recorded() bool {
+	for _, r := range in.Records {
+		if r.UID == in.Pod.UID && in.Now.Sub(r.At) < RecordLapse+in.margin(r) {
+			return true
+		}
+	}
+	return false
+}
+
 // Decision is the outcome of every applicable policy.
 type Decision struct {
 	decision.Violations

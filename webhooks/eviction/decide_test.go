@@ -295,3 +295,36 @@ func TestRespondDeferralIsA429WithCappedRetry(t *testing.T) {
 		t.Errorf("never: result = %+v", r.Result)
 	}
 }
+
+// TestOneEvictionIsRecordedOnce: two of holdfast's webhook entries may match one eviction
+// (two DisruptionPolicies selecting its namespace differently), so the same eviction is
+// decided twice. The second decision allows it (a pod does not wait for itself) and
+// writes nothing; a pod's later eviction replaces its record instead of adding one.
+func TestOneEvictionIsRecordedOnce(t *testing.T) {
+	policy := dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: time.Minute} })
+	in := Input{Group: group("DaemonSet", 3), Now: now, Identity: "self", Policies: []v1alpha1.DisruptionPolicy{policy},
+		PodLabels: map[string]string{"app": "agent"}}
+	in.Pod = in.Group.Pods[1]
+	if d := Decide(in); d.Action() == decision.Deny || in.Recorded() {
+		t.Fatalf("the first decision: %v, recorded %t", d.Violations, in.Recorded())
+	}
+	in.Records = appendRecord(nil, Record{Pod: in.Pod.Name, UID: in.Pod.UID, At: now, By: "self"}, time.Hour)
+	in.Now = now.Add(20 * time.Millisecond)
+	if d := Decide(in); d.Action() == decision.Deny || !in.Recorded() {
+		t.Errorf("the same eviction decided again: %v, recorded %t; want allowed and already recorded", d.Violations, in.Recorded())
+	}
+	// Another pod of the group waits for the cooldown.
+	other := in
+	other.Pod = in.Group.Pods[2]
+	if d := Decide(other); d.Action() != decision.Deny || other.Recorded() {
+		t.Errorf("another pod: %v, recorded %t", d.Violations, other.Recorded())
+	}
+	// Once the record lapsed, a new eviction of the pod is a new record, replacing the old.
+	in.Now = now.Add(RecordLapse + time.Second)
+	if in.Recorded() {
+		t.Error("a lapsed record still counts as this eviction's")
+	}
+	if got := appendRecord(in.Records, Record{Pod: in.Pod.Name, UID: in.Pod.UID, At: in.Now, By: "self"}, time.Hour); len(got) != 1 || !got[0].At.Equal(in.Now) {
+		t.Errorf("records = %v, want the pod's one, replaced", got)
+	}
+}

@@ -179,8 +179,8 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		in.Now = h.Clock.Now()
 		d := decideWith(h.decide, in)
-		// Only an eviction that takes a Ready pod down is recorded (E3).
-		if d.Action() == decision.Deny || dryRun || !d.Counts || l == nil {
+		// Only an eviction that takes a Ready pod down is recorded (E3), and only once.
+		if d.Action() == decision.Deny || dryRun || !d.Counts || l == nil || in.Recorded() {
 			return finish(d)
 		}
 		err = l.admit(lctx, h.LedgerWriter, Record{Pod: pod.Name, UID: pod.UID, At: in.Now, By: h.Identity}, keep)

@@ -88,11 +88,12 @@ func (l *ledger) admit(ctx context.Context, c client.Client, rec Record, keep ti
 	return c.Create(ctx, lease)
 }
 
-// appendRecord is records with rec appended, without those older than keep before rec,
-// and at most the newest maxRecords.
+// appendRecord is records with rec appended, without those older than keep before rec or
+// of the same pod (one record per pod: its latest admitted eviction), and at most the
+// newest maxRecords.
 func appendRecord(records []Record, rec Record, keep time.Duration) []Record {
-	out := append(slices.Clone(records), rec)
-	out = slices.DeleteFunc(out, func(r Record) bool { return rec.At.Sub(r.At) > keep })
+	out := slices.DeleteFunc(slices.Clone(records), func(r Record) bool { return rec.At.Sub(r.At) > keep || r.UID == rec.UID })
+	out = append(out, rec)
 	if len(out) > maxRecords {
 		out = out[len(out)-maxRecords:]
 	}
