@@ -44,7 +44,7 @@ type RolloutPolicySpec struct {
 }
 
 // RolloutRules are the checks of a RolloutPolicy.
-// +kubebuilder:validation:XValidation:rule="has(self.settle) || has(self.minInterval) || has(self.revertWindow) || has(self.strategy) || (has(self.argsMatchReplicas) && size(self.argsMatchReplicas) > 0)",message="rules must enable at least one of settle, minInterval, revertWindow, argsMatchReplicas, strategy"
+// +kubebuilder:validation:XValidation:rule="has(self.settle) || has(self.minInterval) || has(self.revertWindow) || has(self.strategy) || has(self.concurrency) || (has(self.argsMatchReplicas) && size(self.argsMatchReplicas) > 0)",message="rules must enable at least one of settle, minInterval, revertWindow, argsMatchReplicas, strategy, concurrency"
 type RolloutRules struct {
 	// settle keeps one rollout at a time (I1): a request that starts rolling out a new
 	// revision (a template change, a resume, a switch from OnDelete to RollingUpdate, a
@@ -96,6 +96,28 @@ type RolloutRules struct {
 	// +listMapKey=flag
 	// +kubebuilder:validation:MaxItems=16
 	ArgsMatchReplicas []ArgMatchesReplicas `json:"argsMatchReplicas,omitempty"`
+
+	// concurrency limits how many of the selected workloads roll out at once, across the
+	// fleet: one operator change or one image rebuild then reaches every tenant a few at a
+	// time instead of all in the same minute.
+	// +optional
+	Concurrency *ConcurrencyRule `json:"concurrency,omitempty"`
+}
+
+// ConcurrencyRule is a fleet-wide limit on rollouts in flight.
+type ConcurrencyRule struct {
+	// maxInFlight is how many other selected workloads may have an unfinished rollout (by
+	// settle's definition of finished) when one starts a new revision: a number, or a
+	// percentage of the selected workloads rounded up, at least 1. A start beyond it is
+	// refused (403), naming the workloads in flight. A CREATE is never refused by it, but
+	// counts as in flight until its rollout finishes. A cancel (rollback to the revision
+	// still serving) and the fix of a stalled rollout are never held by it. A stalled
+	// rollout keeps its slot, so that a failing release stops spreading once maxInFlight
+	// workloads have stalled, like a circuit breaker; its rollback or fix frees the slot when
+	// it finishes. A paused or OnDelete workload is not in flight.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[0-9]+%$')",message="must be a positive number of workloads or a percentage such as 10%"
+	MaxInFlight intstr.IntOrString `json:"maxInFlight"`
 }
 
 // StrategyRule lists the shape requirements of guarded workloads; unset fields check nothing.
@@ -189,6 +211,18 @@ type RolloutPolicyStatus struct {
 	// +optional
 	WorkloadsMatched int32 `json:"workloadsMatched"`
 
+	// inFlight counts the selected workloads whose rollouts are unfinished, as the revision
+	// journals last recorded them; set when rules.concurrency is.
+	// +optional
+	InFlight *int32 `json:"inFlight,omitempty"`
+
+	// inFlightWorkloads names them, kind namespace/name, at most 20; stalled ones end in
+	// " (stalled)": they hold their slot until rolled back or fixed.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	InFlightWorkloads []string `json:"inFlightWorkloads,omitempty"`
+
 	// conditions: Ready is True when the policy is valid and in force, False with reason
 	// InvalidSelector (the policy then denies in its mode: it cannot be evaluated) or Suspended.
 	// +optional
@@ -226,6 +260,7 @@ const (
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Workloads",type=integer,JSONPath=`.status.workloadsMatched`
+// +kubebuilder:printcolumn:name="In-Flight",type=integer,JSONPath=`.status.inFlight`
 // +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`,priority=1
 // +kubebuilder:printcolumn:name="Active-Window",type=string,JSONPath=`.status.activeWindow`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

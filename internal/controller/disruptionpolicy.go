@@ -94,7 +94,7 @@ func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Re
 // pdbStatus counts the workloads the policy selects, the PDBs it manages and the
 // workloads that get none because of a conflict.
 func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.DisruptionPolicy, status *v1alpha1.DisruptionPolicyStatus) error {
-	nsLabels, err := namespaceLabels(ctx, r.Client)
+	nsLabels, err := policy.AllNamespaceLabels(ctx, r.Client)
 	if err != nil {
 		return err
 	}

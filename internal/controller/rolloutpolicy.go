@@ -5,10 +5,13 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +22,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -29,10 +33,16 @@ type RolloutPolicyStatus struct {
 	Client client.Client
 	// Matcher evaluates the policies' targets; nil compiles their selectors anew.
 	Matcher *policy.Matcher
+	// Journals are the revision journals, for the rollouts in flight under a fleet limit.
+	Journals *journal.Store
 }
 
 // +kubebuilder:rbac:groups=holdfast.dev,resources=rolloutpolicies/status,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch
+
+// inFlightResync is how often the rollouts in flight under a fleet limit are looked at again
+// while there are any.
+const inFlightResync = 30 * time.Second
 
 // statusDelay coalesces the events that can change policy statuses: statuses follow the
 // cluster within about a second, and a burst of workload changes costs one reconcile per
@@ -46,7 +56,11 @@ func (r *RolloutPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("rolloutpolicy-status").
 		For(&v1alpha1.RolloutPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesMetadata(policy.NamespaceMetadata(), all, builder.WithPredicates(predicate.LabelChangedPredicate{}))
+		WatchesMetadata(policy.NamespaceMetadata(), all, builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		// The revision journals say which rollouts are in flight (rules.concurrency).
+		Watches(&corev1.ConfigMap{}, all, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetLabels()[journal.ComponentLabel] == journal.Component
+		})))
 	return watchWorkloadLabels(b, all).Complete(r)
 }
 
@@ -70,7 +84,7 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	nsLabels, err := namespaceLabels(ctx, r.Client)
+	nsLabels, err := policy.AllNamespaceLabels(ctx, r.Client)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -81,6 +95,19 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 	status := rolloutPolicyStatus(r.Matcher, p, workloads, nsLabels)
 	now := time.Now()
 	next := rolloutWindows(p, status, now)
+	if status.InFlight, status.InFlightWorkloads = nil, nil; p.Spec.Rules.Concurrency != nil {
+		selected, err := policy.SelectedWorkloads(ctx, r.Client, r.Matcher, p.Spec.Targets, nsLabels)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		names := r.Journals.Unfinished(selected, journal.StallAfter(p.Spec.Rules.Settle), now)
+		slices.Sort(names)
+		status.InFlight, status.InFlightWorkloads = ptr.To(int32(len(names))), names[:min(len(names), 20)]
+		if len(names) > 0 && (next.IsZero() || next.After(now.Add(inFlightResync))) {
+			// A rollout stalls by the clock, with no event to say so.
+			next = now.Add(inFlightResync)
+		}
+	}
 	if equality.Semantic.DeepEqual(status, &p.Status) {
 		return requeueAt(next, now), nil
 	}

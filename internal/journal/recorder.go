@@ -327,3 +327,26 @@ func (s *Store) add(obj any) {
 		s.Add(cm)
 	}
 }
+
+// StalledMark ends the name of a workload whose unfinished rollout has stalled.
+const StalledMark = " (stalled)"
+
+// Unfinished names (kind namespace/name) the workloads among refs whose rollouts are
+// unfinished as their journals recorded them: not finished, not held, not deleted. Those
+// without progress for stallAfter end in StalledMark.
+func (s *Store) Unfinished(refs []workload.Ref, stallAfter time.Duration, now time.Time) []string {
+	var out []string
+	for _, w := range refs {
+		j := s.Get(w.Kind, w.Namespace, w.Name)
+		cur := j.Current()
+		if cur == nil || cur.Finished != nil || j.Deleted != nil || j.Held {
+			continue
+		}
+		name := w.String()
+		if now.Sub(cur.Progressed) >= stallAfter {
+			name += StalledMark
+		}
+		out = append(out, name)
+	}
+	return out
+}

@@ -3,6 +3,7 @@
 package policy
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,10 +12,14 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 const serviceAccountPrefix = "system:serviceaccount:"
@@ -183,4 +188,34 @@ func wrap(field string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("spec.targets.%s: %w", field, err)
+}
+
+// SelectedWorkloads lists, from the cache, the workloads of the kinds the targets name
+// that they select; nsLabels are every namespace's labels (AllNamespaceLabels).
+func SelectedWorkloads(ctx context.Context, r client.Reader, m *Matcher, t v1alpha1.WorkloadTargets, nsLabels map[string]map[string]string) ([]workload.Ref, error) {
+	kinds := t.Kinds
+	if len(kinds) == 0 {
+		kinds = workload.Kinds()
+	}
+	var out []workload.Ref
+	for _, k := range kinds {
+		list, _ := workload.NewList(k)
+		if err := cache.List(ctx, r, list); err != nil {
+			return nil, err
+		}
+		objs, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, err
+		}
+		for _, obj := range objs {
+			o, err := meta.Accessor(obj)
+			if err != nil {
+				continue
+			}
+			if ok, err := m.Selects(t, k, nsLabels[o.GetNamespace()], o.GetLabels()); err == nil && ok {
+				out = append(out, workload.Ref{Kind: k, Namespace: o.GetNamespace(), Name: o.GetName(), UID: o.GetUID()})
+			}
+		}
+	}
+	return out, nil
 }

@@ -28,3 +28,18 @@ func NamespaceLabels(ctx context.Context, r client.Reader, name string) (map[str
 	}
 	return ns.Labels, nil
 }
+
+// AllNamespaceLabels reads every namespace's labels from the cache (metadata only, not
+// copied), by namespace name: read them, never write them.
+func AllNamespaceLabels(ctx context.Context, r client.Reader) (map[string]map[string]string, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	if err := cache.List(ctx, r, list); err != nil {
+		return nil, err
+	}
+	out := make(map[string]map[string]string, len(list.Items))
+	for _, ns := range list.Items {
+		out[ns.Name] = ns.Labels
+	}
+	return out, nil
+}

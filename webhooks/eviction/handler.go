@@ -175,7 +175,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 			if l, err = readLedger(lctx, h.LedgerReader, h.Namespace, in.Group.UID); err != nil {
 				return h.ledgerFailed(finish, err)
 			}
-			in.Records = l.records
+			in.Records = l.Records
 		}
 		in.Now = h.Clock.Now()
 		d := decideWith(h.decide, in)
@@ -183,7 +183,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		if d.Action() == decision.Deny || dryRun || !d.Counts || l == nil || in.Recorded() {
 			return finish(d)
 		}
-		err = l.admit(lctx, h.LedgerWriter, Record{Pod: pod.Name, UID: pod.UID, At: in.Now, By: h.Identity}, keep)
+		err = l.Write(lctx, h.LedgerWriter, appendRecord(l.Records, Record{Pod: pod.Name, UID: pod.UID, At: in.Now, By: h.Identity}, keep), h.Identity, in.Now)
 		switch {
 		case err == nil:
 			return finish(d)

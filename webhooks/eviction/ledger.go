@@ -2,7 +2,6 @@ package eviction
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,7 +10,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/cache"
+	hfledger "github.com/holdfast-dev/holdfast/internal/ledger"
 )
 
 // The ledger of a group is a coordination Lease in holdfast's namespace whose annotation
@@ -28,7 +27,6 @@ import (
 // when only one fits, even before their informers have seen the first.
 const (
 	recordsAnnotation = "holdfast.dev/evictions"
-	managedByLabel    = "app.kubernetes.io/managed-by"
 	// minRetention is the least time records are kept (Retention): a ledger without a
 	// record this recent, or as recent as the longest cooldown needs, is deleted
 	// (LedgerSweeper).
@@ -39,53 +37,14 @@ const (
 func leaseName(group types.UID) string { return "holdfast-evictions-" + string(group) }
 
 // ledger is one read of a group's Lease.
-type ledger struct {
-	lease   *coordinationv1.Lease
-	records []Record
-	exists  bool
-}
+type ledger = hfledger.Ledger[Record]
 
 func readLedger(ctx context.Context, r client.Reader, namespace string, group types.UID) (*ledger, error) {
-	l := &ledger{lease: &coordinationv1.Lease{}}
-	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: leaseName(group)}, l.lease)
-	if client.IgnoreNotFound(err) != nil {
-		return nil, fmt.Errorf("reading the eviction ledger of group %s: %w", group, err)
-	}
+	l, err := hfledger.Read[Record](ctx, r, client.ObjectKey{Namespace: namespace, Name: leaseName(group)}, recordsAnnotation)
 	if err != nil {
-		l.lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: leaseName(group),
-			Labels: map[string]string{managedByLabel: "holdfast"}}}
-		return l, nil
-	}
-	l.exists = true
-	if raw := l.lease.Annotations[recordsAnnotation]; raw != "" {
-		if err := json.Unmarshal([]byte(raw), &l.records); err != nil {
-			// A corrupt ledger must not admit more than fits: treat it as a conflict to surface.
-			return nil, fmt.Errorf("decoding the eviction ledger %s/%s: %w", namespace, l.lease.Name, err)
-		}
+		return nil, fmt.Errorf("the eviction ledger of group %s: %w", group, err)
 	}
 	return l, nil
-}
-
-// admit appends a record, drops those older than keep, and writes the ledger; a conflict
-// means another replica wrote first, and NotFound that the ledger was deleted since it
-// was read: the caller decides again on a fresh read.
-func (l *ledger) admit(ctx context.Context, c client.Client, rec Record, keep time.Duration) error {
-	raw, err := json.Marshal(appendRecord(l.records, rec, keep))
-	if err != nil {
-		return err
-	}
-	lease := l.lease.DeepCopy()
-	if lease.Annotations == nil {
-		lease.Annotations = map[string]string{}
-	}
-	lease.Annotations[recordsAnnotation] = string(raw)
-	now := metav1.NewMicroTime(rec.At)
-	lease.Spec.HolderIdentity = &rec.By
-	lease.Spec.RenewTime = &now
-	if l.exists {
-		return c.Update(ctx, lease) // carries resourceVersion: optimistic concurrency
-	}
-	return c.Create(ctx, lease)
 }
 
 // appendRecord is records with rec appended, without those older than keep before rec or
@@ -154,14 +113,14 @@ func (s *LedgerSweeper) Sweep(ctx context.Context) (int, error) {
 	}
 	keep := Retention(policies.Items)
 	var leases coordinationv1.LeaseList
-	if err := s.Reader.List(ctx, &leases, client.InNamespace(s.Namespace), client.MatchingLabels{managedByLabel: "holdfast"}); err != nil {
+	if err := s.Reader.List(ctx, &leases, client.InNamespace(s.Namespace), client.MatchingLabels{hfledger.ManagedByLabel: "holdfast"}); err != nil {
 		return 0, fmt.Errorf("listing eviction ledgers: %w", err)
 	}
 	deleted := 0
 	var errs []error
 	for i := range leases.Items {
 		l := &leases.Items[i]
-		if !strings.HasPrefix(l.Name, leaseName("")) || s.Clock.Since(lastWrite(l)) <= keep {
+		if !strings.HasPrefix(l.Name, leaseName("")) || s.Clock.Since(hfledger.LastWrite(l)) <= keep {
 			continue
 		}
 		err := s.Writer.Delete(ctx, l, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})
@@ -176,12 +135,4 @@ func (s *LedgerSweeper) Sweep(ctx context.Context) (int, error) {
 		}
 	}
 	return deleted, errors.Join(errs...)
-}
-
-// lastWrite is when a ledger was last written: its renew time, or its creation.
-func lastWrite(l *coordinationv1.Lease) time.Time {
-	if l.Spec.RenewTime != nil {
-		return l.Spec.RenewTime.Time
-	}
-	return l.CreationTimestamp.Time
 }

@@ -54,12 +54,18 @@ type Input struct {
 	// Both are read when the request may start a rollout (MayStart).
 	Journal *journal.Journal
 	History history.History
-	Now     time.Time
+	// Fleets are, by policy name, what each policy with a concurrency rule sees of the
+	// other workloads it selects; read when the request may start a rollout.
+	Fleets map[string]Fleet
+	Now    time.Time
 }
 
 // Decision is the outcome of evaluating every applicable policy.
 type Decision struct {
 	decision.Violations
+	// Starts is a request that makes a template start rolling out (or a CREATE, whose
+	// rollout counts as one): admitted, it is recorded in the fleet ledgers.
+	Starts bool
 }
 
 // Decide evaluates every policy that applies to the request. It does no I/O. An error is
@@ -77,7 +83,7 @@ func Decide(in Input) (Decision, error) {
 		}
 		rs = revisionsOf(in, flags, scale)
 	}
-	var d Decision
+	d := Decision{Starts: rs.start || (MayStart(in) && in.Operation == admissionv1.Create)}
 	for i := range in.Policies {
 		p := &in.Policies[i]
 		exempt, grant := policy.ExemptAt(p.Spec.Exemptions, in.User, in.Now)
@@ -100,6 +106,11 @@ func Decide(in Input) (Decision, error) {
 			return Decision{}, err
 		}
 		found = append(found, checkWindows(in, &p.Spec, &rs)...)
+		if p.Spec.Rules.Concurrency != nil && rs.start && !rs.cancel {
+			if stalled, _ := rs.stalled(in, p.Spec.Rules.Settle); !stalled {
+				found = append(found, checkConcurrency(in, p)...)
+			}
+		}
 		if selectedOld && !selectsNew && in.Operation == admissionv1.Update {
 			// Otherwise a relabel, then a free change, walks around every rule.
 			found = append(found, finding{rule: RuleSelection, field: field.NewPath("metadata", "labels"), message: fmt.Sprintf(

@@ -24,6 +24,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/ledger"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -58,7 +59,17 @@ type Handler struct {
 	// read (workload.Decode). It is the reference the differential tests hold the lean
 	// path to; both decide the same.
 	Typed bool
+	// LedgerReader and LedgerWriter read (from the API server, not a cache) and write the
+	// ledgers of starts admitted under fleet limits, in Namespace, as Identity; nil reader:
+	// the limits count what the journals show only.
+	LedgerReader client.Reader
+	LedgerWriter client.Client
+	Namespace    string
+	Identity     string
 }
+
+// startAttempts bounds the optimistic-concurrency retries on a fleet ledger.
+const startAttempts = 5
 
 var _ admission.Handler = &Handler{}
 
@@ -93,14 +104,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 
-	decide := h.decide
-	if decide == nil {
-		decide = Decide
-	}
-	d, err := decide(in)
+	d, err := h.decideAndRecord(ctx, &in, isDryRun(req))
 	if err != nil {
-		// A template read as JSON is decoded in full only when a rule reads it.
-		return errored(badRequest("%s: %v", in.New, err))
+		return errored(err)
 	}
 	h.Metrics.observe(in.New.Kind, d, h.Clock.Since(start))
 	if len(d.Violations) > 0 {
@@ -114,6 +120,104 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	return respond(d)
+}
+
+// decideAndRecord decides, and records an admitted start in the ledger of every policy
+// with a fleet limit that selects the workload (never on dry-run), deciding again on a
+// fresh read when another replica wrote a ledger first.
+func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (Decision, error) {
+	decide := h.decide
+	if decide == nil {
+		decide = Decide
+	}
+	limited := h.limitedPolicies(in)
+	for range startAttempts {
+		ledgers, err := h.readFleets(ctx, in, limited)
+		if err != nil {
+			return Decision{}, err
+		}
+		d, err := decide(*in)
+		if err != nil {
+			// A template read as JSON is decoded in full only when a rule reads it.
+			return Decision{}, badRequest("%s: %v", in.New, err)
+		}
+		if d.Action() == decision.Deny || dryRun || !d.Starts || len(ledgers) == 0 {
+			return d, nil
+		}
+		target, _ := in.New.Template.Sum()
+		start := Start{Workload: in.New.Ref.String(), Template: target, At: in.Now, By: h.Identity}
+		if err = h.recordStart(ctx, limited, ledgers, start); err == nil {
+			h.Metrics.fleetStart(limited, "admitted")
+			return d, nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsNotFound(err) {
+			return Decision{}, fmt.Errorf("recording the start of %s in a fleet ledger: %w; retry", in.New, err)
+		}
+		in.Now = h.Clock.Now()
+	}
+	return Decision{}, fmt.Errorf("the fleet ledgers of %s are contended; retry", in.New)
+}
+
+// limitedPolicies are the policies with a fleet limit that select the workload, when the
+// request may start a rollout.
+func (h *Handler) limitedPolicies(in *Input) []*v1alpha1.RolloutPolicy {
+	if !MayStart(*in) {
+		return nil
+	}
+	var out []*v1alpha1.RolloutPolicy
+	for i := range in.Policies {
+		p := &in.Policies[i]
+		if p.Spec.Rules.Concurrency == nil || p.Spec.Suspend {
+			continue
+		}
+		if selectsNew, selectedOld, err := selection(p, *in); err == nil && (selectsNew || selectedOld) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readFleets fills in.Fleets for the limited policies: the workloads each selects, from the
+// cache, their journals, and the policy's ledger of admitted starts, from the API server.
+func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1.RolloutPolicy) (map[string]*ledger.Ledger[Start], error) {
+	if len(limited) == 0 {
+		return nil, nil
+	}
+	nsLabels, err := policy.AllNamespaceLabels(ctx, h.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("reading the namespaces' labels: %w", err)
+	}
+	in.Fleets = make(map[string]Fleet, len(limited))
+	ledgers := map[string]*ledger.Ledger[Start]{}
+	for _, p := range limited {
+		selected, err := policy.SelectedWorkloads(ctx, h.Reader, h.Matcher, p.Spec.Targets, nsLabels)
+		if err != nil {
+			return nil, fmt.Errorf("listing the workloads policy %s selects: %w", p.Name, err)
+		}
+		var starts []Start
+		if h.LedgerReader != nil {
+			l, err := readStarts(ctx, h.LedgerReader, h.Namespace, p.Name)
+			if err != nil {
+				return nil, fmt.Errorf("policy %s: %w; retry", p.Name, err)
+			}
+			ledgers[p.Name], starts = l, l.Records
+		}
+		in.Fleets[p.Name] = Fleet{Selected: max(len(selected), 1), Starts: starts,
+			InFlight: InFlight(p, selected, h.Journals, starts, in.New.Ref.String(), in.Now)}
+	}
+	return ledgers, nil
+}
+
+// recordStart writes the start into each policy's ledger; the first failure stops it (the
+// caller decides again on a fresh read; a start recorded twice counts once).
+func (h *Handler) recordStart(ctx context.Context, limited []*v1alpha1.RolloutPolicy, ledgers map[string]*ledger.Ledger[Start], s Start) error {
+	for _, p := range limited {
+		l := ledgers[p.Name]
+		if err := l.Write(ctx, h.LedgerWriter, withStart(l.Records, s), h.Identity, s.At, ownedBy(p)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readRevisions reads the workload's revision journal and its history from the cache.

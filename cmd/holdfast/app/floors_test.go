@@ -14,6 +14,7 @@ var floors = map[string]int{
 	"internal/cache":      1,
 	"internal/events":     1,
 	"internal/enqueue":    1,
+	"internal/ledger":     1,
 	"internal/version":    1,
 	"internal/decision":   2,
 	"internal/review":     2,

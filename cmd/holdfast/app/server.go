@@ -118,6 +118,9 @@ type Shared struct {
 	Eviction *eviction.Metrics
 	Journal  *journal.Metrics
 	Webhooks *controller.WebhookMetrics
+	// Journals are the revision journals, fed by the ConfigMap informer, which decisions
+	// and the policy status read.
+	Journals *journal.Store
 }
 
 // NewShared builds the shared values and registers the metrics with reg (in the binary,
@@ -139,7 +142,8 @@ func NewShared(reg prometheus.Registerer) (*Shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering the webhook configuration's metrics: %w", err)
 	}
-	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w}, nil
+	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w,
+		Journals: &journal.Store{Metrics: j}}, nil
 }
 
 // Setup registers holdfast's webhooks and its controllers with one manager (SetupWebhooks
@@ -173,7 +177,7 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 		}
 		started = append(started, inf)
 	}
-	journals := &journal.Store{Metrics: s.Journal}
+	journals := s.Journals
 	cms, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
 	if err != nil {
 		return fmt.Errorf("starting informer for the revision journals: %w", err)
@@ -183,24 +187,28 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 		return fmt.Errorf("feeding the revision journals: %w", err)
 	}
 
-	srv := mgr.GetWebhookServer()
-	srv.Register(rollout.Path, review.NewWebhook(&admission.Webhook{
-		Handler: &rollout.Handler{
-			Reader:   mgr.GetCache(),
-			Decoder:  admission.NewDecoder(mgr.GetScheme()),
-			Clock:    clock.RealClock{},
-			Events:   &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
-			Matcher:  s.Matcher,
-			Metrics:  s.Rollout,
-			Journals: journals,
-		},
-		RecoverPanic: ptr.To(true),
-	}, workload.DecodeObject))
-
 	ledger, err := ledgerClient(mgr)
 	if err != nil {
 		return err
 	}
+	srv := mgr.GetWebhookServer()
+	srv.Register(rollout.Path, review.NewWebhook(&admission.Webhook{
+		Handler: &rollout.Handler{
+			Reader:       mgr.GetCache(),
+			Decoder:      admission.NewDecoder(mgr.GetScheme()),
+			Clock:        clock.RealClock{},
+			Events:       &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
+			Matcher:      s.Matcher,
+			Metrics:      s.Rollout,
+			Journals:     journals,
+			LedgerReader: ledger,
+			LedgerWriter: ledger,
+			Namespace:    o.Namespace,
+			Identity:     o.Identity,
+		},
+		RecoverPanic: ptr.To(true),
+	}, workload.DecodeObject))
+
 	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{
 		Handler: &eviction.Handler{
 			Reader:       mgr.GetCache(),
@@ -237,7 +245,7 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 // their own over the same cache (SharedCache), so that losing the lease stops them and not
 // the webhooks.
 func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
-	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher, Journals: s.Journals}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
 	}
 

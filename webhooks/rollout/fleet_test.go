@@ -1,0 +1,128 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+func fleetPolicy(max intstr.IntOrString) v1alpha1.RolloutPolicy {
+	return v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "tenants"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
+		Settle:      &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
+		Concurrency: &v1alpha1.ConcurrencyRule{MaxInFlight: max}}}}
+}
+
+// TestFleetLimit holds starts to maxInFlight other workloads in flight, and never holds a
+// rollback, the fix of a stalled rollout, a change that starts nothing, or a CREATE.
+func TestFleetLimit(t *testing.T) {
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	done := workload.Rollout{}
+	rolling := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	dep := v1alpha1.KindDeployment
+	finished := history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 3)}}
+	three := []string{"Deployment t1/kube-apiserver", "Deployment t2/kube-apiserver", "Deployment t3/kube-apiserver"}
+	for name, tc := range map[string]struct {
+		max      intstr.IntOrString
+		op       admissionv1.Operation
+		old, obj *workload.Workload
+		history  history.History
+		inFlight []string
+		selected int
+		want     bool // held
+	}{
+		"a start with the limit reached is held": {max: intstr.FromInt32(3), old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done),
+			history: finished, inFlight: three, selected: 9, want: true},
+		"a start with a slot free is admitted": {max: intstr.FromInt32(3), old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done),
+			history: finished, inFlight: three[:2], selected: 9},
+		"a percentage rounds up: 30% of 9 is 3": {max: intstr.FromString("30%"), old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done),
+			history: finished, inFlight: three[:2], selected: 9},
+		"a percentage of a small fleet is at least 1": {max: intstr.FromString("1%"), old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done),
+			history: finished, inFlight: three[:1], selected: 9, want: true},
+		"a rollback to the serving revision is never held": {max: intstr.FromInt32(1), old: wl(dep, 3, B, rolling), obj: wl(dep, 3, A, done),
+			history:  history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), rev(2, B, 20*time.Second, 1)}, LastActivity: now},
+			inFlight: three, selected: 9},
+		"the fix of a stalled rollout is never held": {max: intstr.FromInt32(1), old: wl(dep, 3, B, rolling), obj: wl(dep, 3, C, done),
+			history:  history.History{Revisions: []history.Revision{rev(1, A, 2*time.Hour, 2), rev(2, B, time.Hour, 1)}, LastActivity: now.Add(-time.Hour)},
+			inFlight: three, selected: 9},
+		"a scale starts nothing": {max: intstr.FromInt32(1), old: wl(dep, 3, A, done), obj: wl(dep, 5, A, done),
+			history: finished, inFlight: three, selected: 9},
+		"a CREATE is never held": {max: intstr.FromInt32(1), op: admissionv1.Create, obj: wl(dep, 3, A, done),
+			inFlight: three, selected: 9},
+	} {
+		t.Run(name, func(t *testing.T) {
+			op := tc.op
+			if op == "" {
+				op = admissionv1.Update
+			}
+			p := fleetPolicy(tc.max)
+			d := decide(t, Input{Operation: op, Old: tc.old, New: tc.obj, History: tc.history, Now: now, TemplateChanged: tc.old != nil && tc.old.Template != tc.obj.Template,
+				User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p},
+				Fleets: map[string]Fleet{p.Name: {Selected: tc.selected, InFlight: tc.inFlight}}})
+			held := false
+			for _, v := range d.Violations {
+				if v.Rule == RuleConcurrency {
+					held = true
+					if d.Action() != decision.Deny || !strings.Contains(v.Message, "Deployment t1/kube-apiserver") || !strings.Contains(v.Message, "retry in") {
+						t.Errorf("the refusal must deny, name the workloads in flight and a retry: %v", v)
+					}
+				}
+			}
+			if held != tc.want {
+				t.Errorf("held = %t, want %t: %v", held, tc.want, d.Violations)
+			}
+		})
+	}
+}
+
+// TestInFlight counts what the journals show unfinished and the starts they do not show
+// yet, each workload once and never the requester itself.
+func TestInFlight(t *testing.T) {
+	store := &journal.Store{}
+	ref := func(ns string) workload.Ref {
+		return workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: ns, Name: "kube-apiserver"}
+	}
+	put := func(ns string, cur journal.Revision) {
+		cm, err := journal.Encode(&journal.Journal{Kind: v1alpha1.KindDeployment, Namespace: ns, Name: "kube-apiserver", Revisions: []journal.Revision{cur}}, "holdfast-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.Add(cm)
+	}
+	finishedAt := now.Add(-time.Minute)
+	sum := func(tag string) string {
+		s, _ := workload.FromSpec(template(tag, "3"), "").Sum()
+		return s
+	}
+	a, b, x := sum("a"), sum("b"), sum("x")
+	put("t1", journal.Revision{Template: b, Since: now.Add(-time.Minute), Progressed: now.Add(-10 * time.Second)})
+	put("t2", journal.Revision{Template: b, Since: now.Add(-time.Hour), Finished: &finishedAt})
+	put("t3", journal.Revision{Template: b, Since: now.Add(-time.Hour), Progressed: now.Add(-time.Hour)})
+	put("t4", journal.Revision{Template: a, Since: now.Add(-time.Hour), Finished: &finishedAt})
+	selected := []workload.Ref{ref("t1"), ref("t2"), ref("t3"), ref("t4"), ref("self")}
+	p := fleetPolicy(intstr.FromInt32(3))
+	starts := []Start{
+		{Workload: "Deployment t4/kube-apiserver", Template: b, At: now.Add(-time.Second)},   // not journaled yet: in flight
+		{Workload: "Deployment t2/kube-apiserver", Template: b, At: now.Add(-time.Second)},   // journaled, finished
+		{Workload: "Deployment t5/kube-apiserver", Template: x, At: now.Add(-time.Minute)},   // lapsed
+		{Workload: "Deployment self/kube-apiserver", Template: x, At: now.Add(-time.Second)}, // the requester
+	}
+	got := InFlight(&p, selected, store, starts, "Deployment self/kube-apiserver", now)
+	want := []string{"Deployment t1/kube-apiserver", "Deployment t3/kube-apiserver (stalled)", "Deployment t4/kube-apiserver"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("in flight = %v, want %v", got, want)
+	}
+	if got := withStart(starts, Start{Workload: "Deployment t4/kube-apiserver", Template: sum("c"), At: now}); len(got) != 3 {
+		t.Errorf("withStart = %v, want the lapsed start and t4's earlier one replaced", got)
+	}
+}
