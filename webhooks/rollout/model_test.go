@@ -589,8 +589,9 @@ func (w *mworld) record() {
 	w.lastRecord = w.now
 	rules := modelPolicies[w.policy]
 	if !w.exists {
-		// The Recorder records the deleted workload's last state, then keeps the journal.
-		if w.journal != nil && w.lastObj != nil {
+		// The Recorder records the deleted workload's last state, then keeps the journal (one
+		// lost just before the delete is rebuilt from it, if a policy selected the workload).
+		if w.lastObj != nil && (w.journal != nil || (rules != nil && w.lastObj.GetLabels()["guard"] == "on")) {
 			wl, err := workload.From(w.lastObj)
 			if err != nil {
 				panic(err)
@@ -1250,6 +1251,50 @@ var rolloutReplays = []struct {
 		{Kind: "rollingUpdate", N: 510, Replica: 0},
 		{Kind: "scale", N: 965, Replica: 0},
 		{Kind: "editOld", N: 568, Replica: 1},
+	}},
+	// The journal lost, a scale, then an orphaning delete before the leader rebuilt it: the
+	// re-create with the template it had must pass (the leader records the deleted workload).
+	{seed: 15682, ops: []mop{
+		{Kind: "notReady", N: 664, Replica: 1},
+		{Kind: "rollingUpdate", N: 56, Replica: 1},
+		{Kind: "tick", N: 591, Replica: 1},
+		{Kind: "edit", N: 504, Replica: 0},
+		{Kind: "sync", N: 274, Replica: 1},
+		{Kind: "tick", N: 430, Replica: 0},
+		{Kind: "journalLost", N: 93, Replica: 1},
+		{Kind: "scale", N: 246, Replica: 1},
+		{Kind: "recreate", N: 961, Replica: 1},
+		{Kind: "resume", N: 400, Replica: 0},
+		{Kind: "editOld", N: 921, Replica: 0},
+	}},
+	// The same, the scale back to a template of an older ReplicaSet (not a return).
+	{seed: 25024, ops: []mop{
+		{Kind: "scale", N: 933, Replica: 1},
+		{Kind: "editOld", N: 175, Replica: 0},
+		{Kind: "partition", N: 6, Replica: 1},
+		{Kind: "editOld", N: 408, Replica: 0},
+		{Kind: "tick", N: 946, Replica: 0},
+		{Kind: "relabel", N: 27, Replica: 0},
+		{Kind: "editOld", N: 34, Replica: 1},
+		{Kind: "scaleNoFlag", N: 603, Replica: 0},
+		{Kind: "journalLost", N: 26, Replica: 0},
+		{Kind: "scale", N: 322, Replica: 0},
+		{Kind: "recreate", N: 124, Replica: 0},
+		{Kind: "journalLost", N: 86, Replica: 0},
+	}},
+	// The same for a StatefulSet.
+	{seed: 41589, ops: []mop{
+		{Kind: "notReady", N: 418, Replica: 1},
+		{Kind: "edit", N: 57, Replica: 0},
+		{Kind: "strategy", N: 268, Replica: 0},
+		{Kind: "tick", N: 944, Replica: 1},
+		{Kind: "journalLost", N: 96, Replica: 1},
+		{Kind: "scale", N: 989, Replica: 1},
+		{Kind: "pause", N: 546, Replica: 0},
+		{Kind: "scaleNoFlag", N: 637, Replica: 1},
+		{Kind: "recreate", N: 47, Replica: 1},
+		{Kind: "restart", N: 33, Replica: 1},
+		{Kind: "partition", N: 909, Replica: 1},
 	}},
 }
 
