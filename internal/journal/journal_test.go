@@ -130,6 +130,25 @@ func TestViewFillsInWhatTheJournalHasNotRecorded(t *testing.T) {
 	}
 }
 
+// A held workload's old object of a generation the journal has not seen may have left its
+// template and come back (a cancel, then a pause): the journal does not vouch for it.
+func TestViewDoesNotVouchForAHeldGenerationItHasNotSeen(t *testing.T) {
+	a := deployment("a", 3, true, false)
+	j := Observe(nil, a, history.History{}, nil, t0)
+	back := deployment("a", 3, false, true) // a → b → a, paused, before the leader looked
+	back.Generation = 6
+
+	tl := View(j, v1alpha1.KindDeployment, back, history.History{}, nil, t0.Add(time.Hour))
+	if cur := tl.Current(); !cur.Lagging || cur.Finished != nil || !cur.Since.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("the journal vouched for a held generation it has not seen: %+v", cur)
+	}
+	back.Generation = 3 // seen: what it recorded holds
+	tl = View(j, v1alpha1.KindDeployment, back, history.History{}, nil, t0.Add(time.Hour))
+	if cur := tl.Current(); cur.Lagging || !cur.Since.Equal(t0) {
+		t.Fatalf("a recorded generation: %+v", cur)
+	}
+}
+
 func TestDecodeRefusesWhatHoldfastDidNotWrite(t *testing.T) {
 	good := Observe(nil, deployment("a", 3, true, false), history.History{}, nil, t0)
 	good = Observe(good, deployment("b", 3, true, false), history.History{}, nil, t0.Add(time.Minute))

@@ -124,9 +124,10 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 	}
 	cur := t.Current()
 	current := cur != nil && Matches(cur, old.Template, flags)
-	if current && j != nil && !t.Recorded && !old.Rollout.Held {
+	if current && j != nil && !t.Recorded {
 		// The journal has not seen old's generation: the template may have changed and come
-		// back since, which it would have recorded as a new current revision, unfinished.
+		// back since (held again, too), which it would have recorded as a new current
+		// revision, unfinished.
 		r := Revision{Template: cur.Template, Shape: cur.Shape, Since: now, Progressed: now, Pending: true, Lagging: true}
 		if !old.Rollout.InProgress {
 			r.Finished = at(now) // old's status shows it finished

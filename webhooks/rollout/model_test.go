@@ -1296,6 +1296,18 @@ var rolloutReplays = []struct {
 		{Kind: "restart", N: 33, Replica: 1},
 		{Kind: "partition", N: 909, Replica: 1},
 	}},
+	// A → B, cancelled back to A, paused, before the journal saw any of it: the resume with a
+	// new template must not read A as finished since long ago.
+	{seed: 33541, ops: []mop{
+		{Kind: "tick", N: 188, Replica: 0},
+		{Kind: "edit", N: 386, Replica: 1},
+		{Kind: "scale", N: 622, Replica: 0},
+		{Kind: "sync", N: 325, Replica: 0},
+		{Kind: "strategy", N: 745, Replica: 0},
+		{Kind: "tick", N: 241, Replica: 0},
+		{Kind: "editOld", N: 260, Replica: 0},
+		{Kind: "pause", N: 547, Replica: 0},
+	}},
 }
 
 // TestRolloutModelCatchesBrokenDecisions is the explorer's own test: handed the escapes of
