@@ -1308,6 +1308,30 @@ var rolloutReplays = []struct {
 		{Kind: "editOld", N: 260, Replica: 0},
 		{Kind: "pause", N: 547, Replica: 0},
 	}},
+	// The journal lost after a cancel: rebuilt from the history, the rollback's time is
+	// unknown, so now (minInterval).
+	{seed: 33792, ops: []mop{
+		{Kind: "edit", N: 750, Replica: 0},
+		{Kind: "resume", N: 707, Replica: 0},
+		{Kind: "tick", N: 328, Replica: 1},
+		{Kind: "editOld", N: 864, Replica: 0},
+		{Kind: "rollingUpdate", N: 344, Replica: 1},
+		{Kind: "tick", N: 330, Replica: 1},
+		{Kind: "journalLost", N: 23, Replica: 0},
+		{Kind: "partition", N: 839, Replica: 1},
+		{Kind: "notReady", N: 776, Replica: 1},
+	}},
+	// The same, the journal rebuilt for a re-created workload.
+	{seed: 37784, ops: []mop{
+		{Kind: "edit", N: 154, Replica: 0},
+		{Kind: "tick", N: 804, Replica: 1},
+		{Kind: "sync", N: 419, Replica: 0},
+		{Kind: "editOld", N: 500, Replica: 0},
+		{Kind: "tick", N: 241, Replica: 0},
+		{Kind: "journalLost", N: 158, Replica: 0},
+		{Kind: "recreate", N: 390, Replica: 0},
+		{Kind: "partition", N: 458, Replica: 0},
+	}},
 }
 
 // TestRolloutModelCatchesBrokenDecisions is the explorer's own test: handed the escapes of
