@@ -1332,6 +1332,33 @@ var rolloutReplays = []struct {
 		{Kind: "recreate", N: 390, Replica: 0},
 		{Kind: "partition", N: 458, Replica: 0},
 	}},
+	// A DaemonSet goes back to the revision it replaced after its last pod of it went (a
+	// replica's cache still shows it): no cancel, the old object's status says so.
+	{seed: 43227, ops: []mop{
+		{Kind: "policy", N: 357, Replica: 1},
+		{Kind: "edit", N: 423, Replica: 1},
+		{Kind: "edit", N: 324, Replica: 1},
+		{Kind: "tick", N: 246, Replica: 0},
+		{Kind: "scaleNoFlag", N: 918, Replica: 0},
+		{Kind: "notReady", N: 957, Replica: 1},
+		{Kind: "scaleNoFlag", N: 687, Replica: 0},
+		{Kind: "restart", N: 736, Replica: 1},
+		{Kind: "editOld", N: 594, Replica: 0},
+		{Kind: "strategy", N: 751, Replica: 1},
+	}},
+	// A cancel, then a pause: resuming the template that is back has its pods, whatever the
+	// journal's current revision says.
+	{seed: 30522, ops: []mop{
+		{Kind: "strategy", N: 50, Replica: 1},
+		{Kind: "tick", N: 892, Replica: 1},
+		{Kind: "edit", N: 150, Replica: 1},
+		{Kind: "recreate", N: 627, Replica: 0},
+		{Kind: "partition", N: 970, Replica: 1},
+		{Kind: "restart", N: 215, Replica: 1},
+		{Kind: "editOld", N: 615, Replica: 1},
+		{Kind: "relabel", N: 19, Replica: 0},
+		{Kind: "pause", N: 809, Replica: 0},
+	}},
 }
 
 // TestRolloutModelCatchesBrokenDecisions is the explorer's own test: handed the escapes of
