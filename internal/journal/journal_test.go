@@ -130,6 +130,44 @@ func TestViewFillsInWhatTheJournalHasNotRecorded(t *testing.T) {
 	}
 }
 
+// A held workload's old object of a generation the journal has not seen may have left its
+// template and come back (a cancel, then a pause): the journal does not vouch for it.
+func TestViewDoesNotVouchForAHeldGenerationItHasNotSeen(t *testing.T) {
+	a := deployment("a", 3, true, false)
+	j := Observe(nil, a, history.History{}, nil, t0)
+	back := deployment("a", 3, false, true) // a → b → a, paused, before the leader looked
+	back.Generation = 6
+
+	tl := View(j, v1alpha1.KindDeployment, back, history.History{}, nil, t0.Add(time.Hour))
+	if cur := tl.Current(); !cur.Lagging || cur.Finished != nil || !cur.Since.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("the journal vouched for a held generation it has not seen: %+v", cur)
+	}
+	back.Generation = 3 // seen: what it recorded holds
+	tl = View(j, v1alpha1.KindDeployment, back, history.History{}, nil, t0.Add(time.Hour))
+	if cur := tl.Current(); cur.Lagging || !cur.Since.Equal(t0) {
+		t.Fatalf("a recorded generation: %+v", cur)
+	}
+}
+
+// A journal rebuilt from the cluster's history cannot tell when a rollback happened: a
+// current revision kube renumbered became current, as far as it knows, now.
+func TestObserveRebuiltAfterARollback(t *testing.T) {
+	a, b := deployment("a", 3, true, false), deployment("b", 3, true, false)
+	created := history.History{Revisions: []history.Revision{
+		{Name: "a", Number: 1, Template: a.Template, Created: t0.Add(-time.Hour)},
+		{Name: "b", Number: 2, Template: b.Template, Created: t0.Add(-time.Minute)},
+	}}
+	if cur := Observe(nil, b, created, nil, t0).Current(); !cur.Since.Equal(t0.Add(-time.Minute)) {
+		t.Fatalf("a finished rollout keeps the history's times: %+v", cur)
+	}
+	rolledBack := history.History{Revisions: []history.Revision{created.Revisions[1], created.Revisions[0]}}
+	rolledBack.Revisions[1].Number = 3
+	j := Observe(nil, a, rolledBack, nil, t0)
+	if cur, prev := j.Current(), j.Revisions[0]; !cur.Since.Equal(t0) || cur.Finished == nil || !prev.Until.Equal(t0) {
+		t.Fatalf("a rollback's time is unknown, so now: %+v", j.Revisions)
+	}
+}
+
 func TestDecodeRefusesWhatHoldfastDidNotWrite(t *testing.T) {
 	good := Observe(nil, deployment("a", 3, true, false), history.History{}, nil, t0)
 	good = Observe(good, deployment("b", 3, true, false), history.History{}, nil, t0.Add(time.Minute))

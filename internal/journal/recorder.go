@@ -163,30 +163,26 @@ func (r *Recorder) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 			return reconcile.Result{}, err
 		}
 	}
-	var flags []v1alpha1.ArgMatchesReplicas
-	guarded := false
-	if w != nil {
-		nsLabels, err := policy.NamespaceLabels(ctx, r.Client, w.Namespace)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		for i := range policies.Items {
-			p := &policies.Items[i]
-			// A policy whose selectors do not evaluate may select it: keep its journal.
-			if ok, err := r.Matcher.Selects(p.Spec.Targets, w.Kind, nsLabels, w.Labels); (ok || err != nil) && !p.Spec.Suspend {
-				guarded = true
-				flags = append(flags, p.Spec.Rules.ArgsMatchReplicas...)
-			}
-		}
+	guarded, flags, err := r.guards(ctx, &policies, w)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
-	if last, ok := r.gone.LoadAndDelete(req.NamespacedName); ok && w == nil && j != nil {
-		// Record what the workload last rolled out before retiring its journal.
+	if last, ok := r.gone.LoadAndDelete(req.NamespacedName); ok && w == nil {
+		// Record what the workload last rolled out before retiring its journal; a journal
+		// lost just before the delete is rebuilt from it, so that a re-create with the
+		// template it had finds that template current.
 		if lw, err := workload.From(last.(client.Object)); err == nil {
-			h, err := history.ReadAdoptable(ctx, r.Client, lw)
+			wasGuarded, _, err := r.guards(ctx, &policies, lw)
 			if err != nil {
 				return reconcile.Result{}, err
 			}
-			j = Observe(j, lw, h, nil, now)
+			if j != nil || wasGuarded {
+				h, err := history.ReadAdoptable(ctx, r.Client, lw)
+				if err != nil {
+					return reconcile.Result{}, err
+				}
+				j = Observe(j, lw, h, nil, now)
+			}
 		}
 	}
 	if !guarded {
@@ -204,18 +200,41 @@ func (r *Recorder) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	return reconcile.Result{}, r.write(ctx, existing, next, found)
 }
 
+// guards is whether a policy selects the workload w (nil: none does), and the
+// argsMatchReplicas flags of those that do.
+func (r *Recorder) guards(ctx context.Context, policies *v1alpha1.RolloutPolicyList, w *workload.Workload) (bool, []v1alpha1.ArgMatchesReplicas, error) {
+	if w == nil {
+		return false, nil, nil
+	}
+	nsLabels, err := policy.NamespaceLabels(ctx, r.Client, w.Namespace)
+	if err != nil {
+		return false, nil, err
+	}
+	guarded := false
+	var flags []v1alpha1.ArgMatchesReplicas
+	for i := range policies.Items {
+		p := &policies.Items[i]
+		// A policy whose selectors do not evaluate may select it: keep its journal.
+		if ok, err := r.Matcher.Selects(p.Spec.Targets, w.Kind, nsLabels, w.Labels); (ok || err != nil) && !p.Spec.Suspend {
+			guarded = true
+			flags = append(flags, p.Spec.Rules.ArgsMatchReplicas...)
+		}
+	}
+	return guarded, flags, nil
+}
+
 // retire keeps the journal of a workload that is gone, or no longer guarded, for keep
 // after it was seen so, then deletes it.
 func (r *Recorder) retire(ctx context.Context, existing *corev1.ConfigMap, j *Journal, found bool, now time.Time, keep time.Duration) (reconcile.Result, error) {
 	switch {
-	case !found:
+	case !found && j == nil:
 		return reconcile.Result{}, nil
 	case j == nil || (j.Deleted != nil && now.Sub(*j.Deleted) >= keep):
 		return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}))
 	case j.Deleted == nil:
 		next := *j
 		next.Deleted = at(now)
-		if err := r.write(ctx, existing, &next, true); err != nil {
+		if err := r.write(ctx, existing, &next, found); err != nil {
 			return reconcile.Result{}, err
 		}
 		return reconcile.Result{RequeueAfter: keep}, nil

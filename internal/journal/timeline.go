@@ -124,9 +124,10 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 	}
 	cur := t.Current()
 	current := cur != nil && Matches(cur, old.Template, flags)
-	if current && j != nil && !t.Recorded && !old.Rollout.Held {
+	if current && j != nil && !t.Recorded {
 		// The journal has not seen old's generation: the template may have changed and come
-		// back since, which it would have recorded as a new current revision, unfinished.
+		// back since (held again, too), which it would have recorded as a new current
+		// revision, unfinished.
 		r := Revision{Template: cur.Template, Shape: cur.Shape, Since: now, Progressed: now, Pending: true, Lagging: true}
 		if !old.Rollout.InProgress {
 			r.Finished = at(now) // old's status shows it finished
@@ -165,22 +166,34 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 	return t
 }
 
-// unknownSince is a timeline told by the cluster's history whose current revision, when
-// its rollout is unfinished or held, is taken to have become current, and last
-// progressed, now: the history cannot say when a rollback to it happened, so a journal
-// rebuilt mid-rollout never lets a fix or a new revision through sooner than the lost one
-// would have. A finished rollout keeps the history's times, so that installing holdfast
-// (or a policy) does not hold every workload for minInterval. (Decisions without any
-// journal read the history as it is, so that a stalled rollout can be fixed while there is
-// no leader to write journals.)
-func unknownSince(revs []Revision, unfinished bool, now time.Time) []Revision {
-	if n := len(revs); n > 0 && unfinished {
+// unknownSince is a timeline told by the cluster's history h whose current revision, when
+// its rollout is unfinished or held, or when it was rolled back to, is taken to have become
+// current, and last progressed, now: the history cannot say when a rollback to it
+// happened, so a journal rebuilt mid-rollout or after a rollback never lets a fix or a new
+// revision through sooner than the lost one would have. A finished rollout to a revision
+// created for it keeps the history's times, so that installing holdfast (or a policy) does
+// not hold every workload for minInterval; only the rolled-back ones wait once. (Decisions
+// without any journal read the history as it is, so that a stalled rollout can be fixed
+// while there is no leader to write journals.)
+func unknownSince(revs []Revision, h history.History, unfinished bool, now time.Time) []Revision {
+	if n := len(revs); n > 0 && (unfinished || rolledBack(&revs[n-1], h)) {
 		revs[n-1].Since, revs[n-1].Progressed = now, now
 		if n > 1 {
 			revs[n-2].Until = at(now)
 		}
 	}
 	return revs
+}
+
+// rolledBack is whether the revision cur, as FromHistory tells it, became current by a
+// rollback: kube renumbered it above a revision created after it.
+func rolledBack(cur *Revision, h history.History) bool {
+	for i := range h.Revisions {
+		if sum, ok := h.Revisions[i].Template.Sum(); ok && sum == cur.Template {
+			return cur.Since.After(h.Revisions[i].Created)
+		}
+	}
+	return false
 }
 
 // adopted is the timeline of a created workload, which adopts what an orphaning delete
@@ -289,7 +302,7 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 		*next = *j
 		next.Revisions = slices.Clone(j.Revisions)
 	} else {
-		next.Revisions = unknownSince(FromHistory(h, w.Kind), w.Rollout.Held || w.Rollout.InProgress, now)
+		next.Revisions = unknownSince(FromHistory(h, w.Kind), h, w.Rollout.Held || w.Rollout.InProgress, now)
 	}
 	next.Kind, next.Namespace, next.Name = w.Kind, w.Namespace, w.Name
 	next.UID, next.Generation, next.Deleted = w.UID, w.Generation, nil

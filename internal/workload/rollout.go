@@ -49,6 +49,7 @@ func deploymentRollout(l *Lean) Rollout {
 	}
 	r.InProgress = s.ObservedGeneration < l.Metadata.Generation ||
 		s.UpdatedReplicas < want || s.AvailableReplicas < want || s.Replicas > s.UpdatedReplicas
+	r.Mixed = s.ObservedGeneration < l.Metadata.Generation || s.Replicas > s.UpdatedReplicas
 	return r
 }
 
@@ -68,6 +69,7 @@ func statefulSetRollout(l *Lean) Rollout {
 	// it is Ready.
 	r.InProgress = st.ObservedGeneration < l.Metadata.Generation ||
 		(st.UpdateRevision != st.CurrentRevision && st.UpdatedReplicas < target) || st.ReadyReplicas < want
+	r.Mixed = st.ObservedGeneration < l.Metadata.Generation || st.Replicas > st.UpdatedReplicas
 	return r
 }
 
@@ -81,6 +83,7 @@ func daemonSetRollout(l *Lean) Rollout {
 		Progress: Progress{Kind: v1alpha1.KindDaemonSet, Updated: st.UpdatedNumberScheduled, Target: want, Available: st.NumberAvailable, Want: want},
 		InProgress: st.ObservedGeneration < l.Metadata.Generation ||
 			st.UpdatedNumberScheduled < want || st.NumberAvailable < want,
+		Mixed: st.ObservedGeneration < l.Metadata.Generation || st.UpdatedNumberScheduled < want,
 	}
 }
 

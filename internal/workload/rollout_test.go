@@ -28,13 +28,16 @@ func TestDeploymentRollout(t *testing.T) {
 	if r := rolloutOf(t, d); r.InProgress {
 		t.Errorf("complete rollout reported in progress: %+v", r)
 	}
+	if r := rolloutOf(t, d); r.Mixed {
+		t.Errorf("every pod updated reported mixed: %+v", r)
+	}
 	d.Status.Replicas = 4 // an old pod still terminating its way out
-	if r := rolloutOf(t, d); !r.InProgress {
-		t.Error("rollout with an old replica left must be in progress")
+	if r := rolloutOf(t, d); !r.InProgress || !r.Mixed {
+		t.Error("rollout with an old replica left must be in progress, and mixed")
 	}
 	d.Status.Replicas, d.Generation = 3, 3
-	if r := rolloutOf(t, d); !r.InProgress {
-		t.Error("unobserved generation must be in progress")
+	if r := rolloutOf(t, d); !r.InProgress || !r.Mixed {
+		t.Error("unobserved generation must be in progress, and may be mixed")
 	}
 	d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
 	if r := rolloutOf(t, d); !r.DeadlineExceeded {
@@ -46,9 +49,9 @@ func TestStatefulSetRolloutPartition(t *testing.T) {
 	s := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](5),
 		UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
 			RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](3)}}}}
-	s.Status = appsv1.StatefulSetStatus{CurrentRevision: "a", UpdateRevision: "b", UpdatedReplicas: 1}
-	if r := rolloutOf(t, s); !r.InProgress {
-		t.Error("1 of 2 pods above the partition updated: in progress")
+	s.Status = appsv1.StatefulSetStatus{CurrentRevision: "a", UpdateRevision: "b", Replicas: 5, UpdatedReplicas: 1}
+	if r := rolloutOf(t, s); !r.InProgress || !r.Mixed {
+		t.Error("1 of 2 pods above the partition updated: in progress, mixed")
 	}
 	s.Status.UpdatedReplicas = 2
 	if r := rolloutOf(t, s); !r.InProgress {
@@ -71,9 +74,14 @@ func TestStatefulSetRolloutPartition(t *testing.T) {
 func TestDaemonSetRollout(t *testing.T) {
 	d := &appsv1.DaemonSet{}
 	d.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, UpdatedNumberScheduled: 6, NumberAvailable: 5}
-	if r := rolloutOf(t, d); !r.InProgress {
-		t.Error("one pod not yet available: in progress")
+	if r := rolloutOf(t, d); !r.InProgress || r.Mixed {
+		t.Errorf("one updated pod not yet available: in progress, not mixed; got %+v", r)
 	}
+	d.Status.UpdatedNumberScheduled = 5
+	if r := rolloutOf(t, d); !r.Mixed {
+		t.Error("a node still runs an older pod: mixed")
+	}
+	d.Status.UpdatedNumberScheduled = 6
 	d.Status.NumberAvailable = 6
 	if r := rolloutOf(t, d); r.InProgress {
 		t.Error("all updated and available: done")

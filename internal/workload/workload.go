@@ -52,6 +52,10 @@ type Rollout struct {
 	// DeadlineExceeded is a Deployment whose Progressing condition is False with
 	// ProgressDeadlineExceeded: kube itself has declared the rollout stalled.
 	DeadlineExceeded bool
+	// Mixed is a status that shows pods (a DaemonSet: scheduled nodes) not running the
+	// template, or that is of an older generation and may: without it, no other revision
+	// has pods left to roll back to.
+	Mixed bool
 	// Held is a spec under which the controller rolls no pod to a new template: a paused
 	// Deployment, an OnDelete StatefulSet or DaemonSet, a StatefulSet whose partition is at
 	// or above its replicas. A template changed while held is staged: its rollout starts

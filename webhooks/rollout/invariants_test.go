@@ -63,7 +63,7 @@ func TestRevisionInvariants(t *testing.T) {
 	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
 	dep, sts, ds := v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet
 	done := workload.Rollout{}
-	rolling := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
 	all := v1alpha1.RolloutRules{
 		Settle:       &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
 		MinInterval:  &metav1.Duration{Duration: 30 * time.Second},
@@ -133,6 +133,11 @@ func TestRevisionInvariants(t *testing.T) {
 		"3: the first cancel within the window passes": {
 			rules: all, journal: bRolling, history: serving,
 			old: gen(wl(dep, 3, B, rolling), 7), obj: gen(wl(dep, 3, A, rolling), 8),
+		},
+		"3: a return to A is no cancel once the status shows every pod on B, whatever the cache still shows": {
+			rules: settleOnly, journal: bRolling, history: serving,
+			old: gen(wl(dep, 3, B, workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: dep, Updated: 3, Target: 3, Available: 2, Want: 3, Total: 3}}), 7),
+			obj: gen(wl(dep, 3, A, rolling), 8), wantRules: []string{RuleSettle},
 		},
 		"3: the second flip is refused even before the journal recorded the first": {
 			rules: all, history: serving,
@@ -253,7 +258,7 @@ func containsPhrase(msgs []string, phrase string) bool {
 func TestWindowsHoldNewRolloutsOnly(t *testing.T) {
 	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
 	dep := v1alpha1.KindDeployment
-	rolling := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
 	freeze := []v1alpha1.Window{{Name: "business-hours", Schedule: "0 9 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, Action: v1alpha1.WindowDeny}}
 	spec := v1alpha1.RolloutPolicySpec{Windows: freeze, Rules: v1alpha1.RolloutRules{
 		Settle:            &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},

@@ -589,8 +589,9 @@ func (w *mworld) record() {
 	w.lastRecord = w.now
 	rules := modelPolicies[w.policy]
 	if !w.exists {
-		// The Recorder records the deleted workload's last state, then keeps the journal.
-		if w.journal != nil && w.lastObj != nil {
+		// The Recorder records the deleted workload's last state, then keeps the journal (one
+		// lost just before the delete is rebuilt from it, if a policy selected the workload).
+		if w.lastObj != nil && (w.journal != nil || (rules != nil && w.lastObj.GetLabels()["guard"] == "on")) {
 			wl, err := workload.From(w.lastObj)
 			if err != nil {
 				panic(err)
@@ -1250,6 +1251,113 @@ var rolloutReplays = []struct {
 		{Kind: "rollingUpdate", N: 510, Replica: 0},
 		{Kind: "scale", N: 965, Replica: 0},
 		{Kind: "editOld", N: 568, Replica: 1},
+	}},
+	// The journal lost, a scale, then an orphaning delete before the leader rebuilt it: the
+	// re-create with the template it had must pass (the leader records the deleted workload).
+	{seed: 15682, ops: []mop{
+		{Kind: "notReady", N: 664, Replica: 1},
+		{Kind: "rollingUpdate", N: 56, Replica: 1},
+		{Kind: "tick", N: 591, Replica: 1},
+		{Kind: "edit", N: 504, Replica: 0},
+		{Kind: "sync", N: 274, Replica: 1},
+		{Kind: "tick", N: 430, Replica: 0},
+		{Kind: "journalLost", N: 93, Replica: 1},
+		{Kind: "scale", N: 246, Replica: 1},
+		{Kind: "recreate", N: 961, Replica: 1},
+		{Kind: "resume", N: 400, Replica: 0},
+		{Kind: "editOld", N: 921, Replica: 0},
+	}},
+	// The same, the scale back to a template of an older ReplicaSet (not a return).
+	{seed: 25024, ops: []mop{
+		{Kind: "scale", N: 933, Replica: 1},
+		{Kind: "editOld", N: 175, Replica: 0},
+		{Kind: "partition", N: 6, Replica: 1},
+		{Kind: "editOld", N: 408, Replica: 0},
+		{Kind: "tick", N: 946, Replica: 0},
+		{Kind: "relabel", N: 27, Replica: 0},
+		{Kind: "editOld", N: 34, Replica: 1},
+		{Kind: "scaleNoFlag", N: 603, Replica: 0},
+		{Kind: "journalLost", N: 26, Replica: 0},
+		{Kind: "scale", N: 322, Replica: 0},
+		{Kind: "recreate", N: 124, Replica: 0},
+		{Kind: "journalLost", N: 86, Replica: 0},
+	}},
+	// The same for a StatefulSet.
+	{seed: 41589, ops: []mop{
+		{Kind: "notReady", N: 418, Replica: 1},
+		{Kind: "edit", N: 57, Replica: 0},
+		{Kind: "strategy", N: 268, Replica: 0},
+		{Kind: "tick", N: 944, Replica: 1},
+		{Kind: "journalLost", N: 96, Replica: 1},
+		{Kind: "scale", N: 989, Replica: 1},
+		{Kind: "pause", N: 546, Replica: 0},
+		{Kind: "scaleNoFlag", N: 637, Replica: 1},
+		{Kind: "recreate", N: 47, Replica: 1},
+		{Kind: "restart", N: 33, Replica: 1},
+		{Kind: "partition", N: 909, Replica: 1},
+	}},
+	// A → B, cancelled back to A, paused, before the journal saw any of it: the resume with a
+	// new template must not read A as finished since long ago.
+	{seed: 33541, ops: []mop{
+		{Kind: "tick", N: 188, Replica: 0},
+		{Kind: "edit", N: 386, Replica: 1},
+		{Kind: "scale", N: 622, Replica: 0},
+		{Kind: "sync", N: 325, Replica: 0},
+		{Kind: "strategy", N: 745, Replica: 0},
+		{Kind: "tick", N: 241, Replica: 0},
+		{Kind: "editOld", N: 260, Replica: 0},
+		{Kind: "pause", N: 547, Replica: 0},
+	}},
+	// The journal lost after a cancel: rebuilt from the history, the rollback's time is
+	// unknown, so now (minInterval).
+	{seed: 33792, ops: []mop{
+		{Kind: "edit", N: 750, Replica: 0},
+		{Kind: "resume", N: 707, Replica: 0},
+		{Kind: "tick", N: 328, Replica: 1},
+		{Kind: "editOld", N: 864, Replica: 0},
+		{Kind: "rollingUpdate", N: 344, Replica: 1},
+		{Kind: "tick", N: 330, Replica: 1},
+		{Kind: "journalLost", N: 23, Replica: 0},
+		{Kind: "partition", N: 839, Replica: 1},
+		{Kind: "notReady", N: 776, Replica: 1},
+	}},
+	// The same, the journal rebuilt for a re-created workload.
+	{seed: 37784, ops: []mop{
+		{Kind: "edit", N: 154, Replica: 0},
+		{Kind: "tick", N: 804, Replica: 1},
+		{Kind: "sync", N: 419, Replica: 0},
+		{Kind: "editOld", N: 500, Replica: 0},
+		{Kind: "tick", N: 241, Replica: 0},
+		{Kind: "journalLost", N: 158, Replica: 0},
+		{Kind: "recreate", N: 390, Replica: 0},
+		{Kind: "partition", N: 458, Replica: 0},
+	}},
+	// A DaemonSet goes back to the revision it replaced after its last pod of it went (a
+	// replica's cache still shows it): no cancel, the old object's status says so.
+	{seed: 43227, ops: []mop{
+		{Kind: "policy", N: 357, Replica: 1},
+		{Kind: "edit", N: 423, Replica: 1},
+		{Kind: "edit", N: 324, Replica: 1},
+		{Kind: "tick", N: 246, Replica: 0},
+		{Kind: "scaleNoFlag", N: 918, Replica: 0},
+		{Kind: "notReady", N: 957, Replica: 1},
+		{Kind: "scaleNoFlag", N: 687, Replica: 0},
+		{Kind: "restart", N: 736, Replica: 1},
+		{Kind: "editOld", N: 594, Replica: 0},
+		{Kind: "strategy", N: 751, Replica: 1},
+	}},
+	// A cancel, then a pause: resuming the template that is back has its pods, whatever the
+	// journal's current revision says.
+	{seed: 30522, ops: []mop{
+		{Kind: "strategy", N: 50, Replica: 1},
+		{Kind: "tick", N: 892, Replica: 1},
+		{Kind: "edit", N: 150, Replica: 1},
+		{Kind: "recreate", N: 627, Replica: 0},
+		{Kind: "partition", N: 970, Replica: 1},
+		{Kind: "restart", N: 215, Replica: 1},
+		{Kind: "editOld", N: 615, Replica: 1},
+		{Kind: "relabel", N: 19, Replica: 0},
+		{Kind: "pause", N: 809, Replica: 0},
 	}},
 }
 

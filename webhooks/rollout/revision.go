@@ -86,11 +86,15 @@ func revisionsOf(in Input, flags []v1alpha1.ArgMatchesReplicas, scale bool) revi
 		same = journal.Matches(rs.current, in.New.Template, flags)
 	}
 	// Lifting the hold on a template the journal has not recorded may start it: not known
-	// to have rolled out, it is treated as started now.
-	rs.start = !same || (rs.current.Pending && in.Old != nil && in.Old.Rollout.Held)
+	// to have rolled out, it is treated as started now. One it recorded as current (and
+	// has not caught up with since) is already rolling out or rolled out.
+	rs.start = !same || (rs.current.Pending && !rs.current.Lagging && in.Old != nil && in.Old.Rollout.Held)
 	if prev := rs.timeline.Previous(); rs.start && rs.current.Finished == nil && prev != nil && prev.Template == target {
+		// The cache may still show pods of it that the old object's status says are gone:
+		// every pod runs the old object's template, another one.
+		gone := in.Old != nil && in.TemplateChanged && !in.Old.Rollout.Mixed
 		r := in.History.Find(in.New.Template)
-		rs.cancel = r != nil && r.Serving > 0
+		rs.cancel = r != nil && r.Serving > 0 && !gone
 	}
 	return rs
 }

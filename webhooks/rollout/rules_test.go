@@ -52,7 +52,7 @@ const appsv1PodTemplateHash = "pod-template-hash"
 func TestDecideRolloutRules(t *testing.T) {
 	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
 	done := workload.Rollout{}
-	rolling := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
 	rules := v1alpha1.RolloutRules{
 		Settle:            &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
 		MinInterval:       &metav1.Duration{Duration: 30 * time.Second},
@@ -234,7 +234,7 @@ func TestDecideRolloutRules(t *testing.T) {
 // rule, whichever policy holds the flag, in both directions.
 func TestScaleIsNotARevision(t *testing.T) {
 	B := template("B", "3")
-	rolling := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
 	revisions := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "revisions"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
 		Settle:       &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
 		MinInterval:  &metav1.Duration{Duration: 30 * time.Second},
