@@ -28,7 +28,7 @@ func fleetPolicy(max intstr.IntOrString) v1alpha1.RolloutPolicy {
 func TestFleetLimit(t *testing.T) {
 	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
 	done := workload.Rollout{}
-	rolling := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
 	dep := v1alpha1.KindDeployment
 	finished := history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 3)}}
 	three := []string{"Deployment t1/kube-apiserver", "Deployment t2/kube-apiserver", "Deployment t3/kube-apiserver"}
