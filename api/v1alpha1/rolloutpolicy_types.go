@@ -44,7 +44,7 @@ type RolloutPolicySpec struct {
 }
 
 // RolloutRules are the checks of a RolloutPolicy.
-// +kubebuilder:validation:XValidation:rule="has(self.settle) || has(self.minInterval) || has(self.revertWindow) || has(self.strategy) || has(self.concurrency) || (has(self.argsMatchReplicas) && size(self.argsMatchReplicas) > 0)",message="rules must enable at least one of settle, minInterval, revertWindow, argsMatchReplicas, strategy, concurrency"
+// +kubebuilder:validation:XValidation:rule="has(self.settle) || has(self.minInterval) || has(self.revertWindow) || has(self.strategy) || has(self.concurrency) || has(self.sharedBudget) || (has(self.argsMatchReplicas) && size(self.argsMatchReplicas) > 0)",message="rules must enable at least one of settle, minInterval, revertWindow, argsMatchReplicas, strategy, concurrency, sharedBudget"
 type RolloutRules struct {
 	// settle keeps one rollout at a time (I1): a request that starts rolling out a new
 	// revision (a template change, a resume, a switch from OnDelete to RollingUpdate, a
@@ -102,6 +102,25 @@ type RolloutRules struct {
 	// time instead of all in the same minute.
 	// +optional
 	Concurrency *ConcurrencyRule `json:"concurrency,omitempty"`
+
+	// sharedBudget makes a workload's rollouts and its pods' evictions share one budget,
+	// that of the named DisruptionPolicy, so that a drain and a rollout never take the same
+	// agents down together (a rollout ignores PodDisruptionBudgets): a start is refused while
+	// the workload's evictions under that policy are in flight or in its cooldown, and an
+	// eviction of its pods is deferred (429) while its rollout is in flight, until the
+	// rollout finishes or stalls. A rollback, the fix of a stalled rollout and a CREATE are
+	// never refused by it.
+	// +optional
+	SharedBudget *SharedBudget `json:"sharedBudget,omitempty"`
+}
+
+// SharedBudget names the DisruptionPolicy whose budget a RolloutPolicy's rollouts share.
+type SharedBudget struct {
+	// disruptionPolicy is the DisruptionPolicy's name. It shares the budget of the
+	// workloads both policies select.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	DisruptionPolicy string `json:"disruptionPolicy"`
 }
 
 // ConcurrencyRule is a fleet-wide limit on rollouts in flight.

@@ -14,6 +14,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -82,4 +83,30 @@ func LastWrite(l *coordinationv1.Lease) time.Time {
 		return l.Spec.RenewTime.Time
 	}
 	return l.CreationTimestamp.Time
+}
+
+// Eviction is one eviction holdfast admitted in a group (the pods of one workload), as the
+// group's ledger records it.
+type Eviction struct {
+	Pod string    `json:"pod"`
+	UID types.UID `json:"uid"`
+	At  time.Time `json:"at"`
+	// By is the replica that admitted it, whose clock At is read on.
+	By string `json:"by,omitempty"`
+}
+
+// EvictionsAnnotation holds a group's ledger's records.
+const EvictionsAnnotation = "holdfast.dev/evictions"
+
+// EvictionLapse is how long an admitted eviction counts against its group before the pod
+// is seen terminating or gone. kube's own PDB check may still refuse an eviction holdfast
+// admitted; such a record lapses instead of holding the group.
+const EvictionLapse = 30 * time.Second
+
+// EvictionsPrefix starts the names of the groups' ledgers.
+const EvictionsPrefix = "holdfast-evictions-"
+
+// EvictionsKey is the ledger of the group of the workload with this UID.
+func EvictionsKey(namespace string, group types.UID) client.ObjectKey {
+	return client.ObjectKey{Namespace: namespace, Name: EvictionsPrefix + string(group)}
 }

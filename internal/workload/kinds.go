@@ -92,8 +92,9 @@ func (r Ref) String() string {
 type Meta struct {
 	Ref
 	Selector *metav1.LabelSelector
-	// PodLabels are the pod template's labels, which DisruptionPolicies select.
-	PodLabels map[string]string
+	// PodLabels are the pod template's labels, which DisruptionPolicies select; Labels the
+	// workload's own, which RolloutPolicies select.
+	PodLabels, Labels map[string]string
 	// Expected is spec.replicas, or a DaemonSet's desiredNumberScheduled.
 	Expected int32
 }
@@ -113,5 +114,5 @@ func MetaOf(obj any) (m Meta, ok bool) {
 }
 
 func meta(kind v1alpha1.WorkloadKind, m *metav1.ObjectMeta, sel *metav1.LabelSelector, podLabels map[string]string, expected int32) Meta {
-	return Meta{Ref: Ref{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID}, Selector: sel, PodLabels: podLabels, Expected: expected}
+	return Meta{Ref: Ref{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID}, Selector: sel, PodLabels: podLabels, Labels: m.Labels, Expected: expected}
 }

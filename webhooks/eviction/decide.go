@@ -11,10 +11,10 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/decision"
+	hfledger "github.com/holdfast-dev/holdfast/internal/ledger"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -36,9 +36,8 @@ const (
 const MaxRetryAfter = 10 * time.Second
 
 // RecordLapse is how long an admitted eviction counts against its group before the pod
-// is seen terminating or gone. kube's own PDB check may still refuse an eviction holdfast
-// admitted; such a record lapses instead of holding the group.
-const RecordLapse = 30 * time.Second
+// is seen terminating or gone (ledger.EvictionLapse).
+const RecordLapse = hfledger.EvictionLapse
 
 // MaxClockSkew is how far apart the clocks of holdfast's replicas, and of the nodes that
 // stamp pods' readiness, may be while every budget and cooldown still holds. A record
@@ -49,13 +48,7 @@ const RecordLapse = 30 * time.Second
 const MaxClockSkew = 5 * time.Second
 
 // Record is one eviction holdfast admitted in a group.
-type Record struct {
-	Pod string    `json:"pod"`
-	UID types.UID `json:"uid"`
-	At  time.Time `json:"at"`
-	// By is the replica that admitted it, whose clock At is read on.
-	By string `json:"by,omitempty"`
-}
+type Record = hfledger.Eviction
 
 // Input is everything an eviction decision reads, gathered by the handler.
 type Input struct {
@@ -69,6 +62,9 @@ type Input struct {
 	// Matcher evaluates the policies' targets; nil compiles their selectors anew.
 	Matcher *policy.Matcher
 	User    authenticationv1.UserInfo
+	// Rollout is the group's workload's rollout in flight under a RolloutPolicy that shares
+	// a DisruptionPolicy's budget; nil when there is none.
+	Rollout *SharedRollout
 	// Identity is this replica's, as it signs records; Now is its clock.
 	Identity string
 	Now      time.Time
@@ -139,6 +135,9 @@ func Decide(in Input) Decision {
 		d.Counts = d.Counts || in.Pod.Ready
 		d.UsesRecords = d.UsesRecords || in.Pod.Ready || !alwaysAllows(&p.Spec)
 		found := check(in, &p.Spec)
+		if v, held := sharedRolloutHold(in, p); held {
+			found = append(found, v)
+		}
 		if grant != nil {
 			// A temporary exemption lets it through: on record, with its reason.
 			if len(found) > 0 {

@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -326,5 +327,33 @@ func TestOneEvictionIsRecordedOnce(t *testing.T) {
 	}
 	if got := appendRecord(in.Records, Record{Pod: in.Pod.Name, UID: in.Pod.UID, At: in.Now, By: "self"}, time.Hour); len(got) != 1 || !got[0].At.Equal(in.Now) {
 		t.Errorf("records = %v, want the pod's one, replaced", got)
+	}
+}
+
+// TestSharedRolloutDefersEvictions: while the group's workload rolls out under a
+// RolloutPolicy sharing this DisruptionPolicy's budget, its serving pods' evictions wait
+// (429); a pod that is not Ready, and the pods under another DisruptionPolicy, do not.
+func TestSharedRolloutDefersEvictions(t *testing.T) {
+	agents := dp(nil)
+	in := Input{Group: group("DaemonSet", 3), Now: now, Identity: "self", Policies: []v1alpha1.DisruptionPolicy{agents},
+		PodLabels: map[string]string{"app": "agent"},
+		Rollout:   &SharedRollout{RolloutPolicy: "agents-rollouts", Budgets: []string{agents.Name}, Since: now.Add(-time.Minute), StallIn: 4 * time.Minute}}
+	in.Pod = in.Group.Pods[1]
+	d := Decide(in)
+	if d.Action() != decision.Deny || d.Never() || len(d.Violations) != 1 || d.Violations[0].Rule != RuleSharedBudget || d.Violations[0].Wait != MaxRetryAfter {
+		t.Fatalf("a serving pod during the shared rollout: %v, want a deferral", d.Violations)
+	}
+	if !strings.Contains(d.Violations[0].Message, "agents-rollouts") || !strings.Contains(d.Violations[0].Message, "stalled (in 4m0s)") {
+		t.Errorf("the message must name the rollout's policy and when it stops holding: %s", d.Violations[0].Message)
+	}
+	other := in
+	other.Rollout = &SharedRollout{RolloutPolicy: "x", Budgets: []string{"someone-else"}, StallIn: time.Minute}
+	if d := Decide(other); d.Action() == decision.Deny {
+		t.Errorf("a rollout sharing another policy's budget: %v", d.Violations)
+	}
+	notReady := in
+	notReady.Pod.Ready = false
+	if d := Decide(notReady); d.Action() == decision.Deny {
+		t.Errorf("a pod that is not Ready serves nothing: %v", d.Violations)
 	}
 }

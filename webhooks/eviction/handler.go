@@ -26,6 +26,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -69,6 +70,9 @@ type Handler struct {
 
 	// Holds tracks how long pods' evictions have been deferred (maxHold); nil tracks none.
 	Holds *Holds
+	// Journals are the revision journals, for the rollouts that share a budget
+	// (RolloutPolicy rules.sharedBudget); nil reads none.
+	Journals *journal.Store
 
 	// decide is Decide, unless a test substitutes a broken decision to show that the model
 	// explorer finds what it breaks.
@@ -120,6 +124,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	if in.Group, err = workload.GroupOf(ctx, reader, pod); err != nil {
 		return h.fail(fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+	if err := h.readSharedRollout(ctx, &in); err != nil {
+		return h.fail(err)
 	}
 
 	// finish records and answers the final decision; ledger conflicts retried before it are not counted.

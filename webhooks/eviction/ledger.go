@@ -26,7 +26,7 @@ import (
 // writes it with optimistic concurrency, so two replicas never both admit an eviction
 // when only one fits, even before their informers have seen the first.
 const (
-	recordsAnnotation = "holdfast.dev/evictions"
+	recordsAnnotation = hfledger.EvictionsAnnotation
 	// minRetention is the least time records are kept (Retention): a ledger without a
 	// record this recent, or as recent as the longest cooldown needs, is deleted
 	// (LedgerSweeper).
@@ -34,7 +34,7 @@ const (
 	maxRecords   = 64
 )
 
-func leaseName(group types.UID) string { return "holdfast-evictions-" + string(group) }
+func leaseName(group types.UID) string { return hfledger.EvictionsKey("", group).Name }
 
 // ledger is one read of a group's Lease.
 type ledger = hfledger.Ledger[Record]

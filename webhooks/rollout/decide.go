@@ -57,7 +57,10 @@ type Input struct {
 	// Fleets are, by policy name, what each policy with a concurrency rule sees of the
 	// other workloads it selects; read when the request may start a rollout.
 	Fleets map[string]Fleet
-	Now    time.Time
+	// Evictions are, by policy name, what each policy with a sharedBudget reads of the
+	// workload's evictions; read on an UPDATE that may start a rollout.
+	Evictions map[string]EvictionBudget
+	Now       time.Time
 }
 
 // Decision is the outcome of evaluating every applicable policy.
@@ -106,9 +109,15 @@ func Decide(in Input) (Decision, error) {
 			return Decision{}, err
 		}
 		found = append(found, checkWindows(in, &p.Spec, &rs)...)
-		if p.Spec.Rules.Concurrency != nil && rs.start && !rs.cancel {
+		if (p.Spec.Rules.Concurrency != nil || p.Spec.Rules.SharedBudget != nil) && rs.start && !rs.cancel {
+			// Neither holds a rollback or the fix of a stalled rollout.
 			if stalled, _ := rs.stalled(in, p.Spec.Rules.Settle); !stalled {
-				found = append(found, checkConcurrency(in, p)...)
+				if p.Spec.Rules.Concurrency != nil {
+					found = append(found, checkConcurrency(in, p)...)
+				}
+				if p.Spec.Rules.SharedBudget != nil {
+					found = append(found, checkSharedBudget(in, p)...)
+				}
 			}
 		}
 		if selectedOld && !selectsNew && in.Operation == admissionv1.Update {

@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/ledger"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -124,5 +125,71 @@ func TestInFlight(t *testing.T) {
 	}
 	if got := withStart(starts, Start{Workload: "Deployment t4/kube-apiserver", Template: sum("c"), At: now}); len(got) != 3 {
 		t.Errorf("withStart = %v, want the lapsed start and t4's earlier one replaced", got)
+	}
+}
+
+// TestSharedBudget: a start waits while the workload's evictions under the shared
+// DisruptionPolicy fill its budget or are within its cooldown; a rollback never waits.
+func TestSharedBudget(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	done := workload.Rollout{}
+	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	dep := v1alpha1.KindDeployment
+	agents := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.DisruptionPolicySpec{
+		MaxUnavailable: ptrIntOrString(intstr.FromInt32(1)), Cooldown: &metav1.Duration{Duration: time.Minute}}}
+	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents-rollouts"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
+		Settle: &v1alpha1.SettleRule{}, SharedBudget: &v1alpha1.SharedBudget{DisruptionPolicy: "agents"}}}}
+	eviction := func(ago time.Duration) ledger.Eviction { return ledger.Eviction{Pod: "p", UID: "u", At: now.Add(-ago)} }
+	finished := history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 3)}}
+	for name, tc := range map[string]struct {
+		old, obj *workload.Workload
+		history  history.History
+		records  []ledger.Eviction
+		want     string // in the refusal; empty: admitted
+	}{
+		"no eviction: admitted": {old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished},
+		"an eviction in flight and the cooldown: the longer wait is named": {old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, records: []ledger.Eviction{eviction(2 * time.Second)}, want: "cooldown of 1m0s its rollouts share; retry in 1m3s"},
+		"an eviction within the cooldown":                                  {old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, records: []ledger.Eviction{eviction(40 * time.Second)}, want: "cooldown"},
+		"after the cooldown and its margin: admitted":                      {old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, records: []ledger.Eviction{eviction(70 * time.Second)}},
+		"a rollback never waits for the drain": {old: wl(dep, 3, B, rolling), obj: wl(dep, 3, A, done), records: []ledger.Eviction{eviction(time.Second)},
+			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), rev(2, B, 20*time.Second, 1)}, LastActivity: now}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := decide(t, Input{Operation: admissionv1.Update, Old: tc.old, New: tc.obj, History: tc.history, Now: now, TemplateChanged: true,
+				User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p},
+				Evictions: map[string]EvictionBudget{p.Name: {Policy: agents, Records: tc.records}}})
+			var got string
+			for _, v := range d.Violations {
+				if v.Rule == RuleSharedBudget {
+					got = v.Message
+				}
+			}
+			if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("refusal %q, want one saying %q: %v", got, tc.want, d.Violations)
+			}
+		})
+	}
+}
+
+func ptrIntOrString(v intstr.IntOrString) *intstr.IntOrString { return &v }
+
+// TestSharedBudgetInFlight: without a cooldown, an eviction in flight that fills the
+// budget holds a start until it lapses.
+func TestSharedBudgetInFlight(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	agents := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptrIntOrString(intstr.FromInt32(1))}}
+	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents-rollouts"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
+		SharedBudget: &v1alpha1.SharedBudget{DisruptionPolicy: "agents"}}}}
+	in := Input{Operation: admissionv1.Update, Old: wl(v1alpha1.KindDeployment, 3, A, workload.Rollout{}), New: wl(v1alpha1.KindDeployment, 3, B, workload.Rollout{}),
+		History: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 3)}}, Now: now, TemplateChanged: true,
+		User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p},
+		Evictions: map[string]EvictionBudget{p.Name: {Policy: agents, Records: []ledger.Eviction{{Pod: "p", UID: "u", At: now.Add(-5 * time.Second)}}}}}
+	d := decide(t, in)
+	if len(d.Violations) != 1 || !strings.Contains(d.Violations[0].Message, "in flight") || !strings.Contains(d.Violations[0].Message, "retry in 30s") {
+		t.Errorf("%v", d.Violations)
+	}
+	in.Now = now.Add(time.Minute)
+	if d := decide(t, in); len(d.Violations) != 0 {
+		t.Errorf("a lapsed eviction still holds the rollout: %v", d.Violations)
 	}
 }

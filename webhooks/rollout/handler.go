@@ -102,6 +102,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		if err := h.readRevisions(ctx, &in); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
+		if err := h.readEvictionBudgets(ctx, &in); err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
 	}
 
 	d, err := h.decideAndRecord(ctx, &in, isDryRun(req))

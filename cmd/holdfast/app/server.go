@@ -221,6 +221,7 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 			Matcher:      s.Matcher,
 			Metrics:      s.Eviction,
 			Holds:        &eviction.Holds{},
+			Journals:     journals,
 		},
 		RecoverPanic: ptr.To(true),
 	}, nil))

@@ -1,0 +1,80 @@
+package eviction
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+)
+
+// RuleSharedBudget reports an eviction deferred while the group's workload rolls out under
+// a RolloutPolicy that shares the DisruptionPolicy's budget (rules.sharedBudget).
+const RuleSharedBudget = "sharedBudget"
+
+// SharedRollout is the group's workload's rollout in flight, under RolloutPolicies that
+// share the budgets of the DisruptionPolicies named.
+type SharedRollout struct {
+	// RolloutPolicy names the first such policy, for the message.
+	RolloutPolicy string
+	// Budgets are the DisruptionPolicies whose budgets the rollout shares.
+	Budgets []string
+	// Since is when the rollout's revision became current; StallIn how long until it
+	// counts as stalled (and stops holding evictions).
+	Since   time.Time
+	StallIn time.Duration
+}
+
+// sharedRolloutHold defers the eviction of a serving pod while its workload rolls out
+// under a RolloutPolicy sharing this DisruptionPolicy's budget: a drain and a rollout never
+// take the group's pods down together. A stalled rollout holds nothing.
+func sharedRolloutHold(in Input, p *v1alpha1.DisruptionPolicy) (decision.Violation, bool) {
+	r := in.Rollout
+	if r == nil || !in.Pod.Ready || !slices.Contains(r.Budgets, p.Name) {
+		return decision.Violation{}, false
+	}
+	return decision.Violation{Rule: RuleSharedBudget, Wait: min(r.StallIn, MaxRetryAfter), Message: fmt.Sprintf(
+		"%s is rolling out (since %s ago) under RolloutPolicy %s, which shares this policy's budget; pod %s waits until the rollout finishes, "+
+			"or counts as stalled (in %s)", in.Group.Ref, max(in.Now.Sub(r.Since), 0).Round(time.Second), r.RolloutPolicy, in.Pod.Name, r.StallIn.Round(time.Second))}, true
+}
+
+// readSharedRollout fills in.Rollout when the group's workload has an unfinished, not
+// stalled rollout (by its revision journal) under a RolloutPolicy with a sharedBudget.
+func (h *Handler) readSharedRollout(ctx context.Context, in *Input) error {
+	if in.Group == nil || h.Journals == nil {
+		return nil
+	}
+	j := h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name)
+	cur := j.Current()
+	if cur == nil || cur.Finished != nil || j.Held || j.Deleted != nil {
+		return nil
+	}
+	var rollouts v1alpha1.RolloutPolicyList
+	if err := cache.List(ctx, h.Reader, &rollouts); err != nil {
+		return fmt.Errorf("listing RolloutPolicies: %w", err)
+	}
+	for i := range rollouts.Items {
+		rp := &rollouts.Items[i]
+		sb := rp.Spec.Rules.SharedBudget
+		if sb == nil || rp.Spec.Suspend {
+			continue
+		}
+		if ok, err := in.Matcher.Selects(rp.Spec.Targets, in.Group.Kind, in.NamespaceLabels, in.Group.Labels); err != nil || !ok {
+			continue
+		}
+		stallIn := journal.StallAfter(rp.Spec.Rules.Settle) - in.Now.Sub(cur.Progressed)
+		if stallIn <= 0 {
+			continue // stalled: it holds no drain
+		}
+		if in.Rollout == nil {
+			in.Rollout = &SharedRollout{RolloutPolicy: rp.Name, Since: cur.Since, StallIn: stallIn}
+		}
+		in.Rollout.Budgets = append(in.Rollout.Budgets, sb.DisruptionPolicy)
+		in.Rollout.StallIn = min(in.Rollout.StallIn, stallIn)
+	}
+	return nil
+}
