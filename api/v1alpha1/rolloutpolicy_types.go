@@ -230,6 +230,13 @@ type RolloutPolicyStatus struct {
 	// +optional
 	WorkloadsMatched int32 `json:"workloadsMatched"`
 
+	// violations counts the selected workloads that, as they stand, break the rules that
+	// need no request (argsMatchReplicas, strategy): what the policy would refuse were they
+	// created now. The leader's background audit counts them on every policy change and
+	// periodically; in Audit and Warn mode each gets a PolicyViolation Event.
+	// +optional
+	Violations *int32 `json:"violations,omitempty"`
+
 	// inFlight counts the selected workloads whose rollouts are unfinished, as the revision
 	// journals last recorded them; set when rules.concurrency is.
 	// +optional
@@ -280,6 +287,7 @@ const (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Workloads",type=integer,JSONPath=`.status.workloadsMatched`
 // +kubebuilder:printcolumn:name="In-Flight",type=integer,JSONPath=`.status.inFlight`
+// +kubebuilder:printcolumn:name="Violations",type=integer,JSONPath=`.status.violations`
 // +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`,priority=1
 // +kubebuilder:printcolumn:name="Active-Window",type=string,JSONPath=`.status.activeWindow`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -4,8 +4,10 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +23,9 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
+	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -35,6 +39,12 @@ type RolloutPolicyStatus struct {
 	Matcher *policy.Matcher
 	// Journals are the revision journals, for the rollouts in flight under a fleet limit.
 	Journals *journal.Store
+	// Audit evaluates a selected workload as it stands (rollout.Audit); nil audits nothing.
+	Audit func(p *v1alpha1.RolloutPolicy, obj client.Object, nsLabels map[string]string, now time.Time) (decision.Violations, error)
+	// AuditEvery is how often the audit runs beside policy changes; 0 means 5 minutes.
+	AuditEvery time.Duration
+	// Events records a PolicyViolation Event per violating workload in Audit and Warn mode.
+	Events *events.Limiter
 }
 
 // +kubebuilder:rbac:groups=holdfast.dev,resources=rolloutpolicies/status,verbs=update
@@ -108,6 +118,17 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 			next = now.Add(inFlightResync)
 		}
 	}
+	if r.Audit != nil {
+		n, err := r.audit(ctx, p, nsLabels, now)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		status.Violations = ptr.To(n)
+		every := cmp.Or(r.AuditEvery, 5*time.Minute)
+		if next.IsZero() || next.After(now.Add(every)) {
+			next = now.Add(every)
+		}
+	}
 	if equality.Semantic.DeepEqual(status, &p.Status) {
 		return requeueAt(next, now), nil
 	}
@@ -142,4 +163,49 @@ func labelledWorkloads(ctx context.Context, c client.Reader) ([]labelled, error)
 		}
 	}
 	return out, nil
+}
+
+// audit evaluates every workload the policy selects, from the cache, and counts those that
+// break its request-free rules; in Audit and Warn mode each gets a PolicyViolation Event.
+func (r *RolloutPolicyStatus) audit(ctx context.Context, p *v1alpha1.RolloutPolicy, nsLabels map[string]map[string]string, now time.Time) (int32, error) {
+	if p.Spec.Suspend {
+		return 0, nil
+	}
+	kinds := p.Spec.Targets.Kinds
+	if len(kinds) == 0 {
+		kinds = workload.Kinds()
+	}
+	var n int32
+	for _, k := range kinds {
+		list, _ := workload.NewList(k)
+		if err := cache.List(ctx, r.Client, list); err != nil {
+			return 0, err
+		}
+		objs, err := meta.ExtractList(list)
+		if err != nil {
+			return 0, err
+		}
+		for _, o := range objs {
+			obj, ok := o.(client.Object)
+			if !ok {
+				continue
+			}
+			if sel, err := r.Matcher.Selects(p.Spec.Targets, k, nsLabels[obj.GetNamespace()], obj.GetLabels()); err != nil || !sel {
+				continue
+			}
+			found, err := r.Audit(p, obj, nsLabels[obj.GetNamespace()], now)
+			if err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Auditing a workload", "policy", p.Name)
+				continue
+			}
+			if len(found) == 0 {
+				continue
+			}
+			n++
+			if p.Spec.Mode == v1alpha1.ModeAudit || p.Spec.Mode == v1alpha1.ModeWarn {
+				r.Events.Warn(obj, "audit/"+p.Name, now, "PolicyViolation", strings.Join(found.Messages(decision.Deny), "; "))
+			}
+		}
+	}
+	return n, nil
 }

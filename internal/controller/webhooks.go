@@ -135,7 +135,8 @@ func (r *WebhookConfiguration) sync(ctx context.Context, rollouts []v1alpha1.Rol
 	default:
 		// Every entry wanted is in force: drop the others once the widening has stood.
 		if at, err := time.Parse(time.RFC3339Nano, cur.Annotations[WidenedAt]); err == nil {
-			if wait := r.narrowAfter() - time.Since(at); wait > 0 {
+			// A widening stamped in the future (another clock, a hand edit) waits no longer.
+			if wait := min(r.narrowAfter()-time.Since(at), r.narrowAfter()); wait > 0 {
 				return outcomes, reconcile.Result{RequeueAfter: wait}, nil
 			}
 		}

@@ -85,6 +85,10 @@ var matchSpecOrLabels = admissionregistrationv1.MatchCondition{
 // each policy. Policies that select alike share an entry; a suspended policy has none.
 func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionPolicy, s Settings) ([]admissionregistrationv1.ValidatingWebhook, map[Key]*Outcome) {
 	b := builder{s: s, names: map[string]string{}, outcomes: map[Key]*Outcome{}}
+	// A shared entry is named after the first policy by name, whatever order the cache
+	// lists them in: otherwise every reconcile could rename it.
+	rollouts = slices.SortedFunc(slices.Values(rollouts), func(a, b v1alpha1.RolloutPolicy) int { return strings.Compare(a.Name, b.Name) })
+	evictions = slices.SortedFunc(slices.Values(evictions), func(a, b v1alpha1.DisruptionPolicy) int { return strings.Compare(a.Name, b.Name) })
 	for i := range rollouts {
 		p := &rollouts[i]
 		if p.Spec.Suspend {

@@ -204,3 +204,14 @@ func TestLongPolicyNamesMakeValidEntryNames(t *testing.T) {
 		t.Errorf("name %q: %v", ws[0].Name, errs)
 	}
 }
+
+// TestEntriesDoNotDependOnListOrder: the cache lists policies in any order; a shared
+// entry keeps its name, or every reconcile would rewrite the configuration.
+func TestEntriesDoNotDependOnListOrder(t *testing.T) {
+	a, b := rolloutPolicy("a", nil), rolloutPolicy("b", nil)
+	ab, _ := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings)
+	ba, _ := Entries([]v1alpha1.RolloutPolicy{b, a}, nil, settings)
+	if len(ab) != 1 || len(ba) != 1 || ab[0].Name != ba[0].Name {
+		t.Errorf("entries %v and %v", ab[0].Name, ba[0].Name)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -251,4 +252,31 @@ func createHoldfastNamespace(cfg *rest.Config) error {
 		return err
 	}
 	return c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: holdfastNamespace}})
+}
+
+// withoutPolicyValidation runs f while the API server does not send policies to holdfast's
+// validation webhook, as when holdfast is down while a policy is written (its
+// failurePolicy is Ignore in production): how holdfast treats a policy it would have
+// refused is tested this way.
+func withoutPolicyValidation(t *testing.T, f func()) {
+	t.Helper()
+	ctx := context.Background()
+	set := func(ops []admissionregistrationv1.OperationType) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := k8s.Get(ctx, client.ObjectKey{Name: "holdfast"}, vwc); err != nil {
+				return err
+			}
+			vwc.Webhooks[0].Rules[0].Operations = ops
+			return k8s.Update(ctx, vwc)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // the API server follows its webhook configurations by watch
+	}
+	set([]admissionregistrationv1.OperationType{admissionregistrationv1.Delete})
+	defer set([]admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update})
+	f()
 }

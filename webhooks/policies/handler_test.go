@@ -57,3 +57,43 @@ func TestPoliciesWithWindowsHoldfastCannotEvaluateAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestPoliciesWithSelectorsHoldfastCannotEvaluateAreRefused: such a policy would object to
+// every request its valid selectors do not rule out, cluster-wide without a namespace
+// selector, and cannot be a webhook selector either.
+func TestPoliciesWithSelectorsHoldfastCannotEvaluateAreRefused(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{Decoder: admission.NewDecoder(s)}
+	for name, c := range map[string]struct {
+		kind string
+		sel  *metav1.LabelSelector
+		want string
+	}{
+		"a label value with a space":   {kind: "RolloutPolicy", sel: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kube apiserver"}}, want: "spec.targets.selector"},
+		"an unknown operator":          {kind: "DisruptionPolicy", sel: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}, want: "spec.targets.selector"},
+		"a valid selector is admitted": {kind: "RolloutPolicy", sel: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kube-apiserver"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var obj any = &v1alpha1.RolloutPolicy{Spec: v1alpha1.RolloutPolicySpec{Targets: v1alpha1.WorkloadTargets{Selector: c.sel}}}
+			if c.kind == "DisruptionPolicy" {
+				obj = &v1alpha1.DisruptionPolicy{Spec: v1alpha1.DisruptionPolicySpec{Targets: v1alpha1.PodTargets{Selector: c.sel}}}
+			}
+			raw, _ := json.Marshal(obj)
+			resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Operation: admissionv1.Create, Name: "p", Kind: metav1.GroupVersionKind{Group: "holdfast.dev", Version: "v1alpha1", Kind: c.kind},
+				Object: runtime.RawExtension{Raw: raw}}})
+			if c.want == "" {
+				if !resp.Allowed {
+					t.Fatalf("refused: %v", resp.Result)
+				}
+				return
+			}
+			if resp.Allowed || resp.Result.Code != http.StatusUnprocessableEntity || !strings.Contains(resp.Result.Message, c.want) {
+				t.Fatalf("got allowed=%t %v, want 422 naming %s", resp.Allowed, resp.Result, c.want)
+			}
+		})
+	}
+}

@@ -86,7 +86,10 @@ func Decide(in Input) (Decision, error) {
 		}
 		rs = revisionsOf(in, flags, scale)
 	}
-	d := Decision{Starts: rs.start || (MayStart(in) && in.Operation == admissionv1.Create)}
+	// Lifting a hold off an unfinished rollout restarts it: the fleet limit and the shared
+	// budget count it as a start (else pause, let another start, resume walks past both).
+	resumes := in.Operation == admissionv1.Update && MayStart(in) && in.Old.Rollout.Held && rs.current != nil && rs.current.Finished == nil
+	d := Decision{Starts: rs.start || resumes || (MayStart(in) && in.Operation == admissionv1.Create)}
 	for i := range in.Policies {
 		p := &in.Policies[i]
 		exempt, grant := policy.ExemptAt(p.Spec.Exemptions, in.User, in.Now)
@@ -109,7 +112,7 @@ func Decide(in Input) (Decision, error) {
 			return Decision{}, err
 		}
 		found = append(found, checkWindows(in, &p.Spec, &rs)...)
-		if (p.Spec.Rules.Concurrency != nil || p.Spec.Rules.SharedBudget != nil) && rs.start && !rs.cancel {
+		if (p.Spec.Rules.Concurrency != nil || p.Spec.Rules.SharedBudget != nil) && (rs.start || resumes) && !rs.cancel {
 			// Neither holds a rollback or the fix of a stalled rollout.
 			if stalled, _ := rs.stalled(in, p.Spec.Rules.Settle); !stalled {
 				if p.Spec.Rules.Concurrency != nil {

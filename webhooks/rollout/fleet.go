@@ -31,8 +31,16 @@ const RuleConcurrency = "concurrency"
 const (
 	startsAnnotation = "holdfast.dev/starts"
 	// StartLapse is how long an admitted start counts without its journal showing it: a
-	// start the API server refused after holdfast admitted it frees its slot then.
-	StartLapse = 30 * time.Second
+	// start the API server refused after holdfast admitted it frees its slot then. Long
+	// enough to cover a leader failover, during which journals do not follow.
+	StartLapse = 2 * time.Minute
+	// startSkew is how much older than it looks a start may be: the replica that wrote it
+	// read another clock.
+	startSkew = 5 * time.Second
+	// LedgerTimeout bounds the fleet and budget ledgers' reads and writes of one request,
+	// well inside the webhook's timeout: a start that cannot be recorded in time is refused
+	// (a holdfast error is a refusal), never let through unrecorded by a timed-out call.
+	LedgerTimeout = 2 * time.Second
 	// maxNamed is how many workloads in flight a message or a status names.
 	maxNamed = 5
 )
@@ -97,7 +105,7 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		}
 	}
 	for _, s := range starts {
-		if seen[s.Workload] || now.Sub(s.At) >= StartLapse {
+		if seen[s.Workload] || now.Sub(s.At) >= StartLapse+startSkew {
 			continue
 		}
 		ref, ok := parseRef(s.Workload)

@@ -113,10 +113,10 @@ func TestInFlight(t *testing.T) {
 	selected := []workload.Ref{ref("t1"), ref("t2"), ref("t3"), ref("t4"), ref("self")}
 	p := fleetPolicy(intstr.FromInt32(3))
 	starts := []Start{
-		{Workload: "Deployment t4/kube-apiserver", Template: b, At: now.Add(-time.Second)},   // not journaled yet: in flight
-		{Workload: "Deployment t2/kube-apiserver", Template: b, At: now.Add(-time.Second)},   // journaled, finished
-		{Workload: "Deployment t5/kube-apiserver", Template: x, At: now.Add(-time.Minute)},   // lapsed
-		{Workload: "Deployment self/kube-apiserver", Template: x, At: now.Add(-time.Second)}, // the requester
+		{Workload: "Deployment t4/kube-apiserver", Template: b, At: now.Add(-time.Second)},     // not journaled yet: in flight
+		{Workload: "Deployment t2/kube-apiserver", Template: b, At: now.Add(-time.Second)},     // journaled, finished
+		{Workload: "Deployment t5/kube-apiserver", Template: x, At: now.Add(-3 * time.Minute)}, // lapsed
+		{Workload: "Deployment self/kube-apiserver", Template: x, At: now.Add(-time.Second)},   // the requester
 	}
 	got := InFlight(&p, selected, store, starts, "Deployment self/kube-apiserver", now)
 	want := []string{"Deployment t1/kube-apiserver", "Deployment t3/kube-apiserver (stalled)", "Deployment t4/kube-apiserver"}
@@ -191,5 +191,27 @@ func TestSharedBudgetInFlight(t *testing.T) {
 	in.Now = now.Add(time.Minute)
 	if d := decide(t, in); len(d.Violations) != 0 {
 		t.Errorf("a lapsed eviction still holds the rollout: %v", d.Violations)
+	}
+}
+
+// TestResumeIsAStartForTheFleet: pausing a workload that rolls out takes it out of the
+// count; its resume restarts the rollout, so the limit and the shared budget hold it.
+func TestResumeIsAStartForTheFleet(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	paused := rolling
+	paused.Held = true
+	p := fleetPolicy(intstr.FromInt32(1))
+	in := Input{Operation: admissionv1.Update, Old: wl(v1alpha1.KindDeployment, 3, B, paused), New: wl(v1alpha1.KindDeployment, 3, B, rolling), Now: now,
+		History: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), rev(2, B, time.Minute, 1)}, LastActivity: now},
+		User:    authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p},
+		Fleets: map[string]Fleet{p.Name: {Selected: 9, InFlight: []string{"Deployment t1/kube-apiserver"}}}}
+	d := decide(t, in)
+	if !d.Starts || d.Action() != decision.Deny || d.Violations[0].Rule != RuleConcurrency {
+		t.Errorf("a resume with the fleet's one slot taken: starts=%t %v", d.Starts, d.Violations)
+	}
+	in.Fleets[p.Name] = Fleet{Selected: 9}
+	if d := decide(t, in); !d.Starts || d.Action() == decision.Deny {
+		t.Errorf("a resume with a slot free: starts=%t %v", d.Starts, d.Violations)
 	}
 }

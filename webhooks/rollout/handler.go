@@ -134,6 +134,16 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		decide = Decide
 	}
 	limited := h.limitedPolicies(in)
+	if len(limited) == 0 {
+		d, err := decide(*in)
+		if err != nil {
+			// A template read as JSON is decoded in full only when a rule reads it.
+			return Decision{}, badRequest("%s: %v", in.New, err)
+		}
+		return d, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, LedgerTimeout)
+	defer cancel()
 	for range startAttempts {
 		ledgers, err := h.readFleets(ctx, in, limited)
 		if err != nil {
@@ -150,6 +160,12 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		target, _ := in.New.Template.Sum()
 		start := Start{Workload: in.New.Ref.String(), Template: target, At: in.Now, By: h.Identity}
 		if err = h.recordStart(ctx, limited, ledgers, start); err == nil {
+			h.Metrics.fleetStart(limited, "admitted")
+			return d, nil
+		}
+		if in.Operation == admissionv1.Create && (ctx.Err() != nil || !apierrors.IsConflict(err)) {
+			// A CREATE is never refused by a fleet limit: unrecorded, it counts once its
+			// journal shows it.
 			h.Metrics.fleetStart(limited, "admitted")
 			return d, nil
 		}

@@ -243,6 +243,21 @@ func (p *mpod) ready(w *mworld) bool {
 	return !p.readyAt.IsZero() && !w.now.Before(p.readyAt) && !(p.slot >= 0 && w.kind == v1alpha1.KindDaemonSet && w.notReady[p.slot])
 }
 
+// nodeMonitorGracePeriod is how long kube's node controller waits without a heartbeat
+// before it marks a node NotReady (and its pods not Ready).
+const nodeMonitorGracePeriod = 40 * time.Second
+
+// heartbeating is a node whose kubelet reported a pod Ready within the grace period: it is
+// alive, and kube does not mark it NotReady now.
+func (w *mworld) heartbeating(node int) bool {
+	for _, p := range w.pods {
+		if p.slot == node && !p.readyAt.IsZero() && !w.now.Before(p.readyAt) && w.now.Sub(p.readyAt) < nodeMonitorGracePeriod {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *mworld) newPod(t tmpl, slot int) *mpod {
 	p := &mpod{t: t, slot: slot, created: w.now}
 	if !w.broken[t.tag] && !(w.kind == v1alpha1.KindDaemonSet && w.notReady[slot]) {
@@ -927,6 +942,9 @@ func (w *mworld) step(op mop) {
 	case "notReady":
 		if w.kind == v1alpha1.KindDaemonSet {
 			n := op.N % w.nodes
+			if !w.notReady[n] && w.heartbeating(n) {
+				break
+			}
 			w.notReady[n] = !w.notReady[n]
 			if !w.notReady[n] {
 				for _, p := range w.pods {

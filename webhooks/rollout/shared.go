@@ -105,7 +105,9 @@ func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input) error {
 		}
 		b := EvictionBudget{Policy: dp}
 		if h.LedgerReader != nil {
-			l, err := ledger.Read[ledger.Eviction](ctx, h.LedgerReader, ledger.EvictionsKey(h.Namespace, in.Old.UID), ledger.EvictionsAnnotation)
+			lctx, cancel := context.WithTimeout(ctx, LedgerTimeout)
+			l, err := ledger.Read[ledger.Eviction](lctx, h.LedgerReader, ledger.EvictionsKey(h.Namespace, in.Old.UID), ledger.EvictionsAnnotation)
+			cancel()
 			if err != nil {
 				return fmt.Errorf("%w; retry", err)
 			}

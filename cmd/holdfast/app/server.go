@@ -37,6 +37,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/controller"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/journal"
@@ -95,6 +96,9 @@ type Options struct {
 	LedgerSweepEvery time.Duration
 	// Webhooks configure the scoped webhook configuration the leader keeps.
 	Webhooks WebhookOptions
+	// AuditEvery is how often the background audit evaluates the selected workloads beside
+	// policy changes; 0 means 5 minutes.
+	AuditEvery time.Duration
 }
 
 // WebhookOptions say how the leader derives holdfast's scoped webhook configuration.
@@ -246,7 +250,11 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 // their own over the same cache (SharedCache), so that losing the lease stops them and not
 // the webhooks.
 func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
-	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher, Journals: s.Journals}).SetupWithManager(mgr); err != nil {
+	audit := func(p *v1alpha1.RolloutPolicy, obj client.Object, nsLabels map[string]string, now time.Time) (decision.Violations, error) {
+		return rollout.Audit(p, obj, nsLabels, s.Matcher, now)
+	}
+	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher, Journals: s.Journals,
+		Audit: audit, AuditEvery: o.AuditEvery, Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
 	}
 
