@@ -412,6 +412,11 @@ func (in *RolloutPolicySpec) DeepCopy() *RolloutPolicySpec {
 func (in *RolloutPolicyStatus) DeepCopyInto(out *RolloutPolicyStatus) {
 	*out = *in
 	in.WindowStatus.DeepCopyInto(&out.WindowStatus)
+	if in.Violations != nil {
+		in, out := &in.Violations, &out.Violations
+		*out = new(int32)
+		**out = **in
+	}
 	if in.InFlight != nil {
 		in, out := &in.InFlight, &out.InFlight
 		*out = new(int32)
