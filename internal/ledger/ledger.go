@@ -53,11 +53,21 @@ func Read[R any](ctx context.Context, r client.Reader, key client.ObjectKey, ann
 	return l, nil
 }
 
+// Annotation is another annotation of the ledger's Lease, as read.
+func (l *Ledger[R]) Annotation(key string) string {
+	return l.lease.Annotations[key]
+}
+
 // Write replaces the records, as by (a replica) at at; owners are set when it creates the
 // Lease. A conflict means another replica wrote first, AlreadyExists that one created it
 // first, and NotFound that it was deleted since it was read: the caller decides again on a
 // fresh read.
 func (l *Ledger[R]) Write(ctx context.Context, c client.Client, records []R, by string, at time.Time, owners ...metav1.OwnerReference) error {
+	return l.WriteWith(ctx, c, records, nil, by, at, owners...)
+}
+
+// WriteWith is Write that also sets other annotations of the Lease, in the same write.
+func (l *Ledger[R]) WriteWith(ctx context.Context, c client.Client, records []R, annotations map[string]string, by string, at time.Time, owners ...metav1.OwnerReference) error {
 	raw, err := json.Marshal(records)
 	if err != nil {
 		return err
@@ -67,6 +77,9 @@ func (l *Ledger[R]) Write(ctx context.Context, c client.Client, records []R, by 
 		lease.Annotations = map[string]string{}
 	}
 	lease.Annotations[l.annotation] = string(raw)
+	for k, v := range annotations {
+		lease.Annotations[k] = v
+	}
 	now := metav1.NewMicroTime(at)
 	lease.Spec.HolderIdentity = &by
 	lease.Spec.RenewTime = &now
@@ -109,4 +122,35 @@ const EvictionsPrefix = "holdfast-evictions-"
 // EvictionsKey is the ledger of the group of the workload with this UID.
 func EvictionsKey(namespace string, group types.UID) client.ObjectKey {
 	return client.ObjectKey{Namespace: namespace, Name: EvictionsPrefix + string(group)}
+}
+
+// RolloutStartAnnotation holds, on a group's ledger, the last start of the workload's
+// rollout admitted under a RolloutPolicy that shares DisruptionPolicies' budgets: the
+// rollout guard writes it into the same Lease the eviction guard writes, so that a drain
+// and a rollout admitted at once by two replicas conflict, and the second decides again.
+const RolloutStartAnnotation = "holdfast.dev/rollout-start"
+
+// StartLapse is how long an admitted start of a rollout counts without its revision
+// journal showing it: long enough to cover a leader failover, during which journals do not
+// follow; a start the API server refused after holdfast admitted it frees what it held then.
+const StartLapse = 2 * time.Minute
+
+// RolloutStart is a start of a workload's rollout that shares budgets.
+type RolloutStart struct {
+	Template      string    `json:"template"`
+	At            time.Time `json:"at"`
+	By            string    `json:"by,omitempty"`
+	RolloutPolicy string    `json:"rolloutPolicy"`
+	// Budgets are the DisruptionPolicies whose budgets it shares.
+	Budgets []string `json:"budgets"`
+}
+
+// ReadRolloutStart decodes a group ledger's rollout start; ok is false when there is none
+// or it does not decode.
+func ReadRolloutStart(raw string) (RolloutStart, bool) {
+	var s RolloutStart
+	if raw == "" || json.Unmarshal([]byte(raw), &s) != nil {
+		return RolloutStart{}, false
+	}
+	return s, true
 }

@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+	hfledger "github.com/holdfast-dev/holdfast/internal/ledger"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -355,5 +358,26 @@ func TestSharedRolloutDefersEvictions(t *testing.T) {
 	notReady.Pod.Ready = false
 	if d := Decide(notReady); d.Action() == decision.Deny {
 		t.Errorf("a pod that is not Ready serves nothing: %v", d.Violations)
+	}
+}
+
+// TestSharedStartHoldsBeforeTheJournal: a start the rollout guard recorded in the group's
+// ledger holds the group's evictions until the journal shows it, or it lapses.
+func TestSharedStartHoldsBeforeTheJournal(t *testing.T) {
+	h := &Handler{Journals: &journal.Store{}}
+	agents := dp(nil)
+	raw, _ := json.Marshal(hfledger.RolloutStart{Template: strings.Repeat("a", 64), At: now.Add(-time.Second), RolloutPolicy: "agents-rollouts", Budgets: []string{agents.Name}})
+	in := Input{Group: group("DaemonSet", 3), Now: now, Identity: "self", Policies: []v1alpha1.DisruptionPolicy{agents},
+		PodLabels: map[string]string{"app": "agent"}}
+	in.Pod = in.Group.Pods[0]
+	h.sharedStart(&in, string(raw))
+	if d := Decide(in); d.Action() != decision.Deny || d.Violations[0].Rule != RuleSharedBudget {
+		t.Fatalf("an eviction just after a recorded start: %v", d.Violations)
+	}
+	lapsed := in
+	lapsed.Rollout, lapsed.Now = nil, now.Add(hfledger.StartLapse+MaxClockSkew)
+	h.sharedStart(&lapsed, string(raw))
+	if lapsed.Rollout != nil {
+		t.Errorf("a lapsed start still holds: %+v", lapsed.Rollout)
 	}
 }

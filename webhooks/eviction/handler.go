@@ -27,6 +27,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	hfledger "github.com/holdfast-dev/holdfast/internal/ledger"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -183,6 +184,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 				return h.ledgerFailed(finish, err)
 			}
 			in.Records = l.Records
+			h.sharedStart(&in, l.Annotation(hfledger.RolloutStartAnnotation))
 		}
 		in.Now = h.Clock.Now()
 		d := decideWith(h.decide, in)

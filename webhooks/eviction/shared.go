@@ -10,6 +10,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	hfledger "github.com/holdfast-dev/holdfast/internal/ledger"
 )
 
 // RuleSharedBudget reports an eviction deferred while the group's workload rolls out under
@@ -77,4 +78,22 @@ func (h *Handler) readSharedRollout(ctx context.Context, in *Input) error {
 		in.Rollout.StallIn = min(in.Rollout.StallIn, stallIn)
 	}
 	return nil
+}
+
+// sharedStart holds the group's evictions for a start of its workload's rollout that the
+// rollout guard recorded in the group's ledger (raw) and the journal does not show yet:
+// the window between a start admitted by one replica and the leader's journal.
+func (h *Handler) sharedStart(in *Input, raw string) {
+	if in.Rollout != nil || in.Group == nil {
+		return
+	}
+	s, ok := hfledger.ReadRolloutStart(raw)
+	age := in.Now.Sub(s.At)
+	if !ok || age >= hfledger.StartLapse+MaxClockSkew {
+		return
+	}
+	if cur := h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name).Current(); cur != nil && cur.Template == s.Template {
+		return // the journal shows it: readSharedRollout decided
+	}
+	in.Rollout = &SharedRollout{RolloutPolicy: s.RolloutPolicy, Budgets: s.Budgets, Since: s.At, StallIn: hfledger.StartLapse + MaxClockSkew - age}
 }

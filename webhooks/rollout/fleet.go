@@ -30,10 +30,8 @@ const RuleConcurrency = "concurrency"
 // only one slot is left for, before the leader has journaled either.
 const (
 	startsAnnotation = "holdfast.dev/starts"
-	// StartLapse is how long an admitted start counts without its journal showing it: a
-	// start the API server refused after holdfast admitted it frees its slot then. Long
-	// enough to cover a leader failover, during which journals do not follow.
-	StartLapse = 2 * time.Minute
+	// StartLapse is how long an admitted start counts without its journal showing it.
+	StartLapse = ledger.StartLapse
 	// startSkew is how much older than it looks a start may be: the replica that wrote it
 	// read another clock.
 	startSkew = 5 * time.Second

@@ -102,9 +102,6 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		if err := h.readRevisions(ctx, &in); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		if err := h.readEvictionBudgets(ctx, &in); err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
-		}
 	}
 
 	d, err := h.decideAndRecord(ctx, &in, isDryRun(req))
@@ -133,8 +130,8 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 	if decide == nil {
 		decide = Decide
 	}
-	limited := h.limitedPolicies(in)
-	if len(limited) == 0 {
+	limited, shared := h.limitedPolicies(in), sharedPolicies(in)
+	if len(limited) == 0 && len(shared) == 0 {
 		d, err := decide(*in)
 		if err != nil {
 			// A template read as JSON is decoded in full only when a rule reads it.
@@ -149,17 +146,24 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		if err != nil {
 			return Decision{}, err
 		}
+		group, err := h.readEvictionBudgets(ctx, in, shared)
+		if err != nil {
+			return Decision{}, err
+		}
 		d, err := decide(*in)
 		if err != nil {
 			// A template read as JSON is decoded in full only when a rule reads it.
 			return Decision{}, badRequest("%s: %v", in.New, err)
 		}
-		if d.Action() == decision.Deny || dryRun || !d.Starts || len(ledgers) == 0 {
+		if d.Action() == decision.Deny || dryRun || !d.Starts || (len(ledgers) == 0 && group == nil) {
 			return d, nil
 		}
 		target, _ := in.New.Template.Sum()
 		start := Start{Workload: in.New.Ref.String(), Template: target, At: in.Now, By: h.Identity}
 		if err = h.recordStart(ctx, limited, ledgers, start); err == nil {
+			err = h.recordBudgetStart(ctx, in, group, start)
+		}
+		if err == nil {
 			h.Metrics.fleetStart(limited, "admitted")
 			return d, nil
 		}
@@ -170,11 +174,11 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 			return d, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsNotFound(err) {
-			return Decision{}, fmt.Errorf("recording the start of %s in a fleet ledger: %w; retry", in.New, err)
+			return Decision{}, fmt.Errorf("recording the start of %s in a fleet or budget ledger: %w; retry", in.New, err)
 		}
 		in.Now = h.Clock.Now()
 	}
-	return Decision{}, fmt.Errorf("the fleet ledgers of %s are contended; retry", in.New)
+	return Decision{}, fmt.Errorf("the fleet and budget ledgers of %s are contended; retry", in.New)
 }
 
 // limitedPolicies are the policies with a fleet limit that select the workload, when the

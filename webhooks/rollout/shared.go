@@ -2,7 +2,9 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,50 +72,88 @@ func checkSharedBudget(in Input, p *v1alpha1.RolloutPolicy) []finding {
 	return []finding{{rule: RuleSharedBudget, field: templatePath, message: fmt.Sprintf("%s; retry in %s", msg, round(max(wait, time.Second)))}}
 }
 
-// readEvictionBudgets fills in.Evictions for the policies with a sharedBudget that select
-// the workload, on an UPDATE that may start a rollout: the DisruptionPolicy from the cache,
-// and the group's ledger from the API server.
-func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input) error {
+// sharedPolicies are the policies with a sharedBudget that select the workload, on an
+// UPDATE that may start a rollout.
+func sharedPolicies(in *Input) []*v1alpha1.RolloutPolicy {
 	if in.Old == nil || !MayStart(*in) {
 		return nil
 	}
+	var out []*v1alpha1.RolloutPolicy
 	for i := range in.Policies {
 		p := &in.Policies[i]
-		sb := p.Spec.Rules.SharedBudget
-		if sb == nil || p.Spec.Suspend {
+		if p.Spec.Rules.SharedBudget == nil || p.Spec.Suspend {
 			continue
 		}
-		if selectsNew, selectedOld, err := selection(p, *in); err != nil || (!selectsNew && !selectedOld) {
-			continue
+		if selectsNew, selectedOld, err := selection(p, *in); err == nil && (selectsNew || selectedOld) {
+			out = append(out, p)
 		}
-		if in.Evictions == nil {
-			in.Evictions = map[string]EvictionBudget{}
-		}
+	}
+	return out
+}
+
+// readEvictionBudgets fills in.Evictions for the shared policies: each one's
+// DisruptionPolicy from the cache, and the workload's group ledger from the API server,
+// which it returns (nil when nothing is shared) to record the start in.
+func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input, shared []*v1alpha1.RolloutPolicy) (*ledger.Ledger[ledger.Eviction], error) {
+	if len(shared) == 0 {
+		return nil, nil
+	}
+	in.Evictions = map[string]EvictionBudget{}
+	var group *ledger.Ledger[ledger.Eviction]
+	for _, p := range shared {
+		name := p.Spec.Rules.SharedBudget.DisruptionPolicy
 		dp := &v1alpha1.DisruptionPolicy{}
-		if err := cache.Get(ctx, h.Reader, client.ObjectKey{Name: sb.DisruptionPolicy}, dp); err != nil {
+		if err := cache.Get(ctx, h.Reader, client.ObjectKey{Name: name}, dp); err != nil {
 			if client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("reading DisruptionPolicy %s: %w", sb.DisruptionPolicy, err)
+				return nil, fmt.Errorf("reading DisruptionPolicy %s: %w", name, err)
 			}
-			continue // none: nothing is shared (its status says so)
+			continue // none: nothing is shared
 		}
 		spec, err := in.Old.Template.Spec()
 		if err != nil {
-			return fmt.Errorf("oldObject: %w", err)
+			return nil, fmt.Errorf("oldObject: %w", err)
 		}
 		if ok, err := h.Matcher.SelectsPods(dp.Spec.Targets, in.NamespaceLabels, spec.Labels); err != nil || !ok || dp.Spec.Suspend {
 			continue
 		}
 		b := EvictionBudget{Policy: dp}
 		if h.LedgerReader != nil {
-			lctx, cancel := context.WithTimeout(ctx, LedgerTimeout)
-			l, err := ledger.Read[ledger.Eviction](lctx, h.LedgerReader, ledger.EvictionsKey(h.Namespace, in.Old.UID), ledger.EvictionsAnnotation)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("%w; retry", err)
+			if group == nil {
+				if group, err = ledger.Read[ledger.Eviction](ctx, h.LedgerReader, ledger.EvictionsKey(h.Namespace, in.Old.UID), ledger.EvictionsAnnotation); err != nil {
+					return nil, fmt.Errorf("%w; retry", err)
+				}
 			}
-			b.Records = l.Records
+			b.Records = group.Records
 		}
 		in.Evictions[p.Name] = b
 	}
-	return nil
+	return group, nil
+}
+
+// recordBudgetStart writes the start into the workload's group ledger, which the eviction
+// guard writes too: an eviction admitted meanwhile makes this write conflict (and the start
+// is decided again), and an eviction decided after it sees the start.
+func (h *Handler) recordBudgetStart(ctx context.Context, in *Input, group *ledger.Ledger[ledger.Eviction], s Start) error {
+	if group == nil {
+		return nil
+	}
+	rs := ledger.RolloutStart{Template: s.Template, At: s.At, By: s.By}
+	for name, b := range in.Evictions {
+		if b.Policy == nil {
+			continue
+		}
+		if rs.RolloutPolicy == "" || name < rs.RolloutPolicy {
+			rs.RolloutPolicy = name
+		}
+		rs.Budgets = append(rs.Budgets, b.Policy.Name)
+	}
+	if len(rs.Budgets) == 0 {
+		return nil
+	}
+	slices.Sort(rs.Budgets)
+	raw, err := json.Marshal(rs)
+	if err != nil {
+		return err
+	}
+	return group.WriteWith(ctx, h.LedgerWriter, group.Records, map[string]string{ledger.RolloutStartAnnotation: string(raw)}, h.Identity, s.At)
 }
