@@ -96,7 +96,10 @@ func (b *bench) compare(ctx context.Context, o options) error {
 		if err != nil {
 			return false, err
 		}
-		if err := b.c.Update(ctx, deployments["noop"].DeepCopy(), client.DryRunAll); err != nil {
+		// A change of the spec: the entry's match condition sends no other update.
+		probe := deployments["noop"].DeepCopy()
+		probe.Spec.Template.Annotations["bench.holdfast.dev/probe"] = time.Now().String()
+		if err := b.c.Update(ctx, probe, client.DryRunAll); err != nil {
 			return false, err
 		}
 		after, err := b.apiserverMetric(ctx, `apiserver_admission_webhook_request_total{`, `name="`+noopEntry+`"`)
