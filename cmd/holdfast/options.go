@@ -15,6 +15,7 @@ type options struct {
 	webhookPort            int
 	metricsAddr            string
 	probeAddr              string
+	pprofAddr              string
 	namespace              string
 	leaderElect            bool
 	leaderElectionID       string
@@ -42,6 +43,7 @@ func defaultOptions() *options {
 		webhookPort:            9443,
 		metricsAddr:            ":8080",
 		probeAddr:              ":8081",
+		pprofAddr:              "0",
 		namespace:              "holdfast-system",
 		leaderElect:            true,
 		leaderElectionID:       "holdfast.holdfast.dev",
@@ -67,6 +69,7 @@ func (o *options) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&o.webhookPort, "webhook-port", o.webhookPort, "Port of the webhook server (TLS 1.3, HTTP/1.1).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Address of the Prometheus metrics endpoint; \"0\" turns it off.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr, "Address of the /healthz and /readyz endpoints.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", o.pprofAddr, "Address of Go's /debug/pprof endpoints, for profiling; \"0\" (the default) turns them off.")
 	fs.StringVar(&o.namespace, "namespace", o.namespace, "Namespace holdfast runs in: its leader-election lease lives there, and its webhooks never guard it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Elect one leader among replicas for the controllers; webhooks are served by every replica.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", o.leaderElectionID, "Name of the leader-election lease.")

@@ -65,6 +65,7 @@ func run(_ context.Context, o *options) error {
 		Cache:                   app.CacheOptions(o.namespace),
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		WebhookServer:           app.WebhookServer(ctx, o.webhookHost, o.webhookPort, o.certDir),
 		GracefulShutdownTimeout: &o.gracefulShutdownPeriod,
 	})

@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -82,6 +83,8 @@ type bench struct {
 	cmd     *exec.Cmd
 	ca      []byte
 	webhook string // https://127.0.0.1:port
+	// pprofPort serves the replica's /debug/pprof.
+	pprofPort int
 }
 
 func run(ctx context.Context, o options) error {
@@ -141,12 +144,12 @@ func start(ctx context.Context, env *envtest.Environment, cfg *rest.Config, bina
 	if err := harness.EnsureNamespace(ctx, c, holdfastNamespace); err != nil {
 		return nil, err
 	}
-	ports, err := harness.FreePorts(3)
+	ports, err := harness.FreePorts(4)
 	if err != nil {
 		return nil, err
 	}
 	p := harness.Process{Binary: binary, Kubeconfig: kubeconfigPath, CertDir: certDir, Namespace: holdfastNamespace,
-		WebhookPort: ports[0], MetricsPort: ports[1], ProbePort: ports[2], FailurePolicy: admissionregistrationv1.Fail, ExtraArgs: []string{"--log-format=json", "--leader-elect=false"}}
+		WebhookPort: ports[0], MetricsPort: ports[1], ProbePort: ports[2], FailurePolicy: admissionregistrationv1.Fail, ExtraArgs: []string{"--log-format=json", "--leader-elect=false", "--pprof-bind-address=127.0.0.1:" + strconv.Itoa(ports[3])}}
 	logFile, err := os.Create(filepath.Join(dir, "holdfast.log"))
 	if err != nil {
 		return nil, err
@@ -156,7 +159,7 @@ func start(ctx context.Context, env *envtest.Environment, cfg *rest.Config, bina
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	b := &bench{c: c, cfg: cfg, proc: p, cmd: cmd, ca: ca, webhook: fmt.Sprintf("https://127.0.0.1:%d", p.WebhookPort)}
+	b := &bench{c: c, cfg: cfg, proc: p, cmd: cmd, ca: ca, webhook: fmt.Sprintf("https://127.0.0.1:%d", p.WebhookPort), pprofPort: ports[3]}
 	if err := p.WaitReady(ctx, time.Minute); err != nil {
 		b.stop()
 		return nil, fmt.Errorf("%w; log: %s", err, logFile.Name())

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -86,6 +88,9 @@ func (b *bench) memory(ctx context.Context, o options) error {
 		report(prefix+"-heap-inuse", heap, "MiB")
 		report(prefix+"-review-p99", percentile(sorted(lat), 0.99), "ms")
 		xs, ys, hs = append(xs, float64(st.pods)), append(ys, mib), append(hs, heap)
+		if err := b.saveHeapProfile(fmt.Sprintf("_output/bench/heap-%dpods.pb.gz", st.pods)); err != nil {
+			return err
+		}
 	}
 	slope, base := fit(xs, ys)
 	report("scale-bytes-per-pod", slope*1024*1024, "bytes")
@@ -224,4 +229,25 @@ func (b *bench) heapInUse() (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no go_memstats_heap_inuse_bytes in the replica's metrics")
+}
+
+// saveHeapProfile keeps the replica's heap profile (go tool pprof -top -sample_index=inuse_space
+// shows what holds the memory).
+func (b *bench) saveHeapProfile(path string) error {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", b.pprofPort))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	fmt.Fprintf(os.Stderr, "bench: heap profile in %s\n", path)
+	return err
 }
