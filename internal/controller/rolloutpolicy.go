@@ -176,6 +176,7 @@ func (r *RolloutPolicyStatus) audit(ctx context.Context, p *v1alpha1.RolloutPoli
 		kinds = workload.Kinds()
 	}
 	var n int32
+	reports := map[string]*policyReport{}
 	for _, k := range kinds {
 		list, _ := workload.NewList(k)
 		if err := cache.List(ctx, r.Client, list); err != nil {
@@ -198,6 +199,12 @@ func (r *RolloutPolicyStatus) audit(ctx context.Context, p *v1alpha1.RolloutPoli
 				ctrl.LoggerFrom(ctx).Error(err, "Auditing a workload", "policy", p.Name)
 				continue
 			}
+			rep := reports[obj.GetNamespace()]
+			if rep == nil {
+				rep = &policyReport{}
+				reports[obj.GetNamespace()] = rep
+			}
+			rep.add(k, obj, found, now)
 			if len(found) == 0 {
 				continue
 			}
@@ -207,5 +214,5 @@ func (r *RolloutPolicyStatus) audit(ctx context.Context, p *v1alpha1.RolloutPoli
 			}
 		}
 	}
-	return n, nil
+	return n, r.writeReports(ctx, p, reports)
 }

@@ -4,14 +4,23 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/test/harness"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -50,5 +59,73 @@ func TestBackgroundAudit(t *testing.T) {
 			}
 		}
 		return false
+	})
+}
+
+// TestPolicyReports: with the wgpolicyk8s.io PolicyReport CRD installed, the audit writes
+// one report per policy and namespace: a fail result per rule a workload breaks, naming the
+// workload, and the summary; a second violating workload updates it.
+func TestPolicyReports(t *testing.T) {
+	ctx := context.Background()
+	raw, err := os.ReadFile(filepath.Join("testdata", "policyreport-crd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(restConfig, client.Options{Scheme: harness.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	eventually(t, "the PolicyReport CRD established", func() bool {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		if admin.Get(ctx, client.ObjectKeyFromObject(crd), got) != nil {
+			return false
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+	ns := createNamespace(t, nil)
+	p := utiltesting.MakeRolloutPolicy("report").Mode(v1alpha1.ModeAudit).
+		ArgMatchesReplicas("konnectivity-server", "--server-count").Obj()
+	applyPolicy(t, ns, p)
+	report := func() *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "wgpolicyk8s.io", Version: "v1alpha2", Kind: "PolicyReport"})
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "holdfast-" + p.Name}, u) != nil {
+			return nil
+		}
+		return u
+	}
+	if err := k8s.Create(ctx, konnectivity(ns, 3, "1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a PolicyReport with the violation", func() bool {
+		u := report()
+		if u == nil {
+			return false
+		}
+		results, _, _ := unstructured.NestedSlice(u.Object, "results")
+		fail, _, _ := unstructured.NestedInt64(u.Object, "summary", "fail")
+		return len(results) == 1 && fail == 1 && strings.Contains(fmt.Sprint(results[0]), "argsMatchReplicas") &&
+			strings.Contains(fmt.Sprint(results[0]), "kube-apiserver")
+	})
+	second := utiltesting.MakeDeployment(ns, "second").Replicas(2).Container("konnectivity-server", "--server-count=5").Obj()
+	if err := k8s.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the PolicyReport counts the second violating workload", func() bool {
+		u := report()
+		fail, _, _ := unstructured.NestedInt64(u.Object, "summary", "fail")
+		return u != nil && fail == 2
 	})
 }

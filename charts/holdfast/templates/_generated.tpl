@@ -97,6 +97,14 @@
   - list
   - update
   - watch
+- apiGroups:
+  - wgpolicyk8s.io
+  resources:
+  - policyreports
+  verbs:
+  - create
+  - get
+  - update
 {{- end }}
 {{- define "holdfast.generated.roleRules" -}}
 - apiGroups:
