@@ -171,48 +171,30 @@ func (r *RolloutPolicyStatus) audit(ctx context.Context, p *v1alpha1.RolloutPoli
 	if p.Spec.Suspend {
 		return 0, nil
 	}
-	kinds := p.Spec.Targets.Kinds
-	if len(kinds) == 0 {
-		kinds = workload.Kinds()
-	}
 	var n int32
 	reports := map[string]*policyReport{}
-	for _, k := range kinds {
-		list, _ := workload.NewList(k)
-		if err := cache.List(ctx, r.Client, list); err != nil {
-			return 0, err
-		}
-		objs, err := meta.ExtractList(list)
+	err := policy.EachSelected(ctx, r.Client, r.Matcher, p.Spec.Targets, nsLabels, func(k v1alpha1.WorkloadKind, obj client.Object) {
+		found, err := r.Audit(p, obj, nsLabels[obj.GetNamespace()], now)
 		if err != nil {
-			return 0, err
+			ctrl.LoggerFrom(ctx).Error(err, "Auditing a workload", "policy", p.Name)
+			return
 		}
-		for _, o := range objs {
-			obj, ok := o.(client.Object)
-			if !ok {
-				continue
-			}
-			if sel, err := r.Matcher.Selects(p.Spec.Targets, k, nsLabels[obj.GetNamespace()], obj.GetLabels()); err != nil || !sel {
-				continue
-			}
-			found, err := r.Audit(p, obj, nsLabels[obj.GetNamespace()], now)
-			if err != nil {
-				ctrl.LoggerFrom(ctx).Error(err, "Auditing a workload", "policy", p.Name)
-				continue
-			}
-			rep := reports[obj.GetNamespace()]
-			if rep == nil {
-				rep = &policyReport{}
-				reports[obj.GetNamespace()] = rep
-			}
-			rep.add(k, obj, found, now)
-			if len(found) == 0 {
-				continue
-			}
-			n++
-			if p.Spec.Mode == v1alpha1.ModeAudit || p.Spec.Mode == v1alpha1.ModeWarn {
-				r.Events.Warn(obj, "audit/"+p.Name, now, "PolicyViolation", strings.Join(found.Messages(decision.Deny), "; "))
-			}
+		rep := reports[obj.GetNamespace()]
+		if rep == nil {
+			rep = &policyReport{}
+			reports[obj.GetNamespace()] = rep
 		}
+		rep.add(k, obj, found, now)
+		if len(found) == 0 {
+			return
+		}
+		n++
+		if p.Spec.Mode == v1alpha1.ModeAudit || p.Spec.Mode == v1alpha1.ModeWarn {
+			r.Events.Warn(obj, "audit/"+p.Name, now, "PolicyViolation", strings.Join(found.Messages(decision.Deny), "; "))
+		}
+	})
+	if err != nil {
+		return 0, err
 	}
 	return n, r.writeReports(ctx, p, reports)
 }

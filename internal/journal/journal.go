@@ -95,6 +95,16 @@ func (j *Journal) Current() *Revision {
 	return &j.Revisions[len(j.Revisions)-1]
 }
 
+// Rolling is the current revision while its rollout is unfinished on a workload neither
+// held nor deleted (one that takes pods down now), nil otherwise or without a journal.
+func (j *Journal) Rolling() *Revision {
+	cur := j.Current()
+	if cur == nil || cur.Finished != nil || j.Held || j.Deleted != nil {
+		return nil
+	}
+	return cur
+}
+
 // Name is the name of a workload's journal ConfigMap: the kind and a hash of the
 // namespace and name, so that any workload's journal has a valid, short name.
 func Name(kind v1alpha1.WorkloadKind, namespace, name string) string {

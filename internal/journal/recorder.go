@@ -356,9 +356,8 @@ const StalledMark = " (stalled)"
 func (s *Store) Unfinished(refs []workload.Ref, stallAfter time.Duration, now time.Time) []string {
 	var out []string
 	for _, w := range refs {
-		j := s.Get(w.Kind, w.Namespace, w.Name)
-		cur := j.Current()
-		if cur == nil || cur.Finished != nil || j.Deleted != nil || j.Held {
+		cur := s.Get(w.Kind, w.Namespace, w.Name).Rolling()
+		if cur == nil {
 			continue
 		}
 		name := w.String()

@@ -116,6 +116,11 @@ const EvictionsAnnotation = "holdfast.dev/evictions"
 // admitted; such a record lapses instead of holding the group.
 const EvictionLapse = 30 * time.Second
 
+// MaxClockSkew is how far apart the clocks of holdfast's replicas (and of the nodes that
+// stamp readiness) may be: a record another replica wrote may be that much older than it
+// looks on this one's clock.
+const MaxClockSkew = 5 * time.Second
+
 // EvictionsPrefix starts the names of the groups' ledgers.
 const EvictionsPrefix = "holdfast-evictions-"
 

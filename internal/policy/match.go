@@ -193,29 +193,38 @@ func wrap(field string, err error) error {
 // SelectedWorkloads lists, from the cache, the workloads of the kinds the targets name
 // that they select; nsLabels are every namespace's labels (AllNamespaceLabels).
 func SelectedWorkloads(ctx context.Context, r client.Reader, m *Matcher, t v1alpha1.WorkloadTargets, nsLabels map[string]map[string]string) ([]workload.Ref, error) {
+	var out []workload.Ref
+	err := EachSelected(ctx, r, m, t, nsLabels, func(k v1alpha1.WorkloadKind, o client.Object) {
+		out = append(out, workload.Ref{Kind: k, Namespace: o.GetNamespace(), Name: o.GetName(), UID: o.GetUID()})
+	})
+	return out, err
+}
+
+// EachSelected calls f with each workload, from the cache and not copied (read it, never
+// write it), of the kinds the targets name that they select.
+func EachSelected(ctx context.Context, r client.Reader, m *Matcher, t v1alpha1.WorkloadTargets, nsLabels map[string]map[string]string, f func(v1alpha1.WorkloadKind, client.Object)) error {
 	kinds := t.Kinds
 	if len(kinds) == 0 {
 		kinds = workload.Kinds()
 	}
-	var out []workload.Ref
 	for _, k := range kinds {
 		list, _ := workload.NewList(k)
 		if err := cache.List(ctx, r, list); err != nil {
-			return nil, err
+			return err
 		}
 		objs, err := meta.ExtractList(list)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, obj := range objs {
-			o, err := meta.Accessor(obj)
-			if err != nil {
+			o, ok := obj.(client.Object)
+			if !ok {
 				continue
 			}
-			if ok, err := m.Selects(t, k, nsLabels[o.GetNamespace()], o.GetLabels()); err == nil && ok {
-				out = append(out, workload.Ref{Kind: k, Namespace: o.GetNamespace(), Name: o.GetName(), UID: o.GetUID()})
+			if sel, err := m.Selects(t, k, nsLabels[o.GetNamespace()], o.GetLabels()); err == nil && sel {
+				f(k, o)
 			}
 		}
 	}
-	return out, nil
+	return nil
 }

@@ -45,7 +45,7 @@ const RecordLapse = hfledger.EvictionLapse
 // MaxClockSkew older than it looks: it lapses that much later and holds the cooldown that
 // much longer. A pod counts as settled once it has been Ready for minReadySeconds plus
 // MaxClockSkew. Clocks that differ by more can admit an eviction up to the difference early.
-const MaxClockSkew = 5 * time.Second
+const MaxClockSkew = hfledger.MaxClockSkew
 
 // Record is one eviction holdfast admitted in a group.
 type Record = hfledger.Eviction

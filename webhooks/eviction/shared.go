@@ -49,9 +49,8 @@ func (h *Handler) readSharedRollout(ctx context.Context, in *Input) error {
 	if in.Group == nil || h.Journals == nil {
 		return nil
 	}
-	j := h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name)
-	cur := j.Current()
-	if cur == nil || cur.Finished != nil || j.Held || j.Deleted != nil {
+	cur := h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name).Rolling()
+	if cur == nil {
 		return nil
 	}
 	var rollouts v1alpha1.RolloutPolicyList

@@ -32,9 +32,6 @@ const (
 	startsAnnotation = "holdfast.dev/starts"
 	// StartLapse is how long an admitted start counts without its journal showing it.
 	StartLapse = ledger.StartLapse
-	// startSkew is how much older than it looks a start may be: the replica that wrote it
-	// read another clock.
-	startSkew = 5 * time.Second
 	// LedgerTimeout bounds the fleet and budget ledgers' reads and writes of one request,
 	// well inside the webhook's timeout: a start that cannot be recorded in time is refused
 	// (a holdfast error is a refusal), never let through unrecorded by a timed-out call.
@@ -103,7 +100,7 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		}
 	}
 	for _, s := range starts {
-		if seen[s.Workload] || now.Sub(s.At) >= StartLapse+startSkew {
+		if seen[s.Workload] || now.Sub(s.At) >= StartLapse+ledger.MaxClockSkew {
 			continue
 		}
 		ref, ok := parseRef(s.Workload)

@@ -187,10 +187,16 @@ func (h *Handler) limitedPolicies(in *Input) []*v1alpha1.RolloutPolicy {
 	if !MayStart(*in) {
 		return nil
 	}
+	return selecting(in, func(r *v1alpha1.RolloutRules) bool { return r.Concurrency != nil })
+}
+
+// selecting is the policies in force that select the workload (old or new) and have a
+// rule has says they have.
+func selecting(in *Input, has func(*v1alpha1.RolloutRules) bool) []*v1alpha1.RolloutPolicy {
 	var out []*v1alpha1.RolloutPolicy
 	for i := range in.Policies {
 		p := &in.Policies[i]
-		if p.Spec.Rules.Concurrency == nil || p.Spec.Suspend {
+		if !has(&p.Spec.Rules) || p.Spec.Suspend {
 			continue
 		}
 		if selectsNew, selectedOld, err := selection(p, *in); err == nil && (selectsNew || selectedOld) {

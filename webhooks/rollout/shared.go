@@ -19,10 +19,6 @@ import (
 // its rollouts share (rules.sharedBudget).
 const RuleSharedBudget = "sharedBudget"
 
-// evictionSkew is how much older than it looks an eviction record may be: the replica
-// that wrote it read another clock (eviction.MaxClockSkew).
-const evictionSkew = 5 * time.Second
-
 // EvictionBudget is what a policy's sharedBudget reads of the workload's evictions.
 type EvictionBudget struct {
 	// Policy is the DisruptionPolicy named, nil when it does not exist, is suspended or
@@ -43,7 +39,7 @@ func checkSharedBudget(in Input, p *v1alpha1.RolloutPolicy) []finding {
 	var inFlight int32
 	var last time.Time
 	for _, r := range b.Records {
-		if in.Now.Sub(r.At) < ledger.EvictionLapse+evictionSkew {
+		if in.Now.Sub(r.At) < ledger.EvictionLapse+ledger.MaxClockSkew {
 			inFlight++
 		}
 		if r.At.After(last) {
@@ -55,12 +51,12 @@ func checkSharedBudget(in Input, p *v1alpha1.RolloutPolicy) []finding {
 	var wait time.Duration
 	var msg string
 	if inFlight > 0 && inFlight >= budget {
-		wait = ledger.EvictionLapse + evictionSkew - in.Now.Sub(last)
+		wait = ledger.EvictionLapse + ledger.MaxClockSkew - in.Now.Sub(last)
 		msg = fmt.Sprintf("%s: %d of its pods' evictions under DisruptionPolicy %s are in flight, its whole budget of %d, which its rollouts share; "+
 			"a rollout now would take more pods down beside the drain", in.New, inFlight, b.Policy.Name, budget)
 	}
 	if spec.Cooldown != nil && !last.IsZero() {
-		if w := spec.Cooldown.Duration + evictionSkew - in.Now.Sub(last); w > wait {
+		if w := spec.Cooldown.Duration + ledger.MaxClockSkew - in.Now.Sub(last); w > wait {
 			wait = w
 			msg = fmt.Sprintf("%s had a pod evicted %s ago under DisruptionPolicy %s, whose cooldown of %s its rollouts share",
 				in.New, round(max(in.Now.Sub(last), 0)), b.Policy.Name, spec.Cooldown.Duration)
@@ -78,17 +74,7 @@ func sharedPolicies(in *Input) []*v1alpha1.RolloutPolicy {
 	if in.Old == nil || !MayStart(*in) {
 		return nil
 	}
-	var out []*v1alpha1.RolloutPolicy
-	for i := range in.Policies {
-		p := &in.Policies[i]
-		if p.Spec.Rules.SharedBudget == nil || p.Spec.Suspend {
-			continue
-		}
-		if selectsNew, selectedOld, err := selection(p, *in); err == nil && (selectsNew || selectedOld) {
-			out = append(out, p)
-		}
-	}
-	return out
+	return selecting(in, func(r *v1alpha1.RolloutRules) bool { return r.SharedBudget != nil })
 }
 
 // readEvictionBudgets fills in.Evictions for the shared policies: each one's
