@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/check"
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/simulate"
 	"github.com/holdfast-dev/holdfast/internal/version"
 )
 
@@ -41,6 +42,7 @@ evictions of the pods that RolloutPolicies and DisruptionPolicies select.`,
 	}
 	opts.bind(root.Flags())
 	root.AddCommand(check.NewCommand())
+	root.AddCommand(simulate.NewCommand())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the version of holdfast",

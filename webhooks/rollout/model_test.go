@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +33,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/kubemodel"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
@@ -81,12 +81,8 @@ var mopKinds = []string{"edit", "edit", "editOld", "pause", "resume", "onDelete"
 // tmpl is a pod template: an image tag and the --server-count flag.
 type tmpl struct{ tag, count int }
 
-type mpod struct {
-	t       tmpl
-	slot    int // the StatefulSet ordinal or DaemonSet node; -1 for a Deployment's
-	created time.Time
-	readyAt time.Time // zero: never Ready
-}
+// mpod is a pod of the modelled workload (the controllers are kubemodel's).
+type mpod = kubemodel.Pod[tmpl]
 
 // truth is what the simulated cluster says of the rollout, by image tag (a scale changes
 // --server-count, not the tag: I4): what holdfast must keep, computed without it.
@@ -183,7 +179,7 @@ func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
 	w.revisionFor(w.t)
 	// Start settled: every pod of tag 1 Ready, the journal recorded.
 	for i := range w.replicas {
-		w.pods = append(w.pods, &mpod{t: w.t, slot: w.slotFor(i), created: w.now, readyAt: w.now})
+		w.pods = append(w.pods, &mpod{Template: w.t, Slot: w.slotFor(i), Created: w.now, ReadyAt: w.now})
 	}
 	w.observed = w.generation
 	w.tr.finished = true
@@ -239,8 +235,8 @@ func (w *mworld) held() bool {
 	return w.onDelete
 }
 
-func (p *mpod) ready(w *mworld) bool {
-	return !p.readyAt.IsZero() && !w.now.Before(p.readyAt) && !(p.slot >= 0 && w.kind == v1alpha1.KindDaemonSet && w.notReady[p.slot])
+func (w *mworld) ready(p *mpod) bool {
+	return !p.ReadyAt.IsZero() && !w.now.Before(p.ReadyAt) && !(p.Slot >= 0 && w.kind == v1alpha1.KindDaemonSet && w.notReady[p.Slot])
 }
 
 // nodeMonitorGracePeriod is how long kube's node controller waits without a heartbeat
@@ -251,7 +247,7 @@ const nodeMonitorGracePeriod = 40 * time.Second
 // alive, and kube does not mark it NotReady now.
 func (w *mworld) heartbeating(node int) bool {
 	for _, p := range w.pods {
-		if p.slot == node && !p.readyAt.IsZero() && !w.now.Before(p.readyAt) && w.now.Sub(p.readyAt) < nodeMonitorGracePeriod {
+		if p.Slot == node && !p.ReadyAt.IsZero() && !w.now.Before(p.ReadyAt) && w.now.Sub(p.ReadyAt) < nodeMonitorGracePeriod {
 			return true
 		}
 	}
@@ -259,9 +255,9 @@ func (w *mworld) heartbeating(node int) bool {
 }
 
 func (w *mworld) newPod(t tmpl, slot int) *mpod {
-	p := &mpod{t: t, slot: slot, created: w.now}
+	p := &mpod{Template: t, Slot: slot, Created: w.now}
 	if !w.broken[t.tag] && !(w.kind == v1alpha1.KindDaemonSet && w.notReady[slot]) {
-		p.readyAt = w.now.Add(time.Duration(1+w.rng.IntN(4)) * time.Second)
+		p.ReadyAt = w.now.Add(time.Duration(1+w.rng.IntN(4)) * time.Second)
 	}
 	return p
 }
@@ -276,152 +272,39 @@ func (w *mworld) control() {
 	if !(w.kind == v1alpha1.KindDeployment && w.paused) {
 		w.revisionFor(w.t) // a paused Deployment creates no ReplicaSet for a new template
 	}
-	switch w.kind {
-	case v1alpha1.KindDeployment:
-		w.controlDeployment()
-	case v1alpha1.KindStatefulSet:
-		w.controlStatefulSet()
-	default:
-		w.controlDaemonSet()
-	}
+	k := w.kube()
+	k.Step()
+	w.pods = k.Pods
 	if !w.held() {
 		w.actedT = w.t
 	}
 	for _, p := range w.pods {
-		w.tr.acted = w.tr.acted || p.t.tag == w.tr.cur
+		w.tr.acted = w.tr.acted || p.Template.tag == w.tr.cur
 	}
 	w.observeTruth()
 }
 
+// kube is the workload as its controller reads it, over the model's pods.
+func (w *mworld) kube() *kubemodel.Workload[tmpl] {
+	nodes := make([]int, w.nodes)
+	for i := range nodes {
+		nodes[i] = i
+	}
+	return &kubemodel.Workload[tmpl]{Kind: w.kind, Template: w.t, Replicas: w.replicas, Nodes: nodes, Paused: w.paused, OnDelete: w.onDelete,
+		Partition: w.partition, MaxUnavailable: w.maxUnavail, MaxSurge: 1, Pods: w.pods,
+		Ready: w.ready, NewPod: w.newPod}
+}
+
 func (w *mworld) available() (all, cur int) {
 	for _, p := range w.pods {
-		if p.ready(w) {
+		if w.ready(p) {
 			all++
-			if p.t.tag == w.tr.cur {
+			if p.Template.tag == w.tr.cur {
 				cur++
 			}
 		}
 	}
 	return all, cur
-}
-
-func (w *mworld) remove(p *mpod) {
-	w.pods = slices.DeleteFunc(w.pods, func(q *mpod) bool { return q == p })
-}
-
-func (w *mworld) controlDeployment() {
-	if w.paused {
-		return
-	}
-	var fresh, old []*mpod
-	for _, p := range w.pods {
-		if p.t == w.t {
-			fresh = append(fresh, p)
-		} else {
-			old = append(old, p)
-		}
-	}
-	if len(fresh) < w.replicas && len(w.pods) < w.replicas+1 {
-		w.pods = append(w.pods, w.newPod(w.t, -1))
-		return
-	}
-	if len(fresh) > w.replicas {
-		w.remove(fresh[0])
-		return
-	}
-	if len(old) == 0 {
-		return
-	}
-	all, _ := w.available()
-	sort.SliceStable(old, func(i, j int) bool { return !old[i].ready(w) && old[j].ready(w) })
-	victim := old[0]
-	after := all
-	if victim.ready(w) {
-		after--
-	}
-	if after >= w.replicas-w.maxUnavail || !victim.ready(w) {
-		w.remove(victim)
-	}
-}
-
-func (w *mworld) bySlot() map[int]*mpod {
-	out := map[int]*mpod{}
-	for _, p := range w.pods {
-		out[p.slot] = p
-	}
-	return out
-}
-
-func (w *mworld) controlStatefulSet() {
-	slots := w.bySlot()
-	for i := range w.replicas {
-		if slots[i] == nil {
-			t := w.t
-			if i < w.partition || w.onDelete {
-				t = w.lastFull(i)
-			}
-			w.pods = append(w.pods, w.newPod(t, i))
-			return
-		}
-	}
-	for _, p := range slices.Clone(w.pods) {
-		if p.slot >= w.replicas {
-			w.remove(p)
-			return
-		}
-	}
-	if w.onDelete {
-		return
-	}
-	for _, p := range w.pods {
-		if !p.ready(w) {
-			return // one at a time, each Ready before the next
-		}
-	}
-	for i := w.replicas - 1; i >= w.partition; i-- {
-		if p := slots[i]; p.t != w.t {
-			w.remove(p)
-			w.pods = append(w.pods, w.newPod(w.t, i))
-			return
-		}
-	}
-}
-
-// lastFull is the template a recreated pod below the partition keeps: its old one.
-func (w *mworld) lastFull(slot int) tmpl {
-	for _, p := range w.pods {
-		if p.slot != slot {
-			return p.t
-		}
-	}
-	return w.t
-}
-
-func (w *mworld) controlDaemonSet() {
-	slots := w.bySlot()
-	for i := range w.nodes {
-		if slots[i] == nil {
-			w.pods = append(w.pods, w.newPod(w.t, i))
-			return
-		}
-	}
-	if w.onDelete {
-		return
-	}
-	unavailable := 0
-	for _, p := range w.pods {
-		if !p.ready(w) {
-			unavailable++
-		}
-	}
-	budget := max(w.maxUnavail, 1)
-	for _, p := range w.pods {
-		if p.t != w.t && (!p.ready(w) || unavailable < budget) {
-			w.remove(p)
-			w.pods = append(w.pods, w.newPod(w.t, p.slot))
-			return
-		}
-	}
 }
 
 // observeTruth updates what the cluster says of the current rollout.
@@ -448,13 +331,13 @@ func (w *mworld) rolledOut() bool {
 	want := w.replicas
 	n := 0
 	for _, p := range w.pods {
-		if p.slot >= 0 && p.slot < w.partition && w.kind == v1alpha1.KindStatefulSet {
-			if !p.ready(w) {
+		if p.Slot >= 0 && p.Slot < w.partition && w.kind == v1alpha1.KindStatefulSet {
+			if !w.ready(p) {
 				return false
 			}
 			continue
 		}
-		if p.t != w.t || !p.ready(w) {
+		if p.Template != w.t || !w.ready(p) {
 			return false
 		}
 		n++
@@ -502,19 +385,19 @@ func (w *mworld) objects() []client.Object {
 		objs = append(objs, cr)
 	}
 	for i, p := range w.pods {
-		name := fmt.Sprintf("%s-%d-%d", mName, p.t.tag, p.t.count)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mNamespace, Name: fmt.Sprintf("pod-%d", i), UID: types.UID(fmt.Sprintf("pod-%d-%d", i, p.created.UnixNano())),
-			CreationTimestamp: metav1.NewTime(p.created), Labels: map[string]string{"app": mName}},
+		name := fmt.Sprintf("%s-%d-%d", mName, p.Template.tag, p.Template.count)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mNamespace, Name: fmt.Sprintf("pod-%d", i), UID: types.UID(fmt.Sprintf("pod-%d-%d", i, p.Created.UnixNano())),
+			CreationTimestamp: metav1.NewTime(p.Created), Labels: map[string]string{"app": mName}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-		status, since := corev1.ConditionFalse, p.created
-		if p.ready(w) {
-			status, since = corev1.ConditionTrue, p.readyAt
+		status, since := corev1.ConditionFalse, p.Created
+		if w.ready(p) {
+			status, since = corev1.ConditionTrue, p.ReadyAt
 		}
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(since)}}
-		if rs := rsOf[p.t]; rs != nil {
+		if rs := rsOf[p.Template]; rs != nil {
 			pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
 			pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
-			if p.ready(w) {
+			if w.ready(p) {
 				rs.Status.AvailableReplicas++
 			}
 			rs.Status.Replicas++
@@ -555,9 +438,9 @@ func (w *mworld) object() client.Object {
 	all, _ := w.available()
 	updated, updatedReady := 0, 0
 	for _, p := range w.pods {
-		if p.t == w.t {
+		if p.Template == w.t {
 			updated++
-			if p.ready(w) {
+			if w.ready(p) {
 				updatedReady++
 			}
 		}
@@ -743,7 +626,7 @@ func (w *mworld) violate(format string, args ...any) {
 func (w *mworld) describe() string {
 	counts := map[int]int{}
 	for _, p := range w.pods {
-		counts[p.t.tag]++
+		counts[p.Template.tag]++
 	}
 	return fmt.Sprintf("spec tag %d count %d replicas %d paused=%t onDelete=%t partition=%d; pods by tag %v; truth cur %d prev %d finished=%t",
 		w.t.tag, w.t.count, w.replicas, w.paused, w.onDelete, w.partition, counts, w.tr.cur, w.tr.prev, w.tr.finished)
@@ -771,7 +654,7 @@ func (w *mworld) started(rules *v1alpha1.RolloutRules) {
 	}
 	curPods := false
 	for _, p := range w.pods {
-		curPods = curPods || p.t.tag == w.tr.cur
+		curPods = curPods || p.Template.tag == w.tr.cur
 	}
 	if (!w.tr.acted || !curPods) && w.tr.before != nil && !w.tr.finished {
 		// The current tag never rolled out, or has no pods left (held, then scaled away),
@@ -785,7 +668,7 @@ func (w *mworld) started(rules *v1alpha1.RolloutRules) {
 	tag := w.t.tag
 	hasPods := false
 	for _, p := range w.pods {
-		hasPods = hasPods || p.t.tag == tag
+		hasPods = hasPods || p.Template.tag == tag
 	}
 	// The leader may see a brief hold, or progress, up to mMaxLag late.
 	stalled := !w.tr.finished && w.now.Sub(w.tr.progressed) >= mStall-mMaxLag
@@ -948,8 +831,8 @@ func (w *mworld) step(op mop) {
 			w.notReady[n] = !w.notReady[n]
 			if !w.notReady[n] {
 				for _, p := range w.pods {
-					if p.slot == n && p.readyAt.IsZero() && !w.broken[p.t.tag] {
-						p.readyAt = w.now.Add(time.Second)
+					if p.Slot == n && p.ReadyAt.IsZero() && !w.broken[p.Template.tag] {
+						p.ReadyAt = w.now.Add(time.Second)
 					}
 				}
 			}

@@ -52,10 +52,10 @@ type Options struct {
 // violation, 2 for input check cannot read.
 type ExitError struct {
 	Code int
-	err  error
+	Err  error
 }
 
-func (e *ExitError) Error() string { return e.err.Error() }
+func (e *ExitError) Error() string { return e.Err.Error() }
 
 // NewCommand is `holdfast check`.
 func NewCommand() *cobra.Command {

@@ -1,0 +1,217 @@
+// Package kubemodel is a small model of how kube's Deployment (with its ReplicaSets),
+// StatefulSet and DaemonSet controllers replace pods during a rollout, one action per
+// step: enough to say which pods exist, on which template, at any moment of a virtual
+// clock. The rollout guard's model tests and `holdfast simulate` both run it, so that what
+// the tests prove and what the simulator shows come from the same controllers.
+//
+// It follows pkg/controller/deployment (rolling.go: scale the new ReplicaSet up within
+// maxSurge, the old ones down within maxUnavailable, unhealthy old pods first),
+// pkg/controller/statefulset (ordered, highest ordinal first, one pod at a time, each
+// Ready before the next; partition; OnDelete) and pkg/controller/daemon (one pod per node,
+// a node's old pod replaced while fewer than maxUnavailable are unavailable; OnDelete).
+// Surge for DaemonSets and StatefulSet maxUnavailable above one are not modelled.
+package kubemodel
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+)
+
+// Pod is one pod of a modelled workload, on template T.
+type Pod[T comparable] struct {
+	Template T
+	// Slot is the StatefulSet ordinal or the DaemonSet's node; -1 for a Deployment's pod.
+	Slot    int
+	Created time.Time
+	// ReadyAt is when the pod becomes Ready; zero: never.
+	ReadyAt time.Time
+	// Terminating is a pod being deleted (evicted): a Deployment's ReplicaSet replaces it
+	// at once; a StatefulSet ordinal or a DaemonSet node is taken until it is gone.
+	Terminating bool
+}
+
+// Workload is a workload's spec as its controller reads it, and its pods.
+type Workload[T comparable] struct {
+	Kind     v1alpha1.WorkloadKind
+	Template T
+	// Replicas of a Deployment or StatefulSet.
+	Replicas int
+	// Nodes are the DaemonSet's nodes, by slot.
+	Nodes    []int
+	Paused   bool // a Deployment's spec.paused
+	OnDelete bool // a StatefulSet's or DaemonSet's OnDelete strategy
+	// Partition of a StatefulSet's RollingUpdate.
+	Partition int
+	// MaxUnavailable and MaxSurge as resolved against the replicas (a DaemonSet's and
+	// StatefulSet's maxUnavailable is at least one).
+	MaxUnavailable, MaxSurge int
+
+	Pods []*Pod[T]
+	// Ready reports whether a pod is Ready now.
+	Ready func(*Pod[T]) bool
+	// NewPod makes a pod of template t in slot; the caller decides when it becomes Ready.
+	NewPod func(t T, slot int) *Pod[T]
+}
+
+// Step takes the controller's next action, if any, and reports whether it took one.
+func (w *Workload[T]) Step() bool {
+	switch w.Kind {
+	case v1alpha1.KindDeployment:
+		return w.stepDeployment()
+	case v1alpha1.KindStatefulSet:
+		return w.stepStatefulSet()
+	default:
+		return w.stepDaemonSet()
+	}
+}
+
+// Settle takes actions until the controller has none left to take now, at most limit.
+func (w *Workload[T]) Settle(limit int) int {
+	n := 0
+	for n < limit && w.Step() {
+		n++
+	}
+	return n
+}
+
+// Available counts the Ready pods that are not terminating.
+func (w *Workload[T]) Available() int {
+	n := 0
+	for _, p := range w.Pods {
+		if !p.Terminating && w.Ready(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// Remove deletes p at once.
+func (w *Workload[T]) Remove(p *Pod[T]) {
+	w.Pods = slices.DeleteFunc(w.Pods, func(q *Pod[T]) bool { return q == p })
+}
+
+func (w *Workload[T]) stepDeployment() bool {
+	if w.Paused {
+		return false
+	}
+	var fresh, old []*Pod[T]
+	active := 0
+	for _, p := range w.Pods {
+		switch {
+		case p.Terminating:
+		case p.Template == w.Template:
+			fresh, active = append(fresh, p), active+1
+		default:
+			old, active = append(old, p), active+1
+		}
+	}
+	if len(fresh) < w.Replicas && active < w.Replicas+w.MaxSurge {
+		w.Pods = append(w.Pods, w.NewPod(w.Template, -1))
+		return true
+	}
+	if len(fresh) > w.Replicas {
+		w.Remove(fresh[0])
+		return true
+	}
+	if len(old) == 0 {
+		return false
+	}
+	all := w.Available()
+	sort.SliceStable(old, func(i, j int) bool { return !w.Ready(old[i]) && w.Ready(old[j]) })
+	victim := old[0]
+	after := all
+	if w.Ready(victim) {
+		after--
+	}
+	if after >= w.Replicas-w.MaxUnavailable || !w.Ready(victim) {
+		w.Remove(victim)
+		return true
+	}
+	return false
+}
+
+// BySlot is the pods by slot.
+func (w *Workload[T]) BySlot() map[int]*Pod[T] {
+	out := map[int]*Pod[T]{}
+	for _, p := range w.Pods {
+		out[p.Slot] = p
+	}
+	return out
+}
+
+func (w *Workload[T]) stepStatefulSet() bool {
+	slots := w.BySlot()
+	for i := range w.Replicas {
+		if slots[i] == nil {
+			t := w.Template
+			if i < w.Partition || w.OnDelete {
+				t = w.lastFull(i)
+			}
+			w.Pods = append(w.Pods, w.NewPod(t, i))
+			return true
+		}
+	}
+	for _, p := range slices.Clone(w.Pods) {
+		if p.Slot >= w.Replicas {
+			w.Remove(p)
+			return true
+		}
+	}
+	if w.OnDelete {
+		return false
+	}
+	for _, p := range w.Pods {
+		if p.Terminating || !w.Ready(p) {
+			return false // one at a time, each Ready before the next
+		}
+	}
+	for i := w.Replicas - 1; i >= w.Partition; i-- {
+		if p := slots[i]; p.Template != w.Template {
+			w.Remove(p)
+			w.Pods = append(w.Pods, w.NewPod(w.Template, i))
+			return true
+		}
+	}
+	return false
+}
+
+// lastFull is the template a recreated pod below the partition keeps: its old one.
+func (w *Workload[T]) lastFull(slot int) T {
+	for _, p := range w.Pods {
+		if p.Slot != slot {
+			return p.Template
+		}
+	}
+	return w.Template
+}
+
+func (w *Workload[T]) stepDaemonSet() bool {
+	slots := w.BySlot()
+	for _, i := range w.Nodes {
+		if slots[i] == nil {
+			w.Pods = append(w.Pods, w.NewPod(w.Template, i))
+			return true
+		}
+	}
+	if w.OnDelete {
+		return false
+	}
+	unavailable := 0
+	for _, p := range w.Pods {
+		if !w.Ready(p) {
+			unavailable++
+		}
+	}
+	budget := max(w.MaxUnavailable, 1)
+	for _, p := range w.Pods {
+		if p.Template != w.Template && !p.Terminating && (!w.Ready(p) || unavailable < budget) {
+			w.Remove(p)
+			w.Pods = append(w.Pods, w.NewPod(w.Template, p.Slot))
+			return true
+		}
+	}
+	return false
+}

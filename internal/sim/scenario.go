@@ -1,0 +1,323 @@
+// Package sim is `holdfast simulate`: it replays a scenario (a cluster's workloads, nodes
+// and policies, and a timeline of template changes by an operator that requeues on
+// refusal, and of node drains by a drain tool that retries) through holdfast's production
+// handlers and journal recorder, on a virtual clock, with kube's controllers modelled by
+// kubemodel, the same model the rollout guard's model tests run. It reports each request
+// and holdfast's answer, and the figures the field's incidents were measured by:
+// revisions, peak pods, the most pods unavailable at once, and how long drains took.
+package sim
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+)
+
+// ScenarioKind is the kind of the document that holds a scenario's settings and timeline;
+// its apiVersion is holdfast.dev/v1alpha1. It is a file format, not a cluster resource.
+const ScenarioKind = "Scenario"
+
+// Scenario is a scenario file: its Scenario document and the objects the cluster starts with.
+type Scenario struct {
+	Name string
+	Spec Spec
+	// Objects are the cluster's objects at the start: Namespaces, Nodes, Deployments,
+	// StatefulSets, DaemonSets, RolloutPolicies and DisruptionPolicies. A workload starts
+	// rolled out, its pods Ready for an hour.
+	Objects []Object
+}
+
+// Object is one object of a scenario, named by where it was read.
+type Object struct {
+	Source string
+	Object client.Object
+}
+
+// scenarioDocument is the Scenario document as written.
+type scenarioDocument struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       Spec              `json:"spec"`
+}
+
+// Spec is a scenario's settings and timeline.
+type Spec struct {
+	Description string `json:"description,omitempty"`
+	// Nodes adds groups of nodes, besides the Node objects given.
+	Nodes []NodeGroup `json:"nodes,omitempty"`
+	// PodStartup is how long a scheduled pod takes to become Ready (default 1s).
+	PodStartup *metav1.Duration `json:"podStartup,omitempty"`
+	// PodTermination is how long an evicted pod takes to be gone (default 1s).
+	PodTermination *metav1.Duration `json:"podTermination,omitempty"`
+	// Until ends the simulation at the latest (default 30m); it ends earlier once every
+	// operator has what it wants, every drain is done and no pod is about to change.
+	Until *metav1.Duration `json:"until,omitempty"`
+	// Timeline is what happens, at times from the start.
+	Timeline []Step `json:"timeline"`
+}
+
+// NodeGroup is count nodes named prefix-0, prefix-1, …
+type NodeGroup struct {
+	Prefix string            `json:"prefix"`
+	Count  int               `json:"count"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Unschedulable nodes are cordoned at the start.
+	Unschedulable bool `json:"unschedulable,omitempty"`
+}
+
+// Step is one thing that happens at At: exactly one of its operations.
+type Step struct {
+	At       metav1.Duration `json:"at"`
+	Apply    *Apply          `json:"apply,omitempty"`
+	Drain    *Drain          `json:"drain,omitempty"`
+	Cordon   *NodeList       `json:"cordon,omitempty"`
+	Uncordon *NodeList       `json:"uncordon,omitempty"`
+}
+
+// WorkloadRef names a workload.
+type WorkloadRef struct {
+	Kind      v1alpha1.WorkloadKind `json:"kind"`
+	Namespace string                `json:"namespace"`
+	Name      string                `json:"name"`
+}
+
+func (r WorkloadRef) String() string { return fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name) }
+
+// Apply is an operator that wants the workload to have this spec from At on: it sends the
+// change (a CREATE when the workload does not exist) and, refused, requeues with backoff
+// until admitted or until a later Apply of the same workload changes what it wants.
+type Apply struct {
+	Workload WorkloadRef `json:"workload"`
+	// Template is the pod template it wants; unset keeps the workload's.
+	Template *corev1.PodTemplateSpec `json:"template,omitempty"`
+	// Replicas it wants (Deployments and StatefulSets); unset keeps the workload's.
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Labels of the workload, for a CREATE.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Backoff after a refusal: Initial (default 200ms), doubling up to Max (default 2s).
+	Backoff *Backoff `json:"backoff,omitempty"`
+	// User is the requester (default "operator").
+	User string `json:"user,omitempty"`
+}
+
+// Backoff is a requeue delay that doubles from Initial up to Max.
+type Backoff struct {
+	Initial metav1.Duration `json:"initial"`
+	Max     metav1.Duration `json:"max"`
+}
+
+// Drain is a drain tool draining the nodes at once, as `kubectl drain` does: it cordons
+// each node and evicts each of its pods (skipping DaemonSet pods unless DaemonSets is set,
+// as cluster-autoscaler and Karpenter evict them), retrying a 429.
+type Drain struct {
+	Nodes []string `json:"nodes"`
+	// RetryAfter is the drain tool's own wait after a 429 reaches it (kubectl drain: 5s).
+	RetryAfter *metav1.Duration `json:"retryAfter,omitempty"`
+	// ClientRetries is how many times client-go silently retries a 429 that carries
+	// Retry-After before the drain tool sees it (default 10, client-go's; 0 for none).
+	ClientRetries *int `json:"clientRetries,omitempty"`
+	// DaemonSets evicts DaemonSet pods too.
+	DaemonSets bool `json:"daemonSets,omitempty"`
+	// User is the requester (default "kubernetes-admin").
+	User   string   `json:"user,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+}
+
+// NodeList names nodes.
+type NodeList struct {
+	Nodes []string `json:"nodes"`
+}
+
+const (
+	defaultStartup     = time.Second
+	defaultTermination = time.Second
+	defaultUntil       = 30 * time.Minute
+	defaultBackoff     = 200 * time.Millisecond
+	defaultMaxBackoff  = 2 * time.Second
+	defaultDrainRetry  = 5 * time.Second
+	defaultClientRetry = 10
+)
+
+// NewScheme is the scheme scenarios are decoded with: kube's and holdfast's types.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+var scheme = NewScheme()
+
+// Load reads a scenario from files and directories ("-" is stdin): exactly one Scenario
+// document and the cluster's objects. Every error names the file and document.
+func Load(paths []string, stdin io.Reader) (*Scenario, error) {
+	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
+	sc := &Scenario{}
+	found := ""
+	read := func(name string, r io.Reader) error {
+		docs := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReader(r), 4096)
+		for i := 1; ; i++ {
+			source := fmt.Sprintf("%s, document %d", name, i)
+			var raw runtime.RawExtension
+			if err := docs.Decode(&raw); errors.Is(err, io.EOF) {
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("%s: %w", source, err)
+			}
+			if len(strings.TrimSpace(string(raw.Raw))) == 0 || string(raw.Raw) == "null" {
+				continue
+			}
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal(raw.Raw, &tm); err != nil {
+				return fmt.Errorf("%s: %w", source, err)
+			}
+			if tm.Kind == ScenarioKind {
+				if found != "" {
+					return fmt.Errorf("%s: a second Scenario (the first is at %s)", source, found)
+				}
+				var doc scenarioDocument
+				if err := yaml.UnmarshalStrict(raw.Raw, &doc); err != nil {
+					return fmt.Errorf("%s: Scenario: %w", source, err)
+				}
+				if doc.APIVersion != v1alpha1.GroupVersion.String() {
+					return fmt.Errorf("%s: Scenario: apiVersion %q, want %s", source, doc.APIVersion, v1alpha1.GroupVersion)
+				}
+				found, sc.Name, sc.Spec = source, doc.Metadata.Name, doc.Spec
+				continue
+			}
+			obj, _, err := decoder.Decode(raw.Raw, nil, nil)
+			if err != nil {
+				return fmt.Errorf("%s: %w", source, err)
+			}
+			co, ok := obj.(client.Object)
+			if !ok || !simulated(obj) {
+				return fmt.Errorf("%s: a %s: a scenario holds Namespaces, Nodes, Deployments, StatefulSets, DaemonSets, RolloutPolicies and DisruptionPolicies", source, tm.Kind)
+			}
+			sc.Objects = append(sc.Objects, Object{Source: source, Object: co})
+		}
+	}
+	for _, p := range paths {
+		if p == "-" {
+			if err := read("stdin", stdin); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		files := []string{p}
+		if info, err := os.Stat(p); err != nil {
+			return nil, err
+		} else if info.IsDir() {
+			files = nil
+			entries, err := os.ReadDir(p)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				if ext := filepath.Ext(e.Name()); !e.IsDir() && slices.Contains([]string{".yaml", ".yml", ".json"}, ext) {
+					files = append(files, filepath.Join(p, e.Name()))
+				}
+			}
+		}
+		for _, name := range files {
+			f, err := os.Open(name)
+			if err != nil {
+				return nil, err
+			}
+			err = read(name, f)
+			f.Close()
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if found == "" {
+		return nil, fmt.Errorf("%s: no Scenario document (apiVersion: %s, kind: %s)", strings.Join(paths, ", "), v1alpha1.GroupVersion, ScenarioKind)
+	}
+	if err := sc.validate(found); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+func simulated(obj runtime.Object) bool {
+	switch obj.(type) {
+	case *corev1.Namespace, *corev1.Node, *appsv1.Deployment, *appsv1.StatefulSet, *appsv1.DaemonSet,
+		*v1alpha1.RolloutPolicy, *v1alpha1.DisruptionPolicy:
+		return true
+	}
+	return false
+}
+
+// validate checks the timeline: one operation per step, in order, naming what exists.
+func (sc *Scenario) validate(source string) error {
+	var last time.Duration
+	for i, st := range sc.Spec.Timeline {
+		where := fmt.Sprintf("%s: spec.timeline[%d]", source, i)
+		n := 0
+		for _, set := range []bool{st.Apply != nil, st.Drain != nil, st.Cordon != nil, st.Uncordon != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%s: want exactly one of apply, drain, cordon, uncordon; have %d", where, n)
+		}
+		if st.At.Duration < last {
+			return fmt.Errorf("%s: at %s comes before the previous step's %s", where, st.At.Duration, last)
+		}
+		last = st.At.Duration
+		if a := st.Apply; a != nil {
+			if !slices.Contains([]v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet}, a.Workload.Kind) {
+				return fmt.Errorf("%s.apply.workload.kind: %q, want Deployment, StatefulSet or DaemonSet", where, a.Workload.Kind)
+			}
+			if a.Workload.Namespace == "" || a.Workload.Name == "" {
+				return fmt.Errorf("%s.apply.workload: namespace and name are required", where)
+			}
+			if a.Template == nil && a.Replicas == nil {
+				return fmt.Errorf("%s.apply: set a template, replicas or both", where)
+			}
+			if b := a.Backoff; b != nil && (b.Initial.Duration <= 0 || b.Max.Duration < b.Initial.Duration) {
+				return fmt.Errorf("%s.apply.backoff: want 0 < initial <= max", where)
+			}
+		}
+		if d := st.Drain; d != nil && len(d.Nodes) == 0 {
+			return fmt.Errorf("%s.drain.nodes: name at least one node", where)
+		}
+	}
+	for _, g := range sc.Spec.Nodes {
+		if g.Prefix == "" || g.Count <= 0 {
+			return fmt.Errorf("%s: spec.nodes: a group needs a prefix and a positive count", source)
+		}
+	}
+	return nil
+}
+
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
+}
