@@ -31,28 +31,27 @@ import (
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
-const (
-	agents       = 4
-	agentCool    = 20 * time.Second
-	agentMinWarm = 10
-)
-
 // TestAgentDrain drains the four nodes of a konnectivity-agent Deployment at once with
 // kubectl's drain library, as an upgrade would, under a DisruptionPolicy of one agent at a
-// time, each replacement Ready for 10 s, evictions 20 s apart.
+// time, each replacement Ready for 10 s, evictions 20 s apart: the workload and policy of
+// scenarios/agent-drain.yaml, whose simulation must agree with what the control plane did.
 func TestAgentDrain(t *testing.T) {
 	f := features.New("agent drain").
 		Assess("drained agents go one at a time", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			sc, simRes := simulated(t, "agent-drain")
+			simFig, simDrain := simulatedFigures(t, simRes)
 			c := newClient(t, cfg)
 			ns := newNamespace(ctx, t, c, "agents")
+			want := scenarioObject[*v1alpha1.DisruptionPolicy](t, sc).Spec
 			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
-				s.MinReadySeconds, s.Cooldown = agentMinWarm, &metav1.Duration{Duration: agentCool}
-				s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "konnectivity-agent"}}
+				nsSel := s.Targets.NamespaceSelector
+				*s = want
+				s.Targets.NamespaceSelector = nsSel
 			})
-			d := utiltesting.MakeDeployment(ns, "konnectivity-agent").Replicas(agents).Obj()
-			d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
-					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "konnectivity-agent"}}}}}}
+			d := scenarioObject[*appsv1.Deployment](t, sc)
+			d.Namespace = ns
+			agents := int(*d.Spec.Replicas)
+			cool := want.Cooldown.Duration
 			if err := c.Create(ctx, d); err != nil {
 				t.Fatal(err)
 			}
@@ -67,16 +66,23 @@ func TestAgentDrain(t *testing.T) {
 
 			w := harness.WatchGroup(ctx, c, ns, "konnectivity-agent", agents)
 			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			start := time.Now()
 			drained := drainAll(ctx, t, cs, nodes)
+			seconds := time.Since(start).Seconds()
 			waitReadyPods(ctx, t, c, ns, "konnectivity-agent", agents)
 			res := w.Stop()
 			uncordon(ctx, t, cs, nodes)
 
-			fmt.Printf("SCENARIO agent-drain maxUnavailableSeen=%d minGapSeconds=%d drained=%d/%d\n",
-				res.MaxUnavailable, res.MinGapSeconds, drained, len(nodes))
-			if res.MaxUnavailable > 1 || res.MinGapSeconds < int(agentCool.Seconds()) || drained != len(nodes) || res.Evictions != agents {
+			fmt.Printf("SCENARIO agent-drain maxUnavailableSeen=%d minGapSeconds=%d drained=%d/%d drainSeconds=%.1f simulated: maxUnavailable=%d minGapSeconds=%g drainSeconds=%g\n",
+				res.MaxUnavailable, res.MinGapSeconds, drained, len(nodes), seconds, simFig.MaxUnavailable, simFig.MinEvictionGapSeconds, simDrain.Seconds)
+			if res.MaxUnavailable > 1 || res.MinGapSeconds < int(cool.Seconds()) || drained != len(nodes) || res.Evictions != agents {
 				t.Errorf("want at most 1 agent unavailable, evictions at least %s apart and %d/%d nodes drained; got %+v, drained %d",
-					agentCool, len(nodes), len(nodes), res, drained)
+					cool, len(nodes), len(nodes), res, drained)
+			}
+			if simFig.MaxUnavailable != res.MaxUnavailable || simFig.Evictions != res.Evictions || simDrain.Drained != drained ||
+				!withinFraction(simDrain.Seconds, seconds, 0.2) {
+				t.Errorf("holdfast simulate disagrees with the control plane: simulated %+v, drain %+v; measured %+v, drain %d nodes in %.1fs",
+					simFig, *simDrain, res, drained, seconds)
 			}
 			return ctx
 		}).Feature()
@@ -143,11 +149,14 @@ func TestEvictionRace(t *testing.T) {
 }
 
 // TestKiamServers swaps the node group under a 3-replica kiam-server Deployment: three
-// "old" nodes drained at once after three "new" ones joined. Agents must never see fewer
-// than two ready servers.
+// "old" nodes drained at once after the "new" ones joined, as scenarios/kiam-node-group-swap.yaml
+// has it, whose simulation must agree with what the control plane did. Agents must never
+// see fewer than two ready servers.
 func TestKiamServers(t *testing.T) {
 	f := features.New("kiam servers").
 		Assess("a node-group swap keeps two servers ready", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			sc, simRes := simulated(t, "kiam-node-group-swap")
+			simFig, simDrain := simulatedFigures(t, simRes)
 			c := newClient(t, cfg)
 			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
 			ns := newNamespace(ctx, t, c, "kiam")
@@ -168,25 +177,36 @@ func TestKiamServers(t *testing.T) {
 			defer uncordon(ctx, t, cs, old)
 			defer uncordon(ctx, t, cs, rest)
 
-			namespacePolicy(ctx, t, c, ns, nil)
-			d := utiltesting.MakeDeployment(ns, "kiam-server").Replicas(3).Obj()
-			d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
-					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kiam-server"}}}}}}
+			want := scenarioObject[*v1alpha1.DisruptionPolicy](t, sc).Spec
+			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+				nsSel := s.Targets.NamespaceSelector
+				*s = want
+				s.Targets.NamespaceSelector = nsSel
+			})
+			d := scenarioObject[*appsv1.Deployment](t, sc)
+			d.Namespace = ns
+			servers := int(*d.Spec.Replicas)
 			if err := c.Create(ctx, d); err != nil {
 				t.Fatal(err)
 			}
-			waitReadyPods(ctx, t, c, ns, "kiam-server", 3)
+			waitReadyPods(ctx, t, c, ns, "kiam-server", servers)
 
 			// The new group joins; the old one is drained at once.
 			uncordon(ctx, t, cs, rest)
-			w := harness.WatchGroup(ctx, c, ns, "kiam-server", 3)
+			w := harness.WatchGroup(ctx, c, ns, "kiam-server", servers)
+			start := time.Now()
 			drained := drainAll(ctx, t, cs, old)
-			waitReadyPods(ctx, t, c, ns, "kiam-server", 3)
+			seconds := time.Since(start).Seconds()
+			waitReadyPods(ctx, t, c, ns, "kiam-server", servers)
 			res := w.Stop()
-			fmt.Printf("SCENARIO kiam-servers minReadySeen=%d\n", res.MinReady)
-			if res.MinReady < 2 || drained != len(old) {
-				t.Errorf("want at least 2 ready servers throughout and %d nodes drained; got %+v, drained %d", len(old), res, drained)
+			fmt.Printf("SCENARIO kiam-servers minReadySeen=%d maxUnavailableSeen=%d drainSeconds=%.1f simulated: minReady=%d maxUnavailable=%d drainSeconds=%g\n",
+				res.MinReady, res.MaxUnavailable, seconds, simFig.MinReady, simFig.MaxUnavailable, simDrain.Seconds)
+			if res.MinReady < servers-1 || drained != len(old) {
+				t.Errorf("want at least %d ready servers throughout and %d nodes drained; got %+v, drained %d", servers-1, len(old), res, drained)
+			}
+			if simFig.MaxUnavailable != res.MaxUnavailable || simFig.Evictions != res.Evictions || simDrain.Drained != drained {
+				t.Errorf("holdfast simulate disagrees with the control plane: simulated %+v, drain %+v; measured %+v, drained %d",
+					simFig, *simDrain, res, drained)
 			}
 			return ctx
 		}).Feature()

@@ -32,6 +32,7 @@ import (
 // TestPDBFloor checks the generated PDBs on the kwok cluster, then stops holdfast (its
 // webhooks failing open) and drains the agents' nodes: the PDB alone must hold the budget.
 func TestPDBFloor(t *testing.T) {
+	const agents = 4
 	f := features.New("pdb floor").
 		Assess("generated PDBs hold the budget while holdfast is down", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := newClient(t, cfg)

@@ -54,7 +54,13 @@ func TestKamajiStorm(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Printf("SCENARIO kamaji-storm guard=on revisions=%d withPods<=%d peakPods=%d converged=%t\n", res.Revisions, res.PeakWithPods, res.PeakPods, res.Converged)
+			_, simRes := simulated(t, "operator-storm")
+			simFig, _ := simulatedFigures(t, simRes)
+			fmt.Printf("SCENARIO kamaji-storm guard=on revisions=%d withPods<=%d peakPods=%d converged=%t simulated: revisions=%d withPods<=%d converged=%t\n",
+				res.Revisions, res.PeakWithPods, res.PeakPods, res.Converged, simFig.Revisions, simFig.PeakRevisionsWithPods, simFig.Converged)
+			if simFig.Revisions != res.Revisions || simFig.PeakRevisionsWithPods != res.PeakWithPods || simFig.Converged != res.Converged {
+				t.Errorf("holdfast simulate disagrees with the control plane: simulated %+v, measured %+v", simFig, res)
+			}
 			t.Logf("holdfast refused %d updates; peak pods including terminating ones: %d", res.Refusals, res.PeakAll)
 			maxSurge := 1 // 25% of 3, rounded up
 			if res.Revisions > 2 || res.PeakWithPods > 2 || res.PeakPods > harness.StormReplicas+maxSurge || !res.Converged {

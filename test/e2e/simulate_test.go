@@ -1,0 +1,63 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"math"
+	"path/filepath"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/internal/sim"
+)
+
+// simulated runs the shipped scenario name (scenarios/<name>.yaml) through `holdfast
+// simulate`, so that a test can hold the simulator to what the real control plane did,
+// and returns the scenario for its objects.
+func simulated(t *testing.T, name string) (*sim.Scenario, *sim.Result) {
+	t.Helper()
+	sc, err := sim.Load([]string{filepath.Join("..", "..", "scenarios", name+".yaml")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) > 0 || res.TimedOut {
+		t.Fatalf("simulating %s: errors %v, timed out %t", name, res.Errors, res.TimedOut)
+	}
+	return sc, res
+}
+
+// scenarioObject is a copy of the scenario's first object of T's type.
+func scenarioObject[T client.Object](t *testing.T, sc *sim.Scenario) T {
+	t.Helper()
+	for _, o := range sc.Objects {
+		if obj, ok := o.Object.(T); ok {
+			return obj.DeepCopyObject().(T)
+		}
+	}
+	var zero T
+	t.Fatalf("scenario %s has no %T", sc.Name, zero)
+	return zero
+}
+
+// simulatedFigures is the figures of the scenario's only workload and drain.
+func simulatedFigures(t *testing.T, res *sim.Result) (sim.WorkloadFigures, *sim.DrainFigures) {
+	t.Helper()
+	if len(res.Workloads) != 1 || len(res.Drains) > 1 {
+		t.Fatalf("scenario %s: want one workload and at most one drain, have %d and %d", res.Scenario, len(res.Workloads), len(res.Drains))
+	}
+	var d *sim.DrainFigures
+	if len(res.Drains) == 1 {
+		d = res.Drains[0]
+	}
+	return res.Workloads[0], d
+}
+
+// withinFraction is a measured figure within frac of the real one.
+func withinFraction(simulated, real, frac float64) bool {
+	return math.Abs(simulated-real) <= frac*real
+}
