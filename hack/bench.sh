@@ -10,8 +10,8 @@ source hack/testbed-env.sh
 out=_output/bench
 mkdir -p "$out"
 # -p 1: one package's benchmarks at a time, so that they do not share the two cores.
-go test -p 1 -run '^$' -bench '^(BenchmarkRolloutReview|BenchmarkEvictionUnselected)$' -benchmem -count 5 \
-  ./webhooks/rollout ./webhooks/eviction | tee "$out/go-bench.txt" >&2
+go test -p 1 -run '^$' -bench '^(BenchmarkRolloutReview|BenchmarkEvictionUnselected|BenchmarkSimulate5000Pods)$' -benchmem -count 5 \
+  ./webhooks/rollout ./webhooks/eviction ./internal/sim | tee "$out/go-bench.txt" >&2
 
 # Median ns/op and allocs/op per benchmark.
 awk '
@@ -29,7 +29,9 @@ awk '
   }
   END {
     for (name in ns) {
-      printf "BENCH go-%s %.1f us/op\n", name, median(ns[name]) / 1000
+      m = median(ns[name])
+      if (m >= 1e7) printf "BENCH go-%s %.0f ms/op\n", name, m / 1e6
+      else printf "BENCH go-%s %.1f us/op\n", name, m / 1000
       printf "BENCH go-%s-allocs %d allocs/op\n", name, median(allocs[name])
     }
   }' "$out/go-bench.txt" | sort

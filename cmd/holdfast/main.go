@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/check"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/simulate"
 	"github.com/holdfast-dev/holdfast/internal/version"
@@ -18,7 +19,7 @@ import (
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		var ee *check.ExitError
+		var ee *app.ExitError
 		if errors.As(err, &ee) {
 			os.Exit(ee.Code)
 		}

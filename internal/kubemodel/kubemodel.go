@@ -48,6 +48,13 @@ type Workload[T comparable] struct {
 	// MaxUnavailable and MaxSurge as resolved against the replicas (a DaemonSet's and
 	// StatefulSet's maxUnavailable is at least one).
 	MaxUnavailable, MaxSurge int
+	// Graceful deletes a pod by marking it Terminating (the caller removes it once it is
+	// gone): a StatefulSet ordinal or a DaemonSet node waits for it. Unset, a deleted pod
+	// is gone at once.
+	Graceful bool
+	// OrderedReady creates a StatefulSet's missing ordinals one at a time, each once every
+	// lower one is Ready and none is terminating (podManagementPolicy OrderedReady).
+	OrderedReady bool
 
 	Pods []*Pod[T]
 	// Ready reports whether a pod is Ready now.
@@ -93,9 +100,18 @@ func (w *Workload[T]) Remove(p *Pod[T]) {
 	w.Pods = slices.DeleteFunc(w.Pods, func(q *Pod[T]) bool { return q == p })
 }
 
+// delete is the controller deleting p: at once, or Terminating when Graceful.
+func (w *Workload[T]) delete(p *Pod[T]) {
+	if w.Graceful {
+		p.Terminating = true
+		return
+	}
+	w.Remove(p)
+}
+
 func (w *Workload[T]) stepDeployment() bool {
 	if w.Paused {
-		return false
+		return w.stepPaused()
 	}
 	var fresh, old []*Pod[T]
 	active := 0
@@ -113,7 +129,7 @@ func (w *Workload[T]) stepDeployment() bool {
 		return true
 	}
 	if len(fresh) > w.Replicas {
-		w.Remove(fresh[0])
+		w.delete(fresh[0])
 		return true
 	}
 	if len(old) == 0 {
@@ -127,7 +143,32 @@ func (w *Workload[T]) stepDeployment() bool {
 		after--
 	}
 	if after >= w.Replicas-w.MaxUnavailable || !w.Ready(victim) {
-		w.Remove(victim)
+		w.delete(victim)
+		return true
+	}
+	return false
+}
+
+// stepPaused is a paused Deployment: no move to a new template, but its ReplicaSets keep
+// their pods, so a pod evicted is replaced on the template most pods run.
+func (w *Workload[T]) stepPaused() bool {
+	count := map[T]int{}
+	active := 0
+	var top T
+	for _, p := range w.Pods {
+		if p.Terminating {
+			continue
+		}
+		active++
+		if count[p.Template]++; count[p.Template] > count[top] {
+			top = p.Template
+		}
+	}
+	if active == 0 {
+		top = w.Template
+	}
+	if active < w.Replicas {
+		w.Pods = append(w.Pods, w.NewPod(top, -1))
 		return true
 	}
 	return false
@@ -153,10 +194,13 @@ func (w *Workload[T]) stepStatefulSet() bool {
 			w.Pods = append(w.Pods, w.NewPod(t, i))
 			return true
 		}
+		if p := slots[i]; w.OrderedReady && (p.Terminating || !w.Ready(p)) {
+			break // each ordinal Ready before the next is created
+		}
 	}
 	for _, p := range slices.Clone(w.Pods) {
-		if p.Slot >= w.Replicas {
-			w.Remove(p)
+		if p.Slot >= w.Replicas && !p.Terminating {
+			w.delete(p)
 			return true
 		}
 	}
@@ -170,8 +214,10 @@ func (w *Workload[T]) stepStatefulSet() bool {
 	}
 	for i := w.Replicas - 1; i >= w.Partition; i-- {
 		if p := slots[i]; p.Template != w.Template {
-			w.Remove(p)
-			w.Pods = append(w.Pods, w.NewPod(w.Template, i))
+			w.delete(p)
+			if !w.Graceful {
+				w.Pods = append(w.Pods, w.NewPod(w.Template, i))
+			}
 			return true
 		}
 	}
@@ -196,6 +242,12 @@ func (w *Workload[T]) stepDaemonSet() bool {
 			return true
 		}
 	}
+	for _, p := range w.Pods {
+		if !p.Terminating && !slices.Contains(w.Nodes, p.Slot) {
+			w.delete(p) // a node the DaemonSet no longer selects
+			return true
+		}
+	}
 	if w.OnDelete {
 		return false
 	}
@@ -208,8 +260,10 @@ func (w *Workload[T]) stepDaemonSet() bool {
 	budget := max(w.MaxUnavailable, 1)
 	for _, p := range w.Pods {
 		if p.Template != w.Template && !p.Terminating && (!w.Ready(p) || unavailable < budget) {
-			w.Remove(p)
-			w.Pods = append(w.Pods, w.NewPod(w.Template, p.Slot))
+			w.delete(p)
+			if !w.Graceful {
+				w.Pods = append(w.Pods, w.NewPod(w.Template, p.Slot))
+			}
 			return true
 		}
 	}

@@ -52,7 +52,6 @@ type sim struct {
 	sc          *Scenario
 	now         time.Time
 	startup     time.Duration
-	termination time.Duration
 	store       *memstore.Store
 	writer      memstore.Writer
 	journals    *journal.Store
@@ -98,12 +97,15 @@ type simWorkload struct {
 	journalDue, sampled bool
 	// serving is every wanted pod having served at once, at some point.
 	serving bool
+	// expected is how many pods should serve: on a scale up, the old count until the new
+	// one first serves.
+	expected int
+	minReady time.Duration
 }
 
 // Run runs the scenario and returns what happened.
 func Run(sc *Scenario) (*Result, error) {
 	s := &sim{sc: sc, now: epoch, startup: durationOr(sc.Spec.PodStartup, defaultStartup),
-		termination: durationOr(sc.Spec.PodTermination, defaultTermination),
 		store:       memstore.New(map[string]client.IndexerFunc{cache.OwnerIndex: cache.ControllerUID}),
 		journals:    &journal.Store{}, nodeByNam: map[string]*node{}, byRef: map[WorkloadRef]*simWorkload{},
 		res: &Result{Scenario: sc.Name, Description: sc.Spec.Description}}
@@ -216,14 +218,26 @@ func (s *sim) load() error {
 	// The starting pods have been Ready for an hour and the journals say so.
 	s.now = epoch.Add(-time.Hour)
 	for _, w := range s.workloads {
-		s.settle(w)
-		s.schedule(w)
-		for _, p := range w.k.Pods {
-			p.ReadyAt = s.now
+		paused := w.k.Paused
+		w.k.Paused = false // rolled out before it was paused
+		for n := -1; n != len(w.k.Pods); {
+			// Ordered controllers create a pod once the previous one is Ready: go on
+			// until the workload has all it wants.
+			n = len(w.k.Pods)
+			s.settle(w)
+			s.schedule(w)
+			if len(w.pending) > 0 {
+				return fmt.Errorf("%s: %d of its starting pods cannot be scheduled (nodes, nodeSelector, cordons, anti-affinity)", w.ref, len(w.pending))
+			}
+			for _, p := range w.k.Pods {
+				p.ReadyAt = s.now.Add(-w.minReady)
+			}
 		}
+		w.k.Paused = paused
 	}
 	s.refresh()
 	s.record()
+	s.sample()
 	s.now = epoch
 	return nil
 }
@@ -300,7 +314,9 @@ func (s *sim) addNode(n *corev1.Node) {
 func (s *sim) newWorkload(ref WorkloadRef) *simWorkload {
 	w := &simWorkload{ref: ref, templates: map[string]corev1.PodTemplateSpec{}, numbers: map[string]int64{},
 		revisions: map[string]client.Object{}, objects: map[*pod]*corev1.Pod{}, fig: &WorkloadFigures{Workload: ref.String()}}
-	w.k = &kubemodel.Workload[string]{Kind: ref.Kind, Ready: s.ready}
+	w.k = &kubemodel.Workload[string]{Kind: ref.Kind, Graceful: true}
+	// The controllers count a pod available once Ready for minReadySeconds.
+	w.k.Ready = func(p *pod) bool { return s.available(w, p) }
 	w.k.NewPod = func(t string, slot int) *pod { return s.newPod(w, t, slot) }
 	s.workloads = append(s.workloads, w)
 	s.byRef[ref] = w
@@ -333,8 +349,10 @@ func (s *sim) adopt(w *simWorkload) error {
 	k := w.k
 	k.Template = key
 	k.MaxSurge, k.MaxUnavailable, k.Paused, k.OnDelete, k.Partition = 0, 1, false, false, 0
+	w.minReady = 0
 	switch o := w.obj.(type) {
 	case *appsv1.Deployment:
+		w.minReady = time.Duration(o.Spec.MinReadySeconds) * time.Second
 		k.Replicas = int(ptr.Deref(o.Spec.Replicas, 1))
 		k.Paused = o.Spec.Paused
 		surge, unavailable := intstr.FromString("25%"), intstr.FromString("25%")
@@ -353,12 +371,15 @@ func (s *sim) adopt(w *simWorkload) error {
 		}
 		k.MaxSurge, k.MaxUnavailable = sv, uv
 	case *appsv1.StatefulSet:
+		w.minReady = time.Duration(o.Spec.MinReadySeconds) * time.Second
+		k.OrderedReady = o.Spec.PodManagementPolicy != appsv1.ParallelPodManagement
 		k.Replicas = int(ptr.Deref(o.Spec.Replicas, 1))
 		k.OnDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
 		if ru := o.Spec.UpdateStrategy.RollingUpdate; ru != nil {
 			k.Partition = int(ptr.Deref(ru.Partition, 0))
 		}
 	case *appsv1.DaemonSet:
+		w.minReady = time.Duration(o.Spec.MinReadySeconds) * time.Second
 		k.OnDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
 		if ru := o.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
 			n, _ := intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, len(s.daemonNodes(w)), true)
@@ -405,6 +426,20 @@ func hash(t *corev1.PodTemplateSpec) string {
 // ready is a pod Ready now: scheduled, started and not terminating.
 func (s *sim) ready(p *pod) bool {
 	return !p.ReadyAt.IsZero() && !s.now.Before(p.ReadyAt) && !p.Terminating
+}
+
+// available is a pod Ready for the workload's minReadySeconds.
+func (s *sim) available(w *simWorkload, p *pod) bool {
+	return s.ready(p) && !s.now.Before(p.ReadyAt.Add(w.minReady))
+}
+
+// termination is how long an evicted or deleted pod takes to be gone: spec.podTermination,
+// or at most its grace period (kube's default 30 s).
+func (s *sim) termination(obj *corev1.Pod) time.Duration {
+	if s.sc.Spec.PodTermination != nil {
+		return s.sc.Spec.PodTermination.Duration
+	}
+	return time.Duration(ptr.Deref(obj.Spec.TerminationGracePeriodSeconds, corev1.DefaultTerminationGracePeriodSeconds)) * time.Second
 }
 
 // newPod is the controller creating a pod; the scheduler places it.
@@ -506,9 +541,22 @@ func (s *sim) schedule(w *simWorkload) {
 	for _, p := range w.k.Pods {
 		live[p] = true
 	}
-	for p, obj := range w.objects {
+	for _, p := range slices.Clone(w.k.Pods) {
+		if obj := w.objects[p]; p.Terminating && obj.DeletionTimestamp == nil {
+			// Deleted by its controller: terminating, or gone at once if never scheduled.
+			if obj.Spec.NodeName == "" {
+				w.k.Remove(p)
+				delete(live, p)
+				continue
+			}
+			obj.DeletionTimestamp = ptr.To(metav1.NewTime(s.now))
+			s.store.Put(obj)
+			w.dirty = true
+		}
+	}
+	for _, p := range sortedPods(w.objects) {
 		if !live[p] {
-			s.gone(w, p, obj)
+			s.gone(w, p, w.objects[p])
 		}
 	}
 	var still []*pod
@@ -529,6 +577,16 @@ func (s *sim) schedule(w *simWorkload) {
 		s.store.Put(obj)
 	}
 	w.pending = still
+}
+
+// sortedPods is the pods in creation order, so that what follows from them is the same on every run.
+func sortedPods(objs map[*pod]*corev1.Pod) []*pod {
+	out := make([]*pod, 0, len(objs))
+	for p := range objs {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return objs[out[i]].UID < objs[out[j]].UID })
+	return out
 }
 
 func (s *sim) gone(w *simWorkload, p *pod, obj *corev1.Pod) {
@@ -595,7 +653,7 @@ func (s *sim) tick() {
 	// Evicted pods whose grace period ended are gone.
 	for _, w := range s.workloads {
 		for _, p := range slices.Clone(w.k.Pods) {
-			if p.Terminating && !s.now.Before(w.objects[p].DeletionTimestamp.Add(s.termination)) {
+			if p.Terminating && !s.now.Before(w.objects[p].DeletionTimestamp.Add(s.termination(w.objects[p]))) {
 				w.k.Remove(p)
 				w.dirty = true
 			}
@@ -667,8 +725,8 @@ func (s *sim) writeStatus(w *simWorkload) {
 	if !w.exists {
 		return
 	}
-	all, updated, updatedReady, active := 0, 0, 0, 0
-	perRS := map[string][2]int32{}
+	ready, all, updated, updatedReady, active := 0, 0, 0, 0, 0
+	perRS := map[string][3]int32{}
 	for _, p := range w.k.Pods {
 		if p.Terminating {
 			continue
@@ -677,8 +735,12 @@ func (s *sim) writeStatus(w *simWorkload) {
 		r := perRS[p.Template]
 		r[0]++
 		if s.ready(p) {
-			all++
+			ready++
 			r[1]++
+		}
+		if s.available(w, p) {
+			all++
+			r[2]++
 		}
 		perRS[p.Template] = r
 		if p.Template == w.k.Template {
@@ -692,10 +754,10 @@ func (s *sim) writeStatus(w *simWorkload) {
 	switch o := w.obj.(type) {
 	case *appsv1.Deployment:
 		o.Status = appsv1.DeploymentStatus{ObservedGeneration: gen, Replicas: int32(active), UpdatedReplicas: int32(updated),
-			ReadyReplicas: int32(all), AvailableReplicas: int32(all), UnavailableReplicas: int32(max(0, w.k.Replicas-all))}
+			ReadyReplicas: int32(ready), AvailableReplicas: int32(all), UnavailableReplicas: int32(max(0, w.k.Replicas-all))}
 		for t, obj := range w.revisions {
 			rs := obj.(*appsv1.ReplicaSet)
-			rs.Status = appsv1.ReplicaSetStatus{Replicas: perRS[t][0], ReadyReplicas: perRS[t][1], AvailableReplicas: perRS[t][1]}
+			rs.Status = appsv1.ReplicaSetStatus{Replicas: perRS[t][0], ReadyReplicas: perRS[t][1], AvailableReplicas: perRS[t][2]}
 			n := int32(0)
 			if t == w.k.Template {
 				n = int32(w.k.Replicas)
@@ -714,11 +776,11 @@ func (s *sim) writeStatus(w *simWorkload) {
 			current = "older"
 		}
 		o.Status = appsv1.StatefulSetStatus{ObservedGeneration: gen, Replicas: int32(active), UpdatedReplicas: int32(updated),
-			ReadyReplicas: int32(all), AvailableReplicas: int32(all), CurrentRevision: current, UpdateRevision: update}
+			ReadyReplicas: int32(ready), AvailableReplicas: int32(all), CurrentRevision: current, UpdateRevision: update}
 	case *appsv1.DaemonSet:
 		o.Status = appsv1.DaemonSetStatus{ObservedGeneration: gen, DesiredNumberScheduled: int32(len(w.k.Nodes)),
 			CurrentNumberScheduled: int32(active), UpdatedNumberScheduled: int32(updated), NumberAvailable: int32(all),
-			NumberReady: int32(all), NumberUnavailable: int32(max(0, len(w.k.Nodes)-all))}
+			NumberReady: int32(ready), NumberUnavailable: int32(max(0, len(w.k.Nodes)-all))}
 	}
 	w.dirty = false
 	w.dirtyJournal()
@@ -799,18 +861,23 @@ func (s *sim) sample() {
 				serving++
 			}
 		}
-		expected := w.k.Replicas
+		want := w.k.Replicas
 		if w.ref.Kind == v1alpha1.KindDaemonSet {
-			expected = len(w.k.Nodes)
+			want = len(w.k.Nodes)
 		}
 		f.PeakPods = max(f.PeakPods, live)
 		f.PeakRevisionsWithPods = max(f.PeakRevisionsWithPods, len(withPods))
 		// Pods still starting after a CREATE are not a disruption: count from the first
 		// moment every wanted pod served.
-		w.serving = w.serving || serving >= expected
+		w.serving = w.serving || serving >= want
 		if !w.serving {
 			continue
 		}
+		// A scale up is measured against the old count until the new one serves.
+		if want <= w.expected || serving >= want || w.expected == 0 {
+			w.expected = want
+		}
+		expected := w.expected
 		f.MaxUnavailable = max(f.MaxUnavailable, expected-serving)
 		if !w.sampled || serving < f.MinReady {
 			f.MinReady = serving
@@ -834,9 +901,10 @@ func (s *sim) next() (time.Time, bool) {
 	for _, w := range s.workloads {
 		for _, p := range w.k.Pods {
 			if p.Terminating {
-				consider(w.objects[p].DeletionTimestamp.Add(s.termination))
+				consider(w.objects[p].DeletionTimestamp.Add(s.termination(w.objects[p])))
 			} else if !p.ReadyAt.IsZero() {
 				consider(p.ReadyAt)
+				consider(p.ReadyAt.Add(w.minReady))
 			}
 		}
 	}
@@ -1135,7 +1203,8 @@ func (s *sim) drainStep(d *drainRun) {
 		}
 		t.next = s.now.Add(wait)
 	}
-	for name, nd := range d.nodes {
+	for _, name := range d.spec.Nodes {
+		nd := d.nodes[name]
 		if nd.done || nd.failed {
 			continue
 		}

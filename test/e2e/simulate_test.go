@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/internal/sim"
@@ -42,6 +43,21 @@ func scenarioObject[T client.Object](t *testing.T, sc *sim.Scenario) T {
 	var zero T
 	t.Fatalf("scenario %s has no %T", sc.Name, zero)
 	return zero
+}
+
+// kwokTimed gives the pods of tpl the scenario's timing on the kwok nodes: Ready
+// spec.podStartup after they are scheduled (half in kwok's create stage, half in its ready
+// stage, with no jitter), so that what the control plane does can be held to the
+// simulation. Their termination follows their terminationGracePeriodSeconds.
+func kwokTimed(sc *sim.Scenario, tpl *corev1.PodTemplateSpec) {
+	half := (sc.Spec.PodStartup.Duration / 2).String()
+	if tpl.Annotations == nil {
+		tpl.Annotations = map[string]string{}
+	}
+	for _, stage := range []string{"pod-create", "pod-ready"} {
+		tpl.Annotations[stage+".stage.kwok.x-k8s.io/delay"] = half
+		tpl.Annotations[stage+".stage.kwok.x-k8s.io/jitter-delay"] = half
+	}
 }
 
 // simulatedFigures is the figures of the scenario's only workload and drain.

@@ -48,14 +48,9 @@ type Options struct {
 	Groups     []string
 }
 
-// ExitError is an error that ends the command with its code: 1 for an enforced
-// violation, 2 for input check cannot read.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
+// ExitError ends the command with its code: 1 for an enforced violation, 2 for input
+// check cannot read.
+type ExitError = app.ExitError
 
 // NewCommand is `holdfast check`.
 func NewCommand() *cobra.Command {
@@ -128,47 +123,47 @@ type Violation struct {
 // Run checks as the command does, writing to out.
 func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
 	if o.Output != "text" && o.Output != "json" {
-		return &ExitError{2, fmt.Errorf("--output %q: want text or json", o.Output)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("--output %q: want text or json", o.Output)}
 	}
 	policyObjs, err := ReadObjects(o.Policies, stdin)
 	if err != nil {
-		return &ExitError{2, err}
+		return &ExitError{Code: 2, Err: err}
 	}
 	var policies []v1alpha1.RolloutPolicy
 	for _, doc := range policyObjs {
 		switch p := doc.Object.(type) {
 		case *v1alpha1.RolloutPolicy:
 			if err := validPolicy(p); err != nil {
-				return &ExitError{2, fmt.Errorf("%s: RolloutPolicy %s: %w", doc.Source, p.Name, err)}
+				return &ExitError{Code: 2, Err: fmt.Errorf("%s: RolloutPolicy %s: %w", doc.Source, p.Name, err)}
 			}
 			policies = append(policies, *p)
 		case *v1alpha1.DisruptionPolicy:
 			// Evictions are not changes to manifests: nothing to check here.
 		default:
-			return &ExitError{2, fmt.Errorf("%s: a %T is not a policy", doc.Source, doc.Object)}
+			return &ExitError{Code: 2, Err: fmt.Errorf("%s: a %T is not a policy", doc.Source, doc.Object)}
 		}
 	}
 	objs, err := ReadObjects(o.Files, stdin)
 	if err != nil {
-		return &ExitError{2, err}
+		return &ExitError{Code: 2, Err: err}
 	}
 	revisions, err := ReadObjects(o.History, stdin)
 	if err != nil {
-		return &ExitError{2, err}
+		return &ExitError{Code: 2, Err: err}
 	}
 	var live client.Reader
 	if o.Kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 		if err != nil {
-			return &ExitError{2, fmt.Errorf("--kubeconfig: %w", err)}
+			return &ExitError{Code: 2, Err: fmt.Errorf("--kubeconfig: %w", err)}
 		}
 		if live, err = client.New(cfg, client.Options{Scheme: app.NewScheme()}); err != nil {
-			return &ExitError{2, fmt.Errorf("--kubeconfig: %w", err)}
+			return &ExitError{Code: 2, Err: fmt.Errorf("--kubeconfig: %w", err)}
 		}
 	}
 	results, err := Evaluate(policies, objs, revisions, live, authenticationv1.UserInfo{Username: o.User, Groups: o.Groups}, now)
 	if err != nil {
-		return &ExitError{2, err}
+		return &ExitError{Code: 2, Err: err}
 	}
 	if o.Output == "json" {
 		enc := json.NewEncoder(out)
@@ -186,7 +181,7 @@ func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
 	}
 	for _, r := range results {
 		if r.decision.Action() == decision.Deny {
-			return &ExitError{1, errors.New("an Enforce policy would refuse a change")}
+			return &ExitError{Code: 1, Err: errors.New("an Enforce policy would refuse a change")}
 		}
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/holdfast-dev/holdfast/cmd/holdfast/check"
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/internal/sim"
 )
 
@@ -62,15 +62,15 @@ scenarios/ in the repository holds the field's three incidents.`,
 // Run simulates as the command does, writing to out.
 func Run(out io.Writer, stdin io.Reader, o *Options) error {
 	if o.Output != "text" && o.Output != "json" {
-		return &check.ExitError{Code: 2, Err: fmt.Errorf("--output %q: want text or json", o.Output)}
+		return &app.ExitError{Code: 2, Err: fmt.Errorf("--output %q: want text or json", o.Output)}
 	}
 	sc, err := sim.Load(o.Files, stdin)
 	if err != nil {
-		return &check.ExitError{Code: 2, Err: err}
+		return &app.ExitError{Code: 2, Err: err}
 	}
 	res, err := sim.Run(sc)
 	if err != nil {
-		return &check.ExitError{Code: 2, Err: err}
+		return &app.ExitError{Code: 2, Err: err}
 	}
 	if o.Output == "json" {
 		enc := json.NewEncoder(out)
@@ -82,7 +82,7 @@ func Run(out io.Writer, stdin io.Reader, o *Options) error {
 		res.Write(out)
 	}
 	if len(res.Errors) > 0 {
-		return &check.ExitError{Code: 1, Err: errors.New("the simulation failed: see its errors")}
+		return &app.ExitError{Code: 1, Err: errors.New("the simulation failed: see its errors")}
 	}
 	return nil
 }

@@ -1,0 +1,267 @@
+package sim
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/test/harness"
+)
+
+func load(t *testing.T, paths ...string) *Scenario {
+	t.Helper()
+	sc, err := Load(paths, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func run(t *testing.T, sc *Scenario) *Result {
+	t.Helper()
+	res, err := Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) > 0 || res.TimedOut {
+		t.Fatalf("errors %v, timed out %t", res.Errors, res.TimedOut)
+	}
+	return res
+}
+
+func shipped(name string) string { return filepath.Join("..", "..", "scenarios", name+".yaml") }
+
+// unguarded is the scenario without its policies: the baseline the guard is measured against.
+func unguarded(sc *Scenario) *Scenario {
+	out := *sc
+	out.Objects = slices.DeleteFunc(slices.Clone(sc.Objects), func(o Object) bool {
+		switch o.Object.(type) {
+		case *v1alpha1.RolloutPolicy, *v1alpha1.DisruptionPolicy:
+			return true
+		}
+		return false
+	})
+	return &out
+}
+
+func writeFile(tb testing.TB, content string) string {
+	tb.Helper()
+	p := filepath.Join(tb.TempDir(), "scenario.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+func TestOperatorStorm(t *testing.T) {
+	sc := load(t, shipped("operator-storm"))
+	off := run(t, unguarded(sc)).Workload("Deployment tenant-a/kube-apiserver")
+	if off.Revisions != 4 || !off.Converged {
+		t.Errorf("unguarded: want every generation rolled out (4 revisions) and convergence; got %+v", off)
+	}
+	res := run(t, sc)
+	on := res.Workload("Deployment tenant-a/kube-apiserver")
+	if on.Revisions != 2 || on.PeakRevisionsWithPods != 2 || !on.Converged || on.Refusals == 0 {
+		t.Errorf("guarded: want 2 revisions, never more than 2 with pods, refusals and convergence to GEN4; got %+v", on)
+	}
+	if on.MaxUnavailable != 0 || on.PeakPods != 4 {
+		t.Errorf("guarded: want no pod unavailable and at most 3+1 surge pods; got %+v", on)
+	}
+	var first *Entry
+	for i := range res.Timeline {
+		if res.Timeline[i].Answer != "admitted" && res.Timeline[i].Request == "UPDATE" {
+			first = &res.Timeline[i]
+			break
+		}
+	}
+	if first == nil || first.At != 1.5 || !strings.Contains(first.Message, "[hosted-control-plane/minInterval]") {
+		t.Errorf("want GEN2 at 1.5s refused by minInterval, as the webhook words it; got %+v", first)
+	}
+}
+
+// The storm's file is the e2e storm: the same templates, replicas and pace.
+func TestOperatorStormIsTheE2EStorm(t *testing.T) {
+	sc := load(t, shipped("operator-storm"))
+	if len(sc.Spec.Timeline) != 4 {
+		t.Fatalf("want the four generations, have %d steps", len(sc.Spec.Timeline))
+	}
+	for i, st := range sc.Spec.Timeline {
+		gen := i + 1
+		if want := time.Duration(i) * 1500 * time.Millisecond; st.At.Duration != want {
+			t.Errorf("GEN%d at %s, want %s", gen, st.At.Duration, want)
+		}
+		if !equality.Semantic.DeepEqual(*st.Apply.Template, harness.KamajiTemplate(gen)) {
+			t.Errorf("GEN%d's template differs from harness.KamajiTemplate(%d)", gen, gen)
+		}
+	}
+	if r := sc.Spec.Timeline[0].Apply.Replicas; r == nil || *r != harness.StormReplicas {
+		t.Errorf("replicas %v, want %d", r, harness.StormReplicas)
+	}
+}
+
+func TestAgentDrain(t *testing.T) {
+	sc := load(t, shipped("agent-drain"))
+	off := run(t, unguarded(sc))
+	if w := off.Workloads[0]; w.MaxUnavailable != 4 {
+		t.Errorf("unguarded: want all four agents down at once; got %+v", w)
+	}
+	res := run(t, sc)
+	w, d := res.Workloads[0], res.Drains[0]
+	if w.MaxUnavailable != 1 || w.Evictions != 4 || w.MinEvictionGapSeconds < 20 || d.Drained != 4 {
+		t.Errorf("want one agent at a time, 20s apart, 4/4 drained; got %+v, %+v", w, d)
+	}
+	// Three gaps of the 20 s cooldown, and the last pod's termination.
+	if d.Seconds < 60 || d.Seconds > 65 {
+		t.Errorf("drain took %gs, want about 61s", d.Seconds)
+	}
+	if d.Deferred == 0 || res.Requests.EvictionsDeferred != d.Deferred {
+		t.Errorf("want deferrals counted; got %+v, %+v", d, res.Requests)
+	}
+}
+
+func TestKiamNodeGroupSwap(t *testing.T) {
+	sc := load(t, shipped("kiam-node-group-swap"))
+	if w := run(t, unguarded(sc)).Workloads[0]; w.MinReady != 0 {
+		t.Errorf("unguarded: want every server down at once; got %+v", w)
+	}
+	res := run(t, sc)
+	if w := res.Workloads[0]; w.MinReady != 2 || w.MaxUnavailable != 1 || res.Drains[0].Drained != 3 {
+		t.Errorf("want two servers Ready throughout and 3/3 drained; got %+v, %+v", w, res.Drains[0])
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	for _, name := range []string{"operator-storm", "agent-drain", "kiam-node-group-swap"} {
+		a, b := run(t, load(t, shipped(name))), run(t, load(t, shipped(name)))
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: two runs differ", name)
+		}
+	}
+}
+
+// A StatefulSet under settle: the second change waits for the first to roll out, one
+// ordinal at a time, and a DaemonSet drained with its pods (as cluster-autoscaler does)
+// keeps to its budget.
+func TestStatefulSetAndDaemonSet(t *testing.T) {
+	sc := load(t, writeFile(t, `
+apiVersion: holdfast.dev/v1alpha1
+kind: Scenario
+metadata: {name: kinds}
+spec:
+  nodes:
+  - {prefix: cp, count: 3, labels: {pool: cp}}
+  - {prefix: node, count: 4, labels: {pool: workers}}
+  podStartup: 2s
+  timeline:
+  - at: 1s
+    apply:
+      workload: {kind: StatefulSet, namespace: cp, name: etcd}
+      template: {metadata: {labels: {app: etcd}}, spec: {nodeSelector: {pool: cp}, containers: [{name: etcd, image: "etcd:2"}]}}
+  - at: 2s
+    apply:
+      workload: {kind: StatefulSet, namespace: cp, name: etcd}
+      template: {metadata: {labels: {app: etcd}}, spec: {nodeSelector: {pool: cp}, containers: [{name: etcd, image: "etcd:3"}]}}
+  - at: 3s
+    drain: {nodes: [node-0, node-1, node-2, node-3], daemonSets: true, retryAfter: 1s, clientRetries: 0}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: etcd, namespace: cp, labels: {app: etcd}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: etcd}}
+  template: {metadata: {labels: {app: etcd}}, spec: {nodeSelector: {pool: cp}, containers: [{name: etcd, image: "etcd:1"}]}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: nodes}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template: {metadata: {labels: {app: agent}}, spec: {nodeSelector: {pool: workers}, containers: [{name: agent, image: "agent:1"}]}}
+---
+apiVersion: holdfast.dev/v1alpha1
+kind: RolloutPolicy
+metadata: {name: etcd}
+spec:
+  mode: Enforce
+  targets: {kinds: [StatefulSet]}
+  rules: {settle: {}}
+---
+apiVersion: holdfast.dev/v1alpha1
+kind: DisruptionPolicy
+metadata: {name: agents}
+spec:
+  mode: Enforce
+  targets: {selector: {matchLabels: {app: agent}}}
+  maxUnavailable: 1
+`))
+	res := run(t, sc)
+	etcd := res.Workload("StatefulSet cp/etcd")
+	if etcd.Revisions != 3 || !etcd.Converged || etcd.Refusals == 0 || etcd.MaxUnavailable > 1 {
+		t.Errorf("etcd: want etcd:3 admitted only after etcd:2 rolled out, one ordinal at a time; got %+v", etcd)
+	}
+	agent := res.Workload("DaemonSet nodes/agent")
+	if agent.MaxUnavailable != 1 || agent.Evictions != 4 {
+		t.Errorf("agent: want its four pods evicted one at a time; got %+v", agent)
+	}
+	if d := res.Drains[0]; d.Drained != 4 {
+		t.Errorf("want 4/4 nodes drained; got %+v", d)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	const head = "apiVersion: holdfast.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\nspec:\n  nodes: [{prefix: node, count: 1}]\n"
+	for name, tc := range map[string]struct{ file, want string }{
+		"not a scenario object": {head + "  timeline: []\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+			"document 2: a ConfigMap: a scenario holds"},
+		"no scenario":      {"apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n", "no Scenario document"},
+		"two scenarios":    {head + "  timeline: []\n---\n" + head + "  timeline: []\n", "document 2: a second Scenario"},
+		"unknown field":    {head + "  timeline: []\n  speed: 2\n", `document 1: Scenario: error unmarshaling JSON: while decoding JSON: json: unknown field "speed"`},
+		"wrong apiVersion": {strings.Replace(head, "holdfast.dev/v1alpha1", "holdfast.dev/v1", 1) + "  timeline: []\n", `apiVersion "holdfast.dev/v1"`},
+		"unknown kind":     {head + "  timeline: []\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n", "document 2: no kind \"Widget\""},
+		"two operations": {head + "  timeline:\n  - at: 1s\n    cordon: {nodes: [node-0]}\n    uncordon: {nodes: [node-0]}\n",
+			"spec.timeline[0]: want exactly one of apply, drain, cordon, uncordon; have 2"},
+		"out of order": {head + "  timeline:\n  - at: 2s\n    cordon: {nodes: [node-0]}\n  - at: 1s\n    uncordon: {nodes: [node-0]}\n",
+			"spec.timeline[1]: at 1s comes before the previous step's 2s"},
+		"unknown workload kind": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: Job, namespace: a, name: b}, replicas: 1}\n",
+			`spec.timeline[0].apply.workload.kind: "Job"`},
+		"empty apply": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: Deployment, namespace: a, name: b}}\n",
+			"spec.timeline[0].apply: set a template, replicas or both"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Load([]string{writeFile(t, tc.file)}, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// What Load accepts but the cluster cannot hold fails Run with the file and document.
+func TestBadCluster(t *testing.T) {
+	const head = "apiVersion: holdfast.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\nspec:\n  nodes: [{prefix: node, count: 1}]\n"
+	for name, tc := range map[string]struct{ file, want string }{
+		"unknown node": {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [m-0]}\n", "timeline at 1s: no node m-0 in the scenario"},
+		"invalid policy": {head + "  timeline: []\n---\napiVersion: holdfast.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: p}\nspec:\n  targets: {selector: {matchLabels: {app: \"a b\"}}}\n",
+			"document 2: DisruptionPolicy p is refused: DisruptionPolicy p is invalid: spec.targets.selector.matchLabels: Invalid value: \"a b\""},
+		"workload without namespace": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: d}}\n  template: {metadata: {labels: {app: d}}, spec: {containers: [{name: c, image: i}]}}\n",
+			"document 2: Deployment /d: metadata.namespace is required"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sc, err := Load([]string{writeFile(t, tc.file)}, nil)
+			if err == nil {
+				_, err = Run(sc)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
