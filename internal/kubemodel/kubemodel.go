@@ -129,7 +129,15 @@ func (w *Workload[T]) stepDeployment() bool {
 		return true
 	}
 	if len(fresh) > w.Replicas {
-		w.delete(fresh[0])
+		// The ReplicaSet scales down the pods that serve least first: not Ready before Ready.
+		victim := fresh[0]
+		for _, p := range fresh {
+			if !w.Ready(p) {
+				victim = p
+				break
+			}
+		}
+		w.delete(victim)
 		return true
 	}
 	if len(old) == 0 {

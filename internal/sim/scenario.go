@@ -125,8 +125,8 @@ type Backoff struct {
 	Max     metav1.Duration `json:"max"`
 }
 
-// Drain is a drain tool draining the nodes at once, as `kubectl drain` does: it cordons
-// each node and evicts each of its pods (skipping DaemonSet pods unless DaemonSets is set,
+// Drain is a drain tool draining the nodes, as `kubectl drain` does: it cordons each node
+// and evicts each of its pods (skipping DaemonSet pods unless DaemonSets is set,
 // as cluster-autoscaler and Karpenter evict them), retrying a 429.
 type Drain struct {
 	Nodes []string `json:"nodes"`
@@ -137,6 +137,10 @@ type Drain struct {
 	ClientRetries *int `json:"clientRetries,omitempty"`
 	// DaemonSets evicts DaemonSet pods too.
 	DaemonSets bool `json:"daemonSets,omitempty"`
+	// Sequential drains the nodes one after another, as one `kubectl drain a b c` does
+	// (it cordons them all first); unset, they are drained at once, as by one drain per
+	// node or by cluster-autoscaler.
+	Sequential bool `json:"sequential,omitempty"`
 	// User is the requester (default "kubernetes-admin").
 	User   string   `json:"user,omitempty"`
 	Groups []string `json:"groups,omitempty"`
@@ -302,15 +306,45 @@ func (sc *Scenario) validate(source string) error {
 			if b := a.Backoff; b != nil && (b.Initial.Duration <= 0 || b.Max.Duration < b.Initial.Duration) {
 				return fmt.Errorf("%s.apply.backoff: want 0 < initial <= max", where)
 			}
+			if a.Replicas != nil && (a.Workload.Kind == v1alpha1.KindDaemonSet || *a.Replicas < 0) {
+				return fmt.Errorf("%s.apply.replicas: a DaemonSet has none, and a count is never negative", where)
+			}
+			if tpl := a.Template; tpl != nil && len(tpl.Spec.Containers) == 0 {
+				return fmt.Errorf("%s.apply.template.spec.containers: a pod needs a container", where)
+			}
+			if tpl := a.Template; tpl != nil && len(tpl.Labels) == 0 {
+				return fmt.Errorf("%s.apply.template.metadata.labels: a pod template needs labels for its workload's selector", where)
+			}
 		}
-		if d := st.Drain; d != nil && len(d.Nodes) == 0 {
-			return fmt.Errorf("%s.drain.nodes: name at least one node", where)
+		if d := st.Drain; d != nil {
+			if len(d.Nodes) == 0 {
+				return fmt.Errorf("%s.drain.nodes: name at least one node", where)
+			}
+			if d.RetryAfter != nil && d.RetryAfter.Duration <= 0 {
+				return fmt.Errorf("%s.drain.retryAfter: want a positive wait", where)
+			}
+			if d.ClientRetries != nil && *d.ClientRetries < 0 {
+				return fmt.Errorf("%s.drain.clientRetries: never negative", where)
+			}
 		}
 	}
+	for name, d := range map[string]*metav1.Duration{"podStartup": sc.Spec.PodStartup, "podTermination": sc.Spec.PodTermination, "until": sc.Spec.Until} {
+		if d != nil && d.Duration < 0 {
+			return fmt.Errorf("%s: spec.%s: %s is negative", source, name, d.Duration)
+		}
+	}
+	if until := durationOr(sc.Spec.Until, defaultUntil); last > until {
+		return fmt.Errorf("%s: spec.until: %s ends the scenario before its last step at %s", source, until, last)
+	}
+	prefixes := map[string]bool{}
 	for _, g := range sc.Spec.Nodes {
 		if g.Prefix == "" || g.Count <= 0 {
 			return fmt.Errorf("%s: spec.nodes: a group needs a prefix and a positive count", source)
 		}
+		if prefixes[g.Prefix] {
+			return fmt.Errorf("%s: spec.nodes: two groups named %s", source, g.Prefix)
+		}
+		prefixes[g.Prefix] = true
 	}
 	return nil
 }

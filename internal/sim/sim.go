@@ -69,12 +69,15 @@ type sim struct {
 	res       *Result
 	seq       int
 	step      int // the next timeline step
+	// placements counts the changes that can let a pending pod be placed: pods gone,
+	// nodes cordoned or uncordoned.
+	placements int
 }
 
 type node struct {
 	obj   *corev1.Node
 	index int
-	pods  int // pods bound to it, terminating included
+	pods  []*corev1.Pod // bound to it, terminating included
 }
 
 type pod = kubemodel.Pod[string]
@@ -89,6 +92,8 @@ type simWorkload struct {
 	revisions map[string]client.Object
 	objects   map[*pod]*corev1.Pod
 	pending   []*pod // not yet scheduled
+	// triedAt is s.placements when its pending pods last failed to be placed.
+	triedAt   int
 	uid       types.UID
 	fig       *WorkloadFigures
 	evictedAt []time.Time
@@ -106,8 +111,8 @@ type simWorkload struct {
 // Run runs the scenario and returns what happened.
 func Run(sc *Scenario) (*Result, error) {
 	s := &sim{sc: sc, now: epoch, startup: durationOr(sc.Spec.PodStartup, defaultStartup),
-		store:       memstore.New(map[string]client.IndexerFunc{cache.OwnerIndex: cache.ControllerUID}),
-		journals:    &journal.Store{}, nodeByNam: map[string]*node{}, byRef: map[WorkloadRef]*simWorkload{},
+		store:    memstore.New(map[string]client.IndexerFunc{cache.OwnerIndex: cache.ControllerUID}),
+		journals: &journal.Store{}, nodeByNam: map[string]*node{}, byRef: map[WorkloadRef]*simWorkload{},
 		res: &Result{Scenario: sc.Name, Description: sc.Spec.Description}}
 	s.store.Now = func() metav1.Time { return metav1.NewTime(s.now) }
 	s.writer = memstore.Writer{Store: s.store}
@@ -194,6 +199,9 @@ func (s *sim) load() error {
 		if s.byRef[ref] != nil {
 			return fmt.Errorf("%s: %s is defined twice", o.Source, ref)
 		}
+		if err := selects(obj); err != nil {
+			return fmt.Errorf("%s: %s: %w", o.Source, ref, err)
+		}
 		namespaces[ref.Namespace] = true
 		w := s.newWorkload(ref)
 		if err := s.create(w, obj, true); err != nil {
@@ -208,6 +216,16 @@ func (s *sim) load() error {
 		}
 		if a := st.Apply; a != nil {
 			namespaces[a.Workload.Namespace] = true
+			if s.byRef[a.Workload] == nil && a.Template == nil && !s.createdEarlier(a.Workload, st) {
+				return fmt.Errorf("timeline at %s: %s does not exist yet: its first apply needs a template", st.At.Duration, a.Workload)
+			}
+			if s.byRef[a.Workload] != nil && a.Template != nil {
+				obj := s.byRef[a.Workload].obj.DeepCopyObject().(client.Object)
+				applyTo(obj, a)
+				if err := selects(obj); err != nil {
+					return fmt.Errorf("timeline at %s: %s: %w", st.At.Duration, a.Workload, err)
+				}
+			}
 		}
 	}
 	for ns := range namespaces {
@@ -239,6 +257,44 @@ func (s *sim) load() error {
 	s.record()
 	s.sample()
 	s.now = epoch
+	return nil
+}
+
+// createdEarlier is an apply with a template of ref before st in the timeline.
+func (s *sim) createdEarlier(ref WorkloadRef, st Step) bool {
+	for _, prev := range s.sc.Spec.Timeline {
+		if prev.Apply != nil && prev.Apply.Workload == ref && prev.Apply.Template != nil && prev.At.Duration <= st.At.Duration {
+			return true
+		}
+	}
+	return false
+}
+
+// selects is the API server's check that a workload's selector selects its pod template.
+func selects(obj client.Object) error {
+	tpl, err := templateOf(obj)
+	if err != nil {
+		return err
+	}
+	var sel *metav1.LabelSelector
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		sel = o.Spec.Selector
+	case *appsv1.StatefulSet:
+		sel = o.Spec.Selector
+	case *appsv1.DaemonSet:
+		sel = o.Spec.Selector
+	}
+	if sel == nil {
+		return nil // an apply's CREATE selects its template's labels
+	}
+	selector, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return fmt.Errorf("spec.selector: %w", err)
+	}
+	if selector.Empty() || !selector.Matches(labels.Set(tpl.Labels)) {
+		return fmt.Errorf("spec.template.metadata.labels: %v does not match spec.selector %s (the API server refuses it)", tpl.Labels, selector)
+	}
 	return nil
 }
 
@@ -468,6 +524,7 @@ func (s *sim) newPod(w *simWorkload, t string, slot int) *pod {
 	}
 	w.objects[p] = obj
 	w.pending = append(w.pending, p)
+	w.triedAt = -1
 	w.dirty = true
 	s.store.Put(obj)
 	return p
@@ -559,6 +616,9 @@ func (s *sim) schedule(w *simWorkload) {
 			s.gone(w, p, w.objects[p])
 		}
 	}
+	if len(w.pending) == 0 || w.triedAt == s.placements {
+		return // nothing has changed for its pending pods
+	}
 	var still []*pod
 	for _, p := range w.pending {
 		if !live[p] {
@@ -572,11 +632,14 @@ func (s *sim) schedule(w *simWorkload) {
 		obj := w.objects[p]
 		obj.Spec.NodeName = n.obj.Name
 		obj.Status.Phase = corev1.PodRunning
-		n.pods++
+		n.pods = append(n.pods, obj)
 		p.ReadyAt = s.now.Add(s.startup)
 		s.store.Put(obj)
 	}
 	w.pending = still
+	if len(still) > 0 {
+		w.triedAt = s.placements
+	}
 }
 
 // sortedPods is the pods in creation order, so that what follows from them is the same on every run.
@@ -592,8 +655,9 @@ func sortedPods(objs map[*pod]*corev1.Pod) []*pod {
 func (s *sim) gone(w *simWorkload, p *pod, obj *corev1.Pod) {
 	delete(w.objects, p)
 	if n := s.nodeByNam[obj.Spec.NodeName]; n != nil {
-		n.pods--
+		n.pods = slices.DeleteFunc(n.pods, func(o *corev1.Pod) bool { return o == obj })
 	}
+	s.placements++
 	s.store.Remove(obj)
 	// A StatefulSet's replacement has the name of the pod it replaces.
 	for _, o := range w.objects {
@@ -617,7 +681,7 @@ func (s *sim) place(w *simWorkload, p *pod) *node {
 		if n.obj.Spec.Unschedulable || !labels.SelectorFromSet(obj.Spec.NodeSelector).Matches(labels.Set(n.obj.Labels)) || s.repelled(obj, n) {
 			continue
 		}
-		if best == nil || n.pods < best.pods {
+		if best == nil || len(n.pods) < len(best.pods) {
 			best = n
 		}
 	}
@@ -637,11 +701,9 @@ func (s *sim) repelled(obj *corev1.Pod, n *node) bool {
 		if err != nil {
 			continue
 		}
-		for _, other := range s.workloads {
-			for _, o := range other.objects {
-				if o.Spec.NodeName == n.obj.Name && o.Namespace == obj.Namespace && sel.Matches(labels.Set(o.Labels)) {
-					return true
-				}
+		for _, o := range n.pods {
+			if o.Namespace == obj.Namespace && sel.Matches(labels.Set(o.Labels)) {
+				return true
 			}
 		}
 	}
@@ -833,6 +895,7 @@ func (s *sim) cordon(names []string, on bool) {
 		n.obj.Spec.Unschedulable = on
 		s.store.Put(n.obj)
 	}
+	s.placements++
 	verb := map[bool]string{true: "cordon", false: "uncordon"}[on]
 	s.log(Entry{Request: verb, Object: strings.Join(names, ","), Answer: "done"})
 }
@@ -1133,7 +1196,11 @@ func (s *sim) startDrain(d *Drain) {
 			}
 		}
 	}
-	sort.SliceStable(run.tries, func(i, j int) bool { return run.tries[i].node < run.tries[j].node })
+	order := map[string]int{}
+	for i, name := range d.Nodes {
+		order[name] = i
+	}
+	sort.SliceStable(run.tries, func(i, j int) bool { return order[run.tries[i].node] < order[run.tries[j].node] })
 	s.drains = append(s.drains, run)
 	s.res.Drains = append(s.res.Drains, run.figures)
 }
@@ -1149,8 +1216,17 @@ func (s *sim) drainStep(d *drainRun) {
 	if user == "" {
 		user = "kubernetes-admin"
 	}
+	current := ""
+	if d.spec.Sequential {
+		for _, name := range d.spec.Nodes {
+			if nd := d.nodes[name]; !nd.done && !nd.failed {
+				current = name
+				break
+			}
+		}
+	}
 	for _, t := range d.tries {
-		if t.done || t.evicted || s.now.Before(t.next) {
+		if t.done || t.evicted || s.now.Before(t.next) || (current != "" && t.node != current) {
 			continue
 		}
 		obj := t.w.objects[t.p]
@@ -1203,6 +1279,7 @@ func (s *sim) drainStep(d *drainRun) {
 		}
 		t.next = s.now.Add(wait)
 	}
+	finished := false
 	for _, name := range d.spec.Nodes {
 		nd := d.nodes[name]
 		if nd.done || nd.failed {
@@ -1219,7 +1296,11 @@ func (s *sim) drainStep(d *drainRun) {
 			d.figures.Drained++
 			d.figures.Seconds = math.Round(s.now.Sub(d.start).Seconds()*10) / 10
 			s.log(Entry{Request: "drain", Object: name, Answer: "done"})
+			finished = true
 		}
+	}
+	if finished && d.spec.Sequential {
+		s.drainStep(d) // the next node begins now
 	}
 }
 

@@ -138,8 +138,10 @@ func TestKiamNodeGroupSwap(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
-	for _, name := range []string{"operator-storm", "agent-drain", "kiam-node-group-swap"} {
-		a, b := run(t, load(t, shipped(name))), run(t, load(t, shipped(name)))
+	// The big scenario drains five nodes that finish at the same instant.
+	big := writeFile(t, bigScenario(1000))
+	for _, name := range []string{shipped("operator-storm"), shipped("agent-drain"), shipped("kiam-node-group-swap"), big} {
+		a, b := run(t, load(t, name)), run(t, load(t, name))
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: two runs differ", name)
 		}
@@ -234,6 +236,15 @@ func TestBadInput(t *testing.T) {
 			`spec.timeline[0].apply.workload.kind: "Job"`},
 		"empty apply": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: Deployment, namespace: a, name: b}}\n",
 			"spec.timeline[0].apply: set a template, replicas or both"},
+		"daemonset replicas": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: DaemonSet, namespace: a, name: b}, replicas: 2}\n",
+			"spec.timeline[0].apply.replicas: a DaemonSet has none"},
+		"template without labels": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: Deployment, namespace: a, name: b}, template: {spec: {containers: [{name: c, image: i}]}}}\n",
+			"spec.timeline[0].apply.template.metadata.labels: a pod template needs labels"},
+		"negative duration":   {head + "  podStartup: -1s\n  timeline: []\n", "spec.podStartup: -1s is negative"},
+		"until before a step": {head + "  until: 1m\n  timeline:\n  - at: 2m\n    cordon: {nodes: [node-0]}\n", "spec.until: 1m0s ends the scenario before its last step at 2m0s"},
+		"zero retry":          {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [node-0], retryAfter: 0s}\n", "spec.timeline[0].drain.retryAfter: want a positive wait"},
+		"duplicate node group": {strings.Replace(head, "[{prefix: node, count: 1}]", "[{prefix: node, count: 1}, {prefix: node, count: 2}]", 1) + "  timeline: []\n",
+			"spec.nodes: two groups named node"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Load([]string{writeFile(t, tc.file)}, nil)
@@ -251,6 +262,12 @@ func TestBadCluster(t *testing.T) {
 		"unknown node": {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [m-0]}\n", "timeline at 1s: no node m-0 in the scenario"},
 		"invalid policy": {head + "  timeline: []\n---\napiVersion: holdfast.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: p}\nspec:\n  targets: {selector: {matchLabels: {app: \"a b\"}}}\n",
 			"document 2: DisruptionPolicy p is refused: DisruptionPolicy p is invalid: spec.targets.selector.matchLabels: Invalid value: \"a b\""},
+		"unschedulable start": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: a}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: d}}}]}}\n      containers: [{name: c, image: i}]\n",
+			"Deployment a/d: 1 of its starting pods cannot be scheduled"},
+		"selector mismatch": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: a}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: d}}, spec: {containers: [{name: c, image: i}]}}\n",
+			"document 2: Deployment a/d: spec.template.metadata.labels: map[app:d] does not match spec.selector app=x"},
+		"replicas before a template": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: Deployment, namespace: a, name: b}, replicas: 2}\n",
+			"timeline at 1s: Deployment a/b does not exist yet: its first apply needs a template"},
 		"workload without namespace": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: d}}\n  template: {metadata: {labels: {app: d}}, spec: {containers: [{name: c, image: i}]}}\n",
 			"document 2: Deployment /d: metadata.namespace is required"},
 	} {
@@ -263,5 +280,56 @@ func TestBadCluster(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A sequential drain (one kubectl drain of several nodes) takes the nodes in order, each
+// begun once the previous one is empty.
+func TestSequentialDrain(t *testing.T) {
+	res := run(t, load(t, writeFile(t, `apiVersion: holdfast.dev/v1alpha1
+kind: Scenario
+metadata: {name: seq}
+spec:
+  nodes: [{prefix: node, count: 8}]
+  podStartup: 2s
+  timeline:
+  - at: 0s
+    drain: {nodes: [node-0, node-1, node-2, node-3], retryAfter: 5s, sequential: true}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: a, namespace: x}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: a}}
+  template:
+    metadata: {labels: {app: a}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: a}}}]}}
+      containers: [{name: c, image: i}]
+---
+apiVersion: holdfast.dev/v1alpha1
+kind: DisruptionPolicy
+metadata: {name: a}
+spec:
+  targets: {selector: {matchLabels: {app: a}}}
+  maxUnavailable: 1
+  cooldown: 10s
+`)))
+	var order []string
+	for _, e := range res.Timeline {
+		if e.Request == "drain" {
+			order = append(order, e.Object)
+		}
+		if e.Request == "EVICT" && e.Answer == "allowed" && len(order) < 3 && strings.Contains(e.Object, "node-3") {
+			t.Errorf("node-3 evicted before node-2 was drained: %+v", e)
+		}
+	}
+	if !slices.Equal(order, []string{"node-0", "node-1", "node-2", "node-3"}) {
+		t.Errorf("nodes drained in order %v", order)
+	}
+	if w := res.Workloads[0]; w.MaxUnavailable != 1 || w.MinEvictionGapSeconds < 10 {
+		t.Errorf("want one pod at a time, 10s apart; got %+v", w)
 	}
 }

@@ -5,8 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
