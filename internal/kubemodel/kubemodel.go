@@ -45,6 +45,11 @@ type Workload[T comparable] struct {
 	OnDelete bool // a StatefulSet's or DaemonSet's OnDelete strategy
 	// Partition of a StatefulSet's RollingUpdate.
 	Partition int
+	// Current is a StatefulSet's current revision (status.currentRevision): the template
+	// its pods below the partition are recreated on. It becomes Template once every pod
+	// runs Template; the zero value is Template.
+	Current    T
+	HasCurrent bool
 	// MaxUnavailable and MaxSurge as resolved against the replicas (a DaemonSet's and
 	// StatefulSet's maxUnavailable is at least one).
 	MaxUnavailable, MaxSurge int
@@ -192,12 +197,20 @@ func (w *Workload[T]) BySlot() map[int]*Pod[T] {
 }
 
 func (w *Workload[T]) stepStatefulSet() bool {
+	if !w.HasCurrent {
+		w.Current, w.HasCurrent = w.Template, true
+	}
+	if w.allOn(w.Template) {
+		w.Current = w.Template // status.currentRevision catches up once every pod is updated
+	}
 	slots := w.BySlot()
 	for i := range w.Replicas {
 		if slots[i] == nil {
+			// As newVersionedStatefulSetPod: below a RollingUpdate's partition on the
+			// current revision, otherwise (OnDelete included) on the update revision.
 			t := w.Template
-			if i < w.Partition || w.OnDelete {
-				t = w.lastFull(i)
+			if !w.OnDelete && i < w.Partition {
+				t = w.Current
 			}
 			w.Pods = append(w.Pods, w.NewPod(t, i))
 			return true
@@ -232,14 +245,16 @@ func (w *Workload[T]) stepStatefulSet() bool {
 	return false
 }
 
-// lastFull is the template a recreated pod below the partition keeps: its old one.
-func (w *Workload[T]) lastFull(slot int) T {
+// allOn is every pod, as many as the replicas, on template t.
+func (w *Workload[T]) allOn(t T) bool {
+	n := 0
 	for _, p := range w.Pods {
-		if p.Slot != slot {
-			return p.Template
+		if p.Template != t {
+			return false
 		}
+		n++
 	}
-	return w.Template
+	return n == w.Replicas
 }
 
 func (w *Workload[T]) stepDaemonSet() bool {

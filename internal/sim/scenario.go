@@ -66,7 +66,8 @@ type Spec struct {
 	Nodes []NodeGroup `json:"nodes,omitempty"`
 	// PodStartup is how long a scheduled pod takes to become Ready (default 1s).
 	PodStartup *metav1.Duration `json:"podStartup,omitempty"`
-	// PodTermination is how long an evicted pod takes to be gone (default 1s).
+	// PodTermination is how long a deleted or evicted pod takes to be gone (default: its
+	// terminationGracePeriodSeconds, 30s unless set).
 	PodTermination *metav1.Duration `json:"podTermination,omitempty"`
 	// Until ends the simulation at the latest (default 30m); it ends earlier once every
 	// operator has what it wants, every drain is done and no pod is about to change.
@@ -153,7 +154,6 @@ type NodeList struct {
 
 const (
 	defaultStartup     = time.Second
-	defaultTermination = time.Second
 	defaultUntil       = 30 * time.Minute
 	defaultBackoff     = 200 * time.Millisecond
 	defaultMaxBackoff  = 2 * time.Second

@@ -1350,7 +1350,8 @@ func (s *sim) finish() {
 	}
 }
 
-// rolledOut is every pod on the current template and Ready, as many as wanted.
+// rolledOut is every pod on the current template (below a StatefulSet's partition, any)
+// and Ready, as many as wanted.
 func rolledOut(s *sim, w *simWorkload) bool {
 	want := w.k.Replicas
 	if w.ref.Kind == v1alpha1.KindDaemonSet {
@@ -1358,7 +1359,9 @@ func rolledOut(s *sim, w *simWorkload) bool {
 	}
 	n := 0
 	for _, p := range w.k.Pods {
-		if p.Template != w.k.Template || !s.ready(p) {
+		// A StatefulSet's ordinals below its partition keep their revision.
+		below := w.ref.Kind == v1alpha1.KindStatefulSet && !w.k.OnDelete && p.Slot < w.k.Partition
+		if (p.Template != w.k.Template && !below) || !s.ready(p) {
 			return false
 		}
 		n++

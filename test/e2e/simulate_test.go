@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"context"
 	"math"
 	"path/filepath"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,6 +61,39 @@ func kwokTimed(sc *sim.Scenario, tpl *corev1.PodTemplateSpec) {
 		tpl.Annotations[stage+".stage.kwok.x-k8s.io/jitter-delay"] = half
 	}
 }
+
+// goneClock measures how long after start the pods are all gone (deleted, or replaced by
+// a pod of another UID): how long a drain took for them, whatever else the shared nodes
+// held. Stop returns the seconds.
+type goneClock struct {
+	done chan float64
+}
+
+func startGoneClock(ctx context.Context, c client.Client, pods []corev1.Pod) *goneClock {
+	g := &goneClock{done: make(chan float64, 1)}
+	start := time.Now()
+	go func() {
+		for ctx.Err() == nil {
+			left := 0
+			for _, p := range pods {
+				cur := &corev1.Pod{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(&p), cur); err == nil && cur.UID == p.UID {
+					left++
+				}
+			}
+			if left == 0 {
+				g.done <- time.Since(start).Seconds()
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		g.done <- -1
+	}()
+	return g
+}
+
+// Seconds waits for the pods to be gone and returns when they were.
+func (g *goneClock) Seconds() float64 { return <-g.done }
 
 // simulatedFigures is the figures of the scenario's only workload and drain.
 func simulatedFigures(t *testing.T, res *sim.Result) (sim.WorkloadFigures, *sim.DrainFigures) {

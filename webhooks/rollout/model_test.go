@@ -121,6 +121,7 @@ type mworld struct {
 	paused     bool
 	onDelete   bool
 	partition  int
+	current    tmpl // a StatefulSet's current revision (kubemodel.Workload.Current)
 	guarded    bool
 	maxUnavail int // 0 unset; the strategy's maxUnavailable otherwise
 	nextTag    int
@@ -172,7 +173,7 @@ func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
 		w.replicas = w.nodes
 	}
 	w.t = tmpl{tag: 1, count: w.replicas}
-	w.actedT = w.t
+	w.actedT, w.current = w.t, w.t
 	w.nextTag = 2
 	w.tr = truth{cur: 1, curT: w.t, since: w.now, progressed: w.now, left: map[int]time.Time{}, acted: true}
 	w.policyAt = w.now.Add(-time.Hour)
@@ -274,7 +275,7 @@ func (w *mworld) control() {
 	}
 	k := w.kube()
 	k.Step()
-	w.pods = k.Pods
+	w.pods, w.current = k.Pods, k.Current
 	if !w.held() {
 		w.actedT = w.t
 	}
@@ -291,7 +292,7 @@ func (w *mworld) kube() *kubemodel.Workload[tmpl] {
 		nodes[i] = i
 	}
 	return &kubemodel.Workload[tmpl]{Kind: w.kind, Template: w.t, Replicas: w.replicas, Nodes: nodes, Paused: w.paused, OnDelete: w.onDelete,
-		Partition: w.partition, MaxUnavailable: w.maxUnavail, MaxSurge: 1, Pods: w.pods,
+		Partition: w.partition, Current: w.current, HasCurrent: true, MaxUnavailable: w.maxUnavail, MaxSurge: 1, Pods: w.pods,
 		Ready: w.ready, NewPod: w.newPod}
 }
 
