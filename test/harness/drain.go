@@ -28,6 +28,8 @@ type GroupResult struct {
 	// of them, from the deletion timestamps the API server set (-1 with fewer than two).
 	Evictions     int
 	MinGapSeconds int
+	// EvictedAt is when each eviction happened, in seconds from the watch's start.
+	EvictedAt []float64
 }
 
 // GroupWatch samples a group of pods every 200 ms until stopped.
@@ -40,6 +42,7 @@ type GroupWatch struct {
 func WatchGroup(ctx context.Context, c client.Client, ns, name string, expected int) *GroupWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &GroupWatch{cancel: cancel, done: make(chan GroupResult, 1)}
+	started := time.Now()
 	go func() {
 		res := GroupResult{MinReady: expected, MinGapSeconds: -1}
 		deleted := map[string]time.Time{}
@@ -69,6 +72,9 @@ func WatchGroup(ctx context.Context, c client.Client, ns, name string, expected 
 		}
 		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
 		res.Evictions = len(times)
+		for _, t := range times {
+			res.EvictedAt = append(res.EvictedAt, float64(t.Sub(started).Milliseconds())/1000)
+		}
 		for i := 1; i < len(times); i++ {
 			gap := int(times[i].Sub(times[i-1]).Seconds())
 			if res.MinGapSeconds < 0 || gap < res.MinGapSeconds {
