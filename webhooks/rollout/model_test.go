@@ -292,7 +292,7 @@ func (w *mworld) kube() *kubemodel.Workload[tmpl] {
 		nodes[i] = i
 	}
 	return &kubemodel.Workload[tmpl]{Kind: w.kind, Template: w.t, Replicas: w.replicas, Nodes: nodes, Paused: w.paused, OnDelete: w.onDelete,
-		Partition: w.partition, Current: w.current, HasCurrent: true, MaxUnavailable: w.maxUnavail, MaxSurge: 1, Pods: w.pods,
+		Partition: w.partition, Current: w.current, HasCurrent: true, OldTemplateOnCreate: true, MaxUnavailable: w.maxUnavail, MaxSurge: 1, Pods: w.pods,
 		Ready: w.ready, NewPod: w.newPod}
 }
 
