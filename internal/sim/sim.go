@@ -204,7 +204,7 @@ func (s *sim) load() error {
 		}
 		namespaces[ref.Namespace] = true
 		w := s.newWorkload(ref)
-		if err := s.create(w, obj, true); err != nil {
+		if err := s.create(w, obj); err != nil {
 			return fmt.Errorf("%s: %w", o.Source, err)
 		}
 	}
@@ -380,7 +380,7 @@ func (s *sim) newWorkload(ref WorkloadRef) *simWorkload {
 }
 
 // create stores the workload obj (a CREATE the API server admitted).
-func (s *sim) create(w *simWorkload, obj client.Object, settled bool) error {
+func (s *sim) create(w *simWorkload, obj client.Object) error {
 	obj.SetUID(s.uid())
 	obj.SetGeneration(1)
 	obj.SetCreationTimestamp(metav1.NewTime(s.now))
@@ -390,7 +390,6 @@ func (s *sim) create(w *simWorkload, obj client.Object, settled bool) error {
 	}
 	s.store.Put(obj)
 	w.dirty = true
-	_ = settled
 	return nil
 }
 
@@ -1057,7 +1056,7 @@ func (s *sim) operate(o *operator) {
 	s.log(e)
 	o.done, o.backoff = true, 0
 	if op == admissionv1.Create {
-		if err := s.create(w, newObj, false); err != nil {
+		if err := s.create(w, newObj); err != nil {
 			s.res.Errors = append(s.res.Errors, fmt.Sprintf("%.1fs %s: %v", s.at(), w.ref, err))
 		}
 		return
