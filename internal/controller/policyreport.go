@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -81,8 +82,17 @@ func (r *RolloutPolicyStatus) writeReports(ctx context.Context, p *v1alpha1.Roll
 		if results == nil {
 			results = []any{}
 		}
+		summary := map[string]any{"pass": rep.pass, "fail": rep.fail, "warn": int64(0), "error": int64(0), "skip": int64(0)}
+		if exists {
+			// A result already reported keeps the time it was first found, and a report
+			// that says what it said is not written again.
+			results = keepTimestamps(u.Object["results"], results)
+			if sameJSON(u.Object["results"], results) && sameJSON(u.Object["summary"], summary) {
+				continue
+			}
+		}
 		u.Object["results"] = results
-		u.Object["summary"] = map[string]any{"pass": rep.pass, "fail": rep.fail, "warn": int64(0), "error": int64(0), "skip": int64(0)}
+		u.Object["summary"] = summary
 		if exists {
 			err = r.Client.Update(ctx, u)
 		} else {
@@ -93,4 +103,44 @@ func (r *RolloutPolicyStatus) writeReports(ctx context.Context, p *v1alpha1.Roll
 		}
 	}
 	return nil
+}
+
+// resultKey names a result by what it says of which workload.
+func resultKey(result any) string {
+	m, _ := result.(map[string]any)
+	raw, _ := json.Marshal([]any{m["policy"], m["rule"], m["message"], m["resources"]})
+	return string(raw)
+}
+
+// keepTimestamps gives each result of next the timestamp of the same result in prev.
+func keepTimestamps(prev any, next []any) []any {
+	old, _ := prev.([]any)
+	seen := make(map[string]any, len(old))
+	for _, r := range old {
+		if m, ok := r.(map[string]any); ok {
+			seen[resultKey(r)] = m["timestamp"]
+		}
+	}
+	out := make([]any, len(next))
+	for i, r := range next {
+		m, ok := r.(map[string]any)
+		if ts, found := seen[resultKey(r)]; ok && found && ts != nil {
+			c := make(map[string]any, len(m))
+			for k, v := range m {
+				c[k] = v
+			}
+			c["timestamp"] = ts
+			r = c
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// sameJSON compares values as JSON, so that what the API server returned (int64, any)
+// and what was built (typed) compare by content.
+func sameJSON(a, b any) bool {
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(x) == string(y)
 }

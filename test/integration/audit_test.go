@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -123,9 +124,41 @@ func TestPolicyReports(t *testing.T) {
 	if err := k8s.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
+	// found is when the report says kube-apiserver's violation was found.
+	found := func(u *unstructured.Unstructured) any {
+		results, _, _ := unstructured.NestedSlice(u.Object, "results")
+		for _, r := range results {
+			if strings.Contains(fmt.Sprint(r), "kube-apiserver") {
+				return r.(map[string]any)["timestamp"]
+			}
+		}
+		return nil
+	}
+	var first any
 	eventually(t, "the PolicyReport counts the second violating workload", func() bool {
 		u := report()
+		if u == nil {
+			return false
+		}
 		fail, _, _ := unstructured.NestedInt64(u.Object, "summary", "fail")
-		return u != nil && fail == 2
+		first = found(u)
+		return fail == 2 && first != nil
 	})
+	// A later audit that finds the same violation keeps the time it was first found.
+	time.Sleep(1100 * time.Millisecond) // timestamps are in seconds
+	third := utiltesting.MakeDeployment(ns, "third").Replicas(3).Container("konnectivity-server", "--server-count=3").Obj()
+	if err := k8s.Create(ctx, third); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the PolicyReport counts the passing workload", func() bool {
+		u := report()
+		if u == nil {
+			return false
+		}
+		pass, _, _ := unstructured.NestedInt64(u.Object, "summary", "pass")
+		return pass == 1
+	})
+	if got := found(report()); fmt.Sprint(got) != fmt.Sprint(first) {
+		t.Errorf("kube-apiserver's violation was first found at %v, the report now says %v", first, got)
+	}
 }
