@@ -8,12 +8,8 @@
 package sim
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -23,12 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/manifests"
 )
 
 // ScenarioKind is the kind of the document that holds a scenario's settings and timeline;
@@ -181,81 +177,38 @@ func Load(paths []string, stdin io.Reader) (*Scenario, error) {
 	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
 	sc := &Scenario{}
 	found := ""
-	read := func(name string, r io.Reader) error {
-		docs := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReader(r), 4096)
-		for i := 1; ; i++ {
-			source := fmt.Sprintf("%s, document %d", name, i)
-			var raw runtime.RawExtension
-			if err := docs.Decode(&raw); errors.Is(err, io.EOF) {
-				return nil
-			} else if err != nil {
-				return fmt.Errorf("%s: %w", source, err)
-			}
-			if len(strings.TrimSpace(string(raw.Raw))) == 0 || string(raw.Raw) == "null" {
-				continue
-			}
-			var tm metav1.TypeMeta
-			if err := yaml.Unmarshal(raw.Raw, &tm); err != nil {
-				return fmt.Errorf("%s: %w", source, err)
-			}
-			if tm.Kind == ScenarioKind {
-				if found != "" {
-					return fmt.Errorf("%s: a second Scenario (the first is at %s)", source, found)
-				}
-				var doc scenarioDocument
-				if err := yaml.UnmarshalStrict(raw.Raw, &doc); err != nil {
-					return fmt.Errorf("%s: Scenario: %w", source, err)
-				}
-				if doc.APIVersion != v1alpha1.GroupVersion.String() {
-					return fmt.Errorf("%s: Scenario: apiVersion %q, want %s", source, doc.APIVersion, v1alpha1.GroupVersion)
-				}
-				found, sc.Name, sc.Spec = source, doc.Metadata.Name, doc.Spec
-				continue
-			}
-			obj, _, err := decoder.Decode(raw.Raw, nil, nil)
-			if err != nil {
-				return fmt.Errorf("%s: %w", source, err)
-			}
-			co, ok := obj.(client.Object)
-			if !ok || !simulated(obj) {
-				return fmt.Errorf("%s: a %s: a scenario holds Namespaces, Nodes, Deployments, StatefulSets, DaemonSets, RolloutPolicies and DisruptionPolicies", source, tm.Kind)
-			}
-			sc.Objects = append(sc.Objects, Object{Source: source, Object: co})
+	err := manifests.Each(paths, stdin, func(source string, raw []byte) error {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(raw, &tm); err != nil {
+			return fmt.Errorf("%s: %w", source, err)
 		}
-	}
-	for _, p := range paths {
-		if p == "-" {
-			if err := read("stdin", stdin); err != nil {
-				return nil, err
+		if tm.Kind == ScenarioKind {
+			if found != "" {
+				return fmt.Errorf("%s: a second Scenario (the first is at %s)", source, found)
 			}
-			continue
+			var doc scenarioDocument
+			if err := yaml.UnmarshalStrict(raw, &doc); err != nil {
+				return fmt.Errorf("%s: Scenario: %w", source, err)
+			}
+			if doc.APIVersion != v1alpha1.GroupVersion.String() {
+				return fmt.Errorf("%s: Scenario: apiVersion %q, want %s", source, doc.APIVersion, v1alpha1.GroupVersion)
+			}
+			found, sc.Name, sc.Spec = source, doc.Metadata.Name, doc.Spec
+			return nil
 		}
-		files := []string{p}
-		if info, err := os.Stat(p); err != nil {
-			return nil, err
-		} else if info.IsDir() {
-			files = nil
-			entries, err := os.ReadDir(p)
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range entries {
-				if ext := filepath.Ext(e.Name()); !e.IsDir() && slices.Contains([]string{".yaml", ".yml", ".json"}, ext) {
-					files = append(files, filepath.Join(p, e.Name()))
-				}
-			}
+		obj, _, err := decoder.Decode(raw, nil, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", source, err)
 		}
-		for _, name := range files {
-			f, err := os.Open(name)
-			if err != nil {
-				return nil, err
-			}
-			err = read(name, f)
-			f.Close()
-			if err != nil {
-				return nil, err
-			}
+		co, ok := obj.(client.Object)
+		if !ok || !simulated(obj) {
+			return fmt.Errorf("%s: a %s: a scenario holds Namespaces, Nodes, Deployments, StatefulSets, DaemonSets, RolloutPolicies and DisruptionPolicies", source, tm.Kind)
 		}
+		sc.Objects = append(sc.Objects, Object{Source: source, Object: co})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if found == "" {
 		return nil, fmt.Errorf("%s: no Scenario document (apiVersion: %s, kind: %s)", strings.Join(paths, ", "), v1alpha1.GroupVersion, ScenarioKind)

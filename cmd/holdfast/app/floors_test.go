@@ -17,6 +17,7 @@ var floors = map[string]int{
 	"internal/ledger":       1,
 	"internal/kubemodel":    1,
 	"internal/memstore":     1,
+	"internal/manifests":    1,
 	"internal/version":      1,
 	"internal/decision":     2,
 	"internal/review":       2,

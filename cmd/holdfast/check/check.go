@@ -3,16 +3,12 @@
 package check
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -22,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,6 +28,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/manifests"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
@@ -373,59 +369,13 @@ func historyOf(w *workload.Workload, docs []Document) (history.History, error) {
 func ReadObjects(paths []string, stdin io.Reader) ([]Document, error) {
 	decoder := serializer.NewCodecFactory(app.NewScheme()).UniversalDeserializer()
 	var out []Document
-	read := func(name string, r io.Reader) error {
-		docs := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReader(r), 4096)
-		for i := 1; ; i++ {
-			source := fmt.Sprintf("%s, document %d", name, i)
-			var raw runtime.RawExtension
-			if err := docs.Decode(&raw); errors.Is(err, io.EOF) {
-				return nil
-			} else if err != nil {
-				return fmt.Errorf("%s: %w", source, err)
-			}
-			if len(strings.TrimSpace(string(raw.Raw))) == 0 || string(raw.Raw) == "null" {
-				continue
-			}
-			obj, _, err := decoder.Decode(raw.Raw, nil, nil)
-			if err != nil {
-				return fmt.Errorf("%s: %w", source, err)
-			}
-			out = append(out, Document{Source: source, Object: obj})
+	err := manifests.Each(paths, stdin, func(source string, raw []byte) error {
+		obj, _, err := decoder.Decode(raw, nil, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", source, err)
 		}
-	}
-	for _, p := range paths {
-		if p == "-" {
-			if err := read("stdin", stdin); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		files := []string{p}
-		if info, err := os.Stat(p); err != nil {
-			return nil, err
-		} else if info.IsDir() {
-			files = nil
-			entries, err := os.ReadDir(p)
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range entries {
-				if ext := filepath.Ext(e.Name()); !e.IsDir() && slices.Contains([]string{".yaml", ".yml", ".json"}, ext) {
-					files = append(files, filepath.Join(p, e.Name()))
-				}
-			}
-		}
-		for _, name := range files {
-			f, err := os.Open(name)
-			if err != nil {
-				return nil, err
-			}
-			err = read(name, f)
-			f.Close()
-			if err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, nil
+		out = append(out, Document{Source: source, Object: obj})
+		return nil
+	})
+	return out, err
 }
