@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
 
 // Violation is one rule of one policy that a request breaks.
@@ -124,4 +126,15 @@ func withReports(resp admission.Response, vs Violations) admission.Response {
 		}
 	}
 	return resp
+}
+
+// RuleExemption is the rule of the audit record a temporary exemption leaves.
+const RuleExemption = "exemption"
+
+// Exempted is the record of a request a temporary exemption let through: what the policy
+// would have refused (each "rule: message") and who allowed it, as an Audit finding.
+func Exempted(policyName string, grant *v1alpha1.TemporaryExemption, refused []string) Violation {
+	return Violation{Policy: policyName, Rule: RuleExemption, Action: Audit, Message: fmt.Sprintf(
+		"let through by the temporary exemption %q (expires %s): %s",
+		grant.Reason, grant.Expires.UTC().Format(time.RFC3339), strings.Join(refused, "; "))}
 }

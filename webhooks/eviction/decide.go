@@ -5,7 +5,6 @@ package eviction
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -27,7 +26,7 @@ const (
 	// RuleWindow defers evictions while the policy's windows hold changes.
 	RuleWindow = "window"
 	// RuleExemption records an eviction a temporary exemption let through.
-	RuleExemption = "exemption"
+	RuleExemption = decision.RuleExemption
 )
 
 // MaxRetryAfter caps the retry-after holdfast suggests: client-go silently retries a 429
@@ -326,14 +325,11 @@ func windowHold(in Input, spec *v1alpha1.DisruptionPolicySpec) (decision.Violati
 		in.Group.Ref, h.Window, h.Until.UTC().Format(time.RFC3339), wait.Round(time.Second))}, true
 }
 
-// exempted is the record of an eviction a temporary exemption let through: what the
-// policy would have refused, and who allowed it, as an audit finding.
+// exempted is the record of an eviction a temporary exemption let through.
 func exempted(policyName string, grant *v1alpha1.TemporaryExemption, found []decision.Violation) decision.Violation {
-	msgs := make([]string, 0, len(found))
+	refused := make([]string, 0, len(found))
 	for _, v := range found {
-		msgs = append(msgs, v.Rule+": "+v.Message)
+		refused = append(refused, v.Rule+": "+v.Message)
 	}
-	return decision.Violation{Policy: policyName, Rule: RuleExemption, Action: decision.Audit, Message: fmt.Sprintf(
-		"let through by the temporary exemption %q (expires %s): %s",
-		grant.Reason, grant.Expires.UTC().Format(time.RFC3339), strings.Join(msgs, "; "))}
+	return decision.Exempted(policyName, grant, refused)
 }

@@ -33,7 +33,7 @@ const (
 	// RuleWindow reports a rollout held by the policy's windows.
 	RuleWindow = "window"
 	// RuleExemption records an admission a temporary exemption let through.
-	RuleExemption = "exemption"
+	RuleExemption = decision.RuleExemption
 )
 
 // Input is everything a rollout decision reads. It is gathered by the handler.

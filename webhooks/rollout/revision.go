@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -228,14 +227,11 @@ func checkWindows(in Input, spec *v1alpha1.RolloutPolicySpec, rs *revisionState)
 		in.New, h.Window, h.Until.UTC().Format(time.RFC3339), round(h.Until.Sub(in.Now)))}}
 }
 
-// exempted is the record of an admission a temporary exemption let through: what the
-// policy would have refused, and who allowed it, as an audit finding.
+// exempted is the record of an admission a temporary exemption let through.
 func exempted(policyName string, grant *v1alpha1.TemporaryExemption, found []finding) decision.Violation {
-	msgs := make([]string, 0, len(found))
+	refused := make([]string, 0, len(found))
 	for _, f := range found {
-		msgs = append(msgs, f.rule+": "+f.message)
+		refused = append(refused, f.rule+": "+f.message)
 	}
-	return decision.Violation{Policy: policyName, Rule: RuleExemption, Action: decision.Audit, Message: fmt.Sprintf(
-		"let through by the temporary exemption %q (expires %s): %s",
-		grant.Reason, grant.Expires.UTC().Format(time.RFC3339), strings.Join(msgs, "; "))}
+	return decision.Exempted(policyName, grant, refused)
 }
