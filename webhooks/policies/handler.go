@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -33,23 +34,41 @@ func (h *Handler) Handle(_ context.Context, req admission.Request) admission.Res
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
-	var windows []v1alpha1.Window
-	var nsSel, sel *metav1.LabelSelector
+	var obj client.Object
 	switch req.Kind.Kind {
 	case "RolloutPolicy":
-		p := &v1alpha1.RolloutPolicy{}
-		if err := h.Decoder.DecodeRaw(req.Object, p); err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the RolloutPolicy: %w", err))
-		}
-		windows, nsSel, sel = p.Spec.Windows, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector
+		obj = &v1alpha1.RolloutPolicy{}
 	case "DisruptionPolicy":
-		p := &v1alpha1.DisruptionPolicy{}
-		if err := h.Decoder.DecodeRaw(req.Object, p); err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the DisruptionPolicy: %w", err))
-		}
-		windows, nsSel, sel = p.Spec.Windows, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector
+		obj = &v1alpha1.DisruptionPolicy{}
 	default:
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("unsupported kind %s: this webhook validates holdfast's policies", req.Kind))
+	}
+	if err := h.Decoder.DecodeRaw(req.Object, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the %s: %w", req.Kind.Kind, err))
+	}
+	obj.SetName(req.Name)
+	if err := Validate(obj); err != nil {
+		return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
+			Message: err.Error()}}}
+	}
+	return admission.Allowed("")
+}
+
+// Validate is what this webhook checks of a RolloutPolicy or DisruptionPolicy: that
+// holdfast can evaluate its selectors and windows. The error ("<Kind> <name> is invalid:
+// …") names the field; `holdfast simulate` checks its scenarios' policies with it.
+func Validate(obj client.Object) error {
+	var windows []v1alpha1.Window
+	var nsSel, sel *metav1.LabelSelector
+	var kind string
+	switch p := obj.(type) {
+	case *v1alpha1.RolloutPolicy:
+		kind, windows, nsSel, sel = "RolloutPolicy", p.Spec.Windows, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector
+	case *v1alpha1.DisruptionPolicy:
+		kind, windows, nsSel, sel = "DisruptionPolicy", p.Spec.Windows, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector
+	default:
+		return fmt.Errorf("a %T is not a holdfast policy", obj)
 	}
 	// A selector holdfast cannot evaluate would make the policy object to everything its
 	// valid selectors do not rule out, and cannot be a webhook selector either.
@@ -65,17 +84,11 @@ func (h *Handler) Handle(_ context.Context, req admission.Request) admission.Res
 			errs = append(errs, field.Invalid(field.NewPath(f.name), f.sel, err.Error()))
 		}
 		if len(errs) > 0 {
-			return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{
-				Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
-				Message: fmt.Sprintf("%s %s is invalid: %v", req.Kind.Kind, req.Name, errs.ToAggregate())}}}
+			return fmt.Errorf("%s %s is invalid: %v", kind, obj.GetName(), errs.ToAggregate())
 		}
 	}
 	if _, err := policy.ParseWindows(windows); err != nil {
-		return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{
-			Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
-			Message: fmt.Sprintf("%s %s is invalid: %v", req.Kind.Kind, req.Name, err)}}}
+		return fmt.Errorf("%s %s is invalid: %v", kind, obj.GetName(), err)
 	}
-	return admission.Allowed("")
+	return nil
 }
-
-// +kubebuilder:webhook:path=/validate-policy,mutating=false,failurePolicy=ignore,sideEffects=None,groups=holdfast.dev,resources=rolloutpolicies;disruptionpolicies,verbs=create;update,versions=v1alpha1,name=validation.holdfast.dev,admissionReviewVersions=v1,timeoutSeconds=3,matchPolicy=Equivalent

@@ -16,6 +16,25 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
 
+// create sends the CREATE of obj, a policy of kind, and wants it admitted (want "") or
+// refused with 422 naming want.
+func create(t *testing.T, h *Handler, kind string, obj any, want string) {
+	t.Helper()
+	raw, _ := json.Marshal(obj)
+	resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Name: "p", Kind: metav1.GroupVersionKind{Group: "holdfast.dev", Version: "v1alpha1", Kind: kind},
+		Object: runtime.RawExtension{Raw: raw}}})
+	if want == "" {
+		if !resp.Allowed {
+			t.Fatalf("refused: %v", resp.Result)
+		}
+		return
+	}
+	if resp.Allowed || resp.Result.Code != http.StatusUnprocessableEntity || !strings.Contains(resp.Result.Message, want) {
+		t.Fatalf("got allowed=%t %v, want 422 naming %s", resp.Allowed, resp.Result, want)
+	}
+}
+
 func TestPoliciesWithWindowsHoldfastCannotEvaluateAreRefused(t *testing.T) {
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
@@ -41,19 +60,7 @@ func TestPoliciesWithWindowsHoldfastCannotEvaluateAreRefused(t *testing.T) {
 			if c.kind == "DisruptionPolicy" {
 				obj = &v1alpha1.DisruptionPolicy{Spec: v1alpha1.DisruptionPolicySpec{Windows: []v1alpha1.Window{c.window}}}
 			}
-			raw, _ := json.Marshal(obj)
-			resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-				Operation: admissionv1.Create, Name: "p", Kind: metav1.GroupVersionKind{Group: "holdfast.dev", Version: "v1alpha1", Kind: c.kind},
-				Object: runtime.RawExtension{Raw: raw}}})
-			if c.want == "" {
-				if !resp.Allowed {
-					t.Fatalf("refused: %v", resp.Result)
-				}
-				return
-			}
-			if resp.Allowed || resp.Result.Code != http.StatusUnprocessableEntity || !strings.Contains(resp.Result.Message, c.want) {
-				t.Fatalf("got allowed=%t %v, want 422 naming %s", resp.Allowed, resp.Result, c.want)
-			}
+			create(t, h, c.kind, obj, c.want)
 		})
 	}
 }
@@ -81,19 +88,7 @@ func TestPoliciesWithSelectorsHoldfastCannotEvaluateAreRefused(t *testing.T) {
 			if c.kind == "DisruptionPolicy" {
 				obj = &v1alpha1.DisruptionPolicy{Spec: v1alpha1.DisruptionPolicySpec{Targets: v1alpha1.PodTargets{Selector: c.sel}}}
 			}
-			raw, _ := json.Marshal(obj)
-			resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-				Operation: admissionv1.Create, Name: "p", Kind: metav1.GroupVersionKind{Group: "holdfast.dev", Version: "v1alpha1", Kind: c.kind},
-				Object: runtime.RawExtension{Raw: raw}}})
-			if c.want == "" {
-				if !resp.Allowed {
-					t.Fatalf("refused: %v", resp.Result)
-				}
-				return
-			}
-			if resp.Allowed || resp.Result.Code != http.StatusUnprocessableEntity || !strings.Contains(resp.Result.Message, c.want) {
-				t.Fatalf("got allowed=%t %v, want 422 naming %s", resp.Allowed, resp.Result, c.want)
-			}
+			create(t, h, c.kind, obj, c.want)
 		})
 	}
 }
