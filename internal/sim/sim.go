@@ -574,16 +574,11 @@ func (s *sim) settle(w *simWorkload) {
 
 // schedule binds the workload's pending pods, and forgets the pods its controller removed.
 func (s *sim) schedule(w *simWorkload) {
-	live := make(map[*pod]bool, len(w.k.Pods))
-	for _, p := range w.k.Pods {
-		live[p] = true
-	}
 	for _, p := range slices.Clone(w.k.Pods) {
 		if obj := w.objects[p]; p.Terminating && obj.DeletionTimestamp == nil {
 			// Deleted by its controller: terminating, or gone at once if never scheduled.
 			if obj.Spec.NodeName == "" {
 				w.k.Remove(p)
-				delete(live, p)
 				continue
 			}
 			obj.DeletionTimestamp = ptr.To(metav1.NewTime(s.now))
@@ -591,9 +586,16 @@ func (s *sim) schedule(w *simWorkload) {
 			w.dirty = true
 		}
 	}
-	for _, p := range sortedPods(w.objects) {
-		if !live[p] {
-			s.gone(w, p, w.objects[p])
+	if len(w.objects) > len(w.k.Pods) {
+		// The controller removed some: forget them, in creation order.
+		live := make(map[*pod]bool, len(w.k.Pods))
+		for _, p := range w.k.Pods {
+			live[p] = true
+		}
+		for _, p := range sortedPods(w.objects) {
+			if !live[p] {
+				s.gone(w, p, w.objects[p])
+			}
 		}
 	}
 	if len(w.pending) == 0 || w.triedAt == s.placements {
@@ -601,8 +603,8 @@ func (s *sim) schedule(w *simWorkload) {
 	}
 	var still []*pod
 	for _, p := range w.pending {
-		if !live[p] {
-			continue
+		if w.objects[p] == nil {
+			continue // removed before it was placed
 		}
 		n := s.place(w, p)
 		if n == nil {
