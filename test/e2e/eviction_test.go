@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/sim"
 	"github.com/holdfast-dev/holdfast/test/harness"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
@@ -43,20 +44,9 @@ func TestAgentDrain(t *testing.T) {
 			simFig, simDrain := simulatedFigures(t, simRes)
 			c := newClient(t, cfg)
 			ns := newNamespace(ctx, t, c, "agents")
-			want := scenarioObject[*v1alpha1.DisruptionPolicy](t, sc).Spec
-			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
-				nsSel := s.Targets.NamespaceSelector
-				*s = want
-				s.Targets.NamespaceSelector = nsSel
-			})
-			d := scenarioObject[*appsv1.Deployment](t, sc)
-			d.Namespace = ns
-			kwokTimed(sc, &d.Spec.Template)
+			want, d := createScenarioGroup(ctx, t, c, ns, sc)
 			agents := int(*d.Spec.Replicas)
 			cool := want.Cooldown.Duration
-			if err := c.Create(ctx, d); err != nil {
-				t.Fatal(err)
-			}
 			pods := waitReadyPods(ctx, t, c, ns, "konnectivity-agent", agents)
 			nodes := map[string]bool{}
 			for _, p := range pods {
@@ -183,19 +173,8 @@ func TestKiamServers(t *testing.T) {
 			defer uncordon(ctx, t, cs, old)
 			defer uncordon(ctx, t, cs, rest)
 
-			want := scenarioObject[*v1alpha1.DisruptionPolicy](t, sc).Spec
-			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
-				nsSel := s.Targets.NamespaceSelector
-				*s = want
-				s.Targets.NamespaceSelector = nsSel
-			})
-			d := scenarioObject[*appsv1.Deployment](t, sc)
-			d.Namespace = ns
-			kwokTimed(sc, &d.Spec.Template)
+			_, d := createScenarioGroup(ctx, t, c, ns, sc)
 			servers := int(*d.Spec.Replicas)
-			if err := c.Create(ctx, d); err != nil {
-				t.Fatal(err)
-			}
 			pods := waitReadyPods(ctx, t, c, ns, "kiam-server", servers)
 
 			// The new group joins; the old one is drained at once.
@@ -294,6 +273,25 @@ func TestDaemonSetEvictions(t *testing.T) {
 			return ctx
 		}).Feature()
 	testenv.Test(t, f)
+}
+
+// createScenarioGroup creates in ns the scenario's DisruptionPolicy (over ns) and its
+// Deployment, its pods on the scenario's timing, and returns both.
+func createScenarioGroup(ctx context.Context, t *testing.T, c client.Client, ns string, sc *sim.Scenario) (v1alpha1.DisruptionPolicySpec, *appsv1.Deployment) {
+	t.Helper()
+	want := scenarioObject[*v1alpha1.DisruptionPolicy](t, sc).Spec
+	namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+		nsSel := s.Targets.NamespaceSelector
+		*s = want
+		s.Targets.NamespaceSelector = nsSel
+	})
+	d := scenarioObject[*appsv1.Deployment](t, sc)
+	d.Namespace = ns
+	kwokTimed(sc, &d.Spec.Template)
+	if err := c.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	return want, d
 }
 
 // namespacePolicy creates a DisruptionPolicy over every pod of the namespace with a
