@@ -117,9 +117,9 @@ func TestAgentDrain(t *testing.T) {
 	if w.MaxUnavailable != 1 || w.Evictions != 4 || w.MinEvictionGapSeconds < 20 || d.Drained != 4 {
 		t.Errorf("want one agent at a time, 20s apart, 4/4 drained; got %+v, %+v", w, d)
 	}
-	// Three gaps of the 20 s cooldown, and the last pod's termination.
-	if d.Seconds < 60 || d.Seconds > 65 {
-		t.Errorf("drain took %gs, want about 61s", d.Seconds)
+	// Three gaps of the 20 s cooldown, and the last pod's 5 s grace period.
+	if d.Seconds < 64 || d.Seconds > 66 {
+		t.Errorf("drain took %gs, want about 65s", d.Seconds)
 	}
 	if d.Deferred == 0 || res.Requests.EvictionsDeferred != d.Deferred {
 		t.Errorf("want deferrals counted; got %+v, %+v", d, res.Requests)
