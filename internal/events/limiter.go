@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,12 +17,20 @@ import (
 // Interval is the least time between two Events for one object and key.
 const Interval = time.Minute
 
+// capacity bounds the object+key pairs a Limiter remembers, and so its memory (some
+// 2 MB): it is where the map it replaced began pruning, and filling it takes more than
+// 160 Events a second for a whole Interval. Past it, the Limiter drops Events rather
+// than repeat one.
+const capacity = 10000
+
 // Limiter records at most one Event per object and key per Interval.
 type Limiter struct {
 	Recorder events.EventRecorder
 
-	mu   sync.Mutex
-	last map[string]time.Time
+	mu sync.Mutex
+	// last holds when an Event was last recorded per object and key, in the order they
+	// were recorded: an entry moves to the front only when its Event is recorded.
+	last *simplelru.LRU[string, time.Time]
 }
 
 // Warn records a Warning Event about obj unless one with the same key was recorded for
@@ -45,22 +54,35 @@ func (l *Limiter) record(obj runtime.Object, key string, now time.Time, eventTyp
 		return
 	}
 	id := string(m.GetUID()) + "/" + m.GetNamespace() + "/" + m.GetName() + "/" + key
-	l.mu.Lock()
-	if l.last == nil {
-		l.last = map[string]time.Time{}
-	}
-	if len(l.last) > 10000 {
-		for k, t := range l.last {
-			if now.Sub(t) >= Interval {
-				delete(l.last, k)
-			}
-		}
-	}
-	if t, ok := l.last[id]; ok && now.Sub(t) < Interval {
-		l.mu.Unlock()
+	if !l.allow(id, now) {
 		return
 	}
-	l.last[id] = now
-	l.mu.Unlock()
 	l.Recorder.Eventf(obj, nil, eventType, reason, "Admission", "%s", note)
+}
+
+// allow reports whether an Event for id may be recorded at now, and if so notes it.
+func (l *Limiter) allow(id string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last, _ = simplelru.NewLRU[string, time.Time](capacity, nil) // fails only for a size below 1
+	}
+	// Peek, not Get: a refused retry must not move its entry to the front, or the
+	// least recent entry would no longer be the one recorded longest ago.
+	if t, ok := l.last.Peek(id); ok {
+		if now.Sub(t) < Interval {
+			return false
+		}
+	} else if l.last.Len() >= capacity {
+		// Forgetting a key recorded within the Interval could repeat its Event, so only
+		// an expired oldest entry makes room. Concurrent callers' clocks may arrive
+		// slightly out of order; then the oldest entry may not be the earliest, and an
+		// Event that had room is dropped.
+		if _, t, _ := l.last.GetOldest(); now.Sub(t) < Interval {
+			return false
+		}
+		l.last.RemoveOldest()
+	}
+	l.last.Add(id, now)
+	return true
 }
