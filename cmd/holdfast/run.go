@@ -30,7 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
-	"github.com/holdfast-dev/holdfast/internal/scope"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/internal/version"
 )
 
@@ -91,8 +91,8 @@ func run(_ context.Context, o *options) error {
 	}
 	so := app.Options{Namespace: o.namespace, Identity: identity, Webhooks: app.WebhookOptions{
 		Anchor:   o.webhookConfigName,
-		Rollout:  scope.Defaults{FailurePolicy: admissionregistrationv1.FailurePolicyType(o.rolloutFailurePolicy), TimeoutSeconds: o.rolloutTimeout},
-		Eviction: scope.Defaults{FailurePolicy: admissionregistrationv1.FailurePolicyType(o.evictionFailurePolicy), TimeoutSeconds: o.evictionTimeout},
+		Rollout:  interception.Defaults{FailurePolicy: admissionregistrationv1.FailurePolicyType(o.rolloutFailurePolicy), TimeoutSeconds: o.rolloutTimeout},
+		Eviction: interception.Defaults{FailurePolicy: admissionregistrationv1.FailurePolicyType(o.evictionFailurePolicy), TimeoutSeconds: o.evictionTimeout},
 	}}
 	shared, err := app.NewShared(metrics.Registry)
 	if err != nil {

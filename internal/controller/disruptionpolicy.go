@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -102,7 +102,7 @@ func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.Disr
 	first := ""
 	for _, k := range workload.Kinds() {
 		list, _ := workload.NewList(k)
-		if err := cache.List(ctx, r.Client, list); err != nil {
+		if err := informer.List(ctx, r.Client, list); err != nil {
 			return err
 		}
 		objs, _ := meta.ExtractList(list)

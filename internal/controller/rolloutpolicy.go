@@ -22,10 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/events"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -149,7 +149,7 @@ func labelledWorkloads(ctx context.Context, c client.Reader) ([]labelled, error)
 	var out []labelled
 	for _, k := range workload.Kinds() {
 		list, _ := workload.NewList(k)
-		if err := cache.List(ctx, c, list); err != nil {
+		if err := informer.List(ctx, c, list); err != nil {
 			return nil, err
 		}
 		objs, err := meta.ExtractList(list)

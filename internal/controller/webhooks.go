@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/scope"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 )
 
 // WidenedAt is the annotation on holdfast's scoped webhook configuration that says when it
@@ -41,7 +41,7 @@ type WebhookConfiguration struct {
 	Name, Anchor string
 	// Namespace is holdfast's own, never intercepted.
 	Namespace         string
-	Rollout, Eviction scope.Defaults
+	Rollout, Eviction interception.Defaults
 	// NarrowAfter is how long entries that policies no longer need stay beside their
 	// replacements, so that no API server is left without either; 0 means 2 s.
 	NarrowAfter time.Duration
@@ -94,7 +94,7 @@ func (r *WebhookConfiguration) Reconcile(ctx context.Context, _ reconcile.Reques
 }
 
 // sync writes the entries the policies need and returns what they mean for each policy.
-func (r *WebhookConfiguration) sync(ctx context.Context, rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionPolicy) (map[scope.Key]*scope.Outcome, reconcile.Result, error) {
+func (r *WebhookConfiguration) sync(ctx context.Context, rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionPolicy) (map[interception.Key]*interception.Outcome, reconcile.Result, error) {
 	anchor := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: r.Anchor}, anchor); err != nil {
 		return nil, reconcile.Result{}, fmt.Errorf("reading the installed webhook configuration %s, which says how the API server reaches holdfast: %w", r.Anchor, err)
@@ -102,7 +102,7 @@ func (r *WebhookConfiguration) sync(ctx context.Context, rollouts []v1alpha1.Rol
 	if len(anchor.Webhooks) == 0 {
 		return nil, reconcile.Result{}, fmt.Errorf("the installed webhook configuration %s has no webhook to say how the API server reaches holdfast", r.Anchor)
 	}
-	want, outcomes := scope.Entries(rollouts, evictions, scope.Settings{
+	want, outcomes := interception.Entries(rollouts, evictions, interception.Settings{
 		Namespace: r.Namespace, Client: anchor.Webhooks[0].ClientConfig, Rollout: r.Rollout, Eviction: r.Eviction})
 	owner := metav1.OwnerReference{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingWebhookConfiguration",
 		Name: anchor.Name, UID: anchor.UID}
@@ -208,18 +208,18 @@ func normalized(ws []admissionregistrationv1.ValidatingWebhook) []admissionregis
 }
 
 // setConditions writes each policy's Intercepted condition where it changed.
-func (r *WebhookConfiguration) setConditions(ctx context.Context, rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionPolicy, outcomes map[scope.Key]*scope.Outcome, syncErr error) error {
+func (r *WebhookConfiguration) setConditions(ctx context.Context, rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionPolicy, outcomes map[interception.Key]*interception.Outcome, syncErr error) error {
 	var errs []error
 	for i := range rollouts {
 		p := &rollouts[i]
-		c := r.condition(outcomes[scope.Key{Kind: "RolloutPolicy", Name: p.Name}], p.Spec.Suspend, p.Generation, syncErr)
+		c := r.condition(outcomes[interception.Key{Kind: "RolloutPolicy", Name: p.Name}], p.Spec.Suspend, p.Generation, syncErr)
 		if meta.SetStatusCondition(&p.Status.Conditions, c) {
 			errs = append(errs, client.IgnoreNotFound(r.Client.Status().Update(ctx, p)))
 		}
 	}
 	for i := range evictions {
 		p := &evictions[i]
-		c := r.condition(outcomes[scope.Key{Kind: "DisruptionPolicy", Name: p.Name}], p.Spec.Suspend, p.Generation, syncErr)
+		c := r.condition(outcomes[interception.Key{Kind: "DisruptionPolicy", Name: p.Name}], p.Spec.Suspend, p.Generation, syncErr)
 		if meta.SetStatusCondition(&p.Status.Conditions, c) {
 			errs = append(errs, client.IgnoreNotFound(r.Client.Status().Update(ctx, p)))
 		}
@@ -227,7 +227,7 @@ func (r *WebhookConfiguration) setConditions(ctx context.Context, rollouts []v1a
 	return errors.Join(errs...)
 }
 
-func (r *WebhookConfiguration) condition(o *scope.Outcome, suspended bool, generation int64, syncErr error) metav1.Condition {
+func (r *WebhookConfiguration) condition(o *interception.Outcome, suspended bool, generation int64, syncErr error) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionIntercepted, ObservedGeneration: generation}
 	switch {
 	case suspended:

@@ -10,17 +10,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
-// Read gathers a workload's history from a cache indexed by cache.OwnerIndex (read-only). Pods are read
+// Read gathers a workload's history from a cache indexed by informer.OwnerIndex (read-only). Pods are read
 // only while w rolls out or is held: only then do decisions read LastActivity, Serving and
 // Pods (stalled rollouts, rollbacks to a revision that still serves, staged templates).
 func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, error) {
 	var h History
 	owned := func(list client.ObjectList, uid types.UID) error {
-		return cache.ListOwned(ctx, r, list, w.Namespace, uid)
+		return informer.ListOwned(ctx, r, list, w.Namespace, uid)
 	}
 	var pods []corev1.Pod
 	if w.Kind == v1alpha1.KindDeployment {

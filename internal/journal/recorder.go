@@ -25,9 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -131,7 +131,7 @@ func (r *Recorder) journaled(_ context.Context, o client.Object) []reconcile.Req
 func (r *Recorder) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	now := r.Clock.Now()
 	var policies v1alpha1.RolloutPolicyList
-	if err := cache.List(ctx, r.Client, &policies); err != nil {
+	if err := informer.List(ctx, r.Client, &policies); err != nil {
 		return reconcile.Result{}, err
 	}
 	existing := &corev1.ConfigMap{}

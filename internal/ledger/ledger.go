@@ -1,9 +1,8 @@
-// Package ledger keeps records of what holdfast admitted in coordination Leases in its
-// namespace: one annotation holds the records as a JSON list. Every replica reads a ledger
-// from the API server and writes it with optimistic concurrency, so that two replicas
-// never both admit what only one may, even before their informers have seen the first.
-// The eviction guard keeps one per group (its admitted evictions), the rollout guard one
-// per policy with a fleet limit (its admitted starts).
+// Package ledger keeps records in coordination Leases: one annotation holds the records
+// as a JSON list. A ledger is read from the API server and written with optimistic
+// concurrency, so that two writers never both add to what they read, even before their
+// informers have seen the other's write. What the records are and mean is the caller's
+// (internal/budget).
 package ledger
 
 import (
@@ -14,7 +13,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -96,66 +94,4 @@ func LastWrite(l *coordinationv1.Lease) time.Time {
 		return l.Spec.RenewTime.Time
 	}
 	return l.CreationTimestamp.Time
-}
-
-// Eviction is one eviction holdfast admitted in a group (the pods of one workload), as the
-// group's ledger records it.
-type Eviction struct {
-	Pod string    `json:"pod"`
-	UID types.UID `json:"uid"`
-	At  time.Time `json:"at"`
-	// By is the replica that admitted it, whose clock At is read on.
-	By string `json:"by,omitempty"`
-}
-
-// EvictionsAnnotation holds a group's ledger's records.
-const EvictionsAnnotation = "holdfast.dev/evictions"
-
-// EvictionLapse is how long an admitted eviction counts against its group before the pod
-// is seen terminating or gone. kube's own PDB check may still refuse an eviction holdfast
-// admitted; such a record lapses instead of holding the group.
-const EvictionLapse = 30 * time.Second
-
-// MaxClockSkew is how far apart the clocks of holdfast's replicas (and of the nodes that
-// stamp readiness) may be: a record another replica wrote may be that much older than it
-// looks on this one's clock.
-const MaxClockSkew = 5 * time.Second
-
-// EvictionsPrefix starts the names of the groups' ledgers.
-const EvictionsPrefix = "holdfast-evictions-"
-
-// EvictionsKey is the ledger of the group of the workload with this UID.
-func EvictionsKey(namespace string, group types.UID) client.ObjectKey {
-	return client.ObjectKey{Namespace: namespace, Name: EvictionsPrefix + string(group)}
-}
-
-// RolloutStartAnnotation holds, on a group's ledger, the last start of the workload's
-// rollout admitted under a RolloutPolicy that shares DisruptionPolicies' budgets: the
-// rollout guard writes it into the same Lease the eviction guard writes, so that a drain
-// and a rollout admitted at once by two replicas conflict, and the second decides again.
-const RolloutStartAnnotation = "holdfast.dev/rollout-start"
-
-// StartLapse is how long an admitted start of a rollout counts without its revision
-// journal showing it: long enough to cover a leader failover, during which journals do not
-// follow; a start the API server refused after holdfast admitted it frees what it held then.
-const StartLapse = 2 * time.Minute
-
-// RolloutStart is a start of a workload's rollout that shares budgets.
-type RolloutStart struct {
-	Template      string    `json:"template"`
-	At            time.Time `json:"at"`
-	By            string    `json:"by,omitempty"`
-	RolloutPolicy string    `json:"rolloutPolicy"`
-	// Budgets are the DisruptionPolicies whose budgets it shares.
-	Budgets []string `json:"budgets"`
-}
-
-// ReadRolloutStart decodes a group ledger's rollout start; ok is false when there is none
-// or it does not decode.
-func ReadRolloutStart(raw string) (RolloutStart, bool) {
-	var s RolloutStart
-	if raw == "" || json.Unmarshal([]byte(raw), &s) != nil {
-		return RolloutStart{}, false
-	}
-	return s, true
 }

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -209,7 +209,7 @@ func EachSelected(ctx context.Context, r client.Reader, m *Matcher, t v1alpha1.W
 	}
 	for _, k := range kinds {
 		list, _ := workload.NewList(k)
-		if err := cache.List(ctx, r, list); err != nil {
+		if err := informer.List(ctx, r, list); err != nil {
 			return err
 		}
 		objs, err := meta.ExtractList(list)

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
 // NamespaceMetadata is an empty Namespace read as metadata only: the form in which
@@ -23,7 +23,7 @@ func NamespaceMetadata() *metav1.PartialObjectMetadata {
 // map is the cache's own: read it, never write it.
 func NamespaceLabels(ctx context.Context, r client.Reader, name string) (map[string]string, error) {
 	ns := NamespaceMetadata()
-	if err := cache.Get(ctx, r, client.ObjectKey{Name: name}, ns); err != nil {
+	if err := informer.Get(ctx, r, client.ObjectKey{Name: name}, ns); err != nil {
 		return nil, fmt.Errorf("reading namespace %q: %w", name, err)
 	}
 	return ns.Labels, nil
@@ -34,7 +34,7 @@ func NamespaceLabels(ctx context.Context, r client.Reader, name string) (map[str
 func AllNamespaceLabels(ctx context.Context, r client.Reader) (map[string]map[string]string, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := cache.List(ctx, r, list); err != nil {
+	if err := informer.List(ctx, r, list); err != nil {
 		return nil, err
 	}
 	out := make(map[string]map[string]string, len(list.Items))

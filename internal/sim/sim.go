@@ -28,13 +28,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/budget"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/kubemodel"
 	"github.com/holdfast-dev/holdfast/internal/memstore"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
-	"github.com/holdfast-dev/holdfast/webhooks/policies"
+	"github.com/holdfast-dev/holdfast/webhooks/policyvalidation"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
 
@@ -111,7 +112,7 @@ type simWorkload struct {
 // Run runs the scenario and returns what happened.
 func Run(sc *Scenario) (*Result, error) {
 	s := &sim{sc: sc, now: epoch, startup: durationOr(sc.Spec.PodStartup, defaultStartup),
-		store:    memstore.New(map[string]client.IndexerFunc{cache.OwnerIndex: cache.ControllerUID}),
+		store:    memstore.New(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}),
 		journals: &journal.Store{}, nodeByNam: map[string]*node{}, byRef: map[WorkloadRef]*simWorkload{},
 		res: &Result{Scenario: sc.Name, Description: sc.Spec.Description}}
 	s.store.Now = func() metav1.Time { return metav1.NewTime(s.now) }
@@ -122,10 +123,10 @@ func Run(sc *Scenario) (*Result, error) {
 	for _, k := range []v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet} {
 		s.recorders[k] = &journal.Recorder{Client: s.writer, Kind: k, Namespace: Namespace, Matcher: matcher, Clock: clk}
 	}
+	ledgers := &budget.Ledgers{Live: s.writer, Namespace: Namespace, Identity: "holdfast-simulate"}
 	s.rollout = &rollout.Handler{Reader: s.store, Decoder: admission.NewDecoder(scheme), Clock: clk, Matcher: matcher,
-		Journals: s.journals, LedgerReader: s.store, LedgerWriter: s.writer, Namespace: Namespace, Identity: "holdfast-simulate"}
-	s.eviction = &eviction.Handler{Reader: s.store, LedgerReader: s.store, LedgerWriter: s.writer, Namespace: Namespace,
-		Identity: "holdfast-simulate", Clock: clk, Matcher: matcher, Holds: &eviction.Holds{}, Journals: s.journals}
+		Journals: s.journals, Ledgers: ledgers}
+	s.eviction = &eviction.Handler{Reader: s.store, APIReader: s.store, Ledgers: ledgers, Clock: clk, Matcher: matcher, Holds: &eviction.Holds{}, Journals: s.journals}
 	if err := s.load(); err != nil {
 		return nil, err
 	}
@@ -180,7 +181,7 @@ func (s *sim) load() error {
 			namespaces[ns.Name] = true
 		case *v1alpha1.RolloutPolicy, *v1alpha1.DisruptionPolicy:
 			// What holdfast's policy webhook would refuse never reaches the cluster.
-			if err := policies.Validate(obj); err != nil {
+			if err := policyvalidation.Validate(obj); err != nil {
 				return fmt.Errorf("%s: %s %s is refused: %w", o.Source, o.Object.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 			}
 			obj.SetUID(s.uid())

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
 // Group is the pods of one workload: a Deployment's through its ReplicaSets, a
@@ -21,7 +21,7 @@ type Group struct {
 }
 
 // GroupOf finds the workload a pod belongs to and reads its pods, from a cache indexed by
-// cache.OwnerIndex (read-only). It returns nil for pods of other owners, which holdfast
+// informer.OwnerIndex (read-only). It returns nil for pods of other owners, which holdfast
 // does not guard, and for pods whose workload is gone.
 func GroupOf(ctx context.Context, r client.Reader, pod *corev1.Pod) (*Group, error) {
 	ref := metav1.GetControllerOf(pod)
@@ -31,7 +31,7 @@ func GroupOf(ctx context.Context, r client.Reader, pod *corev1.Pod) (*Group, err
 	owner, kind := ref.Name, v1alpha1.WorkloadKind(ref.Kind)
 	if ref.Kind == "ReplicaSet" {
 		rs := &appsv1.ReplicaSet{}
-		if err := cache.Get(ctx, r, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, rs); err != nil {
+		if err := informer.Get(ctx, r, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, rs); err != nil {
 			return nil, client.IgnoreNotFound(err)
 		}
 		dref := metav1.GetControllerOf(rs)
@@ -46,7 +46,7 @@ func GroupOf(ctx context.Context, r client.Reader, pod *corev1.Pod) (*Group, err
 	if err != nil {
 		return nil, nil // other owners are not guarded
 	}
-	if err := cache.Get(ctx, r, client.ObjectKey{Namespace: pod.Namespace, Name: owner}, obj); err != nil {
+	if err := informer.Get(ctx, r, client.ObjectKey{Namespace: pod.Namespace, Name: owner}, obj); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
 	m, _ := MetaOf(obj)
@@ -56,7 +56,7 @@ func GroupOf(ctx context.Context, r client.Reader, pod *corev1.Pod) (*Group, err
 	owners := []types.UID{m.UID}
 	if kind == v1alpha1.KindDeployment {
 		var sets appsv1.ReplicaSetList
-		if err := cache.ListOwned(ctx, r, &sets, m.Namespace, m.UID); err != nil {
+		if err := informer.ListOwned(ctx, r, &sets, m.Namespace, m.UID); err != nil {
 			return nil, err
 		}
 		owners = owners[:0]
@@ -66,7 +66,7 @@ func GroupOf(ctx context.Context, r client.Reader, pod *corev1.Pod) (*Group, err
 	}
 	for _, uid := range owners {
 		var pods corev1.PodList
-		if err := cache.ListOwned(ctx, r, &pods, m.Namespace, uid); err != nil {
+		if err := informer.ListOwned(ctx, r, &pods, m.Namespace, uid); err != nil {
 			return nil, err
 		}
 		for i := range pods.Items {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/check"
-	"github.com/holdfast-dev/holdfast/internal/scope"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -121,7 +121,7 @@ func TestCheckAgreesWithTheWebhook(t *testing.T) {
 			switch {
 			case results[0].Action == "deny":
 				want := strings.Join(messages, "; ")
-				if got, ok := deniedBy(err, scope.TypeRollout); !ok || got != want {
+				if got, ok := deniedBy(err, interception.TypeRollout); !ok || got != want {
 					t.Errorf("the webhook answered\n  %v\nholdfast check says\n  %s", err, want)
 				}
 			case err != nil:
@@ -206,7 +206,7 @@ func TestCheckReadsHistoryFromTheCluster(t *testing.T) {
 	// The two decided a few milliseconds apart: compare the answers with the durations out.
 	durations := regexp.MustCompile(`[0-9]+(\.[0-9]+)?(ms|s|m)`)
 	want := results[0].Violations[0].Message
-	if got, ok := deniedBy(err, scope.TypeRollout); !ok || durations.ReplaceAllString(got, "D") != durations.ReplaceAllString(want, "D") {
+	if got, ok := deniedBy(err, interception.TypeRollout); !ok || durations.ReplaceAllString(got, "D") != durations.ReplaceAllString(want, "D") {
 		t.Errorf("the webhook answered\n  %v\nholdfast check says\n  %s", err, want)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-dev/holdfast/internal/budget"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -119,8 +121,8 @@ func TestLedgerDeletedBetweenReadAndWrite(t *testing.T) {
 		t.Fatalf("the first eviction: %v", err)
 	}
 	writer := &deletingWriter{Client: k8s}
-	h := &eviction.Handler{Reader: cached, LedgerReader: k8s, LedgerWriter: writer, Namespace: holdfastNamespace,
-		Identity: "integration-direct", Clock: clock.RealClock{}}
+	h := &eviction.Handler{Reader: cached, APIReader: k8s, Ledgers: &budget.Ledgers{Live: writer, Namespace: holdfastNamespace,
+		Identity: "integration-direct"}, Clock: clock.RealClock{}}
 	body, err := json.Marshal(&policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pods[1].Name}})
 	if err != nil {

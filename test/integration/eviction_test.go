@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/scope"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -125,7 +125,7 @@ func assertDeferred(t *testing.T, err error) {
 	if !apierrors.HasStatusCause(err, policyv1.DisruptionBudgetCause) {
 		t.Errorf("429 without a DisruptionBudget cause: %v", err)
 	}
-	if msg, ok := deniedBy(err, scope.TypeEviction); !ok || !strings.HasPrefix(msg, "holdfast:") {
+	if msg, ok := deniedBy(err, interception.TypeEviction); !ok || !strings.HasPrefix(msg, "holdfast:") {
 		t.Errorf("the deferral %q is not recognisably holdfast's", err)
 	}
 	var se apierrors.APIStatus

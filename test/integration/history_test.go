@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
@@ -39,7 +39,7 @@ func addRevision(t *testing.T, d *appsv1.Deployment, n string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var list appsv1.ReplicaSetList
-		if err := cached.List(context.Background(), &list, client.InNamespace(d.Namespace), client.MatchingFields{cache.OwnerIndex: string(d.UID)}); err == nil {
+		if err := cached.List(context.Background(), &list, client.InNamespace(d.Namespace), client.MatchingFields{informer.OwnerIndex: string(d.UID)}); err == nil {
 			for _, got := range list.Items {
 				if got.Name == rs.Name {
 					return

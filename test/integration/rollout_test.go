@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/scope"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
@@ -46,7 +46,7 @@ func konnectivity(ns string, replicas int32, serverCount string) *appsv1.Deploym
 var webhookDenial = regexp.MustCompile(`^admission webhook "([^"]+)" denied the request: (.*)$`)
 
 // deniedBy returns the message of err when one of holdfast's entries of the type (e.g.
-// scope.TypeRollout) refused the request.
+// interception.TypeRollout) refused the request.
 func deniedBy(err error, typ string) (string, bool) {
 	if err == nil {
 		return "", false
@@ -65,8 +65,8 @@ func assertHoldfastDenied(t *testing.T, err error, rule, field string) {
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("got %v, want 403 Forbidden from holdfast", err)
 	}
-	_, byRollout := deniedBy(err, scope.TypeRollout)
-	if _, byScale := deniedBy(err, scope.TypeScale); !byRollout && !byScale {
+	_, byRollout := deniedBy(err, interception.TypeRollout)
+	if _, byScale := deniedBy(err, interception.TypeScale); !byRollout && !byScale {
 		t.Errorf("denial %q does not name holdfast's webhook", err)
 	}
 	var status apierrors.APIStatus

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/scope"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
@@ -79,7 +79,7 @@ func callsIn(ns string) []string {
 func scopedEntries(t *testing.T) []admissionregistrationv1.ValidatingWebhook {
 	t.Helper()
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Name: scope.Name("holdfast")}, vwc); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: interception.Name("holdfast")}, vwc); err != nil {
 		t.Fatal(err)
 	}
 	return vwc.Webhooks
@@ -223,7 +223,7 @@ func TestScopeFollowsPolicies(t *testing.T) {
 		}) {
 			t.Errorf("%s never reaches into holdfast's namespace? %+v", w.Name, w.NamespaceSelector)
 		}
-		if strings.HasSuffix(w.Name, "."+scope.TypeRollout) && (w.ObjectSelector == nil || w.ObjectSelector.MatchLabels["app"] != "a") {
+		if strings.HasSuffix(w.Name, "."+interception.TypeRollout) && (w.ObjectSelector == nil || w.ObjectSelector.MatchLabels["app"] != "a") {
 			t.Errorf("%s: objectSelector %+v, want the policy's", w.Name, w.ObjectSelector)
 		}
 	}
@@ -268,7 +268,7 @@ func TestScopeFollowsPolicies(t *testing.T) {
 
 	// A hand edit is reverted.
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := k8s.Get(ctx, client.ObjectKey{Name: scope.Name("holdfast")}, vwc); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Name: interception.Name("holdfast")}, vwc); err != nil {
 		t.Fatal(err)
 	}
 	vwc.Webhooks = slices.DeleteFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return strings.HasPrefix(w.Name, p.Name+"-") })
@@ -313,7 +313,7 @@ func TestScopeFollowsPolicies(t *testing.T) {
 // TestScopeRefusesWhatCannotBeASelector: a selector value that is not a label value
 // cannot be a webhook's objectSelector, and holdfast could not evaluate it: such a policy
 // is refused when holdfast answers (one created while it did not is intercepted through a
-// wider entry and says so: internal/scope's TestSelectorsThatCannotBeWebhookSelectorsAreBroadened).
+// wider entry and says so: internal/interception's TestSelectorsThatCannotBeWebhookSelectorsAreBroadened).
 func TestScopeRefusesWhatCannotBeASelector(t *testing.T) {
 	p := utiltesting.MakeRolloutPolicy("broad").Mode(v1alpha1.ModeAudit).
 		Selector(map[string]string{"app": "not a label value"}).

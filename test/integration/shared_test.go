@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/scope"
-	"github.com/holdfast-dev/holdfast/webhooks/rollout"
+	"github.com/holdfast-dev/holdfast/internal/budget"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 )
 
 // TestSharedBudgetBothWays: a RolloutPolicy sharing a DisruptionPolicy's budget refuses a
@@ -42,7 +42,7 @@ func TestSharedBudgetBothWays(t *testing.T) {
 	}
 	b := withImage(d, "registry.example/main:B")
 	err := k8s.Update(ctx, b)
-	assertHoldfastDenied(t, err, rollout.RuleSharedBudget, "spec.template")
+	assertHoldfastDenied(t, err, budget.RuleSharedBudget, "spec.template")
 	if !strings.Contains(err.Error(), "cooldown of 1m0s") {
 		t.Errorf("the refusal does not say it waits for the cooldown: %v", err)
 	}
@@ -67,7 +67,7 @@ func TestSharedBudgetBothWays(t *testing.T) {
 	if !apierrors.IsTooManyRequests(err) {
 		t.Fatalf("evicting an agent while its Deployment rolls out: %v, want 429", err)
 	}
-	if msg, ok := deniedBy(err, scope.TypeEviction); !ok || !strings.Contains(msg, "/"+"sharedBudget]") || !strings.Contains(msg, "rolling out") {
+	if msg, ok := deniedBy(err, interception.TypeEviction); !ok || !strings.Contains(msg, "/"+"sharedBudget]") || !strings.Contains(msg, "rolling out") {
 		t.Errorf("the deferral %q does not name the shared budget and the rollout", err)
 	}
 	// The rollout finishes: the drain goes on.

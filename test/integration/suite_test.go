@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
-	"github.com/holdfast-dev/holdfast/internal/scope"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/test/harness"
 )
 
@@ -121,8 +121,8 @@ func run(m *testing.M) int {
 	if err == nil {
 		err = app.Setup(ctx, mgr, app.Options{Namespace: holdfastNamespace, Identity: "integration", LedgerSweepEvery: time.Second,
 			Webhooks: app.WebhookOptions{Anchor: vwc.Name, NarrowAfter: 500 * time.Millisecond,
-				Rollout:  scope.Defaults{FailurePolicy: admissionregistrationv1.Fail},
-				Eviction: scope.Defaults{FailurePolicy: admissionregistrationv1.Fail}}}, shared)
+				Rollout:  interception.Defaults{FailurePolicy: admissionregistrationv1.Fail},
+				Eviction: interception.Defaults{FailurePolicy: admissionregistrationv1.Fail}}}, shared)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setting up holdfast:", err)

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/scope"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/test/harness"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
@@ -192,11 +192,11 @@ func (b *bench) installNoop(ctx context.Context, noop *noopProcess, policy strin
 	var entry *admissionregistrationv1.ValidatingWebhook
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := b.c.Get(ctx, client.ObjectKey{Name: scope.Name(harness.WebhookConfigName)}, vwc); err != nil {
+		if err := b.c.Get(ctx, client.ObjectKey{Name: interception.Name(harness.WebhookConfigName)}, vwc); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		for i, w := range vwc.Webhooks {
-			if strings.HasPrefix(w.Name, policy+"-") && strings.HasSuffix(w.Name, "."+scope.TypeRollout) {
+			if strings.HasPrefix(w.Name, policy+"-") && strings.HasSuffix(w.Name, "."+interception.TypeRollout) {
 				entry = &vwc.Webhooks[i]
 				return true, nil
 			}

@@ -12,8 +12,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
-	hfledger "github.com/holdfast-dev/holdfast/internal/ledger"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -34,21 +34,6 @@ const (
 // The real wait goes in the message.
 const MaxRetryAfter = 10 * time.Second
 
-// RecordLapse is how long an admitted eviction counts against its group before the pod
-// is seen terminating or gone (ledger.EvictionLapse).
-const RecordLapse = hfledger.EvictionLapse
-
-// MaxClockSkew is how far apart the clocks of holdfast's replicas, and of the nodes that
-// stamp pods' readiness, may be while every budget and cooldown still holds. A record
-// carries the clock of the replica that admitted it; another replica reads it as up to
-// MaxClockSkew older than it looks: it lapses that much later and holds the cooldown that
-// much longer. A pod counts as settled once it has been Ready for minReadySeconds plus
-// MaxClockSkew. Clocks that differ by more can admit an eviction up to the difference early.
-const MaxClockSkew = hfledger.MaxClockSkew
-
-// Record is one eviction holdfast admitted in a group.
-type Record = hfledger.Eviction
-
 // Input is everything an eviction decision reads, gathered by the handler.
 type Input struct {
 	Pod             workload.Pod
@@ -56,25 +41,22 @@ type Input struct {
 	NamespaceLabels map[string]string
 	// Group is nil for pods whose owner holdfast does not guard.
 	Group    *workload.Group
-	Records  []Record
+	Records  []budget.Eviction
 	Policies []v1alpha1.DisruptionPolicy
 	// Matcher evaluates the policies' targets; nil compiles their selectors anew.
 	Matcher *policy.Matcher
 	User    authenticationv1.UserInfo
 	// Rollout is the group's workload's rollout in flight under a RolloutPolicy that shares
 	// a DisruptionPolicy's budget; nil when there is none.
-	Rollout *SharedRollout
+	Rollout *budget.SharedRollout
 	// Identity is this replica's, as it signs records; Now is its clock.
 	Identity string
 	Now      time.Time
 }
 
 // margin is how much older than it looks a record may be, read on this replica's clock.
-func (in Input) margin(r Record) time.Duration {
-	if r.By != "" && r.By == in.Identity {
-		return 0
-	}
-	return MaxClockSkew
+func (in Input) margin(r budget.Eviction) time.Duration {
+	return budget.Margin(in.Identity, r.By)
 }
 
 // Recorded is whether the group's ledger already holds this pod's admitted eviction, not
@@ -82,7 +64,7 @@ func (in Input) margin(r Record) time.Duration {
 // match one request, or a retry. It needs no second record.
 func (in Input) Recorded() bool {
 	for _, r := range in.Records {
-		if r.UID == in.Pod.UID && in.Now.Sub(r.At) < RecordLapse+in.margin(r) {
+		if r.UID == in.Pod.UID && in.Now.Sub(r.At) < budget.EvictionLapse+in.margin(r) {
 			return true
 		}
 	}
@@ -161,7 +143,7 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 	// counts as settled once it has been Ready for minReadySeconds on either.
 	settle := minReady
 	if settle > 0 {
-		settle += MaxClockSkew
+		settle += budget.MaxClockSkew
 	}
 	available, soonest := availability(g, settle, in.Now)
 	pending := pendingRecords(in, settle)
@@ -245,13 +227,13 @@ func availability(g *workload.Group, minReady time.Duration, now time.Time) (ava
 }
 
 // pendingRecords counts admitted evictions whose pods the cache still shows available:
-// the window before informers see the eviction. They lapse after RecordLapse (and the
+// the window before informers see the eviction. They lapse after budget.EvictionLapse (and the
 // clock margin of the replica that wrote them).
 func pendingRecords(in Input, minReady time.Duration) int32 {
 	var n int32
 	for _, r := range in.Records {
 		// A retried eviction of this very pod is the same disruption, not another one.
-		if in.Now.Sub(r.At) >= RecordLapse+in.margin(r) || r.UID == in.Pod.UID {
+		if in.Now.Sub(r.At) >= budget.EvictionLapse+in.margin(r) || r.UID == in.Pod.UID {
 			continue
 		}
 		for _, p := range in.Group.Pods {
@@ -275,7 +257,7 @@ func lastEffective(in Input) (time.Time, bool) {
 			continue // a retried eviction of this pod does not wait for itself
 		}
 		at := r.At.Add(in.margin(r))
-		effective := in.Now.Sub(at) < RecordLapse
+		effective := in.Now.Sub(at) < budget.EvictionLapse
 		if !effective {
 			effective = true // gone, unless still present and not terminating
 			for _, p := range in.Group.Pods {
@@ -289,18 +271,6 @@ func lastEffective(in Input) (time.Time, bool) {
 		}
 	}
 	return last, found
-}
-
-// Retention is how long a group's ledger keeps its records: longer than any cooldown the
-// policies set, with the margins a record may need, and never less than an hour.
-func Retention(policies []v1alpha1.DisruptionPolicy) time.Duration {
-	keep := minRetention
-	for i := range policies {
-		if c := policies[i].Spec.Cooldown; c != nil {
-			keep = max(keep, c.Duration+RecordLapse+MaxClockSkew)
-		}
-	}
-	return keep
 }
 
 // windowHold defers the eviction while the policy's windows hold changes (an open Deny

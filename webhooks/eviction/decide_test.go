@@ -1,7 +1,6 @@
 package eviction
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,9 +16,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/journal"
-	hfledger "github.com/holdfast-dev/holdfast/internal/ledger"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -53,7 +52,7 @@ func TestDecideEviction(t *testing.T) {
 		mutPod   func(*workload.Pod)
 		mutGroup func(*workload.Group)
 		policy   v1alpha1.DisruptionPolicy
-		records  []Record
+		records  []budget.Eviction
 		labels   map[string]string
 		user     string
 		want     []string // rules violated
@@ -71,39 +70,39 @@ func TestDecideEviction(t *testing.T) {
 		"a missing pod counts as unavailable": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
 			mutGroup: func(g *workload.Group) { g.Pods = g.Pods[1:] },
 			want:     []string{RuleMaxUnavailable}, action: decision.Deny},
-		// A replacement settles after minReadySeconds and the clock margin (MaxClockSkew):
+		// A replacement settles after minReadySeconds and the clock margin (budget.MaxClockSkew):
 		// its readiness was stamped on the node's clock.
 		"a replacement Ready for less than minReadySeconds has not settled": {group: group("Deployment", 4), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MinReadySeconds = 10 }),
 			mutGroup: func(g *workload.Group) { g.Pods[0].ReadySince = now.Add(-4 * time.Second) },
-			want:     []string{RuleMaxUnavailable}, action: decision.Deny, wait: 6*time.Second + MaxClockSkew},
+			want:     []string{RuleMaxUnavailable}, action: decision.Deny, wait: 6*time.Second + budget.MaxClockSkew},
 		"a replacement Ready for minReadySeconds, but within the clock margin, has not settled": {group: group("Deployment", 4), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MinReadySeconds = 10 }),
 			mutGroup: func(g *workload.Group) { g.Pods[0].ReadySince = now.Add(-10 * time.Second) },
-			want:     []string{RuleMaxUnavailable}, action: decision.Deny, wait: MaxClockSkew},
+			want:     []string{RuleMaxUnavailable}, action: decision.Deny, wait: budget.MaxClockSkew},
 		"a replacement Ready for minReadySeconds and the clock margin has settled": {group: group("Deployment", 4), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MinReadySeconds = 10 }),
-			mutGroup: func(g *workload.Group) { g.Pods[0].ReadySince = now.Add(-10*time.Second - MaxClockSkew) }},
+			mutGroup: func(g *workload.Group) { g.Pods[0].ReadySince = now.Add(-10*time.Second - budget.MaxClockSkew) }},
 		"an admitted eviction the informer has not seen yet counts": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
-			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-time.Second)}},
+			records: []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-time.Second)}},
 			want:    []string{RuleMaxUnavailable}, action: decision.Deny},
 		"an admitted eviction that never took effect lapses": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
-			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-RecordLapse)}}},
+			records: []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-budget.EvictionLapse)}}},
 		"a retried eviction of the same pod is not counted twice": {group: group("Deployment", 4), pod: 0, policy: dp(nil),
-			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-time.Second)}}},
+			records: []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-time.Second)}}},
 		"percentages round up as PDBs do": {group: group("Deployment", 5), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromString("25%")) }),
 			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false }},
 		"cooldown defers the next eviction": {group: group("DaemonSet", 6), pod: 1,
 			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 20 * time.Second} }),
-			records: []Record{{Pod: "gone", UID: "gone", At: now.Add(-5 * time.Second)}},
+			records: []budget.Eviction{{Pod: "gone", UID: "gone", At: now.Add(-5 * time.Second)}},
 			want:    []string{RuleCooldown}, action: decision.Deny, wait: 15 * time.Second},
 		"cooldown has passed": {group: group("DaemonSet", 6), pod: 1,
 			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 20 * time.Second} }),
-			records: []Record{{Pod: "gone", UID: "gone", At: now.Add(-21 * time.Second)}}},
+			records: []budget.Eviction{{Pod: "gone", UID: "gone", At: now.Add(-21 * time.Second)}}},
 		"an eviction kube refused does not hold the cooldown": {group: group("DaemonSet", 6), pod: 1,
 			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: time.Hour} }),
-			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-time.Minute)}}},
+			records: []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-time.Minute)}}},
 		"budget zero is never": {group: group("Deployment", 3),
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromInt32(0)) }),
 			want:   []string{RuleMaxUnavailable}, action: decision.Deny, never: true},
@@ -133,7 +132,7 @@ func TestDecideEviction(t *testing.T) {
 		"AlwaysAllow: a not-Ready pod is neither deferred by the cooldown nor recorded": {group: group("DaemonSet", 6), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: time.Hour} }),
 			mutGroup: func(g *workload.Group) { g.Pods[1].Ready = false },
-			records:  []Record{{Pod: "gone", UID: "gone", At: now.Add(-5 * time.Second)}}, counts: ptr.To(false)},
+			records:  []budget.Eviction{{Pod: "gone", UID: "gone", At: now.Add(-5 * time.Second)}}, counts: ptr.To(false)},
 		"a Ready pod's admitted eviction is recorded": {group: group("DaemonSet", 6), pod: 1, policy: dp(nil), counts: ptr.To(true)},
 		"IfHealthyBudget: a not-Ready pod of a group at its budget is not now (429), not never": {group: group("Deployment", 3), pod: 1,
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
@@ -155,13 +154,13 @@ func TestDecideEviction(t *testing.T) {
 			}),
 			want: []string{RuleTargets}, action: decision.Deny, wait: MaxRetryAfter},
 		"another replica's record, 28 s old on this clock, may be 33 s old: still in flight": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
-			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-RecordLapse + 2*time.Second), By: "other"}},
+			records: []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-budget.EvictionLapse + 2*time.Second), By: "other"}},
 			want:    []string{RuleMaxUnavailable}, action: decision.Deny},
-		"another replica's record lapses MaxClockSkew later than this replica's own": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
-			records: []Record{{Pod: "p0", UID: "u0", At: now.Add(-RecordLapse - MaxClockSkew), By: "other"}}},
-		"another replica's record holds the cooldown MaxClockSkew longer": {group: group("DaemonSet", 6), pod: 1,
+		"another replica's record lapses budget.MaxClockSkew later than this replica's own": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
+			records: []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-budget.EvictionLapse - budget.MaxClockSkew), By: "other"}}},
+		"another replica's record holds the cooldown budget.MaxClockSkew longer": {group: group("DaemonSet", 6), pod: 1,
 			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 20 * time.Second} }),
-			records: []Record{{Pod: "gone", UID: "gone", At: now.Add(-21 * time.Second), By: "other"}},
+			records: []budget.Eviction{{Pod: "gone", UID: "gone", At: now.Add(-21 * time.Second), By: "other"}},
 			want:    []string{RuleCooldown}, action: decision.Deny, wait: 4 * time.Second},
 		// Requesters (issue 18): the first entry naming the evicting identity tightens.
 		"the autoscaler held at 0 is refused for good": {group: group("DaemonSet", 6), user: "system:serviceaccount:kube-system:cluster-autoscaler",
@@ -178,7 +177,7 @@ func TestDecideEviction(t *testing.T) {
 				s.Requesters = []v1alpha1.Requester{{Users: []string{"alice"}, MaxUnavailable: ptr.To(intstr.FromInt32(3))}}
 			}), want: []string{RuleMaxUnavailable}, action: decision.Deny},
 		"a requester's longer cooldown holds its evictions": {group: group("DaemonSet", 6), pod: 1, user: "alice",
-			records: []Record{{Pod: "gone", UID: "gone", At: now.Add(-time.Minute)}},
+			records: []budget.Eviction{{Pod: "gone", UID: "gone", At: now.Add(-time.Minute)}},
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
 				s.MaxUnavailable = ptr.To(intstr.FromInt32(2))
 				s.Cooldown = &metav1.Duration{Duration: 30 * time.Second}
@@ -258,29 +257,29 @@ func TestDecideEviction(t *testing.T) {
 // TestRecordsOutliveTheLongestCooldown: a cooldown longer than an hour keeps its records
 // (and its ledger) as long as it needs them.
 func TestRecordsOutliveTheLongestCooldown(t *testing.T) {
-	if got := Retention(nil); got != time.Hour {
+	if got := budget.Retention(nil); got != time.Hour {
 		t.Errorf("Retention without policies = %v, want an hour", got)
 	}
 	long := dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 3 * time.Hour} })
 	short := dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: time.Minute} })
-	keep := Retention([]v1alpha1.DisruptionPolicy{short, long})
-	if keep < 3*time.Hour+RecordLapse+MaxClockSkew {
+	keep := budget.Retention([]v1alpha1.DisruptionPolicy{short, long})
+	if keep < 3*time.Hour+budget.EvictionLapse+budget.MaxClockSkew {
 		t.Fatalf("Retention = %v, shorter than the 3 h cooldown needs", keep)
 	}
 	// A record kept that long still holds the cooldown two hours later.
 	in := Input{Group: group("DaemonSet", 3), Now: now, Identity: "self", Policies: []v1alpha1.DisruptionPolicy{long},
 		PodLabels: map[string]string{"app": "agent"},
-		Records:   []Record{{Pod: "gone", UID: "gone", At: now.Add(-2 * time.Hour), By: "self"}}}
+		Records:   []budget.Eviction{{Pod: "gone", UID: "gone", At: now.Add(-2 * time.Hour), By: "self"}}}
 	in.Pod = in.Group.Pods[1]
 	if d := Decide(in); d.Action() != decision.Deny || d.Violations[0].Rule != RuleCooldown {
 		t.Errorf("decision %v, want the cooldown to hold", d.Violations)
 	}
 	// And writing the next record keeps it.
-	next := Record{Pod: "p1", UID: "u1", At: now, By: "self"}
-	if got := appendRecord(in.Records, next, keep); len(got) != 2 {
+	next := budget.Eviction{Pod: "p1", UID: "u1", At: now, By: "self"}
+	if got := budget.AppendEviction(in.Records, next, keep); len(got) != 2 {
 		t.Errorf("records after the next eviction = %v, want the 2 h old one kept", got)
 	}
-	if got := appendRecord(in.Records, next, time.Hour); len(got) != 1 {
+	if got := budget.AppendEviction(in.Records, next, time.Hour); len(got) != 1 {
 		t.Errorf("records kept an hour = %v, want the 2 h old one dropped", got)
 	}
 }
@@ -312,7 +311,7 @@ func TestOneEvictionIsRecordedOnce(t *testing.T) {
 	if d := Decide(in); d.Action() == decision.Deny || in.Recorded() {
 		t.Fatalf("the first decision: %v, recorded %t", d.Violations, in.Recorded())
 	}
-	in.Records = appendRecord(nil, Record{Pod: in.Pod.Name, UID: in.Pod.UID, At: now, By: "self"}, time.Hour)
+	in.Records = budget.AppendEviction(nil, budget.Eviction{Pod: in.Pod.Name, UID: in.Pod.UID, At: now, By: "self"}, time.Hour)
 	in.Now = now.Add(20 * time.Millisecond)
 	if d := Decide(in); d.Action() == decision.Deny || !in.Recorded() {
 		t.Errorf("the same eviction decided again: %v, recorded %t; want allowed and already recorded", d.Violations, in.Recorded())
@@ -324,11 +323,11 @@ func TestOneEvictionIsRecordedOnce(t *testing.T) {
 		t.Errorf("another pod: %v, recorded %t", d.Violations, other.Recorded())
 	}
 	// Once the record lapsed, a new eviction of the pod is a new record, replacing the old.
-	in.Now = now.Add(RecordLapse + time.Second)
+	in.Now = now.Add(budget.EvictionLapse + time.Second)
 	if in.Recorded() {
 		t.Error("a lapsed record still counts as this eviction's")
 	}
-	if got := appendRecord(in.Records, Record{Pod: in.Pod.Name, UID: in.Pod.UID, At: in.Now, By: "self"}, time.Hour); len(got) != 1 || !got[0].At.Equal(in.Now) {
+	if got := budget.AppendEviction(in.Records, budget.Eviction{Pod: in.Pod.Name, UID: in.Pod.UID, At: in.Now, By: "self"}, time.Hour); len(got) != 1 || !got[0].At.Equal(in.Now) {
 		t.Errorf("records = %v, want the pod's one, replaced", got)
 	}
 }
@@ -340,17 +339,17 @@ func TestSharedRolloutDefersEvictions(t *testing.T) {
 	agents := dp(nil)
 	in := Input{Group: group("DaemonSet", 3), Now: now, Identity: "self", Policies: []v1alpha1.DisruptionPolicy{agents},
 		PodLabels: map[string]string{"app": "agent"},
-		Rollout:   &SharedRollout{RolloutPolicy: "agents-rollouts", Budgets: []string{agents.Name}, Since: now.Add(-time.Minute), StallIn: 4 * time.Minute}}
+		Rollout:   &budget.SharedRollout{RolloutPolicy: "agents-rollouts", Budgets: []string{agents.Name}, Since: now.Add(-time.Minute), StallIn: 4 * time.Minute}}
 	in.Pod = in.Group.Pods[1]
 	d := Decide(in)
-	if d.Action() != decision.Deny || d.Never() || len(d.Violations) != 1 || d.Violations[0].Rule != RuleSharedBudget || d.Violations[0].Wait != MaxRetryAfter {
+	if d.Action() != decision.Deny || d.Never() || len(d.Violations) != 1 || d.Violations[0].Rule != budget.RuleSharedBudget || d.Violations[0].Wait != MaxRetryAfter {
 		t.Fatalf("a serving pod during the shared rollout: %v, want a deferral", d.Violations)
 	}
 	if !strings.Contains(d.Violations[0].Message, "agents-rollouts") || !strings.Contains(d.Violations[0].Message, "stalled (in 4m0s)") {
 		t.Errorf("the message must name the rollout's policy and when it stops holding: %s", d.Violations[0].Message)
 	}
 	other := in
-	other.Rollout = &SharedRollout{RolloutPolicy: "x", Budgets: []string{"someone-else"}, StallIn: time.Minute}
+	other.Rollout = &budget.SharedRollout{RolloutPolicy: "x", Budgets: []string{"someone-else"}, StallIn: time.Minute}
 	if d := Decide(other); d.Action() == decision.Deny {
 		t.Errorf("a rollout sharing another policy's budget: %v", d.Violations)
 	}
@@ -366,17 +365,17 @@ func TestSharedRolloutDefersEvictions(t *testing.T) {
 func TestSharedStartHoldsBeforeTheJournal(t *testing.T) {
 	h := &Handler{Journals: &journal.Store{}}
 	agents := dp(nil)
-	raw, _ := json.Marshal(hfledger.RolloutStart{Template: strings.Repeat("a", 64), At: now.Add(-time.Second), RolloutPolicy: "agents-rollouts", Budgets: []string{agents.Name}})
+	start := budget.RolloutStart{Template: strings.Repeat("a", 64), At: now.Add(-time.Second), RolloutPolicy: "agents-rollouts", Budgets: []string{agents.Name}}
 	in := Input{Group: group("DaemonSet", 3), Now: now, Identity: "self", Policies: []v1alpha1.DisruptionPolicy{agents},
 		PodLabels: map[string]string{"app": "agent"}}
 	in.Pod = in.Group.Pods[0]
-	h.sharedStart(&in, string(raw))
-	if d := Decide(in); d.Action() != decision.Deny || d.Violations[0].Rule != RuleSharedBudget {
+	h.sharedStart(&in, start)
+	if d := Decide(in); d.Action() != decision.Deny || d.Violations[0].Rule != budget.RuleSharedBudget {
 		t.Fatalf("an eviction just after a recorded start: %v", d.Violations)
 	}
 	lapsed := in
-	lapsed.Rollout, lapsed.Now = nil, now.Add(hfledger.StartLapse+MaxClockSkew)
-	h.sharedStart(&lapsed, string(raw))
+	lapsed.Rollout, lapsed.Now = nil, now.Add(budget.StartLapse+budget.MaxClockSkew)
+	h.sharedStart(&lapsed, start)
 	if lapsed.Rollout != nil {
 		t.Errorf("a lapsed start still holds: %+v", lapsed.Rollout)
 	}

@@ -23,18 +23,18 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/apijson"
-	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
+	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/internal/journal"
-	hfledger "github.com/holdfast-dev/holdfast/internal/ledger"
 	"github.com/holdfast-dev/holdfast/internal/policy"
-	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // Path is where the eviction webhook is served.
-const Path = scope.EvictionPath
+const Path = interception.EvictionPath
 
 // CauseType marks holdfast's refusals ("never") of evictions; deferrals carry kube's
 // DisruptionBudget cause so that drains retry them, with a message that names holdfast.
@@ -47,14 +47,13 @@ const ledgerAttempts = 5
 type Handler struct {
 	// Reader reads policies, namespaces, pods and their owners from informer caches.
 	Reader client.Reader
-	// Ledger reads (uncached) and writes the groups' eviction ledgers.
-	LedgerReader client.Reader
-	LedgerWriter client.Client
-	// Namespace is holdfast's own, where the ledgers live.
-	Namespace string
-	// Identity names this replica in the ledgers it writes.
-	Identity string
-	Clock    clock.PassiveClock
+	// APIReader reads from the API server what the cache may not have seen yet: a pod
+	// created or become Ready a moment ago.
+	APIReader client.Reader
+	// Ledgers are the groups' ledgers of admitted evictions, which the rollout guard
+	// writes too.
+	Ledgers *budget.Ledgers
+	Clock   clock.PassiveClock
 	// Events records a deferral or refusal on the pod, at most once per pod and minute
 	// (drains retry every 5 s); nil records nothing.
 	Events *events.Limiter
@@ -63,12 +62,6 @@ type Handler struct {
 	Matcher *policy.Matcher
 	// Metrics counts decisions; nil counts nothing.
 	Metrics *Metrics
-	// LedgerTimeout bounds the ledger's reads and writes of one request, so that holdfast
-	// answers before the API server's webhook timeout (a late answer fails open under
-	// failurePolicy Ignore): a ledger that cannot be read or written in time is "not now".
-	// Keep it below the webhook's timeoutSeconds; 0 means DefaultLedgerTimeout.
-	LedgerTimeout time.Duration
-
 	// Holds tracks how long pods' evictions have been deferred (maxHold); nil tracks none.
 	Holds *Holds
 	// Journals are the revision journals, for the rollouts that share a budget
@@ -79,9 +72,6 @@ type Handler struct {
 	// explorer finds what it breaks.
 	decide func(Input) Decision
 }
-
-// DefaultLedgerTimeout is LedgerTimeout's default, below the webhook's default timeout of 3 s.
-const DefaultLedgerTimeout = 2 * time.Second
 
 var _ admission.Handler = &Handler{}
 
@@ -98,7 +88,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	dryRun := (req.DryRun != nil && *req.DryRun) || (ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll))
 
 	var policies v1alpha1.DisruptionPolicyList
-	if err := cache.List(ctx, h.Reader, &policies); err != nil {
+	if err := informer.List(ctx, h.Reader, &policies); err != nil {
 		return h.fail(fmt.Errorf("listing DisruptionPolicies: %w", err))
 	}
 	if len(policies.Items) == 0 {
@@ -106,9 +96,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	// Objects missing from this replica's cache may be new ones it has not seen yet:
 	// confirm with the API server before treating them as gone.
-	reader := fallbackReader{cached: h.Reader, live: h.LedgerReader}
+	reader := fallbackReader{cached: h.Reader, live: h.APIReader}
 	pod := &corev1.Pod{}
-	if err := cache.Get(ctx, reader, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
+	if err := informer.Get(ctx, reader, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
 		if apierrors.IsNotFound(err) {
 			return admission.Allowed("") // the API server answers 404 itself
 		}
@@ -119,7 +109,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return h.fail(err)
 	}
 	in := Input{Pod: workload.PodOf(pod), PodLabels: pod.Labels, NamespaceLabels: nsLabels,
-		Policies: policies.Items, Matcher: h.Matcher, User: req.UserInfo, Identity: h.Identity, Now: start}
+		Policies: policies.Items, Matcher: h.Matcher, User: req.UserInfo, Identity: h.Ledgers.Self(), Now: start}
 	if !selectsAny(in) {
 		return admission.Allowed("") // the fast path: no policy selects the pod
 	}
@@ -156,17 +146,13 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		return respond(d)
 	}
-	timeout := h.LedgerTimeout
-	if timeout <= 0 {
-		timeout = DefaultLedgerTimeout
-	}
-	lctx, cancel := context.WithTimeout(ctx, timeout)
+	lctx, cancel := h.Ledgers.Bound(ctx)
 	defer cancel()
 	if !in.Pod.Ready && in.Group != nil {
 		// A pod that is not Ready may be evicted without waiting or being recorded (E3):
 		// make sure it has not just become Ready where this replica's cache cannot see it yet.
 		live := &corev1.Pod{}
-		if err := h.LedgerReader.Get(lctx, client.ObjectKeyFromObject(pod), live); err == nil {
+		if err := h.APIReader.Get(lctx, client.ObjectKeyFromObject(pod), live); err == nil {
 			in.Pod = workload.PodOf(live)
 		} else if !apierrors.IsNotFound(err) {
 			return h.ledgerFailed(finish, err)
@@ -176,23 +162,25 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 			return finish(d)
 		}
 	}
-	keep := Retention(in.Policies)
+	keep := budget.Retention(in.Policies)
 	for range ledgerAttempts {
-		var l *ledger
+		var g budget.Group
 		if in.Group != nil {
-			if l, err = readLedger(lctx, h.LedgerReader, h.Namespace, in.Group.UID); err != nil {
-				return h.ledgerFailed(finish, err)
+			if g, err = h.Ledgers.ReadGroup(lctx, in.Group.UID); err != nil {
+				return h.ledgerFailed(finish, fmt.Errorf("the eviction ledger of group %s: %w", in.Group.UID, err))
 			}
-			in.Records = l.Records
-			h.sharedStart(&in, l.Annotation(hfledger.RolloutStartAnnotation))
+			in.Records = g.Records
+			if s, ok := g.RolloutStart(); ok {
+				h.sharedStart(&in, s)
+			}
 		}
 		in.Now = h.Clock.Now()
 		d := decideWith(h.decide, in)
 		// Only an eviction that takes a Ready pod down is recorded (E3), and only once.
-		if d.Action() == decision.Deny || dryRun || !d.Counts || l == nil || in.Recorded() {
+		if d.Action() == decision.Deny || dryRun || !d.Counts || g.Ledger == nil || in.Recorded() {
 			return finish(d)
 		}
-		err = l.Write(lctx, h.LedgerWriter, appendRecord(l.Records, Record{Pod: pod.Name, UID: pod.UID, At: in.Now, By: h.Identity}, keep), h.Identity, in.Now)
+		err = g.RecordEviction(lctx, h.Ledgers, budget.Eviction{Pod: pod.Name, UID: pod.UID, At: in.Now, By: h.Ledgers.Self()}, keep)
 		switch {
 		case err == nil:
 			return finish(d)

@@ -13,7 +13,6 @@ type Metrics struct {
 	evictions       *prometheus.CounterVec
 	deferredSeconds prometheus.Histogram
 	decisionSeconds prometheus.Histogram
-	ledgersDeleted  prometheus.Counter
 	errors          prometheus.Counter
 	heldSeconds     prometheus.Histogram
 	heldLong        *prometheus.CounterVec
@@ -36,10 +35,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Time to gather inputs and decide an eviction of a selected pod, ledger writes included.",
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25},
 		}),
-		ledgersDeleted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "holdfast_eviction_ledgers_deleted_total",
-			Help: "Eviction ledgers (Leases) deleted after admitting no eviction for longer than their records are kept.",
-		}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "holdfast_eviction_errors_total",
 			Help: "Evictions answered 500: holdfast could not read its cache or its ledger (a slow API server is answered 429 instead).",
@@ -54,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Deferrals of evictions whose pod had been held longer than the deferring policy's maxHold, by policy.",
 		}, []string{"policy"}),
 	}
-	for _, c := range []prometheus.Collector{m.evictions, m.deferredSeconds, m.decisionSeconds, m.ledgersDeleted, m.errors, m.heldSeconds, m.heldLong} {
+	for _, c := range []prometheus.Collector{m.evictions, m.deferredSeconds, m.decisionSeconds, m.errors, m.heldSeconds, m.heldLong} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -100,12 +95,6 @@ func (m *Metrics) observe(d Decision, in Input, took time.Duration) {
 func (m *Metrics) failed() {
 	if m != nil {
 		m.errors.Inc()
-	}
-}
-
-func (m *Metrics) ledgerDeleted() {
-	if m != nil {
-		m.ledgersDeleted.Inc()
 	}
 }
 

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-dev/holdfast/internal/budget"
+	"github.com/holdfast-dev/holdfast/internal/controller"
+
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,9 +36,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
@@ -43,7 +46,7 @@ import (
 // The eviction guard's model (DESIGN.md, "Proving the guards"): a small simulation of a
 // cluster's groups of pods on nodes, their controllers replacing evicted pods, pods going
 // NotReady, two holdfast replicas whose caches lag and whose clocks differ by up to
-// MaxClockSkew, a shared ledger store that fails the way a busy API server does, and
+// budget.MaxClockSkew, a shared ledger store that fails the way a busy API server does, and
 // drainers; holdfast's real Handler decides every eviction. After every step the
 // invariants E1–E4 are checked against the simulated cluster, never against holdfast's
 // answers; at the end a kubectl-style drain of a node must finish in bounded time (E5).
@@ -101,8 +104,8 @@ func configFor(seed uint64) modelConfig {
 		Cooldown: []time.Duration{0, 10 * time.Second, 20 * time.Second}[r.IntN(3)], MinReady: []int32{0, 5}[r.IntN(2)],
 		Unhealthy: []policyv1.UnhealthyPodEvictionPolicyType{policyv1.AlwaysAllow, policyv1.IfHealthyBudget}[r.IntN(2)]}
 	for i := range 2 {
-		// Offsets within ±MaxClockSkew/2: the replicas' clocks differ by at most MaxClockSkew.
-		c.Offsets[i] = time.Duration(r.Int64N(int64(MaxClockSkew))) - MaxClockSkew/2
+		// Offsets within ±budget.MaxClockSkew/2: the replicas' clocks differ by at most budget.MaxClockSkew.
+		c.Offsets[i] = time.Duration(r.Int64N(int64(budget.MaxClockSkew))) - budget.MaxClockSkew/2
 		c.Lags[i] = time.Duration(r.Int64N(int64(maxCacheLag)))
 	}
 	return c
@@ -187,8 +190,8 @@ func newWorld(cfg modelConfig, broken func(Input) Decision) *world {
 	}
 	for i := range w.replicas {
 		r := &mreplica{clock: clocktesting.NewFakePassiveClock(w.now.Add(cfg.Offsets[i]))}
-		r.handler = &Handler{Reader: utiltesting.ReaderFunc(func() client.Reader { return r.reader }), LedgerReader: w.ledger, LedgerWriter: w.ledger,
-			Namespace: "holdfast-system", Identity: fmt.Sprintf("replica-%d", i), Clock: r.clock, Matcher: policy.NewMatcher(), decide: broken}
+		r.handler = &Handler{Reader: utiltesting.ReaderFunc(func() client.Reader { return r.reader }), APIReader: w.ledger,
+			Ledgers: &budget.Ledgers{Live: w.ledger, Namespace: "holdfast-system", Identity: fmt.Sprintf("replica-%d", i)}, Clock: r.clock, Matcher: policy.NewMatcher(), decide: broken}
 		w.replicas[i] = r
 		w.sync(i)
 	}
@@ -361,7 +364,7 @@ func ownerKind(o client.Object) string {
 }
 
 func (w *world) truth() *utiltesting.MemReader {
-	return utiltesting.NewMemReader(map[string]client.IndexerFunc{cache.OwnerIndex: cache.ControllerUID}, w.objects()...)
+	return utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, w.objects()...)
 }
 
 func (w *world) sync(i int) {
@@ -466,9 +469,9 @@ func (s *ledgerStore) Delete(_ context.Context, obj client.Object, opts ...clien
 
 func (s *ledgerStore) recorded(uid string) bool {
 	for _, l := range s.leases {
-		var records []Record
-		_ = json.Unmarshal([]byte(l.Annotations[recordsAnnotation]), &records)
-		if slices.ContainsFunc(records, func(r Record) bool { return string(r.UID) == uid }) {
+		var records []budget.Eviction
+		_ = json.Unmarshal([]byte(l.Annotations[budget.EvictionsAnnotation]), &records)
+		if slices.ContainsFunc(records, func(r budget.Eviction) bool { return string(r.UID) == uid }) {
 			return true
 		}
 	}
@@ -636,7 +639,7 @@ func (w *world) step(op modelOp) {
 		w.sync(0)
 		w.sync(1)
 	case "sweep":
-		sw := &LedgerSweeper{Reader: w.ledger, Writer: w.ledger, Policies: w.replicas[op.Replica].reader, Namespace: "holdfast-system",
+		sw := &controller.LedgerSweeper{Ledgers: &budget.Ledgers{Live: w.ledger, Namespace: "holdfast-system"}, Policies: w.replicas[op.Replica].reader,
 			Clock: clocktesting.NewFakePassiveClock(w.now.Add(w.cfg.Offsets[op.Replica]))}
 		if _, err := sw.Sweep(context.Background()); err != nil {
 			w.violate("sweep: %v", err)
@@ -672,7 +675,7 @@ func (w *world) drain() {
 			cooldown = max(cooldown, v.spec.Cooldown.Duration)
 		}
 	}
-	per := cooldown + grace + maxReadyDelay + time.Duration(maxMinReady(w.inForce()))*time.Second + drainRetry + MaxClockSkew
+	per := cooldown + grace + maxReadyDelay + time.Duration(maxMinReady(w.inForce()))*time.Second + drainRetry + budget.MaxClockSkew
 	bound := time.Duration(n)*per + 30*time.Second
 	start := w.now
 	// In some sequences the policy changes while the drain runs.

@@ -7,28 +7,11 @@ import (
 	"time"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
-	hfledger "github.com/holdfast-dev/holdfast/internal/ledger"
 )
-
-// RuleSharedBudget reports an eviction deferred while the group's workload rolls out under
-// a RolloutPolicy that shares the DisruptionPolicy's budget (rules.sharedBudget).
-const RuleSharedBudget = "sharedBudget"
-
-// SharedRollout is the group's workload's rollout in flight, under RolloutPolicies that
-// share the budgets of the DisruptionPolicies named.
-type SharedRollout struct {
-	// RolloutPolicy names the first such policy, for the message.
-	RolloutPolicy string
-	// Budgets are the DisruptionPolicies whose budgets the rollout shares.
-	Budgets []string
-	// Since is when the rollout's revision became current; StallIn how long until it
-	// counts as stalled (and stops holding evictions).
-	Since   time.Time
-	StallIn time.Duration
-}
 
 // sharedRolloutHold defers the eviction of a serving pod while its workload rolls out
 // under a RolloutPolicy sharing this DisruptionPolicy's budget: a drain and a rollout never
@@ -38,7 +21,7 @@ func sharedRolloutHold(in Input, p *v1alpha1.DisruptionPolicy) (decision.Violati
 	if r == nil || !in.Pod.Ready || !slices.Contains(r.Budgets, p.Name) {
 		return decision.Violation{}, false
 	}
-	return decision.Violation{Rule: RuleSharedBudget, Wait: min(r.StallIn, MaxRetryAfter), Message: fmt.Sprintf(
+	return decision.Violation{Rule: budget.RuleSharedBudget, Wait: min(r.StallIn, MaxRetryAfter), Message: fmt.Sprintf(
 		"%s is rolling out (since %s ago) under RolloutPolicy %s, which shares this policy's budget; pod %s waits until the rollout finishes, "+
 			"or counts as stalled (in %s)", in.Group.Ref, max(in.Now.Sub(r.Since), 0).Round(time.Second), r.RolloutPolicy, in.Pod.Name, r.StallIn.Round(time.Second))}, true
 }
@@ -54,7 +37,7 @@ func (h *Handler) readSharedRollout(ctx context.Context, in *Input) error {
 		return nil
 	}
 	var rollouts v1alpha1.RolloutPolicyList
-	if err := cache.List(ctx, h.Reader, &rollouts); err != nil {
+	if err := informer.List(ctx, h.Reader, &rollouts); err != nil {
 		return fmt.Errorf("listing RolloutPolicies: %w", err)
 	}
 	for i := range rollouts.Items {
@@ -71,7 +54,7 @@ func (h *Handler) readSharedRollout(ctx context.Context, in *Input) error {
 			continue // stalled: it holds no drain
 		}
 		if in.Rollout == nil {
-			in.Rollout = &SharedRollout{RolloutPolicy: rp.Name, Since: cur.Since, StallIn: stallIn}
+			in.Rollout = &budget.SharedRollout{RolloutPolicy: rp.Name, Since: cur.Since, StallIn: stallIn}
 		}
 		in.Rollout.Budgets = append(in.Rollout.Budgets, sb.DisruptionPolicy)
 		in.Rollout.StallIn = min(in.Rollout.StallIn, stallIn)
@@ -80,19 +63,18 @@ func (h *Handler) readSharedRollout(ctx context.Context, in *Input) error {
 }
 
 // sharedStart holds the group's evictions for a start of its workload's rollout that the
-// rollout guard recorded in the group's ledger (raw) and the journal does not show yet:
-// the window between a start admitted by one replica and the leader's journal.
-func (h *Handler) sharedStart(in *Input, raw string) {
+// rollout guard recorded in the group's ledger and the journal does not show yet: the
+// window between a start admitted by one replica and the leader's journal.
+func (h *Handler) sharedStart(in *Input, s budget.RolloutStart) {
 	if in.Rollout != nil || in.Group == nil {
 		return
 	}
-	s, ok := hfledger.ReadRolloutStart(raw)
-	age := in.Now.Sub(s.At)
-	if !ok || age >= hfledger.StartLapse+MaxClockSkew {
+	r, ok := s.Unjournaled(in.Now)
+	if !ok {
 		return
 	}
 	if cur := h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name).Current(); cur != nil && cur.Template == s.Template {
 		return // the journal shows it: readSharedRollout decided
 	}
-	in.Rollout = &SharedRollout{RolloutPolicy: s.RolloutPolicy, Budgets: s.Budgets, Since: s.At, StallIn: hfledger.StartLapse + MaxClockSkew - age}
+	in.Rollout = &r
 }

@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
@@ -132,7 +132,7 @@ func newScene(tb testing.TB, sp sceneParams) hostedScene {
 		}
 		return nil
 	}
-	reader := utiltesting.NewMemReader(map[string]client.IndexerFunc{cache.OwnerIndex: ownerIndex}, objs...)
+	reader := utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: ownerIndex}, objs...)
 	return hostedScene{reader: reader, old: old, new: new, now: now, journals: journalOf(tb, reader, old, p.Spec.Rules.ArgsMatchReplicas, now)}
 }
 

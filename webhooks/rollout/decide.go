@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/holdfast-dev/holdfast/internal/budget"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -59,7 +61,7 @@ type Input struct {
 	Fleets map[string]Fleet
 	// Evictions are, by policy name, what each policy with a sharedBudget reads of the
 	// workload's evictions; read on an UPDATE that may start a rollout.
-	Evictions map[string]EvictionBudget
+	Evictions map[string]budget.Evictions
 	Now       time.Time
 }
 

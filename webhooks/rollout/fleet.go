@@ -1,21 +1,16 @@
 package rollout
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/journal"
-	"github.com/holdfast-dev/holdfast/internal/ledger"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -24,29 +19,10 @@ const RuleConcurrency = "concurrency"
 
 // The fleet limit (rules.concurrency) counts the selected workloads whose rollouts are
 // unfinished, from their revision journals, and the starts holdfast admitted that no
-// journal shows yet: every replica records each start it admits under such a policy in
-// the policy's ledger (a Lease in holdfast's namespace, written with optimistic
-// concurrency, owned by the policy), so that two replicas never both admit the start that
-// only one slot is left for, before the leader has journaled either.
-const (
-	startsAnnotation = "holdfast.dev/starts"
-	// StartLapse is how long an admitted start counts without its journal showing it.
-	StartLapse = ledger.StartLapse
-	// LedgerTimeout bounds the fleet and budget ledgers' reads and writes of one request,
-	// well inside the webhook's timeout: a start that cannot be recorded in time is refused
-	// (a holdfast error is a refusal), never let through unrecorded by a timed-out call.
-	LedgerTimeout = 2 * time.Second
-	// maxNamed is how many workloads in flight a message or a status names.
-	maxNamed = 5
-)
+// journal shows yet, from the policy's fleet ledger (budget.Fleet).
 
-// Start is an admitted start of a rollout, as the policy's ledger records it.
-type Start struct {
-	Workload string    `json:"workload"` // kind namespace/name
-	Template string    `json:"template"` // the fingerprint that starts rolling out
-	At       time.Time `json:"at"`
-	By       string    `json:"by,omitempty"`
-}
+// maxNamed is how many workloads in flight a message or a status names.
+const maxNamed = 5
 
 // Fleet is what a policy with a concurrency rule sees of the other workloads it selects.
 type Fleet struct {
@@ -55,7 +31,7 @@ type Fleet struct {
 	// InFlight names the others whose rollouts are unfinished, stalled ones marked.
 	InFlight []string
 	// Starts are the policy's ledger, as read.
-	Starts []Start
+	Starts []budget.Start
 }
 
 // maxInFlight is the policy's limit for its selected workloads: a percentage rounds up,
@@ -90,7 +66,7 @@ func checkConcurrency(in Input, p *v1alpha1.RolloutPolicy) []finding {
 // InFlight lists the workloads among selected whose rollouts are unfinished as their
 // journals recorded them (journal.Unfinished), and those starts record that no journal
 // shows yet, leaving out self; sorted.
-func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *journal.Store, starts []Start, self string, now time.Time) []string {
+func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *journal.Store, starts []budget.Start, self string, now time.Time) []string {
 	seen := map[string]bool{self: true}
 	var out []string
 	for _, name := range journals.Unfinished(selected, journal.StallAfter(p.Spec.Rules.Settle), now) {
@@ -100,7 +76,7 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		}
 	}
 	for _, s := range starts {
-		if seen[s.Workload] || now.Sub(s.At) >= StartLapse+ledger.MaxClockSkew {
+		if seen[s.Workload] || now.Sub(s.At) >= budget.StartLapse+budget.MaxClockSkew {
 			continue
 		}
 		ref, ok := parseRef(s.Workload)
@@ -124,27 +100,4 @@ func parseRef(s string) (workload.Ref, bool) {
 	}
 	ns, name, ok := strings.Cut(rest, "/")
 	return workload.Ref{Kind: v1alpha1.WorkloadKind(kind), Namespace: ns, Name: name}, ok
-}
-
-// startsKey is the Lease holding a policy's admitted starts.
-func startsKey(namespace, policyName string) client.ObjectKey {
-	sum := sha256.Sum256([]byte(policyName))
-	return client.ObjectKey{Namespace: namespace, Name: "holdfast-starts-" + hex.EncodeToString(sum[:])[:16]}
-}
-
-// readStarts reads a policy's ledger of admitted starts from the API server.
-func readStarts(ctx context.Context, r client.Reader, namespace, policyName string) (*ledger.Ledger[Start], error) {
-	return ledger.Read[Start](ctx, r, startsKey(namespace, policyName), startsAnnotation)
-}
-
-// withStart is the ledger's starts that have not lapsed, without the workload's earlier
-// ones, and s.
-func withStart(starts []Start, s Start) []Start {
-	out := slices.DeleteFunc(slices.Clone(starts), func(o Start) bool { return o.Workload == s.Workload || s.At.Sub(o.At) >= StartLapse })
-	return append(out, s)
-}
-
-// ownedBy makes a policy's ledger go with the policy.
-func ownedBy(p *v1alpha1.RolloutPolicy) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RolloutPolicy", Name: p.Name, UID: p.UID}
 }

@@ -11,10 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/journal"
-	"github.com/holdfast-dev/holdfast/internal/ledger"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -112,7 +112,7 @@ func TestInFlight(t *testing.T) {
 	put("t4", journal.Revision{Template: a, Since: now.Add(-time.Hour), Finished: &finishedAt})
 	selected := []workload.Ref{ref("t1"), ref("t2"), ref("t3"), ref("t4"), ref("self")}
 	p := fleetPolicy(intstr.FromInt32(3))
-	starts := []Start{
+	starts := []budget.Start{
 		{Workload: "Deployment t4/kube-apiserver", Template: b, At: now.Add(-time.Second)},     // not journaled yet: in flight
 		{Workload: "Deployment t2/kube-apiserver", Template: b, At: now.Add(-time.Second)},     // journaled, finished
 		{Workload: "Deployment t5/kube-apiserver", Template: x, At: now.Add(-3 * time.Minute)}, // lapsed
@@ -123,8 +123,8 @@ func TestInFlight(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("in flight = %v, want %v", got, want)
 	}
-	if got := withStart(starts, Start{Workload: "Deployment t4/kube-apiserver", Template: sum("c"), At: now}); len(got) != 3 {
-		t.Errorf("withStart = %v, want the lapsed start and t4's earlier one replaced", got)
+	if got := budget.WithStart(starts, budget.Start{Workload: "Deployment t4/kube-apiserver", Template: sum("c"), At: now}); len(got) != 3 {
+		t.Errorf("WithStart = %v, want the lapsed start and t4's earlier one replaced", got)
 	}
 }
 
@@ -139,28 +139,28 @@ func TestSharedBudget(t *testing.T) {
 		MaxUnavailable: ptrIntOrString(intstr.FromInt32(1)), Cooldown: &metav1.Duration{Duration: time.Minute}}}
 	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents-rollouts"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
 		Settle: &v1alpha1.SettleRule{}, SharedBudget: &v1alpha1.SharedBudget{DisruptionPolicy: "agents"}}}}
-	eviction := func(ago time.Duration) ledger.Eviction { return ledger.Eviction{Pod: "p", UID: "u", At: now.Add(-ago)} }
+	eviction := func(ago time.Duration) budget.Eviction { return budget.Eviction{Pod: "p", UID: "u", At: now.Add(-ago)} }
 	finished := history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 3)}}
 	for name, tc := range map[string]struct {
 		old, obj *workload.Workload
 		history  history.History
-		records  []ledger.Eviction
+		records  []budget.Eviction
 		want     string // in the refusal; empty: admitted
 	}{
 		"no eviction: admitted": {old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished},
-		"an eviction in flight and the cooldown: the longer wait is named": {old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, records: []ledger.Eviction{eviction(2 * time.Second)}, want: "cooldown of 1m0s its rollouts share; retry in 1m3s"},
-		"an eviction within the cooldown":                                  {old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, records: []ledger.Eviction{eviction(40 * time.Second)}, want: "cooldown"},
-		"after the cooldown and its margin: admitted":                      {old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, records: []ledger.Eviction{eviction(70 * time.Second)}},
-		"a rollback never waits for the drain": {old: wl(dep, 3, B, rolling), obj: wl(dep, 3, A, done), records: []ledger.Eviction{eviction(time.Second)},
+		"an eviction in flight and the cooldown: the longer wait is named": {old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, records: []budget.Eviction{eviction(2 * time.Second)}, want: "cooldown of 1m0s its rollouts share; retry in 1m3s"},
+		"an eviction within the cooldown":                                  {old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, records: []budget.Eviction{eviction(40 * time.Second)}, want: "cooldown"},
+		"after the cooldown and its margin: admitted":                      {old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, records: []budget.Eviction{eviction(70 * time.Second)}},
+		"a rollback never waits for the drain": {old: wl(dep, 3, B, rolling), obj: wl(dep, 3, A, done), records: []budget.Eviction{eviction(time.Second)},
 			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), rev(2, B, 20*time.Second, 1)}, LastActivity: now}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := decide(t, Input{Operation: admissionv1.Update, Old: tc.old, New: tc.obj, History: tc.history, Now: now, TemplateChanged: true,
 				User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p},
-				Evictions: map[string]EvictionBudget{p.Name: {Policy: agents, Records: tc.records}}})
+				Evictions: map[string]budget.Evictions{p.Name: {Policy: agents, Records: tc.records}}})
 			var got string
 			for _, v := range d.Violations {
-				if v.Rule == RuleSharedBudget {
+				if v.Rule == budget.RuleSharedBudget {
 					got = v.Message
 				}
 			}
@@ -183,7 +183,7 @@ func TestSharedBudgetInFlight(t *testing.T) {
 	in := Input{Operation: admissionv1.Update, Old: wl(v1alpha1.KindDeployment, 3, A, workload.Rollout{}), New: wl(v1alpha1.KindDeployment, 3, B, workload.Rollout{}),
 		History: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 3)}}, Now: now, TemplateChanged: true,
 		User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p},
-		Evictions: map[string]EvictionBudget{p.Name: {Policy: agents, Records: []ledger.Eviction{{Pod: "p", UID: "u", At: now.Add(-5 * time.Second)}}}}}
+		Evictions: map[string]budget.Evictions{p.Name: {Policy: agents, Records: []budget.Eviction{{Pod: "p", UID: "u", At: now.Add(-5 * time.Second)}}}}}
 	d := decide(t, in)
 	if len(d.Violations) != 1 || !strings.Contains(d.Violations[0].Message, "in flight") || !strings.Contains(d.Violations[0].Message, "retry in 30s") {
 		t.Errorf("%v", d.Violations)

@@ -19,19 +19,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/internal/journal"
-	"github.com/holdfast-dev/holdfast/internal/ledger"
 	"github.com/holdfast-dev/holdfast/internal/policy"
-	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // Path is where the rollout webhook is served.
-const Path = scope.RolloutPath
+const Path = interception.RolloutPath
 
 // Handler gathers a rollout decision's inputs from the request and the caches,
 // calls Decide, and turns the decision into an admission response.
@@ -59,13 +59,10 @@ type Handler struct {
 	// read (workload.Decode). It is the reference the differential tests hold the lean
 	// path to; both decide the same.
 	Typed bool
-	// LedgerReader and LedgerWriter read (from the API server, not a cache) and write the
-	// ledgers of starts admitted under fleet limits, in Namespace, as Identity; nil reader:
-	// the limits count what the journals show only.
-	LedgerReader client.Reader
-	LedgerWriter client.Client
-	Namespace    string
-	Identity     string
+	// Ledgers are the fleet ledgers of starts admitted under fleet limits and the groups'
+	// ledgers the eviction guard writes too; nil: the limits count what the journals show
+	// only, and shared budgets read no evictions.
+	Ledgers *budget.Ledgers
 }
 
 // startAttempts bounds the optimistic-concurrency retries on a fleet ledger.
@@ -83,7 +80,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	start := h.Clock.Now()
 
 	var policies v1alpha1.RolloutPolicyList
-	if err := cache.List(ctx, h.Reader, &policies); err != nil {
+	if err := informer.List(ctx, h.Reader, &policies); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("listing RolloutPolicies: %w", err))
 	}
 	in, obj, err := h.decode(ctx, req, len(policies.Items) > 0)
@@ -139,7 +136,7 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		}
 		return d, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, LedgerTimeout)
+	ctx, cancel := h.Ledgers.Bound(ctx)
 	defer cancel()
 	for range startAttempts {
 		ledgers, err := h.readFleets(ctx, in, limited)
@@ -159,7 +156,7 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 			return d, nil
 		}
 		target, _ := in.New.Template.Sum()
-		start := Start{Workload: in.New.Ref.String(), Template: target, At: in.Now, By: h.Identity}
+		start := budget.Start{Workload: in.New.Ref.String(), Template: target, At: in.Now, By: h.Ledgers.Self()}
 		if err = h.recordStart(ctx, limited, ledgers, start); err == nil {
 			err = h.recordBudgetStart(ctx, in, group, start)
 		}
@@ -208,7 +205,7 @@ func selecting(in *Input, has func(*v1alpha1.RolloutRules) bool) []*v1alpha1.Rol
 
 // readFleets fills in.Fleets for the limited policies: the workloads each selects, from the
 // cache, their journals, and the policy's ledger of admitted starts, from the API server.
-func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1.RolloutPolicy) (map[string]*ledger.Ledger[Start], error) {
+func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1.RolloutPolicy) (map[string]budget.Fleet, error) {
 	if len(limited) == 0 {
 		return nil, nil
 	}
@@ -217,15 +214,15 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 		return nil, fmt.Errorf("reading the namespaces' labels: %w", err)
 	}
 	in.Fleets = make(map[string]Fleet, len(limited))
-	ledgers := map[string]*ledger.Ledger[Start]{}
+	ledgers := map[string]budget.Fleet{}
 	for _, p := range limited {
 		selected, err := policy.SelectedWorkloads(ctx, h.Reader, h.Matcher, p.Spec.Targets, nsLabels)
 		if err != nil {
 			return nil, fmt.Errorf("listing the workloads policy %s selects: %w", p.Name, err)
 		}
-		var starts []Start
-		if h.LedgerReader != nil {
-			l, err := readStarts(ctx, h.LedgerReader, h.Namespace, p.Name)
+		var starts []budget.Start
+		if h.Ledgers != nil {
+			l, err := h.Ledgers.ReadFleet(ctx, p)
 			if err != nil {
 				return nil, fmt.Errorf("policy %s: %w; retry", p.Name, err)
 			}
@@ -239,10 +236,9 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 
 // recordStart writes the start into each policy's ledger; the first failure stops it (the
 // caller decides again on a fresh read; a start recorded twice counts once).
-func (h *Handler) recordStart(ctx context.Context, limited []*v1alpha1.RolloutPolicy, ledgers map[string]*ledger.Ledger[Start], s Start) error {
+func (h *Handler) recordStart(ctx context.Context, limited []*v1alpha1.RolloutPolicy, ledgers map[string]budget.Fleet, s budget.Start) error {
 	for _, p := range limited {
-		l := ledgers[p.Name]
-		if err := l.Write(ctx, h.LedgerWriter, withStart(l.Records, s), h.Identity, s.At, ownedBy(p)); err != nil {
+		if err := ledgers[p.Name].RecordStart(ctx, h.Ledgers, s); err != nil {
 			return err
 		}
 	}

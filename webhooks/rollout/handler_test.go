@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -38,9 +38,9 @@ func newTestHandler(t testing.TB) *Handler {
 		t.Fatal(err)
 	}
 	reader := fake.NewClientBuilder().WithScheme(s).
-		WithIndex(&appsv1.ReplicaSet{}, cache.OwnerIndex, cache.ControllerUID).
-		WithIndex(&appsv1.ControllerRevision{}, cache.OwnerIndex, cache.ControllerUID).
-		WithIndex(&corev1.Pod{}, cache.OwnerIndex, cache.ControllerUID).
+		WithIndex(&appsv1.ReplicaSet{}, informer.OwnerIndex, informer.ControllerUID).
+		WithIndex(&appsv1.ControllerRevision{}, informer.OwnerIndex, informer.ControllerUID).
+		WithIndex(&corev1.Pod{}, informer.OwnerIndex, informer.ControllerUID).
 		WithObjects(
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}},
 			utiltesting.MakeRolloutPolicy("server-count").ArgMatchesReplicas("konnectivity-server", "--server-count").Obj(),

@@ -29,9 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/kubemodel"
 	"github.com/holdfast-dev/holdfast/internal/policy"
@@ -479,7 +479,7 @@ func (w *mworld) object() client.Object {
 }
 
 func (w *mworld) truthReader() *utiltesting.MemReader {
-	return utiltesting.NewMemReader(map[string]client.IndexerFunc{cache.OwnerIndex: cache.ControllerUID}, w.objects()...)
+	return utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, w.objects()...)
 }
 
 // record is the leader's journal recorder observing the cluster (through its own cache,

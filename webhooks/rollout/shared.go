@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -10,23 +9,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
-	"github.com/holdfast-dev/holdfast/internal/ledger"
+	"github.com/holdfast-dev/holdfast/internal/budget"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 )
-
-// RuleSharedBudget reports a start held because the workload's evictions use the budget
-// its rollouts share (rules.sharedBudget).
-const RuleSharedBudget = "sharedBudget"
-
-// EvictionBudget is what a policy's sharedBudget reads of the workload's evictions.
-type EvictionBudget struct {
-	// Policy is the DisruptionPolicy named, nil when it does not exist, is suspended or
-	// does not select the workload's pods: then nothing is shared.
-	Policy *v1alpha1.DisruptionPolicy
-	// Records are the evictions admitted in the workload's group (its ledger).
-	Records []ledger.Eviction
-}
 
 // checkSharedBudget holds a start while the workload's evictions under the shared
 // DisruptionPolicy are in flight up to its budget, or within its cooldown.
@@ -36,27 +22,18 @@ func checkSharedBudget(in Input, p *v1alpha1.RolloutPolicy) []finding {
 		return nil
 	}
 	spec := &b.Policy.Spec
-	var inFlight int32
-	var last time.Time
-	for _, r := range b.Records {
-		if in.Now.Sub(r.At) < ledger.EvictionLapse+ledger.MaxClockSkew {
-			inFlight++
-		}
-		if r.At.After(last) {
-			last = r.At
-		}
-	}
-	budget := policy.Resolve(policy.DisruptionBudget, in.Old.Kind, spec.MaxUnavailable, in.Old.Expected)
+	inFlight, last := b.InFlight(in.Now)
+	limit := policy.Resolve(policy.DisruptionBudget, in.Old.Kind, spec.MaxUnavailable, in.Old.Expected)
 	// The longer of the two waits is the one to name.
 	var wait time.Duration
 	var msg string
-	if inFlight > 0 && inFlight >= budget {
-		wait = ledger.EvictionLapse + ledger.MaxClockSkew - in.Now.Sub(last)
+	if inFlight > 0 && inFlight >= limit {
+		wait = budget.EvictionLapse + budget.MaxClockSkew - in.Now.Sub(last)
 		msg = fmt.Sprintf("%s: %d of its pods' evictions under DisruptionPolicy %s are in flight, its whole budget of %d, which its rollouts share; "+
-			"a rollout now would take more pods down beside the drain", in.New, inFlight, b.Policy.Name, budget)
+			"a rollout now would take more pods down beside the drain", in.New, inFlight, b.Policy.Name, limit)
 	}
 	if spec.Cooldown != nil && !last.IsZero() {
-		if w := spec.Cooldown.Duration + ledger.MaxClockSkew - in.Now.Sub(last); w > wait {
+		if w := spec.Cooldown.Duration + budget.MaxClockSkew - in.Now.Sub(last); w > wait {
 			wait = w
 			msg = fmt.Sprintf("%s had a pod evicted %s ago under DisruptionPolicy %s, whose cooldown of %s its rollouts share",
 				in.New, round(max(in.Now.Sub(last), 0)), b.Policy.Name, spec.Cooldown.Duration)
@@ -65,7 +42,7 @@ func checkSharedBudget(in Input, p *v1alpha1.RolloutPolicy) []finding {
 	if msg == "" {
 		return nil
 	}
-	return []finding{{rule: RuleSharedBudget, field: templatePath, message: fmt.Sprintf("%s; retry in %s", msg, round(max(wait, time.Second)))}}
+	return []finding{{rule: budget.RuleSharedBudget, field: templatePath, message: fmt.Sprintf("%s; retry in %s", msg, round(max(wait, time.Second)))}}
 }
 
 // sharedPolicies are the policies with a sharedBudget that select the workload, on an
@@ -80,16 +57,16 @@ func sharedPolicies(in *Input) []*v1alpha1.RolloutPolicy {
 // readEvictionBudgets fills in.Evictions for the shared policies: each one's
 // DisruptionPolicy from the cache, and the workload's group ledger from the API server,
 // which it returns (nil when nothing is shared) to record the start in.
-func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input, shared []*v1alpha1.RolloutPolicy) (*ledger.Ledger[ledger.Eviction], error) {
+func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input, shared []*v1alpha1.RolloutPolicy) (*budget.Group, error) {
 	if len(shared) == 0 {
 		return nil, nil
 	}
-	in.Evictions = map[string]EvictionBudget{}
-	var group *ledger.Ledger[ledger.Eviction]
+	in.Evictions = map[string]budget.Evictions{}
+	var group *budget.Group
 	for _, p := range shared {
 		name := p.Spec.Rules.SharedBudget.DisruptionPolicy
 		dp := &v1alpha1.DisruptionPolicy{}
-		if err := cache.Get(ctx, h.Reader, client.ObjectKey{Name: name}, dp); err != nil {
+		if err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: name}, dp); err != nil {
 			if client.IgnoreNotFound(err) != nil {
 				return nil, fmt.Errorf("reading DisruptionPolicy %s: %w", name, err)
 			}
@@ -102,12 +79,14 @@ func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input, shared []*
 		if ok, err := h.Matcher.SelectsPods(dp.Spec.Targets, in.NamespaceLabels, spec.Labels); err != nil || !ok || dp.Spec.Suspend {
 			continue
 		}
-		b := EvictionBudget{Policy: dp}
-		if h.LedgerReader != nil {
+		b := budget.Evictions{Policy: dp}
+		if h.Ledgers != nil {
 			if group == nil {
-				if group, err = ledger.Read[ledger.Eviction](ctx, h.LedgerReader, ledger.EvictionsKey(h.Namespace, in.Old.UID), ledger.EvictionsAnnotation); err != nil {
+				g, err := h.Ledgers.ReadGroup(ctx, in.Old.UID)
+				if err != nil {
 					return nil, fmt.Errorf("%w; retry", err)
 				}
+				group = &g
 			}
 			b.Records = group.Records
 		}
@@ -117,13 +96,12 @@ func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input, shared []*
 }
 
 // recordBudgetStart writes the start into the workload's group ledger, which the eviction
-// guard writes too: an eviction admitted meanwhile makes this write conflict (and the start
-// is decided again), and an eviction decided after it sees the start.
-func (h *Handler) recordBudgetStart(ctx context.Context, in *Input, group *ledger.Ledger[ledger.Eviction], s Start) error {
+// guard writes too (budget.Group.RecordRolloutStart).
+func (h *Handler) recordBudgetStart(ctx context.Context, in *Input, group *budget.Group, s budget.Start) error {
 	if group == nil {
 		return nil
 	}
-	rs := ledger.RolloutStart{Template: s.Template, At: s.At, By: s.By}
+	rs := budget.RolloutStart{Template: s.Template, At: s.At, By: s.By}
 	for name, b := range in.Evictions {
 		if b.Policy == nil {
 			continue
@@ -137,9 +115,5 @@ func (h *Handler) recordBudgetStart(ctx context.Context, in *Input, group *ledge
 		return nil
 	}
 	slices.Sort(rs.Budgets)
-	raw, err := json.Marshal(rs)
-	if err != nil {
-		return err
-	}
-	return group.WriteWith(ctx, h.LedgerWriter, group.Records, map[string]string{ledger.RolloutStartAnnotation: string(raw)}, h.Identity, s.At)
+	return group.RecordRolloutStart(ctx, h.Ledgers, rs)
 }

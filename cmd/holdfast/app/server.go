@@ -35,19 +35,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/cache"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/controller"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
-	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
-	"github.com/holdfast-dev/holdfast/webhooks/policies"
+	"github.com/holdfast-dev/holdfast/webhooks/policyvalidation"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
 
@@ -78,11 +79,11 @@ func WebhookServer(ctx context.Context, host string, port int, certDir string) w
 	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: opts})
 }
 
-// CacheOptions trims what holdfast caches to what its decisions read (cache.Options);
+// CacheOptions trims what holdfast caches to what its decisions read (informer.Options);
 // revisions carry their template's fingerprint instead of the template (history.Slim),
 // and of ConfigMaps only the revision journals in holdfast's namespace are cached.
 func CacheOptions(namespace string) crcache.Options {
-	return cache.Options(history.Slim, namespace, labels.SelectorFromSet(labels.Set{journal.ComponentLabel: journal.Component}))
+	return informer.Options(history.Slim, namespace, labels.SelectorFromSet(labels.Set{journal.ComponentLabel: journal.Component}))
 }
 
 // Options are the settings Setup needs beyond the manager.
@@ -105,11 +106,11 @@ type Options struct {
 type WebhookOptions struct {
 	// Anchor is the installed ValidatingWebhookConfiguration (the chart's or kustomize's):
 	// it says how the API server reaches holdfast and owns the scoped one, named
-	// scope.Name(Anchor). Empty means "holdfast".
+	// interception.Name(Anchor). Empty means "holdfast".
 	Anchor string
 	// Rollout and Eviction are the entries' failure policy and timeout where no policy
 	// sets one; zero means Ignore and 3 s.
-	Rollout, Eviction scope.Defaults
+	Rollout, Eviction interception.Defaults
 	// NarrowAfter is how long replaced entries stay beside their replacements; 0 means 2 s.
 	NarrowAfter time.Duration
 }
@@ -122,6 +123,7 @@ type Shared struct {
 	Eviction *eviction.Metrics
 	Journal  *journal.Metrics
 	Webhooks *controller.WebhookMetrics
+	Sweeper  *controller.SweeperMetrics
 	// Journals are the revision journals, fed by the ConfigMap informer, which decisions
 	// and the policy status read.
 	Journals *journal.Store
@@ -146,7 +148,11 @@ func NewShared(reg prometheus.Registerer) (*Shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering the webhook configuration's metrics: %w", err)
 	}
-	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w,
+	sw, err := controller.NewSweeperMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the ledger sweeper's metrics: %w", err)
+	}
+	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w, Sweeper: sw,
 		Journals: &journal.Store{Metrics: j}}, nil
 }
 
@@ -162,7 +168,7 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options, s *Shared) error
 // SetupWebhooks registers holdfast's webhooks and readiness checks with the manager and
 // starts the informers decisions read, so that readiness waits for them to sync.
 func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Shared) error {
-	if err := cache.IndexOwners(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := informer.IndexOwners(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	informers := []client.Object{
@@ -191,47 +197,43 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 		return fmt.Errorf("feeding the revision journals: %w", err)
 	}
 
-	ledger, err := ledgerClient(mgr)
+	live, err := liveClient(mgr)
 	if err != nil {
 		return err
 	}
+	ledgers := &budget.Ledgers{Live: live, Namespace: o.Namespace, Identity: o.Identity}
 	srv := mgr.GetWebhookServer()
 	srv.Register(rollout.Path, review.NewWebhook(&admission.Webhook{
 		Handler: &rollout.Handler{
-			Reader:       mgr.GetCache(),
-			Decoder:      admission.NewDecoder(mgr.GetScheme()),
-			Clock:        clock.RealClock{},
-			Events:       &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
-			Matcher:      s.Matcher,
-			Metrics:      s.Rollout,
-			Journals:     journals,
-			LedgerReader: ledger,
-			LedgerWriter: ledger,
-			Namespace:    o.Namespace,
-			Identity:     o.Identity,
+			Reader:   mgr.GetCache(),
+			Decoder:  admission.NewDecoder(mgr.GetScheme()),
+			Clock:    clock.RealClock{},
+			Events:   &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
+			Matcher:  s.Matcher,
+			Metrics:  s.Rollout,
+			Journals: journals,
+			Ledgers:  ledgers,
 		},
 		RecoverPanic: ptr.To(true),
 	}, workload.DecodeObject))
 
 	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{
 		Handler: &eviction.Handler{
-			Reader:       mgr.GetCache(),
-			LedgerReader: ledger,
-			LedgerWriter: ledger,
-			Namespace:    o.Namespace,
-			Identity:     o.Identity,
-			Clock:        clock.RealClock{},
-			Events:       &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
-			Matcher:      s.Matcher,
-			Metrics:      s.Eviction,
-			Holds:        &eviction.Holds{},
-			Journals:     journals,
+			Reader:    mgr.GetCache(),
+			APIReader: live,
+			Ledgers:   ledgers,
+			Clock:     clock.RealClock{},
+			Events:    &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
+			Matcher:   s.Matcher,
+			Metrics:   s.Eviction,
+			Holds:     &eviction.Holds{},
+			Journals:  journals,
 		},
 		RecoverPanic: ptr.To(true),
 	}, nil))
 
-	srv.Register(policies.Path, review.NewWebhook(&admission.Webhook{
-		Handler:      &policies.Handler{Decoder: admission.NewDecoder(mgr.GetScheme())},
+	srv.Register(policyvalidation.Path, review.NewWebhook(&admission.Webhook{
+		Handler:      &policyvalidation.Handler{Decoder: admission.NewDecoder(mgr.GetScheme())},
 		RecoverPanic: ptr.To(true),
 	}, nil))
 
@@ -279,12 +281,12 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 	}
 
 	anchor := cmp.Or(o.Webhooks.Anchor, "holdfast")
-	withDefaults := func(d scope.Defaults) scope.Defaults {
+	withDefaults := func(d interception.Defaults) interception.Defaults {
 		d.FailurePolicy = cmp.Or(d.FailurePolicy, admissionregistrationv1.Ignore)
 		d.TimeoutSeconds = cmp.Or(d.TimeoutSeconds, 3)
 		return d
 	}
-	if err := (&controller.WebhookConfiguration{Client: mgr.GetClient(), Name: scope.Name(anchor), Anchor: anchor,
+	if err := (&controller.WebhookConfiguration{Client: mgr.GetClient(), Name: interception.Name(anchor), Anchor: anchor,
 		Namespace: o.Namespace, Rollout: withDefaults(o.Webhooks.Rollout), Eviction: withDefaults(o.Webhooks.Eviction),
 		NarrowAfter: o.Webhooks.NarrowAfter, Metrics: s.Webhooks}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the scoped webhook configuration: %w", err)
@@ -294,22 +296,26 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 	if every == 0 {
 		every = 10 * time.Minute
 	}
-	return mgr.Add(&eviction.LedgerSweeper{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Policies: mgr.GetCache(),
-		Namespace: o.Namespace, Every: every, Clock: clock.RealClock{}, Metrics: s.Eviction})
+	live, err := liveClient(mgr)
+	if err != nil {
+		return err
+	}
+	return mgr.Add(&controller.LedgerSweeper{Ledgers: &budget.Ledgers{Live: live, Namespace: o.Namespace},
+		Policies: mgr.GetCache(), Every: every, Clock: clock.RealClock{}, Metrics: s.Sweeper})
 }
 
-// ledgerClient reads and writes the eviction ledgers live, without client-go's
-// client-side rate limiter: every guarded eviction reads and writes its group's ledger,
-// and the answers of a drain of hundreds of pods must not queue behind a limit of 20
-// requests a second until the webhook times out and fails open. The API server's own
-// priority and fairness still applies, and a slow answer is bounded by the handler's
-// LedgerTimeout.
-func ledgerClient(mgr manager.Manager) (client.Client, error) {
+// liveClient reads from and writes to the API server, without a cache and without
+// client-go's client-side rate limiter: every guarded eviction reads and writes its
+// group's ledger, and the answers of a drain of hundreds of pods must not queue behind a
+// limit of 20 requests a second until the webhook times out and fails open. The API
+// server's own priority and fairness still applies, and a slow answer is bounded by the
+// ledgers' timeout (budget.Ledgers).
+func liveClient(mgr manager.Manager) (client.Client, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
-		return nil, fmt.Errorf("creating the eviction ledgers' client: %w", err)
+		return nil, fmt.Errorf("creating the live client for the budget ledgers: %w", err)
 	}
 	return c, nil
 }

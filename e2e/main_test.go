@@ -84,7 +84,7 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 		return ctx, err
 	}
 	binary := filepath.Join(dir, "holdfast")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, "../../cmd/holdfast").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, "../cmd/holdfast").CombinedOutput(); err != nil {
 		return ctx, fmt.Errorf("building holdfast: %v: %s", err, out)
 	}
 	certDir := filepath.Join(dir, "certs")
@@ -96,7 +96,7 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 	if err != nil {
 		return ctx, err
 	}
-	if err := harness.InstallCRDs(ctx, c, "../../config/crd/bases"); err != nil {
+	if err := harness.InstallCRDs(ctx, c, "../config/crd/bases"); err != nil {
 		return ctx, err
 	}
 	if err := harness.EnsureNamespace(ctx, c, holdfastNamespace); err != nil {
@@ -135,7 +135,7 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 		return ctx, err
 	}
 	err = harness.InstallWebhooks(ctx, c, harness.WebhookOptions{
-		Manifest:      "../../config/webhook/manifests.yaml",
+		Manifest:      "../config/webhook/manifests.yaml",
 		BaseURL:       "https://" + lb.Addr,
 		CABundle:      caPEM,
 		Namespace:     holdfastNamespace,

@@ -1,4 +1,4 @@
-package scope
+package interception
 
 import (
 	"slices"

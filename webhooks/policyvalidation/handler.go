@@ -1,7 +1,8 @@
-// Package policies validates holdfast's own policies where their schema cannot: a window's
-// cron schedule, time zone and length. A policy the API server accepts is one holdfast
-// can evaluate; one it cannot is refused with the field, never accepted and then ignored.
-package policies
+// Package policyvalidation is the webhook that validates holdfast's own policies where
+// their schema cannot: a window's cron schedule, time zone and length. A policy the API
+// server accepts is one holdfast can evaluate; one it cannot is refused with the field,
+// never accepted and then ignored.
+package policyvalidation
 
 import (
 	"context"

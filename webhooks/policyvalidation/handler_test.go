@@ -1,4 +1,4 @@
-package policies
+package policyvalidation
 
 import (
 	"context"

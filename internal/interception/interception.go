@@ -1,8 +1,8 @@
-// Package scope derives the webhook entries through which the API server calls holdfast
+// Package interception derives the webhook entries through which the API server calls holdfast
 // from the policies in force: a workload, a scale or an eviction no policy can select is
 // never sent. Pure: the leader's controller (internal/controller/webhooks.go) writes what
 // Entries returns.
-package scope
+package interception
 
 import (
 	"crypto/sha256"

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
-	"github.com/holdfast-dev/holdfast/internal/scope"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/test/harness"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
@@ -133,12 +133,12 @@ func onlyOwnEvictionEntry(ctx context.Context, t *testing.T, c client.Client, po
 	var others []string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := c.Get(ctx, client.ObjectKey{Name: scope.Name(harness.WebhookConfigName)}, vwc); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Name: interception.Name(harness.WebhookConfigName)}, vwc); err != nil {
 			return false, nil
 		}
 		others = nil
 		for _, w := range vwc.Webhooks {
-			if strings.HasSuffix(w.Name, "."+scope.TypeEviction) && !strings.HasPrefix(w.Name, policy+"-") {
+			if strings.HasSuffix(w.Name, "."+interception.TypeEviction) && !strings.HasPrefix(w.Name, policy+"-") {
 				others = append(others, w.Name)
 			}
 		}

@@ -1,11 +1,11 @@
-// Package cache is what holdfast keeps in its informer cache and how it reads it: objects
+// Package informer is what holdfast keeps in its informer cache and how it reads it: objects
 // trimmed to what decisions read, the objects of a workload indexed by their controller,
 // and reads that hand out the cache's own objects instead of copies.
 //
 // Reads through Get, List and ListOwned return objects the cache and every other reader
 // share: read them, never write them. Copying a workload's pods and revisions on every
 // admission request would cost more than deciding it.
-package cache
+package informer
 
 import (
 	"context"

@@ -1,0 +1,64 @@
+package budget
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/ledger"
+)
+
+// The fleet ledger of a RolloutPolicy with a fleet limit (rules.concurrency) is a Lease
+// named StartsPrefix + a hash of the policy's name, owned by the policy, whose
+// StartsAnnotation lists the starts of rollouts the policy's replicas admitted: two
+// replicas never both admit the start that only one slot is left for, before the leader
+// has journaled either.
+const (
+	StartsPrefix     = "holdfast-starts-"
+	StartsAnnotation = "holdfast.dev/starts"
+)
+
+// Start is an admitted start of a rollout, as a fleet ledger records it.
+type Start struct {
+	Workload string    `json:"workload"` // kind namespace/name
+	Template string    `json:"template"` // the fingerprint that starts rolling out
+	At       time.Time `json:"at"`
+	By       string    `json:"by,omitempty"`
+}
+
+// Fleet is one read of a policy's fleet ledger.
+type Fleet struct {
+	*ledger.Ledger[Start]
+	policy *v1alpha1.RolloutPolicy
+}
+
+// StartsKey is the fleet ledger of the policy named.
+func StartsKey(namespace, policyName string) client.ObjectKey {
+	sum := sha256.Sum256([]byte(policyName))
+	return client.ObjectKey{Namespace: namespace, Name: StartsPrefix + hex.EncodeToString(sum[:])[:16]}
+}
+
+// ReadFleet reads the policy's fleet ledger; a missing one is empty.
+func (l *Ledgers) ReadFleet(ctx context.Context, p *v1alpha1.RolloutPolicy) (Fleet, error) {
+	f, err := ledger.Read[Start](ctx, l.Live, StartsKey(l.Namespace, p.Name), StartsAnnotation)
+	return Fleet{f, p}, err
+}
+
+// RecordStart writes s into the fleet ledger, without the starts that have lapsed by then
+// or are the workload's earlier ones; a ledger it creates goes with its policy.
+func (f Fleet) RecordStart(ctx context.Context, l *Ledgers, s Start) error {
+	owner := metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RolloutPolicy", Name: f.policy.Name, UID: f.policy.UID}
+	return f.Write(ctx, l.Live, WithStart(f.Records, s), l.Identity, s.At, owner)
+}
+
+// WithStart is starts without those that have lapsed by s or are of s's workload, and s.
+func WithStart(starts []Start, s Start) []Start {
+	out := slices.DeleteFunc(slices.Clone(starts), func(o Start) bool { return o.Workload == s.Workload || s.At.Sub(o.At) >= StartLapse })
+	return append(out, s)
+}

@@ -1,0 +1,58 @@
+package budget
+
+import (
+	"time"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+)
+
+// SharedRollout is what the eviction guard reads of a group's workload's rollout in
+// flight under RolloutPolicies that share the budgets of the DisruptionPolicies named:
+// while it rolls out, evictions of its serving pods wait.
+type SharedRollout struct {
+	// RolloutPolicy names the first such policy, for the message.
+	RolloutPolicy string
+	// Budgets are the DisruptionPolicies whose budgets the rollout shares.
+	Budgets []string
+	// Since is when the rollout's revision became current; StallIn how long until it
+	// counts as stalled (and stops holding evictions).
+	Since   time.Time
+	StallIn time.Duration
+}
+
+// Unjournaled is the rollout a start recorded in the group's ledger holds while the
+// workload's journal does not show it yet (the window between a start one replica
+// admitted and the leader's journal); ok is false once it has lapsed. A journal that shows
+// template current (the caller's check) decides instead.
+func (s RolloutStart) Unjournaled(now time.Time) (r SharedRollout, ok bool) {
+	age := now.Sub(s.At)
+	if age >= StartLapse+MaxClockSkew {
+		return SharedRollout{}, false
+	}
+	return SharedRollout{RolloutPolicy: s.RolloutPolicy, Budgets: s.Budgets, Since: s.At, StallIn: StartLapse + MaxClockSkew - age}, true
+}
+
+// Evictions is what the rollout guard reads of a workload's evictions under the
+// DisruptionPolicy a RolloutPolicy's sharedBudget names: while they are in flight up to
+// the budget, or within its cooldown, the workload's rollouts wait.
+type Evictions struct {
+	// Policy is the DisruptionPolicy named, nil when it does not exist, is suspended or
+	// does not select the workload's pods: then nothing is shared.
+	Policy *v1alpha1.DisruptionPolicy
+	// Records are the evictions admitted in the workload's group (its ledger).
+	Records []Eviction
+}
+
+// InFlight counts the admitted evictions that still count against the group (not lapsed,
+// read with any other replica's clock margin), and when the newest was admitted.
+func (e Evictions) InFlight(now time.Time) (n int32, last time.Time) {
+	for _, r := range e.Records {
+		if now.Sub(r.At) < EvictionLapse+MaxClockSkew {
+			n++
+		}
+		if r.At.After(last) {
+			last = r.At
+		}
+	}
+	return n, last
+}
