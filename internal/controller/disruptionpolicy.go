@@ -7,6 +7,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,7 @@ type DisruptionPolicyStatus struct {
 	Client client.Client
 	// Matcher evaluates the policies' and PDBs' selectors; nil compiles them anew.
 	Matcher *policy.Matcher
+	Clock   clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=holdfast.dev,resources=disruptionpolicies/status,verbs=update
@@ -72,7 +74,7 @@ func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Re
 	status := p.Status.DeepCopy()
 	status.ObservedGeneration = p.Generation
 	ready := disruptionPolicyReady(p)
-	now := time.Now()
+	now := r.Clock.Now()
 	var next time.Time
 	status.WindowStatus, next = windowStatus(p.Spec.Windows, p.Spec.Exemptions, now, &ready)
 	meta.SetStatusCondition(&status.Conditions, ready)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -45,6 +46,7 @@ type RolloutPolicyStatus struct {
 	AuditEvery time.Duration
 	// Events records a PolicyViolation Event per violating workload in Audit and Warn mode.
 	Events *events.Limiter
+	Clock  clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=holdfast.dev,resources=rolloutpolicies/status,verbs=update
@@ -103,7 +105,7 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 		return reconcile.Result{}, err
 	}
 	status := rolloutPolicyStatus(r.Matcher, p, workloads, nsLabels)
-	now := time.Now()
+	now := r.Clock.Now()
 	next := rolloutWindows(p, status, now)
 	if status.InFlight, status.InFlightWorkloads = nil, nil; p.Spec.Rules.Concurrency != nil {
 		selected, err := policy.SelectedWorkloads(ctx, r.Client, r.Matcher, p.Spec.Targets, nsLabels)

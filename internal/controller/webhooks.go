@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -46,6 +47,7 @@ type WebhookConfiguration struct {
 	// replacements, so that no API server is left without either; 0 means 2 s.
 	NarrowAfter time.Duration
 	Metrics     *WebhookMetrics
+	Clock       clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=create
@@ -130,13 +132,13 @@ func (r *WebhookConfiguration) sync(ctx context.Context, rollouts []v1alpha1.Rol
 	case widened != nil:
 		// Some entries in force are to go and others to come: hold both for a while.
 		next.Webhooks = widened
-		metav1.SetMetaDataAnnotation(&next.ObjectMeta, WidenedAt, time.Now().UTC().Format(time.RFC3339Nano))
+		metav1.SetMetaDataAnnotation(&next.ObjectMeta, WidenedAt, r.Clock.Now().UTC().Format(time.RFC3339Nano))
 		requeue = r.narrowAfter()
 	default:
 		// Every entry wanted is in force: drop the others once the widening has stood.
 		if at, err := time.Parse(time.RFC3339Nano, cur.Annotations[WidenedAt]); err == nil {
 			// A widening stamped in the future (another clock, a hand edit) waits no longer.
-			if wait := min(r.narrowAfter()-time.Since(at), r.narrowAfter()); wait > 0 {
+			if wait := min(r.narrowAfter()-r.Clock.Since(at), r.narrowAfter()); wait > 0 {
 				return outcomes, reconcile.Result{RequeueAfter: wait}, nil
 			}
 		}

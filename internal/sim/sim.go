@@ -29,6 +29,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
+	"github.com/holdfast-dev/holdfast/internal/controller"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/kubemodel"
@@ -56,7 +57,7 @@ type sim struct {
 	store       *memstore.Store
 	writer      memstore.Writer
 	journals    *journal.Store
-	recorders   map[v1alpha1.WorkloadKind]*journal.Recorder
+	recorders   map[v1alpha1.WorkloadKind]*controller.JournalRecorder
 	rollout     *rollout.Handler
 	eviction    *eviction.Handler
 	rolloutPols bool
@@ -119,9 +120,9 @@ func Run(sc *Scenario) (*Result, error) {
 	s.writer = memstore.Writer{Store: s.store}
 	clk := clock{s}
 	matcher := policy.NewMatcher()
-	s.recorders = map[v1alpha1.WorkloadKind]*journal.Recorder{}
+	s.recorders = map[v1alpha1.WorkloadKind]*controller.JournalRecorder{}
 	for _, k := range []v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet} {
-		s.recorders[k] = &journal.Recorder{Client: s.writer, Kind: k, Namespace: Namespace, Matcher: matcher, Clock: clk}
+		s.recorders[k] = &controller.JournalRecorder{Client: s.writer, Kind: k, Namespace: Namespace, Matcher: matcher, Clock: clk}
 	}
 	ledgers := &budget.Ledgers{Live: s.writer, Namespace: Namespace, Identity: "holdfast-simulate"}
 	s.rollout = &rollout.Handler{Reader: s.store, Decoder: admission.NewDecoder(scheme), Clock: clk, Matcher: matcher,

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -250,7 +251,7 @@ func TestPDBGeneratorRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, kind := range workload.Kinds() {
-		if err := (&pdb.Reconciler{Client: mgr.GetClient(), Kind: kind}).SetupWithManager(mgr); err != nil {
+		if err := (&controller.PDBGenerator{Client: mgr.GetClient(), Kind: kind, Clock: clock.RealClock{}}).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"time"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,7 +45,6 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/internal/journal"
-	"github.com/holdfast-dev/holdfast/internal/pdb"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -153,7 +154,7 @@ func NewShared(reg prometheus.Registerer) (*Shared, error) {
 		return nil, fmt.Errorf("registering the ledger sweeper's metrics: %w", err)
 	}
 	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w, Sweeper: sw,
-		Journals: &journal.Store{Metrics: j}}, nil
+		Journals: &journal.Store{Metrics: j, Log: ctrl.Log.WithName("journal")}}, nil
 }
 
 // Setup registers holdfast's webhooks and its controllers with one manager (SetupWebhooks
@@ -252,20 +253,21 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 // their own over the same cache (SharedCache), so that losing the lease stops them and not
 // the webhooks.
 func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
+	clk := clock.RealClock{}
 	audit := func(p *v1alpha1.RolloutPolicy, obj client.Object, nsLabels map[string]string, now time.Time) (decision.Violations, error) {
 		return rollout.Audit(p, obj, nsLabels, s.Matcher, now)
 	}
 	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher, Journals: s.Journals,
-		Audit: audit, AuditEvery: o.AuditEvery, Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}}).SetupWithManager(mgr); err != nil {
+		Audit: audit, AuditEvery: o.AuditEvery, Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}, Clock: clk}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
 	}
 
-	if err := (&controller.DisruptionPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.DisruptionPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher, Clock: clk}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DisruptionPolicy status controller: %w", err)
 	}
 
 	for _, kind := range workload.Kinds() {
-		r := &pdb.Reconciler{Client: mgr.GetClient(), Kind: kind, Matcher: s.Matcher,
+		r := &controller.PDBGenerator{Client: mgr.GetClient(), Kind: kind, Matcher: s.Matcher, Clock: clk,
 			Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the PDB generator for %ss: %w", kind, err)
@@ -273,8 +275,8 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 	}
 
 	for _, kind := range workload.Kinds() {
-		r := &journal.Recorder{Client: mgr.GetClient(), Kind: kind, Namespace: o.Namespace, Matcher: s.Matcher,
-			Clock: clock.RealClock{}, Metrics: s.Journal}
+		r := &controller.JournalRecorder{Client: mgr.GetClient(), Kind: kind, Namespace: o.Namespace, Matcher: s.Matcher,
+			Clock: clk, Metrics: s.Journal}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the revision journal of %ss: %w", kind, err)
 		}
@@ -288,7 +290,7 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 	}
 	if err := (&controller.WebhookConfiguration{Client: mgr.GetClient(), Name: interception.Name(anchor), Anchor: anchor,
 		Namespace: o.Namespace, Rollout: withDefaults(o.Webhooks.Rollout), Eviction: withDefaults(o.Webhooks.Eviction),
-		NarrowAfter: o.Webhooks.NarrowAfter, Metrics: s.Webhooks}).SetupWithManager(mgr); err != nil {
+		NarrowAfter: o.Webhooks.NarrowAfter, Metrics: s.Webhooks, Clock: clk}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the scoped webhook configuration: %w", err)
 	}
 
@@ -301,7 +303,7 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 		return err
 	}
 	return mgr.Add(&controller.LedgerSweeper{Ledgers: &budget.Ledgers{Live: live, Namespace: o.Namespace},
-		Policies: mgr.GetCache(), Every: every, Clock: clock.RealClock{}, Metrics: s.Sweeper})
+		Policies: mgr.GetCache(), Every: every, Clock: clk, Metrics: s.Sweeper})
 }
 
 // liveClient reads from and writes to the API server, without a cache and without

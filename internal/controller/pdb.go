@@ -1,14 +1,15 @@
-package pdb
+package controller
 
 import (
 	"context"
 	"strings"
-	"time"
+
+	"github.com/holdfast-dev/holdfast/internal/pdb"
+	"k8s.io/utils/clock"
 
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,14 +25,16 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
-// Reconciler keeps the generated PDB of each workload of one kind.
-type Reconciler struct {
+// PDBGenerator keeps the generated PDB of each workload of one kind (internal/pdb says
+// which).
+type PDBGenerator struct {
 	Client client.Client
 	Kind   v1alpha1.WorkloadKind
 	// Matcher evaluates policies' and PDBs' selectors; nil compiles them anew.
 	Matcher *policy.Matcher
 	// Events records conflicts on the workload; nil records nothing.
 	Events *events.Limiter
+	Clock  clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
@@ -42,7 +45,7 @@ type Reconciler struct {
 
 // SetupWithManager watches the workloads of the kind and their PDBs, the policies, the
 // PDBs of others and the workloads of other kinds whose pods could overlap.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *PDBGenerator) SetupWithManager(mgr ctrl.Manager) error {
 	obj, err := workload.New(r.Kind)
 	if err != nil {
 		return err
@@ -55,7 +58,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&v1alpha1.DisruptionPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allWorkloads)).
 		Watches(&policyv1.PodDisruptionBudget{}, inNamespace, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetLabels()[ManagedByLabel] != ManagedBy
+			return o.GetLabels()[pdb.ManagedByLabel] != pdb.ManagedBy
 		}))).
 		WatchesMetadata(ns, handler.EnqueueRequestsFromMapFunc(r.workloadsOfNamespace), builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	for _, k := range workload.Kinds() {
@@ -76,25 +79,25 @@ func podLabelsChanged() predicate.Funcs {
 	}}
 }
 
-func (r *Reconciler) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+func (r *PDBGenerator) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 	return enqueue.All(ctx, r.Client, func() client.ObjectList { l, _ := workload.NewList(r.Kind); return l }, opts...)
 }
 
-func (r *Reconciler) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
+func (r *PDBGenerator) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
 	return r.requests(ctx)
 }
 
-func (r *Reconciler) workloadsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *PDBGenerator) workloadsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.requests(ctx, client.InNamespace(o.GetNamespace()))
 }
 
-func (r *Reconciler) workloadsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *PDBGenerator) workloadsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.requests(ctx, client.InNamespace(o.GetName()))
 }
 
 // Reconcile brings the workload's generated PDB to what the policies want: created,
 // updated on a semantic diff (which reverts hand edits), or deleted.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *PDBGenerator) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	obj, err := workload.New(r.Kind)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -106,16 +109,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	w, _ := workload.MetaOf(obj)
-	desired, conflict, err := Plan(ctx, r.Client, r.Matcher, w)
+	desired, conflict, err := pdb.Plan(ctx, r.Client, r.Matcher, w)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if conflict != "" {
-		r.Events.Warn(obj, "pdb-conflict", time.Now(), "PDBConflict", conflict+"; holdfast generates no PodDisruptionBudget for it")
+		r.Events.Warn(obj, "pdb-conflict", r.Clock.Now(), "PDBConflict", conflict+"; holdfast generates no PodDisruptionBudget for it")
 	}
 
 	existing := &policyv1.PodDisruptionBudget{}
-	err = r.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: Name(w.Ref)}, existing)
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: pdb.Name(w.Ref)}, existing)
 	switch {
 	case apierrors.IsNotFound(err):
 		if desired == nil {
@@ -124,7 +127,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreAlreadyExists(r.Client.Create(ctx, desired))
 	case err != nil:
 		return reconcile.Result{}, err
-	case !Managed(existing):
+	case !pdb.Managed(existing):
 		return reconcile.Result{}, nil // a PDB of someone else's that happens to bear our name
 	case desired == nil:
 		return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, existing))
@@ -135,48 +138,4 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	existing.Spec, existing.Labels, existing.OwnerReferences = desired.Spec, desired.Labels, desired.OwnerReferences
 	return reconcile.Result{}, r.Client.Update(ctx, existing)
-}
-
-// Plan computes the workload's desired PDB from the cache, and the conflict that rules
-// one out, if any.
-func Plan(ctx context.Context, c client.Reader, m *policy.Matcher, w workload.Meta) (*policyv1.PodDisruptionBudget, string, error) {
-	nsLabels, err := policy.NamespaceLabels(ctx, c, w.Namespace)
-	if err != nil {
-		return nil, "", err
-	}
-	var policies v1alpha1.DisruptionPolicyList
-	if err := c.List(ctx, &policies); err != nil {
-		return nil, "", err
-	}
-	var generating []*v1alpha1.DisruptionPolicy
-	for i := range policies.Items {
-		if Generating(m, &policies.Items[i], w, nsLabels) {
-			generating = append(generating, &policies.Items[i])
-		}
-	}
-	desired := Desired(w, generating)
-	if desired == nil {
-		return nil, "", nil
-	}
-	var pdbs policyv1.PodDisruptionBudgetList
-	if err := c.List(ctx, &pdbs, client.InNamespace(w.Namespace)); err != nil {
-		return nil, "", err
-	}
-	var others []workload.Meta
-	for _, k := range workload.Kinds() {
-		list, _ := workload.NewList(k)
-		if err := c.List(ctx, list, client.InNamespace(w.Namespace)); err != nil {
-			return nil, "", err
-		}
-		objs, _ := meta.ExtractList(list)
-		for _, o := range objs {
-			if ow, ok := workload.MetaOf(o); ok {
-				others = append(others, ow)
-			}
-		}
-	}
-	if conflict := Conflict(m, w, pdbs.Items, others); conflict != "" {
-		return nil, conflict, nil
-	}
-	return desired, "", nil
 }

@@ -1,4 +1,4 @@
-package journal
+package controller
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+	"k8s.io/utils/ptr"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,40 +33,16 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
-// Metrics counts what the journal's readers and writer found.
-type Metrics struct {
-	invalid prometheus.Counter
-}
-
-// NewMetrics registers the journal's metrics with reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{invalid: prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "holdfast_journal_invalid_total",
-		Help: "Revision journals read that did not decode or did not describe their workload (edited by hand, corrupt); each was read as absent.",
-	})}
-	if err := reg.Register(m.invalid); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// Invalid counts one invalid journal read; a nil Metrics counts nothing.
-func (m *Metrics) Invalid() {
-	if m != nil {
-		m.invalid.Inc()
-	}
-}
-
-// Recorder is the leader's controller that writes the journals of the workloads of one
-// kind: the only writer of journals.
-type Recorder struct {
+// JournalRecorder is the leader's controller that writes the revision journals of the
+// workloads of one kind: the only writer of journals.
+type JournalRecorder struct {
 	Client client.Client
 	Kind   v1alpha1.WorkloadKind
 	// Namespace is holdfast's own, where the journals are kept.
 	Namespace string
 	Matcher   *policy.Matcher
 	Clock     clock.PassiveClock
-	Metrics   *Metrics
+	Metrics   *journal.Metrics
 
 	gone sync.Map // NamespacedName → the last state of a deleted workload (lastSeen)
 }
@@ -75,13 +52,13 @@ type Recorder struct {
 // SetupWithManager watches the workloads of the kind (their status included: that is
 // where rollouts finish), the policies, and the journals themselves, so that a journal
 // deleted or edited by hand is rebuilt and a deleted workload's is removed in time.
-func (r *Recorder) SetupWithManager(mgr ctrl.Manager) error {
+func (r *JournalRecorder) SetupWithManager(mgr ctrl.Manager) error {
 	obj, err := workload.New(r.Kind)
 	if err != nil {
 		return err
 	}
 	isJournal := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == r.Namespace && o.GetLabels()[ComponentLabel] == Component &&
+		return o.GetNamespace() == r.Namespace && o.GetLabels()[journal.ComponentLabel] == journal.Component &&
 			strings.HasPrefix(o.GetName(), "holdfast-journal-"+strings.ToLower(string(r.Kind))+"-")
 	})
 	return ctrl.NewControllerManagedBy(mgr).
@@ -92,14 +69,14 @@ func (r *Recorder) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-func (r *Recorder) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
+func (r *JournalRecorder) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
 	return enqueue.All(ctx, r.Client, func() client.ObjectList { l, _ := workload.NewList(r.Kind); return l })
 }
 
 // lastSeen enqueues the workload on every change and keeps the last state of one that is
 // deleted: a deletion may come before the recorder saw the last template change, which
 // an orphaning delete leaves rolling out for a re-created workload to adopt.
-func (r *Recorder) lastSeen() handler.EventHandler {
+func (r *JournalRecorder) lastSeen() handler.EventHandler {
 	enqueue := &handler.EnqueueRequestForObject{}
 	return handler.Funcs{
 		CreateFunc:  enqueue.Create,
@@ -115,12 +92,12 @@ func (r *Recorder) lastSeen() handler.EventHandler {
 }
 
 // journaled maps a journal to its workload.
-func (r *Recorder) journaled(_ context.Context, o client.Object) []reconcile.Request {
+func (r *JournalRecorder) journaled(_ context.Context, o client.Object) []reconcile.Request {
 	cm, ok := o.(*corev1.ConfigMap)
 	if !ok {
 		return nil
 	}
-	j, err := Decode(cm)
+	j, err := journal.Decode(cm)
 	if err != nil || j.Kind != r.Kind {
 		return nil // an invalid journal is rebuilt when its workload next changes
 	}
@@ -128,21 +105,21 @@ func (r *Recorder) journaled(_ context.Context, o client.Object) []reconcile.Req
 }
 
 // Reconcile brings the workload's journal up to date with what the cache shows of it.
-func (r *Recorder) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	now := r.Clock.Now()
 	var policies v1alpha1.RolloutPolicyList
 	if err := informer.List(ctx, r.Client, &policies); err != nil {
 		return reconcile.Result{}, err
 	}
 	existing := &corev1.ConfigMap{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: Name(r.Kind, req.Namespace, req.Name)}, existing)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: journal.Name(r.Kind, req.Namespace, req.Name)}, existing)
 	if client.IgnoreNotFound(err) != nil {
 		return reconcile.Result{}, err
 	}
 	found := err == nil
-	var j *Journal
+	var j *journal.Journal
 	if found {
-		if j, err = Decode(existing); err != nil {
+		if j, err = journal.Decode(existing); err != nil {
 			// Rebuilt below from the cluster's history; until then decisions read it as absent.
 			r.Metrics.Invalid()
 			logf.FromContext(ctx).Error(err, "Rebuilding an invalid revision journal")
@@ -181,19 +158,19 @@ func (r *Recorder) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 				if err != nil {
 					return reconcile.Result{}, err
 				}
-				j = Observe(j, lw, h, nil, now)
+				j = journal.Observe(j, lw, h, nil, now)
 			}
 		}
 	}
 	if !guarded {
-		return r.retire(ctx, existing, j, found, now, Retention(policies.Items))
+		return r.retire(ctx, existing, j, found, now, journal.Retention(policies.Items))
 	}
 
 	h, err := history.Read(ctx, r.Client, w)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	next := Observe(j, w, h, flags, now)
+	next := journal.Observe(j, w, h, flags, now)
 	if reflect.DeepEqual(j, next) {
 		return reconcile.Result{}, nil
 	}
@@ -202,7 +179,7 @@ func (r *Recorder) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 
 // guards is whether a policy selects the workload w (nil: none does), and the
 // argsMatchReplicas flags of those that do.
-func (r *Recorder) guards(ctx context.Context, policies *v1alpha1.RolloutPolicyList, w *workload.Workload) (bool, []v1alpha1.ArgMatchesReplicas, error) {
+func (r *JournalRecorder) guards(ctx context.Context, policies *v1alpha1.RolloutPolicyList, w *workload.Workload) (bool, []v1alpha1.ArgMatchesReplicas, error) {
 	if w == nil {
 		return false, nil, nil
 	}
@@ -225,7 +202,7 @@ func (r *Recorder) guards(ctx context.Context, policies *v1alpha1.RolloutPolicyL
 
 // retire keeps the journal of a workload that is gone, or no longer guarded, for keep
 // after it was seen so, then deletes it.
-func (r *Recorder) retire(ctx context.Context, existing *corev1.ConfigMap, j *Journal, found bool, now time.Time, keep time.Duration) (reconcile.Result, error) {
+func (r *JournalRecorder) retire(ctx context.Context, existing *corev1.ConfigMap, j *journal.Journal, found bool, now time.Time, keep time.Duration) (reconcile.Result, error) {
 	switch {
 	case !found && j == nil:
 		return reconcile.Result{}, nil
@@ -233,7 +210,7 @@ func (r *Recorder) retire(ctx context.Context, existing *corev1.ConfigMap, j *Jo
 		return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}))
 	case j.Deleted == nil:
 		next := *j
-		next.Deleted = at(now)
+		next.Deleted = ptr.To(now)
 		if err := r.write(ctx, existing, &next, found); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -245,8 +222,8 @@ func (r *Recorder) retire(ctx context.Context, existing *corev1.ConfigMap, j *Jo
 
 // write creates or updates the journal, with the resourceVersion read: optimistic
 // concurrency against a second leader's write.
-func (r *Recorder) write(ctx context.Context, existing *corev1.ConfigMap, j *Journal, found bool) error {
-	cm, err := Encode(j, r.Namespace)
+func (r *JournalRecorder) write(ctx context.Context, existing *corev1.ConfigMap, j *journal.Journal, found bool) error {
+	cm, err := journal.Encode(j, r.Namespace)
 	if err != nil {
 		return err
 	}
@@ -260,111 +237,4 @@ func (r *Recorder) write(ctx context.Context, existing *corev1.ConfigMap, j *Jou
 		return errors.Join(err, errors.New("the journal changed since it was read; reconciling again"))
 	}
 	return err
-}
-
-// Store holds the decoded journals of holdfast's cache, so that a decision reads a
-// journal without copying or decoding it: an informer on the journals' ConfigMaps feeds
-// it (Handler), decoding each version once. An invalid journal is counted and logged as
-// it is stored, and read as absent.
-type Store struct {
-	// Metrics counts invalid journals; nil counts nothing.
-	Metrics *Metrics
-
-	mu       sync.RWMutex
-	journals map[workloadKey]*Journal
-	byName   map[string]workloadKey
-}
-
-type workloadKey struct {
-	kind            v1alpha1.WorkloadKind
-	namespace, name string
-}
-
-// Get returns the workload's journal, nil when there is none or it is invalid. A nil
-// Store has no journals.
-func (s *Store) Get(kind v1alpha1.WorkloadKind, namespace, name string) *Journal {
-	if s == nil {
-		return nil
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.journals[workloadKey{kind, namespace, name}]
-}
-
-// Add stores a journal's ConfigMap, replacing what its name held.
-func (s *Store) Add(cm *corev1.ConfigMap) {
-	j, err := Decode(cm)
-	if err != nil {
-		s.Metrics.Invalid()
-		log.Error(err, "Reading a revision journal as absent until the leader rebuilds it")
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.journals == nil {
-		s.journals, s.byName = map[workloadKey]*Journal{}, map[string]workloadKey{}
-	}
-	if k, ok := s.byName[cm.Name]; ok {
-		delete(s.journals, k)
-		delete(s.byName, cm.Name)
-	}
-	if err == nil {
-		k := workloadKey{j.Kind, j.Namespace, j.Name}
-		s.journals[k], s.byName[cm.Name] = j, k
-	}
-}
-
-// Delete forgets a journal.
-func (s *Store) Delete(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if k, ok := s.byName[name]; ok {
-		delete(s.journals, k)
-		delete(s.byName, name)
-	}
-}
-
-var log = logf.Log.WithName("journal")
-
-// Handler is the informer event handler that feeds the store.
-func (s *Store) Handler() toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.add(obj) },
-		UpdateFunc: func(_, obj any) { s.add(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if cm, ok := obj.(*corev1.ConfigMap); ok {
-				s.Delete(cm.Name)
-			}
-		},
-	}
-}
-
-func (s *Store) add(obj any) {
-	if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Labels[ComponentLabel] == Component {
-		s.Add(cm)
-	}
-}
-
-// StalledMark ends the name of a workload whose unfinished rollout has stalled.
-const StalledMark = " (stalled)"
-
-// Unfinished names (kind namespace/name) the workloads among refs whose rollouts are
-// unfinished as their journals recorded them: not finished, not held, not deleted. Those
-// without progress for stallAfter end in StalledMark.
-func (s *Store) Unfinished(refs []workload.Ref, stallAfter time.Duration, now time.Time) []string {
-	var out []string
-	for _, w := range refs {
-		cur := s.Get(w.Kind, w.Namespace, w.Name).Rolling()
-		if cur == nil {
-			continue
-		}
-		name := w.String()
-		if now.Sub(cur.Progressed) >= stallAfter {
-			name += StalledMark
-		}
-		out = append(out, name)
-	}
-	return out
 }
