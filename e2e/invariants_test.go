@@ -66,10 +66,10 @@ func waitJournal(ctx context.Context, t *testing.T, c client.Client, kind v1alph
 
 func finished(j *journal.Journal) bool { return j.Current().Finished != nil }
 
-// TestDaemonSetWithAnUnavailablePodTakesAChange is the review's scenario 10: a fully
-// updated DaemonSet one of whose pods is not available (here: its pod on a node that just
-// joined, inside minReadySeconds) is not "rolling out", so a change, its fix included,
-// passes. Its status says otherwise; the journal's sticky "finished" decides.
+// TestDaemonSetWithAnUnavailablePodTakesAChange is scenario 10: a fully updated DaemonSet
+// one of whose pods is not available (here: its pod on a node that just joined, inside
+// minReadySeconds) is not "rolling out", so a change, its fix included, passes. Its
+// status says otherwise; the journal's sticky "finished" decides.
 func TestDaemonSetWithAnUnavailablePodTakesAChange(t *testing.T) {
 	const pool = "holdfast.dev/e2e-scenario-10"
 	f := features.New("scenario 10").
@@ -134,7 +134,7 @@ func TestDaemonSetWithAnUnavailablePodTakesAChange(t *testing.T) {
 	testenv.Test(t, f)
 }
 
-// TestOrphaningDeleteAndRecreate is the review's scenario 9: a Deployment deleted with
+// TestOrphaningDeleteAndRecreate is scenario 9: a Deployment deleted with
 // --cascade=orphan while a rollout is unfinished, then re-created with a new template,
 // would adopt both ReplicaSets and start a third revision; holdfast refuses it, and
 // admits the re-create with the template it had.
@@ -233,10 +233,10 @@ func TestOrphaningDeleteAndRecreate(t *testing.T) {
 	testenv.Test(t, f)
 }
 
-// TestRequesterBudgetsAndMaxHold (issue 18): cluster-autoscaler's identity is held at 0
-// (403 for every pod) while a human's drain takes the pods one at a time; its evictions,
-// held past maxHold while each replacement settles, raise Warning Events on the pod and
-// its node, and are admitted all the same once the budget allows.
+// TestRequesterBudgetsAndMaxHold: cluster-autoscaler's identity is held at 0 (403 for
+// every pod) while a human's drain takes the pods one at a time; its evictions, held past
+// maxHold while each replacement settles, raise Warning Events on the pod and its node,
+// and are admitted all the same once the budget allows.
 func TestRequesterBudgetsAndMaxHold(t *testing.T) {
 	f := features.New("requesters and maxHold").
 		Assess("the autoscaler is refused, a human drains, holds past maxHold are warned about", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {

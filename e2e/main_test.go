@@ -15,8 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
@@ -39,6 +43,8 @@ var (
 	holdfast    []*exec.Cmd
 	holdfastLog string
 	lb          *harness.Balancer
+	// webhooks installed holdfast's webhook configuration and wrote its serving certificate.
+	webhooks *envtest.WebhookInstallOptions
 )
 
 func TestMain(m *testing.M) {
@@ -47,6 +53,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "TESTBED_BIN and KWOKCTL_CONFIG must be set: run `make test-e2e`")
 		os.Exit(1)
 	}
+	// envtest's installers log through controller-runtime, which prints a stack trace
+	// instead when no logger is set.
+	ctrl.SetLogger(zapr.NewLogger(zap.NewNop()))
 	// kwokctl runs kubectl from PATH; use the one built with the test bed.
 	os.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 
@@ -87,25 +96,32 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, "../cmd/holdfast").CombinedOutput(); err != nil {
 		return ctx, fmt.Errorf("building holdfast: %v: %s", err, out)
 	}
-	certDir := filepath.Join(dir, "certs")
-	caPEM, err := harness.WriteCerts(certDir)
-	if err != nil {
+	restConfig := cfg.Client().RESTConfig()
+	if _, err := envtest.InstallCRDs(restConfig, envtest.CRDInstallOptions{
+		Paths: []string{"../config/crd/bases"}, ErrorIfPathMissing: true}); err != nil {
 		return ctx, err
 	}
-	c, err := client.New(cfg.Client().RESTConfig(), client.Options{Scheme: harness.NewScheme()})
+	c, err := client.New(restConfig, client.Options{Scheme: harness.NewScheme()})
 	if err != nil {
-		return ctx, err
-	}
-	if err := harness.InstallCRDs(ctx, c, "../config/crd/bases"); err != nil {
 		return ctx, err
 	}
 	if err := harness.EnsureNamespace(ctx, c, holdfastNamespace); err != nil {
 		return ctx, err
 	}
-	ports, err := harness.FreePorts(3 * replicas)
+	// Three ports per replica, and the balancer's, which the webhooks call.
+	ports, err := harness.FreePorts(3*replicas + 1)
 	if err != nil {
 		return ctx, err
 	}
+	if webhooks, err = harness.Webhooks(harness.WebhookOptions{
+		Manifest:      "../config/webhook/manifests.yaml",
+		Port:          ports[3*replicas],
+		Namespace:     holdfastNamespace,
+		FailurePolicy: admissionregistrationv1.Fail,
+	}); err != nil {
+		return ctx, err
+	}
+	certDir := webhooks.LocalServingCertDir
 	holdfastLog = filepath.Join(dir, "holdfast-*.log")
 	var procs []harness.Process
 	for i := range replicas {
@@ -131,21 +147,14 @@ func startHoldfast(ctx context.Context, cfg *envconf.Config) (context.Context, e
 		}
 		procs = append(procs, p)
 	}
-	if lb, err = harness.StartBalancer(certDir, procs); err != nil {
+	if lb, err = harness.StartBalancer(webhooks.LocalServingPort, certDir, webhooks.LocalServingCAData, procs); err != nil {
 		return ctx, err
 	}
-	err = harness.InstallWebhooks(ctx, c, harness.WebhookOptions{
-		Manifest:      "../config/webhook/manifests.yaml",
-		BaseURL:       "https://" + lb.Addr,
-		CABundle:      caPEM,
-		Namespace:     holdfastNamespace,
-		FailurePolicy: admissionregistrationv1.Fail,
-	})
-	return ctx, err
+	return ctx, webhooks.Install(restConfig)
 }
 
 func stopHoldfast(ctx context.Context, _ *envconf.Config) (context.Context, error) {
-	defer func() { holdfast, lb = nil, nil }()
+	defer func() { holdfast, lb, webhooks = nil, nil, nil }()
 	for _, cmd := range holdfast {
 		if cmd.Process != nil {
 			_ = cmd.Process.Signal(os.Interrupt)
@@ -154,6 +163,9 @@ func stopHoldfast(ctx context.Context, _ *envconf.Config) (context.Context, erro
 	}
 	if lb != nil {
 		_ = lb.Close()
+	}
+	if webhooks != nil {
+		_ = webhooks.Cleanup()
 	}
 	return ctx, nil
 }

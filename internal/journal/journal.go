@@ -1,8 +1,8 @@
-// Package journal keeps the revision journal (DESIGN.md, "RolloutPolicy rules, version
-// 2"): for each guarded workload, the pod templates that became its current one, when,
-// when their rollouts finished, and how their rollouts progressed. The cluster's own
-// history cannot say when a revision became current (a rollback renumbers a ReplicaSet
-// that may be days old) nor keep "finished" once a pod is lost later; the journal does.
+// Package journal keeps the revision journal: for each guarded workload, the pod
+// templates that became its current one, when, when their rollouts finished, and how
+// their rollouts progressed. The cluster's own history cannot say when a revision became
+// current (a rollback renumbers a ReplicaSet that may be days old) nor keep "finished"
+// once a pod is lost later; the journal does.
 //
 // The leader's Recorder writes one ConfigMap per workload in holdfast's namespace; every
 // replica reads them from its cache. A decision reads a workload's journal through View,

@@ -37,7 +37,7 @@ func demo(ctx context.Context, side *os.File) error {
 	if err != nil {
 		return err
 	}
-	if err := e.installWebhooks(ctx); err != nil {
+	if err := e.installWebhooks(); err != nil {
 		return err
 	}
 	step("Starting holdfast in the background")

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -141,7 +142,7 @@ func prepare(ctx context.Context, side *os.File) (*env, error) {
 		return nil, err
 	}
 	step("Installing the CRDs")
-	if err := harness.InstallCRDs(ctx, e.client, "config/crd/bases"); err != nil {
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{"config/crd/bases"}, ErrorIfPathMissing: true}); err != nil {
 		return nil, err
 	}
 	if err := harness.EnsureNamespace(ctx, e.client, namespace); err != nil {
@@ -155,19 +156,29 @@ func prepare(ctx context.Context, side *os.File) (*env, error) {
 
 // installWebhooks writes fresh certificates and points the API server at holdfast.
 // failurePolicy stays Ignore, as in production: when holdfast is stopped, the cluster works on.
-func (e *env) installWebhooks(ctx context.Context) error {
-	caPEM, err := harness.WriteCerts(proc.CertDir)
+// The certificates are the harness's, in the test bed's cache, not envtest's: the demo's
+// holdfast runs on after devcluster exits, so each run would leave envtest's temporary
+// directory behind.
+func (e *env) installWebhooks() error {
+	ca, err := harness.NewCA()
 	if err != nil {
 		return err
 	}
+	if err := ca.WriteServing(proc.CertDir); err != nil {
+		return err
+	}
 	step("Installing the webhook configuration (https://127.0.0.1:%d, failurePolicy Ignore)", proc.WebhookPort)
-	return harness.InstallWebhooks(ctx, e.client, harness.WebhookOptions{
+	webhooks, err := harness.Webhooks(harness.WebhookOptions{
 		Manifest:      "config/webhook/manifests.yaml",
-		BaseURL:       fmt.Sprintf("https://127.0.0.1:%d", proc.WebhookPort),
-		CABundle:      caPEM,
+		Port:          proc.WebhookPort,
+		CA:            ca.PEM,
 		Namespace:     namespace,
 		FailurePolicy: admissionregistrationv1.Ignore,
 	})
+	if err != nil {
+		return err
+	}
+	return webhooks.Install(e.config)
 }
 
 func run(ctx context.Context, side *os.File) error {
@@ -176,7 +187,7 @@ func run(ctx context.Context, side *os.File) error {
 		return err
 	}
 	stopBackground(e.cache)
-	if err := e.installWebhooks(ctx); err != nil {
+	if err := e.installWebhooks(); err != nil {
 		return err
 	}
 	step("Running holdfast in the foreground (Ctrl-C stops it)")

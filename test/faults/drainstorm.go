@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -83,7 +84,7 @@ func drainStorm(ctx context.Context, o options) (int, error) {
 		return 0, err
 	}
 
-	stop, err := startGuard(ctx, o, c, k.Kubeconfig, dir)
+	stop, err := startGuard(ctx, o, cfg, c, k.Kubeconfig, dir)
 	if err != nil {
 		return 0, fmt.Errorf("%w (logs in %s)", err, dir)
 	}
@@ -137,22 +138,26 @@ func drainStorm(ctx context.Context, o options) (int, error) {
 // startGuard installs holdfast's CRDs, starts two replicas of the built binary against the
 // cluster behind the balancer, and points the webhooks at it with failurePolicy Ignore and
 // a timeout of stormWebhookTimeout seconds. stop stops them.
-func startGuard(ctx context.Context, o options, c client.Client, kubeconfig, dir string) (stop func(), err error) {
-	if err := harness.InstallCRDs(ctx, c, filepath.Join("config", "crd", "bases")); err != nil {
+func startGuard(ctx context.Context, o options, cfg *rest.Config, c client.Client, kubeconfig, dir string) (stop func(), err error) {
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfPathMissing: true}); err != nil {
 		return nil, err
 	}
 	if err := harness.EnsureNamespace(ctx, c, holdfastNamespace); err != nil {
 		return nil, err
 	}
-	certDir := filepath.Join(dir, "certs")
-	caPEM, err := harness.WriteCerts(certDir)
+	// Three ports per replica, and the balancer's, which the webhooks call.
+	ports, err := harness.FreePorts(7)
 	if err != nil {
 		return nil, err
 	}
-	ports, err := harness.FreePorts(6)
+	webhooks, err := harness.Webhooks(harness.WebhookOptions{Manifest: filepath.Join("config", "webhook", "manifests.yaml"),
+		Port: ports[6], Namespace: holdfastNamespace,
+		FailurePolicy: admissionregistrationv1.Ignore, TimeoutSeconds: stormWebhookTimeout})
 	if err != nil {
 		return nil, err
 	}
+	certDir := webhooks.LocalServingCertDir
 	var procs []harness.Process
 	var cmds []*exec.Cmd
 	var lb *harness.Balancer
@@ -164,6 +169,7 @@ func startGuard(ctx context.Context, o options, c client.Client, kubeconfig, dir
 		if lb != nil {
 			_ = lb.Close()
 		}
+		_ = webhooks.Cleanup()
 	}
 	for i := range 2 {
 		p := harness.Process{Binary: o.binary, Kubeconfig: kubeconfig, CertDir: certDir, Namespace: holdfastNamespace,
@@ -188,14 +194,11 @@ func startGuard(ctx context.Context, o options, c client.Client, kubeconfig, dir
 		}
 		procs = append(procs, p)
 	}
-	if lb, err = harness.StartBalancer(certDir, procs); err != nil {
+	if lb, err = harness.StartBalancer(webhooks.LocalServingPort, certDir, webhooks.LocalServingCAData, procs); err != nil {
 		stop()
 		return nil, err
 	}
-	err = harness.InstallWebhooks(ctx, c, harness.WebhookOptions{Manifest: filepath.Join("config", "webhook", "manifests.yaml"),
-		BaseURL: "https://" + lb.Addr, CABundle: caPEM, Namespace: holdfastNamespace,
-		FailurePolicy: admissionregistrationv1.Ignore, TimeoutSeconds: stormWebhookTimeout})
-	if err != nil {
+	if err := webhooks.Install(cfg); err != nil {
 		stop()
 		return nil, err
 	}

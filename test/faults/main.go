@@ -194,9 +194,6 @@ func (h *rig) start(ctx context.Context, cfg *rest.Config) error {
 	if err := h.ca.WriteServing(h.certDir); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(h.certDir, harness.CAFile), h.ca.PEM, 0o600); err != nil {
-		return err
-	}
 	// holdfast reaches the API server through a link the apiserver fault cuts.
 	if h.link, err = newLink(cfg.Host); err != nil {
 		return err
@@ -208,7 +205,15 @@ func (h *rig) start(ctx context.Context, cfg *rest.Config) error {
 	if err := harness.EnsureNamespace(ctx, h.c, holdfastNamespace); err != nil {
 		return err
 	}
-	ports, err := harness.FreePorts(6)
+	// Three ports per replica, and the balancer's, which the webhooks call.
+	ports, err := harness.FreePorts(7)
+	if err != nil {
+		return err
+	}
+	// The rotation fault issues serving certificates from h.ca; envtest keeps its own CA's
+	// key to itself, so here it only installs the configuration.
+	webhooks, err := harness.Webhooks(harness.WebhookOptions{Manifest: "config/webhook/manifests.yaml",
+		Port: ports[6], CA: h.ca.PEM, Namespace: holdfastNamespace, FailurePolicy: admissionregistrationv1.Fail})
 	if err != nil {
 		return err
 	}
@@ -229,12 +234,10 @@ func (h *rig) start(ctx context.Context, cfg *rest.Config) error {
 			return err
 		}
 	}
-	if h.lb, err = harness.StartBalancer(h.certDir, h.procs); err != nil {
+	if h.lb, err = harness.StartBalancer(webhooks.LocalServingPort, h.certDir, h.ca.PEM, h.procs); err != nil {
 		return err
 	}
-	if err := harness.InstallWebhooks(ctx, h.c, harness.WebhookOptions{Manifest: "config/webhook/manifests.yaml",
-		BaseURL: "https://" + h.lb.Addr, CABundle: h.ca.PEM, Namespace: holdfastNamespace,
-		FailurePolicy: admissionregistrationv1.Fail}); err != nil {
+	if err := webhooks.Install(cfg); err != nil {
 		return err
 	}
 	h.load, err = newLoad(ctx, h.c, h.o.rate)

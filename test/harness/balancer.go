@@ -12,8 +12,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,13 +82,9 @@ type backend struct {
 	lost atomic.Int64
 }
 
-// StartBalancer serves on 127.0.0.1 in front of procs, with the certificate in certDir,
-// trusting the CA there for the replicas' certificates (SetRoots replaces it).
-func StartBalancer(certDir string, procs []Process) (*Balancer, error) {
-	caPEM, err := os.ReadFile(filepath.Join(certDir, CAFile))
-	if err != nil {
-		return nil, err
-	}
+// StartBalancer serves on 127.0.0.1:port in front of procs, with the certificate in
+// certDir, trusting roots for the replicas' certificates (SetRoots replaces them).
+func StartBalancer(port int, certDir string, roots []byte, procs []Process) (*Balancer, error) {
 	cert, err := tls.LoadX509KeyPair(filepath.Join(certDir, CertFile), filepath.Join(certDir, KeyFile))
 	if err != nil {
 		return nil, err
@@ -98,7 +94,7 @@ func StartBalancer(certDir string, procs []Process) (*Balancer, error) {
 		return nil, err
 	}
 	b := &Balancer{stop: make(chan struct{}), unreachable: closed}
-	if err := b.SetRoots(caPEM); err != nil {
+	if err := b.SetRoots(roots); err != nil {
 		return nil, err
 	}
 	for _, p := range procs {
@@ -131,7 +127,7 @@ func StartBalancer(certDir string, procs []Process) (*Balancer, error) {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 		},
 	}
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert},
+	l, err := tls.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), &tls.Config{Certificates: []tls.Certificate{cert},
 		MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		return nil, err

@@ -39,7 +39,7 @@ type BudgetWatch struct {
 // WatchBudget lists the pods in ns and follows their changes. Each group (the pods whose
 // label groupBy has one value) should have expected pods available (Ready and not
 // terminating) and at most budget unavailable; its replacements count as unavailable
-// until they are Ready, as DESIGN.md's "Unavailable in a group" counts them.
+// until they are Ready, since until then they serve nothing.
 func WatchBudget(ctx context.Context, cs kubernetes.Interface, ns, groupBy string, expected, budget int) (*BudgetWatch, error) {
 	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {

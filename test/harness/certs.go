@@ -1,6 +1,7 @@
-// Package devcluster runs holdfast as a local process against a local cluster, the way
-// `make run`, `make demo` and the e2e tests do: a self-signed serving certificate, the
-// CRDs, and a webhook configuration that reaches holdfast by URL.
+// Package harness runs holdfast as local processes against a local cluster, the way
+// `make run`, `make demo`, the e2e tests and the load and fault harnesses do: the CRDs and
+// a webhook configuration that reaches holdfast by URL (through envtest's installers), a
+// balancer standing in for a Service, and the drains and storms they drive.
 package harness
 
 import (
@@ -20,26 +21,13 @@ import (
 
 // Serving certificate file names, as controller-runtime's webhook server reads them.
 const (
-	CAFile   = "ca.crt"
 	CertFile = "tls.crt"
 	KeyFile  = "tls.key"
 )
 
-// WriteCerts writes a fresh CA and a serving certificate for 127.0.0.1 and localhost
-// into dir, valid for a week, and returns the CA in PEM for the webhook's caBundle.
-// These are for local clusters only; in a real cluster holdfast manages its own.
-func WriteCerts(dir string) ([]byte, error) {
-	ca, err := NewCA()
-	if err != nil {
-		return nil, err
-	}
-	if err := ca.WriteServing(dir); err != nil {
-		return nil, err
-	}
-	return ca.PEM, writeFile(dir, CAFile, ca.PEM)
-}
-
-// CA is a local certificate authority for holdfast's serving certificates.
+// CA is a local certificate authority for holdfast's serving certificates, for the
+// harnesses that replace a certificate under a running holdfast or keep it past their own
+// run: envtest writes one certificate, into a directory of its own, from a CA it keeps.
 type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey

@@ -19,7 +19,8 @@ import (
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 )
 
-// NewScheme is holdfast's scheme plus the CRD kinds the installer writes.
+// NewScheme is holdfast's scheme plus CustomResourceDefinitions, for clients that read
+// holdfast's CRDs.
 func NewScheme() *runtime.Scheme {
 	s := app.NewScheme()
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))

@@ -22,9 +22,9 @@ import (
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
 
-// The review's scenarios (issue 14) through the real API server, with holdfast's leader
-// keeping the revision journals. No workload controller runs here: the tests write the
-// status a controller would.
+// The rollout scenarios, numbered as in webhooks/rollout's unit tests, through the real
+// API server, with holdfast's leader keeping the revision journals. No workload
+// controller runs here: the tests write the status a controller would.
 
 // journalOf waits until the leader's journal of the workload has observed generation gen.
 func journalOf(t *testing.T, kind v1alpha1.WorkloadKind, ns, name string, gen int64) *journal.Journal {

@@ -167,8 +167,8 @@ func TestExemptionIsNotTheWorkloadsToGrant(t *testing.T) {
 			t.Fatalf("got %v, want holdfast's denial", err)
 		}
 	})
-	// The review's scenario 8 (issue 14): a relabel alone out of the policy is the first
-	// step of a two-step walk around every rule.
+	// A relabel alone out of the policy is the first step of a two-step walk around every
+	// rule: once unselected, the workload takes any change.
 	t.Run("relabelled out of the selector alone", func(t *testing.T) {
 		c := d.DeepCopy()
 		c.Labels = map[string]string{"app": "something-else"}

@@ -39,8 +39,7 @@ const serverCountCEL = `object.spec.template.spec.containers.all(c, c.name != 'k
 // does not select the namespace: the API server must not call it at all.
 func (b *bench) compare(ctx context.Context, o options) error {
 	// holdfast's leader derives its entries from the policy: only mode holdfast's namespace.
-	if err := harness.InstallWebhooks(ctx, b.c, harness.WebhookOptions{Manifest: "config/webhook/manifests.yaml",
-		BaseURL: b.webhook, CABundle: b.ca, Namespace: holdfastNamespace, FailurePolicy: admissionregistrationv1.Fail}); err != nil {
+	if err := b.webhooks.Install(b.cfg); err != nil {
 		return err
 	}
 	noop, err := startNoop(ctx)

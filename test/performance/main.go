@@ -77,12 +77,14 @@ type options struct {
 
 // bench is a running API server with one holdfast replica.
 type bench struct {
-	c       client.Client
-	cfg     *rest.Config
-	proc    harness.Process
-	cmd     *exec.Cmd
-	ca      []byte
-	webhook string // https://127.0.0.1:port
+	c    client.Client
+	cfg  *rest.Config
+	proc harness.Process
+	cmd  *exec.Cmd
+	// webhooks holds holdfast's serving certificate and the webhook configuration that
+	// calls it.
+	webhooks *envtest.WebhookInstallOptions
+	webhook  string // https://127.0.0.1:port
 	// pprofPort serves the replica's /debug/pprof.
 	pprofPort int
 }
@@ -102,6 +104,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	defer func() { _ = b.webhooks.Cleanup() }()
 	defer b.stop()
 
 	for _, m := range strings.Split(o.only, ",") {
@@ -122,7 +125,8 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// start runs holdfast with a self-signed certificate and registers its webhooks by URL.
+// start runs holdfast with envtest's serving certificate; compare registers its webhooks
+// by URL.
 func start(ctx context.Context, env *envtest.Environment, cfg *rest.Config, binary string) (*bench, error) {
 	c, err := client.New(cfg, client.Options{Scheme: harness.NewScheme()})
 	if err != nil {
@@ -136,11 +140,6 @@ func start(ctx context.Context, env *envtest.Environment, cfg *rest.Config, bina
 	if err := harness.WriteAdminKubeconfig(env, cfg, "holdfast-bench", "", kubeconfigPath); err != nil {
 		return nil, err
 	}
-	certDir := filepath.Join(dir, "certs")
-	ca, err := harness.WriteCerts(certDir)
-	if err != nil {
-		return nil, err
-	}
 	if err := harness.EnsureNamespace(ctx, c, holdfastNamespace); err != nil {
 		return nil, err
 	}
@@ -148,7 +147,14 @@ func start(ctx context.Context, env *envtest.Environment, cfg *rest.Config, bina
 	if err != nil {
 		return nil, err
 	}
-	p := harness.Process{Binary: binary, Kubeconfig: kubeconfigPath, CertDir: certDir, Namespace: holdfastNamespace,
+	// The serving certificate is written now; the apiserver measurement installs the
+	// configuration.
+	webhooks, err := harness.Webhooks(harness.WebhookOptions{Manifest: "config/webhook/manifests.yaml",
+		Port: ports[0], Namespace: holdfastNamespace, FailurePolicy: admissionregistrationv1.Fail})
+	if err != nil {
+		return nil, err
+	}
+	p := harness.Process{Binary: binary, Kubeconfig: kubeconfigPath, CertDir: webhooks.LocalServingCertDir, Namespace: holdfastNamespace,
 		WebhookPort: ports[0], MetricsPort: ports[1], ProbePort: ports[2], FailurePolicy: admissionregistrationv1.Fail, ExtraArgs: []string{"--log-format=json", "--leader-elect=false", "--pprof-bind-address=127.0.0.1:" + strconv.Itoa(ports[3])}}
 	logFile, err := os.Create(filepath.Join(dir, "holdfast.log"))
 	if err != nil {
@@ -159,7 +165,7 @@ func start(ctx context.Context, env *envtest.Environment, cfg *rest.Config, bina
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	b := &bench{c: c, cfg: cfg, proc: p, cmd: cmd, ca: ca, webhook: fmt.Sprintf("https://127.0.0.1:%d", p.WebhookPort), pprofPort: ports[3]}
+	b := &bench{c: c, cfg: cfg, proc: p, cmd: cmd, webhooks: webhooks, webhook: fmt.Sprintf("https://127.0.0.1:%d", p.WebhookPort), pprofPort: ports[3]}
 	if err := p.WaitReady(ctx, time.Minute); err != nil {
 		b.stop()
 		return nil, fmt.Errorf("%w; log: %s", err, logFile.Name())

@@ -88,7 +88,7 @@ func (b *bench) serve(ctx context.Context, o options) error {
 func (b *bench) tenant(ctx context.Context) ([]byte, *http.Client, string, error) {
 	const ns = "tenant-serve"
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(b.ca)
+	pool.AppendCertsFromPEM(b.webhooks.LocalServingCAData)
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}},
 		MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: false,

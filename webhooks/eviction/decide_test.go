@@ -128,7 +128,8 @@ func TestDecideEviction(t *testing.T) {
 			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false },
 			want:     []string{RuleMaxUnavailable}, action: decision.Warn},
 
-		// The review's scenarios (issue 15), each named after it.
+		// What is recorded, and pods that serve nothing under each unhealthyPodEvictionPolicy
+		// (E3); invalid selectors (E4); another replica's records read across clock skew.
 		"AlwaysAllow: a not-Ready pod is neither deferred by the cooldown nor recorded": {group: group("DaemonSet", 6), pod: 1,
 			policy:   dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: time.Hour} }),
 			mutGroup: func(g *workload.Group) { g.Pods[1].Ready = false },
@@ -162,7 +163,8 @@ func TestDecideEviction(t *testing.T) {
 			policy:  dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Cooldown = &metav1.Duration{Duration: 20 * time.Second} }),
 			records: []budget.Eviction{{Pod: "gone", UID: "gone", At: now.Add(-21 * time.Second), By: "other"}},
 			want:    []string{RuleCooldown}, action: decision.Deny, wait: 4 * time.Second},
-		// Requesters (issue 18): the first entry naming the evicting identity tightens.
+		// Requesters: the first entry naming the evicting identity tightens the budget and
+		// the cooldown, never loosens them, so that an entry cannot open a way around them.
 		"the autoscaler held at 0 is refused for good": {group: group("DaemonSet", 6), user: "system:serviceaccount:kube-system:cluster-autoscaler",
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
 				s.Requesters = []v1alpha1.Requester{{ServiceAccounts: []string{"kube-system/cluster-autoscaler"}, MaxUnavailable: ptr.To(intstr.FromInt32(0))}}
@@ -183,7 +185,9 @@ func TestDecideEviction(t *testing.T) {
 				s.Cooldown = &metav1.Duration{Duration: 30 * time.Second}
 				s.Requesters = []v1alpha1.Requester{{Users: []string{"alice"}, Cooldown: &metav1.Duration{Duration: 5 * time.Minute}}}
 			}), want: []string{RuleCooldown}, action: decision.Deny},
-		// Windows (issue 18).
+		// Windows: a Deny window defers the evictions of serving pods, never those of pods
+		// that serve nothing (E3); windows that do not parse defer too, rather than let
+		// evictions through a freeze they may have meant.
 		"a Deny window defers evictions of serving pods until it ends": {group: group("DaemonSet", 6),
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
 				s.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 11 * * *", Duration: metav1.Duration{Duration: 2 * time.Hour}, Action: v1alpha1.WindowDeny}}
@@ -197,7 +201,7 @@ func TestDecideEviction(t *testing.T) {
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
 				s.Windows = []v1alpha1.Window{{Schedule: "every day", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}
 			}), want: []string{RuleWindow}, action: decision.Deny},
-		// Temporary exemptions (issue 18).
+		// Temporary exemptions: what one lets through is on record, and only until it expires.
 		"a live temporary exemption lets it through, on record": {group: group("DaemonSet", 6), pod: 1, user: "oncall",
 			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false },
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {

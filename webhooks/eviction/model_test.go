@@ -43,13 +43,14 @@ import (
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
-// The eviction guard's model (DESIGN.md, "Proving the guards"): a small simulation of a
-// cluster's groups of pods on nodes, their controllers replacing evicted pods, pods going
-// NotReady, two holdfast replicas whose caches lag and whose clocks differ by up to
-// budget.MaxClockSkew, a shared ledger store that fails the way a busy API server does, and
-// drainers; holdfast's real Handler decides every eviction. After every step the
-// invariants E1–E4 are checked against the simulated cluster, never against holdfast's
-// answers; at the end a kubectl-style drain of a node must finish in bounded time (E5).
+// The eviction guard's model (docs/invariants.md, "How they are proven"): a small
+// simulation of a cluster's groups of pods on nodes, their controllers replacing evicted
+// pods, pods going NotReady, two holdfast replicas whose caches lag and whose clocks
+// differ by up to budget.MaxClockSkew, a shared ledger store that fails the way a busy
+// API server does, and drainers; holdfast's real Handler decides every eviction. After
+// every step the invariants E1–E4 are checked against the simulated cluster, never
+// against holdfast's answers; at the end a kubectl-style drain of a node must finish in
+// bounded time (E5).
 
 var (
 	modelSequences = flag.Int("model.sequences", 2000, "sequences the eviction model explores (make fuzz runs more)")
@@ -858,8 +859,9 @@ func TestAuditAndWarnFindingsRecordEvents(t *testing.T) {
 }
 
 // TestEvictionHeldTooLongWarns: when a pod's evictions have been deferred without a break
-// for longer than maxHold, holdfast warns on the pod and its node, and keeps deferring
-// (issue 18).
+// for longer than maxHold, holdfast warns on the pod and its node, and keeps deferring:
+// maxHold is there to make a hold seen before a managed platform forces the eviction, not
+// to end it.
 func TestEvictionHeldTooLongWarns(t *testing.T) {
 	cfg := configFor(1)
 	cfg.Budget, cfg.Cooldown, cfg.Offsets = intstr.FromInt32(1), time.Hour, [2]time.Duration{}

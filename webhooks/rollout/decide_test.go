@@ -182,7 +182,8 @@ func TestDecideArgsMatchReplicas(t *testing.T) {
 				{"konnectivity", RuleSelection, "metadata.labels", decision.Deny}},
 			action: decision.Deny,
 		},
-		// The review's scenario 8: the first step of a two-step relabel.
+		// Scenario 8: a relabel out of the policy is the first step of a two-step walk
+		// around every rule (once unselected, the workload takes any change).
 		"8: a labels-only update that takes the workload out of an Enforce policy is refused": {
 			op:  admissionv1.Update,
 			old: konnectivity(3, "3").Obj(),

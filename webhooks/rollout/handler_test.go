@@ -161,10 +161,10 @@ func newPolicies(t *testing.T, h *Handler) []v1alpha1.RolloutPolicy {
 	return list.Items
 }
 
-// TestScaleAndFullUpdateDecideAlike is the review's scenario 13 (I5): scaling a Deployment
-// whose maxUnavailable is a percentage from 2 to 6 makes it take 3 pods down at once, more
-// than a limit of 1. The scale subresource and a full update with the same replicas must
-// both refuse it, naming the fix.
+// TestScaleAndFullUpdateDecideAlike holds scenario 13 to I5: scaling a Deployment whose
+// maxUnavailable is a percentage from 2 to 6 makes it take 3 pods down at once, more than
+// a limit of 1. The scale subresource and a full update with the same replicas must both
+// refuse it, naming the fix.
 func TestScaleAndFullUpdateDecideAlike(t *testing.T) {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {

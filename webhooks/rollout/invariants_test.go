@@ -57,8 +57,11 @@ func gen(w *workload.Workload, g int64) *workload.Workload {
 	return w
 }
 
-// TestRevisionInvariants holds the review's scenarios 1–4, 9 and 10 (and the cases around
-// them) to I1–I3, decided from the revision journal.
+// TestRevisionInvariants holds scenarios 1–4, 9 and 10 (a held edit resumed, a cache and
+// journal behind the request, flips between two revisions, a return to a revision served
+// long ago, a re-create after an orphaning delete, a DaemonSet with a NotReady node) and
+// the cases around them to I1–I3, decided from the revision journal. Each case's name
+// starts with its scenario's number, as across the rollout tests.
 func TestRevisionInvariants(t *testing.T) {
 	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
 	dep, sts, ds := v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet
@@ -253,8 +256,9 @@ func containsPhrase(msgs []string, phrase string) bool {
 }
 
 // TestWindowsHoldNewRolloutsOnly: a Deny window refuses a new revision, and lets a cancel,
-// the fix of a stalled rollout, a scale and the first CREATE through (issue 18); a
-// temporary exemption lets a refusal through on record, until it expires.
+// the fix of a stalled rollout, a scale and the first CREATE through, since none of them
+// rolls a new template over serving pods; a temporary exemption lets a refusal through on
+// record, until it expires.
 func TestWindowsHoldNewRolloutsOnly(t *testing.T) {
 	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
 	dep := v1alpha1.KindDeployment

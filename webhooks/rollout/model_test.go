@@ -39,15 +39,15 @@ import (
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
-// The rollout guard's model (DESIGN.md, "Proving the guards"): a small simulation of the
-// Deployment, StatefulSet and DaemonSet controllers (revisions with pods, rollout steps,
-// Ready delays, templates whose pods never get Ready, NotReady nodes, adoption after an
-// orphaning delete), the leader's journal recorder and two holdfast replicas whose caches
-// lag, a virtual clock, and a generator of operation sequences. holdfast's real Handler
-// decides every request. After every admitted request the invariants I1–I5 are checked
-// against the simulated cluster (what was really rolling, finished, stalled), never
-// against holdfast's answers; at the end a scripted operator must reach a new template
-// within the bound I6 promises.
+// The rollout guard's model (docs/invariants.md, "How they are proven"): a small
+// simulation of the Deployment, StatefulSet and DaemonSet controllers (revisions with
+// pods, rollout steps, Ready delays, templates whose pods never get Ready, NotReady
+// nodes, adoption after an orphaning delete), the leader's journal recorder and two
+// holdfast replicas whose caches lag, a virtual clock, and a generator of operation
+// sequences. holdfast's real Handler decides every request. After every admitted request
+// the invariants I1–I5 are checked against the simulated cluster (what was really
+// rolling, finished, stalled), never against holdfast's answers; at the end a scripted
+// operator must reach a new template within the bound I6 promises.
 
 var (
 	rolloutModelSequences = flag.Int("rollout-model.sequences", 2000, "sequences the rollout model explores (make fuzz runs more)")
@@ -1264,7 +1264,8 @@ var rolloutReplays = []struct {
 }
 
 // TestRolloutModelCatchesBrokenDecisions is the explorer's own test: handed the escapes of
-// the first version of the rules, it must find the review's scenarios 1, 3 and 10.
+// the first version of the rules (scenarios 1, 3 and 10, below), it must find each through
+// the invariant it breaks.
 func TestRolloutModelCatchesBrokenDecisions(t *testing.T) {
 	drop := func(d Decision, rules ...string) Decision {
 		d.Violations = slices.DeleteFunc(d.Violations, func(v decision.Violation) bool { return slices.Contains(rules, v.Rule) })

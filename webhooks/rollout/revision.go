@@ -13,8 +13,8 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
-// The revision rules (DESIGN.md, "RolloutPolicy rules, version 2") decide a request that
-// starts rolling out a template by whether it keeps the invariants true:
+// The revision rules decide a request that starts rolling out a template by whether it
+// keeps the invariants of docs/invariants.md true:
 //   - I1 one rollout at a time (settle): no new revision while the current one's rollout
 //     is unfinished, but for a cancel (a return to the revision it replaced, which still
 //     has pods) and a fix of a stalled rollout;

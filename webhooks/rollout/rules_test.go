@@ -229,9 +229,9 @@ func TestDecideRolloutRules(t *testing.T) {
 	}
 }
 
-// TestScaleIsNotARevision holds the review's scenarios 11 and 12 (I4): a change whose only
-// template difference is --server-count following spec.replicas counts for no revision
-// rule, whichever policy holds the flag, in both directions.
+// TestScaleIsNotARevision holds scenarios 11 and 12 to I4: a change whose only template
+// difference is --server-count following spec.replicas counts for no revision rule,
+// whichever policy holds the flag, in both directions.
 func TestScaleIsNotARevision(t *testing.T) {
 	B := template("B", "3")
 	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}

@@ -116,7 +116,8 @@ func TestStrategyLints(t *testing.T) {
 			old: server(nil), obj: server(func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 0 }),
 			want: []string{"spec.minReadySeconds"}},
 
-		// The review's scenarios (issue 14), named after them: I5, a strategy never gets worse.
+		// Scenarios 5, 6 and 13, each case named by its number: I5, a strategy never gets
+		// worse.
 		"5: a finding the workload has may not get worse (maxUnavailable 2 -> 100%)": {operation: admissionv1.Update,
 			old: server(func(d *appsv1.Deployment) { d.Spec.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(2)) }),
 			obj: server(func(d *appsv1.Deployment) {
@@ -184,8 +185,8 @@ func view(t *testing.T, obj any) *workload.Workload {
 	return w
 }
 
-// TestDaemonSetPercentagesRoundUp is the review's scenario 7: kube's DaemonSet controller
-// rounds maxUnavailable up, so 34% of 5 takes 2 pods down, more than a limit of 1.
+// TestDaemonSetPercentagesRoundUp: kube's DaemonSet controller rounds maxUnavailable up,
+// so 34% of 5 takes 2 pods down, more than a limit of 1.
 func TestDaemonSetPercentagesRoundUp(t *testing.T) {
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent"},
 		Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
