@@ -4,9 +4,10 @@
 // current (a rollback renumbers a ReplicaSet that may be days old) nor keep "finished"
 // once a pod is lost later; the journal does.
 //
-// The leader's Recorder writes one ConfigMap per workload in holdfast's namespace; every
-// replica reads them from its cache. A decision reads a workload's journal through View,
-// which fills in what the journal has not recorded yet, always on the side of caution.
+// The leader's JournalRecorder (internal/controller) writes one ConfigMap per workload in
+// holdfast's namespace; every replica reads them from its cache (Store). A decision reads
+// a workload's journal through View, which fills in what the journal has not recorded
+// yet, always on the side of caution.
 package journal
 
 import (
