@@ -177,7 +177,7 @@ func TestReadsThePreviousReleasesGroupLedger(t *testing.T) {
 // newer release's additive change) read as the fields it knows.
 func TestReadsANewerReleasesGroupLedger(t *testing.T) {
 	store, _ := previousLease(t, "group-lease.json", func(l *coordinationv1.Lease) {
-		for _, k := range []string{budget.EvictionsAnnotation, budget.RolloutStartAnnotation} {
+		for _, k := range []string{"holdfast.dev/evictions", "holdfast.dev/rollout-start"} {
 			l.Annotations[k] = strings.ReplaceAll(l.Annotations[k], `"by":`, `"reason":{"kind":"NodeDrain"},"by":`)
 		}
 	})
@@ -230,7 +230,7 @@ func TestReadsThePreviousReleasesFleetLedger(t *testing.T) {
 // read as the fields it knows.
 func TestReadsANewerReleasesFleetLedger(t *testing.T) {
 	store, _ := previousLease(t, "fleet-lease.json", func(l *coordinationv1.Lease) {
-		l.Annotations[budget.StartsAnnotation] = strings.ReplaceAll(l.Annotations[budget.StartsAnnotation], `"by":`, `"revision":12,"by":`)
+		l.Annotations["holdfast.dev/starts"] = strings.ReplaceAll(l.Annotations["holdfast.dev/starts"], `"by":`, `"revision":12,"by":`)
 	})
 	a, _ := replicas(store)
 	f, err := a.ReadFleet(context.Background(), policy)
