@@ -1,0 +1,270 @@
+package budget_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
+	"github.com/holdfast-dev/holdfast/internal/ledger"
+	"github.com/holdfast-dev/holdfast/internal/memstore"
+	"github.com/holdfast-dev/holdfast/test/util/golden"
+)
+
+// The ledgers these tests write are those testdata/previous/ holds as release 5648181
+// wrote them: the same workload, policy, replicas and times.
+const (
+	ns       = "holdfast-system"
+	replicaA = "holdfast-6f9c7d8b5-2xk4p"
+	replicaB = "holdfast-6f9c7d8b5-9qz7m"
+	// agent is the UID of the DaemonSet kube-system/konnectivity-agent, whose group the
+	// group ledger is; agentTemplate the fingerprint of its pod template.
+	agent         types.UID = "5f0c8a7e-2b1d-4e3f-9a6c-7d8e9f0a1b2c"
+	agentTemplate           = "79ccc01c2a8859254604409c13560c9f7d7b8c525eddcd1d262b2ec6ce92c731"
+	kasTemplate             = "f5fb2199ae58b4b88ece56c05eb470b9fcd95b2134779f82e51b72f145d43e86"
+)
+
+var (
+	t0     = time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC)
+	policy = &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents-rollouts", UID: "c3d4e5f6-a7b8-4c9d-8e0f-1a2b3c4d5e6f"}}
+
+	// What the ledgers in testdata/previous/ hold.
+	rolloutStart = budget.RolloutStart{Template: agentTemplate, At: t0.Add(-10 * time.Minute), By: replicaA,
+		RolloutPolicy: "agents-rollouts", Budgets: []string{"agents"}}
+	evictions = []budget.Eviction{
+		{Pod: "konnectivity-agent-7xq2d", UID: "1c2d3e4f-0000-4000-8000-00000000a001", At: t0, By: replicaA},
+		{Pod: "konnectivity-agent-m4k9s", UID: "1c2d3e4f-0000-4000-8000-00000000a002", At: t0.Add(1500 * time.Millisecond), By: replicaB},
+	}
+	starts = []budget.Start{
+		{Workload: "DaemonSet kube-system/konnectivity-agent", Template: agentTemplate, At: t0.Add(-10 * time.Minute), By: replicaA},
+		{Workload: "Deployment tenant-a/kube-apiserver", Template: kasTemplate, At: t0.Add(-9 * time.Minute), By: replicaB},
+	}
+)
+
+// replicas are two replicas' ledgers on one store, the API server.
+func replicas(store *memstore.Store) (a, b *budget.Ledgers) {
+	live := memstore.Writer{Store: store}
+	return &budget.Ledgers{Live: live, Namespace: ns, Identity: replicaA}, &budget.Ledgers{Live: live, Namespace: ns, Identity: replicaB}
+}
+
+// storedLease is the Lease at key as holdfast wrote it: without the UID and
+// resourceVersion the store (the API server) sets.
+func storedLease(t *testing.T, store *memstore.Store, key client.ObjectKey) *coordinationv1.Lease {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	if err := store.Get(context.Background(), key, l); err != nil {
+		t.Fatal(err)
+	}
+	l.TypeMeta = metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}
+	l.UID, l.ResourceVersion = "", ""
+	return l
+}
+
+// previousLease puts the Lease of testdata/previous/<name> in a new store, and returns
+// both; edit, when not nil, changes the Lease first.
+func previousLease(t *testing.T, name string, edit func(*coordinationv1.Lease)) (*memstore.Store, *coordinationv1.Lease) {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	golden.Load(t, "testdata/previous/"+name, l)
+	if edit != nil {
+		edit(l)
+	}
+	store := memstore.New(nil)
+	store.Put(l.DeepCopy())
+	return store, l
+}
+
+// TestGroupLedgerStoredForm pins the group ledger as the guards write it: the Lease's name
+// (GroupPrefix and the workload's UID), label, annotation keys, the JSON of the eviction
+// and rollout-start records, and the holder and renew time of the last write.
+func TestGroupLedgerStoredForm(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New(nil)
+	a, b := replicas(store)
+	g, err := a.ReadGroup(ctx, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.RecordRolloutStart(ctx, a, rolloutStart); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range []*budget.Ledgers{a, b} {
+		g, err := l.ReadGroup(ctx, agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.RecordEviction(ctx, l, evictions[i], budget.MinRetention); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := store.Len(&coordinationv1.Lease{}); n != 1 {
+		t.Fatalf("%d Leases, want the group's one", n)
+	}
+	golden.AssertJSON(t, "testdata/group-lease.golden", storedLease(t, store, budget.GroupKey(ns, agent)))
+}
+
+// TestFleetLedgerStoredForm pins a RolloutPolicy's fleet ledger as the rollout guard
+// writes it: the Lease's name (StartsPrefix and a hash of the policy's name), label, owner,
+// annotation key and the JSON of the start records.
+func TestFleetLedgerStoredForm(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New(nil)
+	a, b := replicas(store)
+	for i, l := range []*budget.Ledgers{a, b} {
+		f, err := l.ReadFleet(ctx, policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.RecordStart(ctx, l, starts[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := store.Len(&coordinationv1.Lease{}); n != 1 {
+		t.Fatalf("%d Leases, want the policy's one", n)
+	}
+	golden.AssertJSON(t, "testdata/fleet-lease.golden", storedLease(t, store, budget.StartsKey(ns, policy.Name)))
+}
+
+// TestReadsThePreviousReleasesGroupLedger: a group ledger release 5648181 wrote (two
+// replicas' evictions, a shared-budget rollout start) reads as it was written, its last
+// write is its renew time, and this release's next eviction keeps what it held.
+func TestReadsThePreviousReleasesGroupLedger(t *testing.T) {
+	ctx := context.Background()
+	store, prev := previousLease(t, "group-lease.json", nil)
+	a, _ := replicas(store)
+	g, err := a.ReadGroup(ctx, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(evictions, g.Records); diff != "" {
+		t.Errorf("evictions (-written +read):\n%s", diff)
+	}
+	rs, ok := g.RolloutStart()
+	if diff := cmp.Diff(rolloutStart, rs); !ok || diff != "" {
+		t.Errorf("rollout start, ok %t (-written +read):\n%s", ok, diff)
+	}
+	if last := ledger.LastWrite(prev); !last.Equal(time.Date(2026, 11, 30, 12, 0, 1, 623456000, time.UTC)) {
+		t.Errorf("LastWrite = %v, want the renew time of replica B's write", last)
+	}
+	if budget.Margin(replicaA, g.Records[0].By) != 0 || budget.Margin(replicaA, g.Records[1].By) != budget.MaxClockSkew {
+		t.Error("a record's by does not name the replica whose clock it was written on")
+	}
+
+	next := budget.Eviction{Pod: "konnectivity-agent-q8w3n", UID: "1c2d3e4f-0000-4000-8000-00000000a003", At: t0.Add(5 * time.Second), By: replicaA}
+	if err := g.RecordEviction(ctx, a, next, budget.MinRetention); err != nil {
+		t.Fatalf("writing over the previous release's ledger: %v", err)
+	}
+	if g, err = a.ReadGroup(ctx, agent); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(append(evictions[:2:2], next), g.Records); diff != "" {
+		t.Errorf("evictions after this release's write (-want +got):\n%s", diff)
+	}
+	if got, want := g.Annotation(budget.RolloutStartAnnotation), prev.Annotations["holdfast.dev/rollout-start"]; got != want {
+		t.Errorf("the rollout start the previous release wrote became %s", got)
+	}
+}
+
+// TestReadsANewerReleasesGroupLedger: records with fields this release does not know (a
+// newer release's additive change) read as the fields it knows.
+func TestReadsANewerReleasesGroupLedger(t *testing.T) {
+	store, _ := previousLease(t, "group-lease.json", func(l *coordinationv1.Lease) {
+		for _, k := range []string{"holdfast.dev/evictions", "holdfast.dev/rollout-start"} {
+			l.Annotations[k] = strings.ReplaceAll(l.Annotations[k], `"by":`, `"reason":{"kind":"NodeDrain"},"by":`)
+		}
+	})
+	a, _ := replicas(store)
+	g, err := a.ReadGroup(context.Background(), agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(evictions, g.Records); diff != "" {
+		t.Errorf("evictions (-written +read):\n%s", diff)
+	}
+	rs, ok := g.RolloutStart()
+	if diff := cmp.Diff(rolloutStart, rs); !ok || diff != "" {
+		t.Errorf("rollout start, ok %t (-written +read):\n%s", ok, diff)
+	}
+}
+
+// TestReadsThePreviousReleasesFleetLedger: a fleet ledger release 5648181 wrote is the one
+// this release reads for the policy (same name), its starts read as written, and this
+// release's next start keeps the other workloads' starts and the policy's ownership.
+func TestReadsThePreviousReleasesFleetLedger(t *testing.T) {
+	ctx := context.Background()
+	store, prev := previousLease(t, "fleet-lease.json", nil)
+	a, _ := replicas(store)
+	f, err := a.ReadFleet(ctx, policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(starts, f.Records); diff != "" {
+		t.Errorf("starts (-written +read):\n%s", diff)
+	}
+
+	// The agents' next start, a minute after the other workload's, which has not lapsed.
+	next := budget.Start{Workload: "DaemonSet kube-system/konnectivity-agent", Template: strings.Repeat("e", 64), At: starts[1].At.Add(time.Minute), By: replicaA}
+	if err := f.RecordStart(ctx, a, next); err != nil {
+		t.Fatalf("writing over the previous release's ledger: %v", err)
+	}
+	if f, err = a.ReadFleet(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]budget.Start{starts[1], next}, f.Records); diff != "" {
+		t.Errorf("starts after this release's write (-want +got):\n%s", diff)
+	}
+	if got := storedLease(t, store, budget.StartsKey(ns, policy.Name)); !cmp.Equal(got.OwnerReferences, prev.OwnerReferences) {
+		t.Errorf("owners became %v", got.OwnerReferences)
+	}
+}
+
+// TestReadsANewerReleasesFleetLedger: start records with fields this release does not know
+// read as the fields it knows.
+func TestReadsANewerReleasesFleetLedger(t *testing.T) {
+	store, _ := previousLease(t, "fleet-lease.json", func(l *coordinationv1.Lease) {
+		l.Annotations["holdfast.dev/starts"] = strings.ReplaceAll(l.Annotations["holdfast.dev/starts"], `"by":`, `"revision":12,"by":`)
+	})
+	a, _ := replicas(store)
+	f, err := a.ReadFleet(context.Background(), policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(starts, f.Records); diff != "" {
+		t.Errorf("starts (-written +read):\n%s", diff)
+	}
+}
+
+// TestSweepsThePreviousReleasesLedgers: this release's leader deletes the previous
+// release's idle group ledgers, by their label, name and last write (the renew time, or
+// the creation without one), and leaves its fleet ledgers, which go with their policies.
+func TestSweepsThePreviousReleasesLedgers(t *testing.T) {
+	store, _ := previousLease(t, "group-lease.json", nil)
+	fleet := &coordinationv1.Lease{}
+	golden.Load(t, "testdata/previous/fleet-lease.json", fleet)
+	store.Put(fleet)
+	// A group ledger without a renew time, created 30 minutes before the sweep: kept.
+	created := &coordinationv1.Lease{}
+	golden.Load(t, "testdata/previous/group-lease.json", created)
+	created.Name, created.UID, created.Spec.RenewTime = budget.GroupPrefix+"another-workload", "another-lease", nil
+	created.CreationTimestamp = metav1.NewTime(t0.Add(90 * time.Minute))
+	store.Put(created)
+
+	a, _ := replicas(store)
+	deleted, err := a.Sweep(context.Background(), budget.MinRetention, t0.Add(2*time.Hour))
+	if err != nil || deleted != 1 {
+		t.Fatalf("Sweep = %d, %v; want the idle group ledger deleted", deleted, err)
+	}
+	for _, key := range []client.ObjectKey{budget.StartsKey(ns, policy.Name), budget.GroupKey(ns, "another-workload")} {
+		if err := store.Get(context.Background(), key, &coordinationv1.Lease{}); err != nil {
+			t.Errorf("%s: %v", key.Name, err)
+		}
+	}
+}
