@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -50,7 +51,7 @@ func guards(store *memstore.Store) *WebhookConfiguration {
 			CABundle: []byte("-----BEGIN CERTIFICATE-----\nMIIB...\n-----END CERTIFICATE-----\n")}}},
 	})
 	return &WebhookConfiguration{Client: memstore.Writer{Store: store}, Name: interception.Name("holdfast"), Anchor: "holdfast",
-		Namespace: holdfastNamespace, Rollout: entryDefaults, Eviction: entryDefaults, NarrowAfter: 2 * time.Second}
+		Namespace: holdfastNamespace, Rollout: entryDefaults, Eviction: entryDefaults, NarrowAfter: 2 * time.Second, Clock: clock.RealClock{}}
 }
 
 // entryDefaults are the chart's: failurePolicy Ignore, 3 s.
@@ -203,7 +204,7 @@ func storedReport(t *testing.T, store *memstore.Store) *unstructured.Unstructure
 // the results and summary in the wgpolicyk8s.io format.
 func TestPolicyReportStoredForm(t *testing.T) {
 	store := memstore.New(nil)
-	r := &RolloutPolicyStatus{Client: reportStore{memstore.Writer{Store: store}}}
+	r := &RolloutPolicyStatus{Client: reportStore{memstore.Writer{Store: store}}, Clock: clock.RealClock{}}
 	p := &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "kas-rollouts"}}
 	if err := r.writeReports(context.Background(), p, kasReport(time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC))); err != nil {
 		t.Fatal(err)
@@ -222,7 +223,7 @@ func TestKeepsThePreviousReleasesPolicyReport(t *testing.T) {
 	prev := &unstructured.Unstructured{}
 	golden.Load(t, "testdata/previous/policyreport.json", prev)
 	store.Put(prev)
-	r := &RolloutPolicyStatus{Client: reportStore{memstore.Writer{Store: store}}}
+	r := &RolloutPolicyStatus{Client: reportStore{memstore.Writer{Store: store}}, Clock: clock.RealClock{}}
 	p := &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "kas-rollouts"}}
 	later := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	if err := r.writeReports(ctx, p, kasReport(later)); err != nil {
@@ -267,7 +268,7 @@ func TestDisruptionPolicyFinalizerStoredForm(t *testing.T) {
 	store := memstore.New(nil)
 	store.Put(&v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents", Generation: 1}, Spec: v1alpha1.DisruptionPolicySpec{
 		MaxUnavailable: ptr.To(intstr.FromInt32(1)), PDB: &v1alpha1.PDBGeneration{Generate: true}}})
-	r := &DisruptionPolicyStatus{Client: statusStore{memstore.Writer{Store: store}}}
+	r := &DisruptionPolicyStatus{Client: statusStore{memstore.Writer{Store: store}}, Clock: clock.RealClock{}}
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "agents"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func TestReleasesWhatThePreviousReleaseFinalized(t *testing.T) {
 	golden.Load(t, "testdata/previous/pdb.json", generated)
 	store.Put(policy)
 	store.Put(generated)
-	r := &DisruptionPolicyStatus{Client: statusStore{memstore.Writer{Store: store}}}
+	r := &DisruptionPolicyStatus{Client: statusStore{memstore.Writer{Store: store}}, Clock: clock.RealClock{}}
 	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "agents"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,9 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -106,10 +103,6 @@ func TestReadsThePreviousReleasesJournal(t *testing.T) {
 	s.Handler().OnAdd(cm, true)
 	if s.Get(v1alpha1.KindDeployment, "tenant-a", "kube-apiserver") == nil {
 		t.Error("the store does not serve the journal")
-	}
-	r := &Recorder{Kind: v1alpha1.KindDeployment, Namespace: "holdfast-system"}
-	if got := r.journaled(context.Background(), cm); !cmp.Equal(got, []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "tenant-a", Name: "kube-apiserver"}}}) {
-		t.Errorf("the recorder maps the journal to %v", got)
 	}
 
 	if cur := j.Rolling(); cur == nil || !Matches(cur, v132.Template, konnectivityServerCount) {
