@@ -19,11 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/manifests"
 )
 
@@ -157,24 +157,10 @@ const (
 	defaultClientRetry = 10
 )
 
-// NewScheme is the scheme scenarios are decoded with: kube's and holdfast's types.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
-
-var scheme = NewScheme()
-
 // Load reads a scenario from files and directories ("-" is stdin): exactly one Scenario
 // document and the cluster's objects. Every error names the file and document.
 func Load(paths []string, stdin io.Reader) (*Scenario, error) {
-	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
+	decoder := serializer.NewCodecFactory(informer.NewScheme()).UniversalDeserializer()
 	sc := &Scenario{}
 	found := ""
 	err := manifests.Each(paths, stdin, func(source string, raw []byte) error {

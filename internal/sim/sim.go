@@ -124,7 +124,7 @@ func Run(sc *Scenario) (*Result, error) {
 		s.recorders[k] = &journal.Recorder{Client: s.writer, Kind: k, Namespace: Namespace, Matcher: matcher, Clock: clk}
 	}
 	ledgers := &budget.Ledgers{Live: s.writer, Namespace: Namespace, Identity: "holdfast-simulate"}
-	s.rollout = &rollout.Handler{Reader: s.store, Decoder: admission.NewDecoder(scheme), Clock: clk, Matcher: matcher,
+	s.rollout = &rollout.Handler{Reader: s.store, Decoder: admission.NewDecoder(informer.NewScheme()), Clock: clk, Matcher: matcher,
 		Journals: s.journals, Ledgers: ledgers}
 	s.eviction = &eviction.Handler{Reader: s.store, APIReader: s.store, Ledgers: ledgers, Clock: clk, Matcher: matcher, Holds: &eviction.Holds{}, Journals: s.journals}
 	if err := s.load(); err != nil {

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -197,12 +196,7 @@ func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
 	return w
 }
 
-var modelScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = v1alpha1.AddToScheme(s)
-	return s
-}()
+var modelScheme = informer.NewScheme()
 
 func (w *mworld) slotFor(i int) int {
 	if w.kind == v1alpha1.KindDeployment {
