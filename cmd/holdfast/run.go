@@ -30,6 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/internal/version"
 )
@@ -61,7 +62,7 @@ func run(_ context.Context, o *options) error {
 	// owns the caches; it never takes part in leader election, so that losing the lease
 	// (to an API server outage longer than the renew deadline) cannot stop the webhooks.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  app.NewScheme(),
+		Scheme:                  informer.NewScheme(),
 		Cache:                   app.CacheOptions(o.namespace),
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,

@@ -1,5 +1,6 @@
-// Package informer is what holdfast keeps in its informer cache and how it reads it: objects
-// trimmed to what decisions read, the objects of a workload indexed by their controller,
+// Package informer is what holdfast keeps in its informer cache and how it reads it: the
+// kinds it knows (NewScheme, which its clients and decoders share), objects trimmed to
+// what decisions read, the objects of a workload indexed by their controller,
 // and reads that hand out the cache's own objects instead of copies.
 //
 // Reads through Get, List and ListOwned return objects the cache and every other reader
@@ -16,11 +17,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
+
+// NewScheme knows the kinds holdfast's cache, clients and decoders read: kube's built-in
+// kinds and holdfast's policies.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
 
 // OwnerIndex is the index of ReplicaSets, ControllerRevisions and pods by the UID of their
 // controller.

@@ -97,15 +97,11 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 		key := Key{Kind: "RolloutPolicy", Name: p.Name}
 		fp := failurePolicy(p.Spec.FailurePolicy, s.Rollout)
 		nsSel, objSel := b.selectors(key, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector)
-		kinds := p.Spec.Targets.Kinds
-		if len(kinds) == 0 {
-			kinds = []v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet}
-		}
 		var resources, scales []string
-		for _, k := range kinds {
+		for _, k := range workload.Targeted(p.Spec.Targets) {
 			r := workload.Resource(k)
 			resources = append(resources, r)
-			if k != v1alpha1.KindDaemonSet {
+			if workload.Scalable(k) {
 				scales = append(scales, r+"/scale")
 			}
 		}

@@ -96,6 +96,14 @@ func (w *Workload[T]) Settle(limit int) int {
 	return n
 }
 
+// Wanted is how many pods the controller wants: the replicas, or one per DaemonSet node.
+func (w *Workload[T]) Wanted() int {
+	if w.Kind == v1alpha1.KindDaemonSet {
+		return len(w.Nodes)
+	}
+	return w.Replicas
+}
+
 // Available counts the Ready pods that are not terminating.
 func (w *Workload[T]) Available() int {
 	n := 0

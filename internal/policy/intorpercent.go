@@ -26,17 +26,23 @@ const (
 	// MaxSurge is a rolling update's maxSurge, rounded up as kube rounds it. Unset and
 	// unreadable are 0.
 	MaxSurge
+	// MaxInFlight is a RolloutPolicy's concurrency.maxInFlight, resolved against the
+	// workloads the policy selects rather than pods: rounded up, and at least 1, so that
+	// some rollout can always start. Unset and unreadable are 1.
+	MaxInFlight
 )
 
 // Resolve resolves v, a field of a workload of the given kind (or of a policy about it),
-// against total pods.
+// against total pods (for MaxInFlight, workloads; only MaxUnavailable reads the kind).
 func Resolve(f Field, kind v1alpha1.WorkloadKind, v *intstr.IntOrString, total int32) int32 {
-	up, unset, unreadable := true, int32(0), int32(0)
+	up, unset, unreadable, least := true, int32(0), int32(0), int32(0)
 	switch f {
 	case DisruptionBudget:
 		unset = 1
 	case MaxUnavailable:
 		up, unreadable = kind == v1alpha1.KindDaemonSet, total
+	case MaxInFlight:
+		unset, unreadable, least = 1, 1, 1
 	}
 	if v == nil {
 		return unset
@@ -45,5 +51,18 @@ func Resolve(f Field, kind v1alpha1.WorkloadKind, v *intstr.IntOrString, total i
 	if err != nil || n < 0 {
 		return unreadable
 	}
-	return int32(min(n, math.MaxInt32))
+	return max(int32(min(n, math.MaxInt32)), least)
+}
+
+// Fenceposts are a Deployment's maxSurge and maxUnavailable resolved against its replicas
+// as kube's deployment controller resolves them (ResolveFenceposts): surge rounded up,
+// unavailable down, and one pod unavailable when both come to 0, or no pod could ever be
+// replaced.
+func Fenceposts(surge, unavailable *intstr.IntOrString, replicas int32) (maxSurge, maxUnavailable int32) {
+	maxSurge = Resolve(MaxSurge, v1alpha1.KindDeployment, surge, replicas)
+	maxUnavailable = Resolve(MaxUnavailable, v1alpha1.KindDeployment, unavailable, replicas)
+	if maxSurge == 0 && maxUnavailable == 0 {
+		maxUnavailable = 1
+	}
+	return maxSurge, maxUnavailable
 }

@@ -41,13 +41,19 @@ func TestRollingUpdateFieldsRoundAsKube(t *testing.T) {
 		total int32
 		want  int32
 	}{
-		"maxUnavailable rounds down":           {MaxUnavailable, v1alpha1.KindDeployment, pct("34%"), 5, 1},
-		"maxUnavailable unset is 0":            {MaxUnavailable, v1alpha1.KindStatefulSet, nil, 5, 0},
-		"maxUnavailable unreadable is all":     {MaxUnavailable, v1alpha1.KindDeployment, pct("most"), 5, 5},
-		"maxSurge rounds up":                   {MaxSurge, v1alpha1.KindDaemonSet, pct("10%"), 5, 1},
-		"maxSurge unset is 0":                  {MaxSurge, v1alpha1.KindDaemonSet, nil, 5, 0},
-		"maxSurge unreadable is 0":             {MaxSurge, v1alpha1.KindDaemonSet, pct("some"), 5, 0},
-		"maxUnavailable of a number is itself": {MaxUnavailable, v1alpha1.KindDeployment, &intstr.IntOrString{IntVal: 2}, 5, 2},
+		"maxUnavailable rounds down":              {MaxUnavailable, v1alpha1.KindDeployment, pct("34%"), 5, 1},
+		"maxUnavailable unset is 0":               {MaxUnavailable, v1alpha1.KindStatefulSet, nil, 5, 0},
+		"maxUnavailable unreadable is all":        {MaxUnavailable, v1alpha1.KindDeployment, pct("most"), 5, 5},
+		"maxSurge rounds up":                      {MaxSurge, v1alpha1.KindDaemonSet, pct("10%"), 5, 1},
+		"maxSurge unset is 0":                     {MaxSurge, v1alpha1.KindDaemonSet, nil, 5, 0},
+		"maxSurge unreadable is 0":                {MaxSurge, v1alpha1.KindDaemonSet, pct("some"), 5, 0},
+		"maxUnavailable of a number is itself":    {MaxUnavailable, v1alpha1.KindDeployment, &intstr.IntOrString{IntVal: 2}, 5, 2},
+		"maxUnavailable of a DaemonSet rounds up": {MaxUnavailable, v1alpha1.KindDaemonSet, pct("10%"), 5, 1},
+		"maxInFlight rounds up":                   {MaxInFlight, "", pct("10%"), 11, 2},
+		"maxInFlight is at least 1":               {MaxInFlight, "", pct("10%"), 0, 1},
+		"maxInFlight of 0 is 1":                   {MaxInFlight, "", &intstr.IntOrString{IntVal: 0}, 5, 1},
+		"maxInFlight unset is 1":                  {MaxInFlight, "", nil, 5, 1},
+		"maxInFlight unreadable is 1":             {MaxInFlight, "", pct("many"), 5, 1},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -55,5 +61,24 @@ func TestRollingUpdateFieldsRoundAsKube(t *testing.T) {
 				t.Errorf("Resolve = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestDeploymentFencepostsAsKube(t *testing.T) {
+	pct := func(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
+	cases := []struct {
+		surge, unavailable *intstr.IntOrString
+		replicas           int32
+		wantSurge, wantU   int32
+	}{
+		{pct("25%"), pct("25%"), 10, 3, 2}, // surge 2.5 up, unavailable 2.5 down
+		{pct("25%"), pct("25%"), 1, 1, 0},
+		{pct("0%"), pct("10%"), 5, 0, 1}, // both 0: one unavailable
+		{nil, nil, 5, 0, 1},
+	}
+	for _, tc := range cases {
+		if s, u := Fenceposts(tc.surge, tc.unavailable, tc.replicas); s != tc.wantSurge || u != tc.wantU {
+			t.Errorf("Fenceposts(%v, %v, %d) = %d, %d; want %d, %d", tc.surge, tc.unavailable, tc.replicas, s, u, tc.wantSurge, tc.wantU)
+		}
 	}
 }

@@ -203,11 +203,7 @@ func SelectedWorkloads(ctx context.Context, r client.Reader, m *Matcher, t v1alp
 // EachSelected calls f with each workload, from the cache and not copied (read it, never
 // write it), of the kinds the targets name that they select.
 func EachSelected(ctx context.Context, r client.Reader, m *Matcher, t v1alpha1.WorkloadTargets, nsLabels map[string]map[string]string, f func(v1alpha1.WorkloadKind, client.Object)) error {
-	kinds := t.Kinds
-	if len(kinds) == 0 {
-		kinds = workload.Kinds()
-	}
-	for _, k := range kinds {
+	for _, k := range workload.Targeted(t) {
 		list, _ := workload.NewList(k)
 		if err := informer.List(ctx, r, list); err != nil {
 			return err

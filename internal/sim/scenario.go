@@ -14,17 +14,17 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/manifests"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // ScenarioKind is the kind of the document that holds a scenario's settings and timeline;
@@ -90,14 +90,19 @@ type Step struct {
 	Uncordon *NodeList       `json:"uncordon,omitempty"`
 }
 
-// WorkloadRef names a workload.
+// WorkloadRef is how a scenario file names a workload. The simulator works with the
+// workload.Ref it names (Ref); the file format keeps a type of its own because
+// workload.Ref has no JSON names and carries a UID, which a scenario never gives.
 type WorkloadRef struct {
 	Kind      v1alpha1.WorkloadKind `json:"kind"`
 	Namespace string                `json:"namespace"`
 	Name      string                `json:"name"`
 }
 
-func (r WorkloadRef) String() string { return fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name) }
+// Ref is the workload r names.
+func (r WorkloadRef) Ref() workload.Ref {
+	return workload.Ref{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+}
 
 // Apply is an operator that wants the workload to have this spec from At on: it sends the
 // change (a CREATE when the workload does not exist) and, refused, requeues with backoff
@@ -157,24 +162,10 @@ const (
 	defaultClientRetry = 10
 )
 
-// NewScheme is the scheme scenarios are decoded with: kube's and holdfast's types.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
-
-var scheme = NewScheme()
-
 // Load reads a scenario from files and directories ("-" is stdin): exactly one Scenario
 // document and the cluster's objects. Every error names the file and document.
 func Load(paths []string, stdin io.Reader) (*Scenario, error) {
-	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
+	decoder := serializer.NewCodecFactory(informer.NewScheme()).UniversalDeserializer()
 	sc := &Scenario{}
 	found := ""
 	err := manifests.Each(paths, stdin, func(source string, raw []byte) error {
@@ -220,9 +211,11 @@ func Load(paths []string, stdin io.Reader) (*Scenario, error) {
 }
 
 func simulated(obj runtime.Object) bool {
+	if _, ok := workload.MetaOf(obj); ok {
+		return true
+	}
 	switch obj.(type) {
-	case *corev1.Namespace, *corev1.Node, *appsv1.Deployment, *appsv1.StatefulSet, *appsv1.DaemonSet,
-		*v1alpha1.RolloutPolicy, *v1alpha1.DisruptionPolicy:
+	case *corev1.Namespace, *corev1.Node, *v1alpha1.RolloutPolicy, *v1alpha1.DisruptionPolicy:
 		return true
 	}
 	return false
@@ -247,7 +240,7 @@ func (sc *Scenario) validate(source string) error {
 		}
 		last = st.At.Duration
 		if a := st.Apply; a != nil {
-			if !slices.Contains([]v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet}, a.Workload.Kind) {
+			if !slices.Contains(workload.Kinds(), a.Workload.Kind) {
 				return fmt.Errorf("%s.apply.workload.kind: %q, want Deployment, StatefulSet or DaemonSet", where, a.Workload.Kind)
 			}
 			if a.Workload.Namespace == "" || a.Workload.Name == "" {
@@ -259,7 +252,7 @@ func (sc *Scenario) validate(source string) error {
 			if b := a.Backoff; b != nil && (b.Initial.Duration <= 0 || b.Max.Duration < b.Initial.Duration) {
 				return fmt.Errorf("%s.apply.backoff: want 0 < initial <= max", where)
 			}
-			if a.Replicas != nil && (a.Workload.Kind == v1alpha1.KindDaemonSet || *a.Replicas < 0) {
+			if a.Replicas != nil && (!workload.Scalable(a.Workload.Kind) || *a.Replicas < 0) {
 				return fmt.Errorf("%s.apply.replicas: a DaemonSet has none, and a count is never negative", where)
 			}
 			if tpl := a.Template; tpl != nil && len(tpl.Spec.Containers) == 0 {

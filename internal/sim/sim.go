@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,6 +36,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/kubemodel"
 	"github.com/holdfast-dev/holdfast/internal/memstore"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
 	"github.com/holdfast-dev/holdfast/webhooks/policyvalidation"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
@@ -65,7 +67,7 @@ type sim struct {
 	nodes     []*node
 	nodeByNam map[string]*node
 	workloads []*simWorkload
-	byRef     map[WorkloadRef]*simWorkload
+	byRef     map[workload.Ref]*simWorkload
 	operators []*operator
 	drains    []*drainRun
 	res       *Result
@@ -85,7 +87,9 @@ type node struct {
 type pod = kubemodel.Pod[string]
 
 type simWorkload struct {
-	ref       WorkloadRef
+	// ref names the workload as the scenario does, without a UID: uid is the one it was
+	// created with.
+	ref       workload.Ref
 	obj       client.Object // as the API server holds it, status as its controller wrote it
 	exists    bool
 	k         *kubemodel.Workload[string]
@@ -114,18 +118,18 @@ type simWorkload struct {
 func Run(sc *Scenario) (*Result, error) {
 	s := &sim{sc: sc, now: epoch, startup: durationOr(sc.Spec.PodStartup, defaultStartup),
 		store:    memstore.New(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}),
-		journals: &journal.Store{}, nodeByNam: map[string]*node{}, byRef: map[WorkloadRef]*simWorkload{},
+		journals: &journal.Store{}, nodeByNam: map[string]*node{}, byRef: map[workload.Ref]*simWorkload{},
 		res: &Result{Scenario: sc.Name, Description: sc.Spec.Description}}
 	s.store.Now = func() metav1.Time { return metav1.NewTime(s.now) }
 	s.writer = memstore.Writer{Store: s.store}
 	clk := clock{s}
 	matcher := policy.NewMatcher()
 	s.recorders = map[v1alpha1.WorkloadKind]*controller.JournalRecorder{}
-	for _, k := range []v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet} {
+	for _, k := range workload.Kinds() {
 		s.recorders[k] = &controller.JournalRecorder{Client: s.writer, Kind: k, Namespace: Namespace, Matcher: matcher, Clock: clk}
 	}
 	ledgers := &budget.Ledgers{Live: s.writer, Namespace: Namespace, Identity: "holdfast-simulate"}
-	s.rollout = &rollout.Handler{Reader: s.store, Decoder: admission.NewDecoder(scheme), Clock: clk, Matcher: matcher,
+	s.rollout = &rollout.Handler{Reader: s.store, Decoder: admission.NewDecoder(informer.NewScheme()), Clock: clk, Matcher: matcher,
 		Journals: s.journals, Ledgers: ledgers}
 	s.eviction = &eviction.Handler{Reader: s.store, APIReader: s.store, Ledgers: ledgers, Clock: clk, Matcher: matcher, Holds: &eviction.Holds{}, Journals: s.journals}
 	if err := s.load(); err != nil {
@@ -191,11 +195,12 @@ func (s *sim) load() error {
 		}
 	}
 	for _, o := range s.sc.Objects {
-		if !isWorkload(o.Object) {
+		m, ok := workload.MetaOf(o.Object)
+		if !ok {
 			continue
 		}
 		obj := o.Object.DeepCopyObject().(client.Object)
-		ref := refOf(obj)
+		ref := workload.Ref{Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
 		if ref.Namespace == "" {
 			return fmt.Errorf("%s: %s: metadata.namespace is required", o.Source, ref)
 		}
@@ -218,15 +223,16 @@ func (s *sim) load() error {
 			}
 		}
 		if a := st.Apply; a != nil {
-			namespaces[a.Workload.Namespace] = true
-			if s.byRef[a.Workload] == nil && a.Template == nil && !s.createdEarlier(a.Workload, st) {
-				return fmt.Errorf("timeline at %s: %s does not exist yet: its first apply needs a template", st.At.Duration, a.Workload)
+			ref := a.Workload.Ref()
+			namespaces[ref.Namespace] = true
+			if s.byRef[ref] == nil && a.Template == nil && !s.createdEarlier(ref, st) {
+				return fmt.Errorf("timeline at %s: %s does not exist yet: its first apply needs a template", st.At.Duration, ref)
 			}
-			if s.byRef[a.Workload] != nil && a.Template != nil {
-				obj := s.byRef[a.Workload].obj.DeepCopyObject().(client.Object)
+			if s.byRef[ref] != nil && a.Template != nil {
+				obj := s.byRef[ref].obj.DeepCopyObject().(client.Object)
 				applyTo(obj, a)
 				if err := selects(obj); err != nil {
-					return fmt.Errorf("timeline at %s: %s: %w", st.At.Duration, a.Workload, err)
+					return fmt.Errorf("timeline at %s: %s: %w", st.At.Duration, ref, err)
 				}
 			}
 		}
@@ -264,9 +270,9 @@ func (s *sim) load() error {
 }
 
 // createdEarlier is an apply with a template of ref before st in the timeline.
-func (s *sim) createdEarlier(ref WorkloadRef, st Step) bool {
+func (s *sim) createdEarlier(ref workload.Ref, st Step) bool {
 	for _, prev := range s.sc.Spec.Timeline {
-		if prev.Apply != nil && prev.Apply.Workload == ref && prev.Apply.Template != nil && prev.At.Duration <= st.At.Duration {
+		if prev.Apply != nil && prev.Apply.Workload.Ref() == ref && prev.Apply.Template != nil && prev.At.Duration <= st.At.Duration {
 			return true
 		}
 	}
@@ -275,28 +281,19 @@ func (s *sim) createdEarlier(ref WorkloadRef, st Step) bool {
 
 // selects is the API server's check that a workload's selector selects its pod template.
 func selects(obj client.Object) error {
-	tpl, err := templateOf(obj)
-	if err != nil {
-		return err
+	m, ok := workload.MetaOf(obj)
+	if !ok {
+		return fmt.Errorf("a %T is not a workload", obj)
 	}
-	var sel *metav1.LabelSelector
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		sel = o.Spec.Selector
-	case *appsv1.StatefulSet:
-		sel = o.Spec.Selector
-	case *appsv1.DaemonSet:
-		sel = o.Spec.Selector
-	}
-	if sel == nil {
+	if m.Selector == nil {
 		return nil // an apply's CREATE selects its template's labels
 	}
-	selector, err := metav1.LabelSelectorAsSelector(sel)
+	selector, err := metav1.LabelSelectorAsSelector(m.Selector)
 	if err != nil {
 		return fmt.Errorf("spec.selector: %w", err)
 	}
-	if selector.Empty() || !selector.Matches(labels.Set(tpl.Labels)) {
-		return fmt.Errorf("spec.template.metadata.labels: %v does not match spec.selector %s (the API server refuses it)", tpl.Labels, selector)
+	if selector.Empty() || !selector.Matches(labels.Set(m.PodLabels)) {
+		return fmt.Errorf("spec.template.metadata.labels: %v does not match spec.selector %s (the API server refuses it)", m.PodLabels, selector)
 	}
 	return nil
 }
@@ -311,25 +308,6 @@ func nodesOf(st Step) []string {
 		return st.Uncordon.Nodes
 	}
 	return nil
-}
-
-func isWorkload(o runtime.Object) bool {
-	switch o.(type) {
-	case *appsv1.Deployment, *appsv1.StatefulSet, *appsv1.DaemonSet:
-		return true
-	}
-	return false
-}
-
-func refOf(obj client.Object) WorkloadRef {
-	kind := v1alpha1.KindDaemonSet
-	switch obj.(type) {
-	case *appsv1.Deployment:
-		kind = v1alpha1.KindDeployment
-	case *appsv1.StatefulSet:
-		kind = v1alpha1.KindStatefulSet
-	}
-	return WorkloadRef{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
 
 func (s *sim) uid() types.UID {
@@ -350,7 +328,7 @@ func (s *sim) addNode(n *corev1.Node) {
 	s.store.Put(n)
 }
 
-func (s *sim) newWorkload(ref WorkloadRef) *simWorkload {
+func (s *sim) newWorkload(ref workload.Ref) *simWorkload {
 	w := &simWorkload{ref: ref, templates: map[string]corev1.PodTemplateSpec{}, numbers: map[string]int64{},
 		revisions: map[string]client.Object{}, objects: map[*pod]*corev1.Pod{}, fig: &WorkloadFigures{Workload: ref.String()}}
 	w.k = &kubemodel.Workload[string]{Kind: ref.Kind, Graceful: true}
@@ -376,54 +354,45 @@ func (s *sim) create(w *simWorkload, obj client.Object) error {
 	return nil
 }
 
-// adopt reads the workload's spec into the controller model.
+// adopt reads the workload's spec into the controller model: what every kind has as the
+// rollout guard reads it (workload.From), then what only the kind's controller reads.
 func (s *sim) adopt(w *simWorkload) error {
-	tpl, err := templateOf(w.obj)
+	v, err := workload.From(w.obj)
+	if err != nil {
+		return err
+	}
+	tpl, err := v.Template.Spec()
 	if err != nil {
 		return err
 	}
 	key := hash(tpl)
 	w.templates[key] = *tpl.DeepCopy()
 	k := w.k
-	k.Template = key
-	k.MaxSurge, k.MaxUnavailable, k.Paused, k.OnDelete, k.Partition = 0, 1, false, false, 0
-	w.minReady = 0
+	k.Template, k.Paused, k.OnDelete = key, v.Rollout.Paused, v.Rollout.OnDelete
+	k.MaxSurge, k.MaxUnavailable, k.Partition = 0, 1, 0
+	if workload.Scalable(v.Kind) {
+		k.Replicas = int(v.Expected)
+	}
+	w.minReady = time.Duration(v.Strategy.MinReadySeconds) * time.Second
 	switch o := w.obj.(type) {
 	case *appsv1.Deployment:
-		w.minReady = time.Duration(o.Spec.MinReadySeconds) * time.Second
-		k.Replicas = int(ptr.Deref(o.Spec.Replicas, 1))
-		k.Paused = o.Spec.Paused
-		surge, unavailable := intstr.FromString("25%"), intstr.FromString("25%")
-		if ru := o.Spec.Strategy.RollingUpdate; ru != nil {
-			surge, unavailable = ptr.Deref(ru.MaxSurge, surge), ptr.Deref(ru.MaxUnavailable, unavailable)
+		// The API server defaults both to 25%; Recreate takes every pod down and adds none.
+		quarter := intstr.FromString("25%")
+		surge, unavailable := cmp.Or(v.Strategy.MaxSurge, &quarter), cmp.Or(v.Strategy.MaxUnavailable, &quarter)
+		if !v.Strategy.Rolling {
+			surge, unavailable = ptr.To(intstr.FromInt32(0)), ptr.To(intstr.FromString("100%"))
 		}
-		if o.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
-			surge, unavailable = intstr.FromInt32(0), intstr.FromString("100%")
-		}
-		// As kube's deployment util resolves them: surge rounded up, unavailable down, and
-		// never both zero.
-		sv, _ := intstr.GetScaledValueFromIntOrPercent(&surge, k.Replicas, true)
-		uv, _ := intstr.GetScaledValueFromIntOrPercent(&unavailable, k.Replicas, false)
-		if sv == 0 && uv == 0 {
-			uv = 1
-		}
-		k.MaxSurge, k.MaxUnavailable = sv, uv
+		sv, uv := policy.Fenceposts(surge, unavailable, int32(k.Replicas))
+		k.MaxSurge, k.MaxUnavailable = int(sv), int(uv)
 	case *appsv1.StatefulSet:
-		w.minReady = time.Duration(o.Spec.MinReadySeconds) * time.Second
 		k.OrderedReady = o.Spec.PodManagementPolicy != appsv1.ParallelPodManagement
-		k.Replicas = int(ptr.Deref(o.Spec.Replicas, 1))
-		k.OnDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
 		if ru := o.Spec.UpdateStrategy.RollingUpdate; ru != nil {
 			k.Partition = int(ptr.Deref(ru.Partition, 0))
 		}
 	case *appsv1.DaemonSet:
-		w.minReady = time.Duration(o.Spec.MinReadySeconds) * time.Second
-		k.OnDelete = o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
-		if ru := o.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
-			n, _ := intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, len(s.daemonNodes(w)), true)
-			k.MaxUnavailable = max(n, 1)
-		}
 		k.Nodes = s.daemonNodes(w)
+		n := policy.Resolve(policy.MaxUnavailable, v.Kind, v.Strategy.MaxUnavailable, int32(len(k.Nodes)))
+		k.MaxUnavailable = max(int(n), 1)
 	}
 	return nil
 }
@@ -439,18 +408,6 @@ func (s *sim) daemonNodes(w *simWorkload) []int {
 		}
 	}
 	return out
-}
-
-func templateOf(obj client.Object) (*corev1.PodTemplateSpec, error) {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return &o.Spec.Template, nil
-	case *appsv1.StatefulSet:
-		return &o.Spec.Template, nil
-	case *appsv1.DaemonSet:
-		return &o.Spec.Template, nil
-	}
-	return nil, fmt.Errorf("a %T is not a workload", obj)
 }
 
 // hash names a template, as pod-template-hash does.
@@ -908,10 +865,7 @@ func (s *sim) sample() {
 				serving++
 			}
 		}
-		want := w.k.Replicas
-		if w.ref.Kind == v1alpha1.KindDaemonSet {
-			want = len(w.k.Nodes)
-		}
+		want := w.k.Wanted()
 		f.PeakPods = max(f.PeakPods, live)
 		f.PeakRevisionsWithPods = max(f.PeakRevisionsWithPods, len(withPods))
 		// Pods still starting after a CREATE are not a disruption: count from the first
@@ -984,9 +938,10 @@ func (o *operator) due(now time.Time) bool { return !o.done && !now.Before(o.nex
 
 // want is an Apply step: the workload's operator wants this from now.
 func (s *sim) want(a *Apply) {
-	w := s.byRef[a.Workload]
+	ref := a.Workload.Ref()
+	w := s.byRef[ref]
 	if w == nil {
-		w = s.newWorkload(a.Workload)
+		w = s.newWorkload(ref)
 	}
 	for _, o := range s.operators {
 		if o.w == w {
@@ -1088,29 +1043,23 @@ func newWorkloadObject(a *Apply) client.Object {
 // applyTo writes what a wants into obj and reports whether that changed it.
 func applyTo(obj client.Object, a *Apply) bool {
 	before, _ := json.Marshal(obj)
-	tpl, _ := templateOf(obj)
 	if a.Template != nil {
-		*tpl = *a.Template.DeepCopy()
+		*workload.PodTemplate(obj) = *a.Template.DeepCopy()
 	}
 	if a.Replicas != nil {
-		switch o := obj.(type) {
-		case *appsv1.Deployment:
-			o.Spec.Replicas = ptr.To(*a.Replicas)
-		case *appsv1.StatefulSet:
-			o.Spec.Replicas = ptr.To(*a.Replicas)
-		}
+		workload.SetReplicas(obj, *a.Replicas)
 	}
 	after, _ := json.Marshal(obj)
 	return string(before) != string(after)
 }
 
 // send is the API server calling a webhook with an admission request for obj.
-func (s *sim) send(handle func(context.Context, admission.Request) admission.Response, op admissionv1.Operation, ref WorkloadRef,
+func (s *sim) send(handle func(context.Context, admission.Request) admission.Response, op admissionv1.Operation, ref workload.Ref,
 	obj, old client.Object, user authenticationv1.UserInfo) admission.Response {
 	s.seq++
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: types.UID(fmt.Sprint(s.seq)),
 		Kind:     metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: string(ref.Kind)},
-		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: strings.ToLower(string(ref.Kind)) + "s"},
+		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: workload.Resource(ref.Kind)},
 		Name:     ref.Name, Namespace: ref.Namespace, Operation: op, DryRun: ptr.To(false), UserInfo: user}}
 	req.Object.Raw, _ = json.Marshal(obj)
 	if old != nil {
@@ -1337,10 +1286,7 @@ func (s *sim) finish() {
 // rolledOut is every pod on the current template (below a StatefulSet's partition, any)
 // and Ready, as many as wanted.
 func rolledOut(s *sim, w *simWorkload) bool {
-	want := w.k.Replicas
-	if w.ref.Kind == v1alpha1.KindDaemonSet {
-		want = len(w.k.Nodes)
-	}
+	want := w.k.Wanted()
 	n := 0
 	for _, p := range w.k.Pods {
 		// A StatefulSet's ordinals below its partition keep their revision.

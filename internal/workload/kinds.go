@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -16,6 +17,20 @@ import (
 // Kinds are the workload kinds holdfast guards.
 func Kinds() []v1alpha1.WorkloadKind {
 	return []v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet}
+}
+
+// Targeted are the kinds targets name: every guarded kind when they name none.
+func Targeted(t v1alpha1.WorkloadTargets) []v1alpha1.WorkloadKind {
+	if len(t.Kinds) == 0 {
+		return Kinds()
+	}
+	return t.Kinds
+}
+
+// Scalable reports whether the kind has spec.replicas, and with it a scale subresource: a
+// DaemonSet has neither, its pods follow its nodes.
+func Scalable(kind v1alpha1.WorkloadKind) bool {
+	return kind == v1alpha1.KindDeployment || kind == v1alpha1.KindStatefulSet
 }
 
 // Resource is the kind's apps/v1 resource, e.g. deployments.
@@ -35,28 +50,28 @@ func KindOfResource(resource string) (v1alpha1.WorkloadKind, bool) {
 
 // New returns an empty typed object of a guarded kind, ready to decode or read into.
 func New(kind v1alpha1.WorkloadKind) (client.Object, error) {
-	switch kind {
-	case v1alpha1.KindDeployment:
-		return &appsv1.Deployment{}, nil
-	case v1alpha1.KindStatefulSet:
-		return &appsv1.StatefulSet{}, nil
-	case v1alpha1.KindDaemonSet:
-		return &appsv1.DaemonSet{}, nil
-	}
-	return nil, unsupported(kind)
+	obj, _, err := goTypes(kind)
+	return obj, err
 }
 
 // NewList returns an empty list of a guarded kind.
 func NewList(kind v1alpha1.WorkloadKind) (client.ObjectList, error) {
+	_, list, err := goTypes(kind)
+	return list, err
+}
+
+// goTypes are a guarded kind's empty object and list: the one switch from a kind to its
+// Go types.
+func goTypes(kind v1alpha1.WorkloadKind) (client.Object, client.ObjectList, error) {
 	switch kind {
 	case v1alpha1.KindDeployment:
-		return &appsv1.DeploymentList{}, nil
+		return &appsv1.Deployment{}, &appsv1.DeploymentList{}, nil
 	case v1alpha1.KindStatefulSet:
-		return &appsv1.StatefulSetList{}, nil
+		return &appsv1.StatefulSet{}, &appsv1.StatefulSetList{}, nil
 	case v1alpha1.KindDaemonSet:
-		return &appsv1.DaemonSetList{}, nil
+		return &appsv1.DaemonSet{}, &appsv1.DaemonSetList{}, nil
 	}
-	return nil, unsupported(kind)
+	return nil, nil, unsupported(kind)
 }
 
 func unsupported(kind v1alpha1.WorkloadKind) error {
@@ -81,9 +96,20 @@ type Ref struct {
 	UID types.UID
 }
 
-// String names the workload as kind namespace/name, for messages.
+// String names the workload as kind namespace/name, for messages and ledger records.
 func (r Ref) String() string {
 	return fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name)
+}
+
+// ParseRef reads a Ref back from its String, without the UID, which String leaves out; ok
+// is false for a string of another shape.
+func ParseRef(s string) (r Ref, ok bool) {
+	kind, rest, ok := strings.Cut(s, " ")
+	if !ok {
+		return Ref{}, false
+	}
+	ns, name, ok := strings.Cut(rest, "/")
+	return Ref{Kind: v1alpha1.WorkloadKind(kind), Namespace: ns, Name: name}, ok
 }
 
 // Meta is what is read of a typed workload without its pod template's spec: which it is,
@@ -102,17 +128,58 @@ type Meta struct {
 // MetaOf reads a typed workload; ok is false for other kinds. The selector and labels are
 // the object's own.
 func MetaOf(obj any) (m Meta, ok bool) {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return meta(v1alpha1.KindDeployment, &o.ObjectMeta, o.Spec.Selector, o.Spec.Template.Labels, expected(v1alpha1.KindDeployment, o.Spec.Replicas, 0)), true
-	case *appsv1.StatefulSet:
-		return meta(v1alpha1.KindStatefulSet, &o.ObjectMeta, o.Spec.Selector, o.Spec.Template.Labels, expected(v1alpha1.KindStatefulSet, o.Spec.Replicas, 0)), true
-	case *appsv1.DaemonSet:
-		return meta(v1alpha1.KindDaemonSet, &o.ObjectMeta, o.Spec.Selector, o.Spec.Template.Labels, expected(v1alpha1.KindDaemonSet, nil, o.Status.DesiredNumberScheduled)), true
+	f, ok := fieldsOf(obj)
+	if !ok {
+		return Meta{}, false
 	}
-	return Meta{}, false
+	var replicas *int32
+	if f.replicas != nil {
+		replicas = *f.replicas
+	}
+	return Meta{Ref: Ref{Kind: f.kind, Namespace: f.meta.Namespace, Name: f.meta.Name, UID: f.meta.UID}, Selector: f.selector,
+		PodLabels: f.template.Labels, Labels: f.meta.Labels, Expected: expected(f.kind, replicas, f.desired)}, true
 }
 
-func meta(kind v1alpha1.WorkloadKind, m *metav1.ObjectMeta, sel *metav1.LabelSelector, podLabels map[string]string, expected int32) Meta {
-	return Meta{Ref: Ref{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID}, Selector: sel, PodLabels: podLabels, Labels: m.Labels, Expected: expected}
+// PodTemplate is a typed workload's spec.template, in the object: writing it writes the
+// object. It is nil for other kinds.
+func PodTemplate(obj any) *corev1.PodTemplateSpec {
+	f, _ := fieldsOf(obj)
+	return f.template
+}
+
+// SetReplicas sets a typed workload's spec.replicas to n, and reports whether it has
+// them (DaemonSets and other kinds do not).
+func SetReplicas(obj any, n int32) bool {
+	f, _ := fieldsOf(obj)
+	if f.replicas == nil {
+		return false
+	}
+	*f.replicas = &n
+	return true
+}
+
+// fields points into a typed workload at what every guarded kind has: fieldsOf is the one
+// switch from the kinds' Go types to the fields they share (leanOf reads the strategies
+// and statuses, which differ).
+type fields struct {
+	kind     v1alpha1.WorkloadKind
+	meta     *metav1.ObjectMeta
+	selector *metav1.LabelSelector
+	template *corev1.PodTemplateSpec
+	// replicas is spec.replicas; nil for a DaemonSet, which has none and expects
+	// desired (status.desiredNumberScheduled) pods.
+	replicas **int32
+	desired  int32
+}
+
+func fieldsOf(obj any) (fields, bool) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return fields{kind: v1alpha1.KindDeployment, meta: &o.ObjectMeta, selector: o.Spec.Selector, template: &o.Spec.Template, replicas: &o.Spec.Replicas}, true
+	case *appsv1.StatefulSet:
+		return fields{kind: v1alpha1.KindStatefulSet, meta: &o.ObjectMeta, selector: o.Spec.Selector, template: &o.Spec.Template, replicas: &o.Spec.Replicas}, true
+	case *appsv1.DaemonSet:
+		return fields{kind: v1alpha1.KindDaemonSet, meta: &o.ObjectMeta, selector: o.Spec.Selector, template: &o.Spec.Template, desired: o.Status.DesiredNumberScheduled}, true
+	}
+	return fields{}, false
 }

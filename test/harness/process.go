@@ -16,13 +16,13 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
 // NewScheme is holdfast's scheme plus CustomResourceDefinitions, for clients that read
 // holdfast's CRDs.
 func NewScheme() *runtime.Scheme {
-	s := app.NewScheme()
+	s := informer.NewScheme()
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }

@@ -23,8 +23,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/internal/controller"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
@@ -244,7 +244,7 @@ func TestPDBGeneratorRestart(t *testing.T) {
 	eventually(t, "PDBs created", func() bool { return pdbOf(t, ns, "Deployment", "a") != nil && pdbOf(t, ns, "Deployment", "b") != nil })
 
 	// The first generator's controllers live in this process too: skip the name check.
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{Scheme: app.NewScheme(),
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{Scheme: informer.NewScheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	if err != nil {

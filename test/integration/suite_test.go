@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/test/harness"
 )
@@ -108,7 +109,7 @@ func run(m *testing.M) int {
 	webhookHost, webhookPort = wio.LocalServingHost, wio.LocalServingPort
 	webhookServer = &countingServer{Server: app.WebhookServer(ctx, wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir)}
 	mgr, err := ctrl.NewManager(holdfastCfg, ctrl.Options{
-		Scheme:                 app.NewScheme(),
+		Scheme:                 informer.NewScheme(),
 		Cache:                  app.CacheOptions(holdfastNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -149,7 +150,7 @@ func run(m *testing.M) int {
 	restConfig = cfg
 	userCfg := rest.CopyConfig(cfg)
 	userCfg.WarningHandler = warnings
-	if k8s, err = client.New(userCfg, client.Options{Scheme: app.NewScheme()}); err != nil {
+	if k8s, err = client.New(userCfg, client.Options{Scheme: informer.NewScheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -247,7 +248,7 @@ func namespaceNamed(ns string) *metav1.LabelSelector {
 const holdfastNamespace = "holdfast-system"
 
 func createHoldfastNamespace(cfg *rest.Config) error {
-	c, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: informer.NewScheme()})
 	if err != nil {
 		return err
 	}

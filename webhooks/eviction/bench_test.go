@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -28,10 +27,6 @@ import (
 // DisruptionPolicy guards konnectivity-agent in kube-system. holdfast must allow it fast.
 func unselectedScene(tb testing.TB) (http.Handler, []byte) {
 	tb.Helper()
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		tb.Fatal(err)
-	}
 	p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "konnectivity-agent"},
 		Spec: v1alpha1.DisruptionPolicySpec{
 			Targets: v1alpha1.PodTargets{

@@ -8,7 +8,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
@@ -25,10 +24,6 @@ func evictionRequest(kind, resource, sub, name string, body string) admission.Re
 // TestBadEvictionRequests checks requests the API server itself would reject first, sent
 // straight at the handler: each gets 400 with the reason, before any lookup.
 func TestBadEvictionRequests(t *testing.T) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
 	h := &Handler{Clock: clock.RealClock{}} // no reader: bad input must not reach one
 	cases := map[string]admission.Request{
 		"body names another pod":       evictionRequest("Eviction", "pods", "eviction", "agent-1", `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"agent-2","namespace":"kube-system"}}`),

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
 // create sends the CREATE of obj, a policy of kind, and wants it admitted (want "") or
@@ -36,10 +37,7 @@ func create(t *testing.T, h *Handler, kind string, obj any, want string) {
 }
 
 func TestPoliciesWithWindowsHoldfastCannotEvaluateAreRefused(t *testing.T) {
-	s := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
+	s := informer.NewScheme()
 	h := &Handler{Decoder: admission.NewDecoder(s)}
 	window := func(schedule, tz string, d time.Duration) v1alpha1.Window {
 		return v1alpha1.Window{Schedule: schedule, TimeZone: tz, Duration: metav1.Duration{Duration: d}, Action: v1alpha1.WindowDeny}
@@ -69,10 +67,7 @@ func TestPoliciesWithWindowsHoldfastCannotEvaluateAreRefused(t *testing.T) {
 // every request its valid selectors do not rule out, cluster-wide without a namespace
 // selector, and cannot be a webhook selector either.
 func TestPoliciesWithSelectorsHoldfastCannotEvaluateAreRefused(t *testing.T) {
-	s := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
+	s := informer.NewScheme()
 	h := &Handler{Decoder: admission.NewDecoder(s)}
 	for name, c := range map[string]struct {
 		kind string

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -181,10 +180,7 @@ func (s hostedScene) review(tb testing.TB) []byte {
 }
 
 func (s hostedScene) handler(tb testing.TB) *Handler {
-	sch := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(sch); err != nil {
-		tb.Fatal(err)
-	}
+	sch := informer.NewScheme()
 	return &Handler{Reader: s.reader, Decoder: admission.NewDecoder(sch), Clock: clocktesting.NewFakePassiveClock(s.now), Matcher: policy.NewMatcher(),
 		Journals: s.journals}
 }

@@ -6,11 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/intstr"
-
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -34,21 +33,11 @@ type Fleet struct {
 	Starts []budget.Start
 }
 
-// maxInFlight is the policy's limit for its selected workloads: a percentage rounds up,
-// and the limit is at least 1.
-func maxInFlight(r *v1alpha1.ConcurrencyRule, selected int) int {
-	n, err := intstr.GetScaledValueFromIntOrPercent(&r.MaxInFlight, selected, true)
-	if err != nil {
-		return 1
-	}
-	return max(n, 1)
-}
-
 // checkConcurrency holds a start while maxInFlight others are in flight.
 func checkConcurrency(in Input, p *v1alpha1.RolloutPolicy) []finding {
 	r := p.Spec.Rules.Concurrency
 	f := in.Fleets[p.Name]
-	limit := maxInFlight(r, f.Selected)
+	limit := int(policy.Resolve(policy.MaxInFlight, "", &r.MaxInFlight, int32(f.Selected)))
 	if len(f.InFlight) < limit {
 		return nil
 	}
@@ -79,7 +68,7 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		if seen[s.Workload] || now.Sub(s.At) >= budget.StartLapse+budget.MaxClockSkew {
 			continue
 		}
-		ref, ok := parseRef(s.Workload)
+		ref, ok := workload.ParseRef(s.Workload)
 		if !ok {
 			continue
 		}
@@ -91,13 +80,4 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 	}
 	slices.Sort(out)
 	return out
-}
-
-func parseRef(s string) (workload.Ref, bool) {
-	kind, rest, ok := strings.Cut(s, " ")
-	if !ok {
-		return workload.Ref{}, false
-	}
-	ns, name, ok := strings.Cut(rest, "/")
-	return workload.Ref{Kind: v1alpha1.WorkloadKind(kind), Namespace: ns, Name: name}, ok
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -356,7 +355,7 @@ func (h *Handler) decodeScale(ctx context.Context, req admission.Request, in Inp
 		return in, nil, nil
 	}
 	kind, ok := workload.KindOfResource(req.Resource.Resource)
-	if !ok || kind == v1alpha1.KindDaemonSet {
+	if !ok || !workload.Scalable(kind) {
 		return in, nil, badRequest("unsupported scale of %s: holdfast guards the scale of Deployments and StatefulSets", req.Resource.Resource)
 	}
 	scale := &autoscalingv1.Scale{}
@@ -379,12 +378,7 @@ func (h *Handler) decodeScale(ctx context.Context, req admission.Request, in Inp
 	// The scaled workload is the cached one with the new replicas, read as a full update
 	// with them would be: everything that resolves against replicas resolves alike (I5).
 	scaled := obj.DeepCopyObject()
-	switch o := scaled.(type) {
-	case *appsv1.Deployment:
-		o.Spec.Replicas = &scale.Spec.Replicas
-	case *appsv1.StatefulSet:
-		o.Spec.Replicas = &scale.Spec.Replicas
-	}
+	workload.SetReplicas(scaled, scale.Spec.Replicas)
 	if in.New, err = workload.From(scaled); err != nil {
 		return in, nil, err
 	}

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -30,13 +29,7 @@ import (
 // --server-count policy and the namespace tenant-a.
 func newTestHandler(t testing.TB) *Handler {
 	t.Helper()
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
+	s := informer.NewScheme()
 	reader := fake.NewClientBuilder().WithScheme(s).
 		WithIndex(&appsv1.ReplicaSet{}, informer.OwnerIndex, informer.ControllerUID).
 		WithIndex(&appsv1.ControllerRevision{}, informer.OwnerIndex, informer.ControllerUID).
@@ -166,10 +159,7 @@ func newPolicies(t *testing.T, h *Handler) []v1alpha1.RolloutPolicy {
 // a limit of 1. The scale subresource and a full update with the same replicas must both
 // refuse it, naming the fix.
 func TestScaleAndFullUpdateDecideAlike(t *testing.T) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
+	s := informer.NewScheme()
 	d := utiltesting.MakeDeployment("tenant-a", "kube-apiserver").Replicas(2).Obj()
 	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
 		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromString("50%")), MaxSurge: ptr.To(intstr.FromInt32(1))}}

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -166,7 +165,7 @@ var modelPolicies = []*v1alpha1.RolloutRules{
 func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
 	r := rand.New(rand.NewPCG(seed, 0x7011))
 	w := &mworld{seed: seed, rng: r, now: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC),
-		kind:     []v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet}[r.IntN(3)],
+		kind:     workload.Kinds()[r.IntN(3)],
 		replicas: 3, nodes: 3 + r.IntN(2), guarded: true, broken: map[int]bool{}, numbers: map[tmpl]int64{}, created: map[tmpl]time.Time{},
 		notReady: map[int]bool{}, exists: true, uid: 1, generation: 1, broken2: broken}
 	if w.kind == v1alpha1.KindDaemonSet {
@@ -197,12 +196,7 @@ func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
 	return w
 }
 
-var modelScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = v1alpha1.AddToScheme(s)
-	return s
-}()
+var modelScheme = informer.NewScheme()
 
 func (w *mworld) slotFor(i int) int {
 	if w.kind == v1alpha1.KindDeployment {
@@ -574,7 +568,7 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 	gvk := appsv1.SchemeGroupVersion.WithKind(string(w.kind))
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID: types.UID(fmt.Sprint(len(w.ops))), Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: gvk.Kind},
-		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: strings.ToLower(string(w.kind)) + "s"},
+		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: workload.Resource(w.kind)},
 		Name:     mName, Namespace: mNamespace, Operation: op, DryRun: ptr.To(false),
 		UserInfo: authenticationv1.UserInfo{Username: user},
 		Object:   runtime.RawExtension{Raw: mustMarshal(newObj)},

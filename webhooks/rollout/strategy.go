@@ -77,9 +77,7 @@ func unavailableDuringRollout(w *workload.Workload) int32 {
 	n := policy.Resolve(policy.MaxUnavailable, w.Kind, s.MaxUnavailable, w.Expected)
 	switch w.Kind {
 	case v1alpha1.KindDeployment:
-		if n == 0 && policy.Resolve(policy.MaxSurge, w.Kind, s.MaxSurge, w.Expected) == 0 {
-			n = 1
-		}
+		_, n = policy.Fenceposts(s.MaxSurge, s.MaxUnavailable, w.Expected)
 	case v1alpha1.KindStatefulSet:
 		n = max(n, 1)
 	}

@@ -1,7 +1,7 @@
 // Package app is holdfast's composition root: it builds the values the webhooks and
-// controllers share (the scheme, the cache's options and indexes, the selector matcher,
-// the metrics) and wires them into a controller-runtime Manager. The binary and the
-// integration tests build the same Manager through it.
+// controllers share (the cache's options and indexes, the selector matcher, the metrics)
+// and wires them into a controller-runtime Manager (whose scheme is informer.NewScheme).
+// The binary and the integration tests build the same Manager through it.
 package app
 
 import (
@@ -19,9 +19,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
@@ -52,14 +49,6 @@ import (
 	"github.com/holdfast-dev/holdfast/webhooks/policyvalidation"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
-
-// NewScheme knows the built-in kinds and holdfast's policies.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	return s
-}
 
 // TLSOpts hardens the webhook server: TLS 1.3 only, and HTTP/1.1 only, since HTTP/2
 // multiplexes every admission call of an API server over one connection and so

@@ -27,6 +27,7 @@ import (
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/manifests"
 	"github.com/holdfast-dev/holdfast/internal/policy"
@@ -153,7 +154,7 @@ func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
 		if err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--kubeconfig: %w", err)}
 		}
-		if live, err = client.New(cfg, client.Options{Scheme: app.NewScheme()}); err != nil {
+		if live, err = client.New(cfg, client.Options{Scheme: informer.NewScheme()}); err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--kubeconfig: %w", err)}
 		}
 	}
@@ -367,7 +368,7 @@ func historyOf(w *workload.Workload, docs []Document) (history.History, error) {
 // ReadObjects decodes every YAML or JSON document in the files and directories given
 // ("-" is stdin), in order.
 func ReadObjects(paths []string, stdin io.Reader) ([]Document, error) {
-	decoder := serializer.NewCodecFactory(app.NewScheme()).UniversalDeserializer()
+	decoder := serializer.NewCodecFactory(informer.NewScheme()).UniversalDeserializer()
 	var out []Document
 	err := manifests.Each(paths, stdin, func(source string, raw []byte) error {
 		obj, _, err := decoder.Decode(raw, nil, nil)
