@@ -20,7 +20,7 @@ import (
 // and returns the scenario for its objects.
 func simulated(t *testing.T, name string) (*sim.Scenario, *sim.Result) {
 	t.Helper()
-	sc, err := sim.Load([]string{filepath.Join("..", "..", "scenarios", name+".yaml")}, nil)
+	sc, err := sim.Load([]string{filepath.Join("..", "scenarios", name+".yaml")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
