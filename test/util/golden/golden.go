@@ -2,8 +2,8 @@
 // testdata/: a test builds the stored form with the code that writes it and compares it
 // byte for byte with the file. `go test ./internal/budget -update` rewrites the files with
 // what the code writes now; the diff of testdata/ is then the change to review. What is
-// stored is an API that the previous release reads during a rolling upgrade (STYLE.md,
-// "What is stored stays readable").
+// stored is an API: the previous release, running beside this one during a rolling
+// upgrade, reads it, so a change must be additive or migrated.
 package golden
 
 import (
