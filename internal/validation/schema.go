@@ -125,16 +125,16 @@ func servedFor(u *unstructured.Unstructured) (*served, field.ErrorList) {
 		return s, nil
 	}
 	var kinds, versions []string
+	knownKind := false
 	for k := range all {
 		kinds = append(kinds, k.Kind)
 		versions = append(versions, k.GroupVersion().String())
+		knownKind = knownKind || k.Kind == gvk.Kind
 	}
-	for k := range all {
-		if k.Kind == gvk.Kind {
-			return nil, field.ErrorList{field.NotSupported(field.NewPath("apiVersion"), u.GetAPIVersion(), versions)}
-		}
+	if knownKind {
+		return nil, field.ErrorList{field.NotSupported(field.NewPath("apiVersion"), u.GetAPIVersion(), slices.Compact(slices.Sorted(slices.Values(versions))))}
 	}
-	return nil, field.ErrorList{field.NotSupported(field.NewPath("kind"), u.GetKind(), kinds)}
+	return nil, field.ErrorList{field.NotSupported(field.NewPath("kind"), u.GetKind(), slices.Sorted(slices.Values(kinds)))}
 }
 
 // decode does to u what the API server's decoder does to a custom resource it reads from

@@ -1,7 +1,8 @@
 // Package validation is what the API server, with holdfast's policy webhook, accepts of
-// holdfast's policies, decided offline: the CRDs' structural schema, defaults and CEL rules
-// evaluated with the API server's own libraries, then holdfast's own checks (selectors
-// holdfast can evaluate, windows that parse). The policy webhook runs those checks, and
+// holdfast's policies, decided offline: fields the schema does not know (as strict field
+// validation refuses them), the CRDs' structural schema, defaults and CEL rules evaluated
+// with the API server's own libraries, then holdfast's own checks (values its types can
+// hold, selectors it can evaluate, windows that parse). The policy webhook runs those checks, and
 // `holdfast check` and `holdfast simulate` run the whole of it on the policies they read;
 // an integration test holds it to the real API server, rule by rule.
 package validation
