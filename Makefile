@@ -35,8 +35,9 @@ docker-push: ## Build $(IMG) for $(PLATFORMS) and push it (needs a Docker engine
 ##@ Generate and check
 
 .PHONY: manifests
-manifests: ## Generate the CRDs, RBAC and webhook manifests from the code's markers, the chart's copies and READMEs.
+manifests: ## Generate the CRDs, RBAC and webhook manifests from the code's markers, the copies of the CRDs (chart, internal/validation) and READMEs.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	rm -f internal/validation/crds/*.yaml && cp config/crd/bases/*.yaml internal/validation/crds/
 	$(CONTROLLER_GEN) rbac:roleName=holdfast paths=./... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths=./... output:webhook:artifacts:config=config/webhook
 	go run ./hack/chartgen
@@ -49,8 +50,8 @@ generate: manifests ## Generate the deep-copy code and every manifest.
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any diff; chart and kustomize agree; gofmt and go vet.
-	git diff --exit-code -- api config charts docs
-	@test -z "$$(git status --porcelain -- api config charts docs)" || { git status --porcelain -- api config charts docs; echo "generated files are not committed"; exit 1; }
+	git diff --exit-code -- api config charts docs internal/validation/crds
+	@test -z "$$(git status --porcelain -- api config charts docs internal/validation/crds)" || { git status --porcelain -- api config charts docs internal/validation/crds; echo "generated files are not committed"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
 	go vet -tags integration,e2e,promtool ./...

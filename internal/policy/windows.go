@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
@@ -25,48 +26,77 @@ type window struct {
 // maxPeriod bounds how far back an open window is looked for: no window lasts longer.
 const maxPeriod = 31 * 24 * time.Hour
 
-// ParseWindows parses windows; the error names the field of the first that is invalid: a
-// cron expression that does not parse, an unknown time zone, a duration that is not
-// positive or is longer than the time between two openings.
+// windowsPath is where a policy keeps its windows, in both kinds.
+var windowsPath = field.NewPath("spec", "windows")
+
+// ParseWindows parses windows; the error, a *field.Error, names the field of the first
+// that is invalid (ValidateWindows lists every one).
 func ParseWindows(ws []v1alpha1.Window) (Windows, error) {
 	var out Windows
 	for i, w := range ws {
-		at := fmt.Sprintf("spec.windows[%d]", i)
-		loc := time.UTC
-		if w.TimeZone != "" {
-			var err error
-			if loc, err = time.LoadLocation(w.TimeZone); err != nil {
-				return Windows{}, fmt.Errorf("%s.timeZone: unknown time zone %q", at, w.TimeZone)
-			}
+		pw, errs := parseWindow(w, windowsPath.Index(i))
+		if len(errs) > 0 {
+			return Windows{}, errs[0]
 		}
-		sched, err := cron.ParseStandard(w.Schedule)
-		if err != nil {
-			return Windows{}, fmt.Errorf("%s.schedule: %v", at, err)
-		}
-		if spec, ok := sched.(*cron.SpecSchedule); ok {
-			spec.Location = loc
-		}
-		d := w.Duration.Duration
-		if d <= 0 || d > maxPeriod {
-			return Windows{}, fmt.Errorf("%s.duration: %s must be positive and at most %s", at, d, maxPeriod)
-		}
-		// A window longer than the time between two of its openings never closes.
-		ref := time.Date(2026, 1, 1, 0, 0, 0, 0, loc)
-		for range 8 {
-			first := sched.Next(ref)
-			if second := sched.Next(first); !second.IsZero() && second.Sub(first) < d {
-				return Windows{}, fmt.Errorf("%s.duration: %s is longer than the %s between two openings of %q", at, d, second.Sub(first), w.Schedule)
-			}
-			ref = first
-		}
-		name := w.Name
-		if name == "" {
-			name = w.Schedule
-		}
-		out.windows = append(out.windows, window{name: name, schedule: sched, duration: d, action: w.Action})
+		out.windows = append(out.windows, pw)
 		out.allows = out.allows || w.Action == v1alpha1.WindowAllow
 	}
 	return out, nil
+}
+
+// ValidateWindows is every error of the windows holdfast cannot evaluate: a cron
+// expression that does not parse, an unknown time zone, a duration that is not positive
+// or is longer than the time between two openings.
+func ValidateWindows(ws []v1alpha1.Window) field.ErrorList {
+	var errs field.ErrorList
+	for i, w := range ws {
+		_, werrs := parseWindow(w, windowsPath.Index(i))
+		errs = append(errs, werrs...)
+	}
+	return errs
+}
+
+// parseWindow parses one window, at is its field.
+func parseWindow(w v1alpha1.Window, at *field.Path) (window, field.ErrorList) {
+	var errs field.ErrorList
+	loc := time.UTC
+	if w.TimeZone != "" {
+		var err error
+		if loc, err = time.LoadLocation(w.TimeZone); err != nil {
+			errs = append(errs, field.Invalid(at.Child("timeZone"), w.TimeZone, "unknown time zone: want an IANA name such as Europe/Berlin"))
+			loc = time.UTC
+		}
+	}
+	sched, err := cron.ParseStandard(w.Schedule)
+	if err != nil {
+		// The duration can only be checked against a schedule that parses.
+		return window{}, append(errs, field.Invalid(at.Child("schedule"), w.Schedule, err.Error()+": want a five-field cron expression such as \"0 9 * * 1-5\""))
+	}
+	if spec, ok := sched.(*cron.SpecSchedule); ok {
+		spec.Location = loc
+	}
+	d := w.Duration.Duration
+	if d <= 0 || d > maxPeriod {
+		return window{}, append(errs, field.Invalid(at.Child("duration"), d.String(), fmt.Sprintf("must be positive and at most %s", maxPeriod)))
+	}
+	// A window longer than the time between two of its openings never closes.
+	ref := time.Date(2026, 1, 1, 0, 0, 0, 0, loc)
+	for range 8 {
+		first := sched.Next(ref)
+		if second := sched.Next(first); !second.IsZero() && second.Sub(first) < d {
+			return window{}, append(errs, field.Invalid(at.Child("duration"), d.String(),
+				fmt.Sprintf("is longer than the %s between two openings of %q", second.Sub(first), w.Schedule)))
+		}
+		ref = first
+	}
+	if len(errs) > 0 {
+		return window{}, errs
+	}
+	name := w.Name
+	if name == "" {
+		name = w.Schedule
+	}
+	return window{name: name, schedule: sched, duration: d, action: w.Action}, nil
 }
 
 // Hold is what the windows say at a time: whether changes are held, by which window

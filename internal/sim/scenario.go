@@ -15,8 +15,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -24,6 +27,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/manifests"
+	"github.com/holdfast-dev/holdfast/internal/validation"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -185,6 +189,20 @@ func Load(paths []string, stdin io.Reader) (*Scenario, error) {
 				return fmt.Errorf("%s: Scenario: apiVersion %q, want %s", source, doc.APIVersion, v1alpha1.GroupVersion)
 			}
 			found, sc.Name, sc.Spec = source, doc.Metadata.Name, doc.Spec
+			return nil
+		}
+		if gv, _ := schema.ParseGroupVersion(tm.APIVersion); gv.Group == v1alpha1.GroupVersion.Group {
+			// A policy is what the API server, with holdfast's policy webhook, would store
+			// of it, defaults included; what they would refuse never reaches the cluster.
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON(raw); err != nil {
+				return fmt.Errorf("%s: %w", source, err)
+			}
+			p, errs := validation.Admit(u)
+			if len(errs) > 0 {
+				return fmt.Errorf("%s: %w", source, apierrors.NewInvalid(u.GroupVersionKind().GroupKind(), u.GetName(), errs))
+			}
+			sc.Objects = append(sc.Objects, Object{Source: source, Object: p})
 			return nil
 		}
 		obj, _, err := decoder.Decode(raw, nil, nil)

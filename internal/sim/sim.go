@@ -38,7 +38,6 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
-	"github.com/holdfast-dev/holdfast/webhooks/policyvalidation"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
 
@@ -185,10 +184,7 @@ func (s *sim) load() error {
 			s.store.Put(ns)
 			namespaces[ns.Name] = true
 		case *v1alpha1.RolloutPolicy, *v1alpha1.DisruptionPolicy:
-			// What holdfast's policy webhook would refuse never reaches the cluster.
-			if err := policyvalidation.Validate(obj); err != nil {
-				return fmt.Errorf("%s: %s %s is refused: %w", o.Source, o.Object.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
-			}
+			// Load admitted it through internal/validation, as the API server would.
 			obj.SetUID(s.uid())
 			s.store.Put(obj.DeepCopyObject().(client.Object))
 			_, s.rolloutPols = obj.(*v1alpha1.RolloutPolicy)

@@ -243,6 +243,10 @@ func TestBadInput(t *testing.T) {
 		"negative duration":   {head + "  podStartup: -1s\n  timeline: []\n", "spec.podStartup: -1s is negative"},
 		"until before a step": {head + "  until: 1m\n  timeline:\n  - at: 2m\n    cordon: {nodes: [node-0]}\n", "spec.until: 1m0s ends the scenario before its last step at 2m0s"},
 		"zero retry":          {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [node-0], retryAfter: 0s}\n", "spec.timeline[0].drain.retryAfter: want a positive wait"},
+		"invalid policy": {head + "  timeline: []\n---\napiVersion: holdfast.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: p}\nspec:\n  targets: {selector: {matchLabels: {app: \"a b\"}}}\n",
+			"document 2: DisruptionPolicy.holdfast.dev \"p\" is invalid: spec.targets.selector.matchLabels: Invalid value: \"a b\""},
+		"misspelt policy field": {head + "  timeline: []\n---\napiVersion: holdfast.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: p}\nspec:\n  targets: {}\n  maxUnavailble: 1\n",
+			"document 2: DisruptionPolicy.holdfast.dev \"p\" is invalid: spec.maxUnavailble: Forbidden: unknown field"},
 		"duplicate node group": {strings.Replace(head, "[{prefix: node, count: 1}]", "[{prefix: node, count: 1}, {prefix: node, count: 2}]", 1) + "  timeline: []\n",
 			"spec.nodes: two groups named node"},
 	} {
@@ -260,8 +264,6 @@ func TestBadCluster(t *testing.T) {
 	const head = "apiVersion: holdfast.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\nspec:\n  nodes: [{prefix: node, count: 1}]\n"
 	for name, tc := range map[string]struct{ file, want string }{
 		"unknown node": {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [m-0]}\n", "timeline at 1s: no node m-0 in the scenario"},
-		"invalid policy": {head + "  timeline: []\n---\napiVersion: holdfast.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: p}\nspec:\n  targets: {selector: {matchLabels: {app: \"a b\"}}}\n",
-			"document 2: DisruptionPolicy p is refused: DisruptionPolicy p is invalid: spec.targets.selector.matchLabels: Invalid value: \"a b\""},
 		"unschedulable start": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: a}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: d}}}]}}\n      containers: [{name: c, image: i}]\n",
 			"Deployment a/d: 1 of its starting pods cannot be scheduled"},
 		"selector mismatch": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: a}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: d}}, spec: {containers: [{name: c, image: i}]}}\n",

@@ -1,7 +1,8 @@
 // Package policyvalidation is the webhook that validates holdfast's own policies where
-// their schema cannot: a window's cron schedule, time zone and length. A policy the API
-// server accepts is one holdfast can evaluate; one it cannot is refused with the field,
-// never accepted and then ignored.
+// their schema cannot: values that do not fit holdfast's types, selectors holdfast cannot
+// evaluate, a window's cron schedule, time zone and length (internal/validation decides).
+// A policy the API server accepts is one holdfast can evaluate; one it cannot is refused
+// with the field (422, a cause per field), never accepted and then ignored.
 package policyvalidation
 
 import (
@@ -10,86 +11,54 @@ import (
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/validation"
 )
 
 // Path is where the policies' webhook is served.
 const Path = "/validate-policy"
 
 // Handler validates RolloutPolicies and DisruptionPolicies.
-type Handler struct {
-	Decoder admission.Decoder
-}
+type Handler struct{}
 
 var _ admission.Handler = &Handler{}
 
-// Handle implements admission.Handler.
+// Handle implements admission.Handler. The API server calls it after its own schema,
+// defaults and CEL rules have passed (on an update, with its ratcheting of unchanged
+// fields), so it runs only holdfast's own checks: repeating the schema's here would refuse
+// updates the API server ratchets.
 func (h *Handler) Handle(_ context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
-	var obj client.Object
 	switch req.Kind.Kind {
-	case "RolloutPolicy":
-		obj = &v1alpha1.RolloutPolicy{}
-	case "DisruptionPolicy":
-		obj = &v1alpha1.DisruptionPolicy{}
+	case "RolloutPolicy", "DisruptionPolicy":
 	default:
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("unsupported kind %s: this webhook validates holdfast's policies", req.Kind))
 	}
-	if err := h.Decoder.DecodeRaw(req.Object, obj); err != nil {
+	// Numbers decode as the API server decodes them (integers as int64), so that what
+	// holdfast's types cannot hold is found as it would be in the stored object.
+	u := &unstructured.Unstructured{}
+	if err := utiljson.Unmarshal(req.Object.Raw, &u.Object); err != nil || u.Object == nil {
+		if err == nil {
+			err = fmt.Errorf("the object is %s, not a JSON object", req.Object.Raw)
+		}
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the %s: %w", req.Kind.Kind, err))
 	}
-	obj.SetName(req.Name)
-	if err := Validate(obj); err != nil {
-		return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{
-			Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
-			Message: err.Error()}}}
+	// The review's kind is the one the webhook was called for, whatever the object says.
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(req.Kind.Kind))
+	name := u.GetName()
+	if name == "" {
+		name = req.Name
+	}
+	if errs := validation.ValidateEvaluable(u); len(errs) > 0 {
+		status := apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind(req.Kind.Kind).GroupKind(), name, errs).Status()
+		return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}
 	}
 	return admission.Allowed("")
-}
-
-// Validate is what this webhook checks of a RolloutPolicy or DisruptionPolicy: that
-// holdfast can evaluate its selectors and windows. The error ("<Kind> <name> is invalid:
-// …") names the field; `holdfast simulate` checks its scenarios' policies with it.
-func Validate(obj client.Object) error {
-	var windows []v1alpha1.Window
-	var nsSel, sel *metav1.LabelSelector
-	var kind string
-	switch p := obj.(type) {
-	case *v1alpha1.RolloutPolicy:
-		kind, windows, nsSel, sel = "RolloutPolicy", p.Spec.Windows, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector
-	case *v1alpha1.DisruptionPolicy:
-		kind, windows, nsSel, sel = "DisruptionPolicy", p.Spec.Windows, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector
-	default:
-		return fmt.Errorf("a %T is not a holdfast policy", obj)
-	}
-	// A selector holdfast cannot evaluate would make the policy object to everything its
-	// valid selectors do not rule out, and cannot be a webhook selector either.
-	for _, f := range []struct {
-		name string
-		sel  *metav1.LabelSelector
-	}{{"spec.targets.namespaceSelector", nsSel}, {"spec.targets.selector", sel}} {
-		if f.sel == nil {
-			continue
-		}
-		errs := metavalidation.ValidateLabelSelector(f.sel, metavalidation.LabelSelectorValidationOptions{}, field.NewPath(f.name))
-		if _, err := metav1.LabelSelectorAsSelector(f.sel); err != nil && len(errs) == 0 {
-			errs = append(errs, field.Invalid(field.NewPath(f.name), f.sel, err.Error()))
-		}
-		if len(errs) > 0 {
-			return fmt.Errorf("%s %s is invalid: %v", kind, obj.GetName(), errs.ToAggregate())
-		}
-	}
-	if _, err := policy.ParseWindows(windows); err != nil {
-		return fmt.Errorf("%s %s is invalid: %v", kind, obj.GetName(), err)
-	}
-	return nil
 }

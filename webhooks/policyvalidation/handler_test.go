@@ -4,21 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
 // create sends the CREATE of obj, a policy of kind, and wants it admitted (want "") or
-// refused with 422 naming want.
+// refused with 422 naming want, with a cause for the field want.
 func create(t *testing.T, h *Handler, kind string, obj any, want string) {
 	t.Helper()
 	raw, _ := json.Marshal(obj)
@@ -34,11 +35,14 @@ func create(t *testing.T, h *Handler, kind string, obj any, want string) {
 	if resp.Allowed || resp.Result.Code != http.StatusUnprocessableEntity || !strings.Contains(resp.Result.Message, want) {
 		t.Fatalf("got allowed=%t %v, want 422 naming %s", resp.Allowed, resp.Result, want)
 	}
+	err := &apierrors.StatusError{ErrStatus: *resp.Result}
+	if !apierrors.IsInvalid(err) || !slices.ContainsFunc(resp.Result.Details.Causes, func(c metav1.StatusCause) bool { return c.Field == want }) {
+		t.Fatalf("got %+v, want Invalid with a cause for %s", resp.Result, want)
+	}
 }
 
 func TestPoliciesWithWindowsHoldfastCannotEvaluateAreRefused(t *testing.T) {
-	s := informer.NewScheme()
-	h := &Handler{Decoder: admission.NewDecoder(s)}
+	h := &Handler{}
 	window := func(schedule, tz string, d time.Duration) v1alpha1.Window {
 		return v1alpha1.Window{Schedule: schedule, TimeZone: tz, Duration: metav1.Duration{Duration: d}, Action: v1alpha1.WindowDeny}
 	}
@@ -67,15 +71,14 @@ func TestPoliciesWithWindowsHoldfastCannotEvaluateAreRefused(t *testing.T) {
 // every request its valid selectors do not rule out, cluster-wide without a namespace
 // selector, and cannot be a webhook selector either.
 func TestPoliciesWithSelectorsHoldfastCannotEvaluateAreRefused(t *testing.T) {
-	s := informer.NewScheme()
-	h := &Handler{Decoder: admission.NewDecoder(s)}
+	h := &Handler{}
 	for name, c := range map[string]struct {
 		kind string
 		sel  *metav1.LabelSelector
 		want string
 	}{
-		"a label value with a space":   {kind: "RolloutPolicy", sel: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kube apiserver"}}, want: "spec.targets.selector"},
-		"an unknown operator":          {kind: "DisruptionPolicy", sel: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}, want: "spec.targets.selector"},
+		"a label value with a space":   {kind: "RolloutPolicy", sel: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kube apiserver"}}, want: "spec.targets.selector.matchLabels"},
+		"an unknown operator":          {kind: "DisruptionPolicy", sel: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}, want: "spec.targets.selector.matchExpressions[0].operator"},
 		"a valid selector is admitted": {kind: "RolloutPolicy", sel: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kube-apiserver"}}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -223,7 +223,7 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	}, nil))
 
 	srv.Register(policyvalidation.Path, review.NewWebhook(&admission.Webhook{
-		Handler:      &policyvalidation.Handler{Decoder: admission.NewDecoder(mgr.GetScheme())},
+		Handler:      &policyvalidation.Handler{},
 		RecoverPanic: ptr.To(true),
 	}, nil))
 

@@ -15,7 +15,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/tools/clientcmd"
@@ -31,6 +32,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/manifests"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/validation"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
@@ -60,8 +62,11 @@ given once is a CREATE; a workload given twice (same kind, namespace and name) i
 from the first to the second. Violations print exactly as the webhook's denial message.
 Namespace objects among the files give their namespaces' labels; any other namespace has
 only kubernetes.io/metadata.name. --history takes ReplicaSets and ControllerRevisions for
-the rules that read a workload's revisions. Exit code 1 when an Enforce policy would
-refuse a change, 2 when the input cannot be read, 0 otherwise.`,
+the rules that read a workload's revisions. Policies are read as the API server, with
+holdfast's policy webhook, would store them (schema, defaults, CEL rules, selectors and
+windows); a policy it would refuse is an error naming the file, document and field.
+Exit code 1 when an Enforce policy would refuse a change, 2 when the input cannot be
+read or a policy would be refused, 0 otherwise.`,
 		Example: `  # A change: the old object, then the new one.
   holdfast check -p config/samples/ -f kube-apiserver.old.yaml -f kube-apiserver.yaml
 
@@ -122,23 +127,9 @@ func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
 	if o.Output != "text" && o.Output != "json" {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--output %q: want text or json", o.Output)}
 	}
-	policyObjs, err := ReadObjects(o.Policies, stdin)
+	policies, err := ReadPolicies(o.Policies, stdin)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
-	}
-	var policies []v1alpha1.RolloutPolicy
-	for _, doc := range policyObjs {
-		switch p := doc.Object.(type) {
-		case *v1alpha1.RolloutPolicy:
-			if err := validPolicy(p); err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("%s: RolloutPolicy %s: %w", doc.Source, p.Name, err)}
-			}
-			policies = append(policies, *p)
-		case *v1alpha1.DisruptionPolicy:
-			// Evictions are not changes to manifests: nothing to check here.
-		default:
-			return &ExitError{Code: 2, Err: fmt.Errorf("%s: a %T is not a policy", doc.Source, doc.Object)}
-		}
 	}
 	objs, err := ReadObjects(o.Files, stdin)
 	if err != nil {
@@ -268,20 +259,6 @@ func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, liv
 	return results, nil
 }
 
-// validPolicy checks what the API server would check of a policy and Decide reads.
-func validPolicy(p *v1alpha1.RolloutPolicy) error {
-	r := p.Spec.Rules
-	if r.Settle == nil && r.MinInterval == nil && r.RevertWindow == nil && len(r.ArgsMatchReplicas) == 0 && r.Strategy == nil {
-		return errors.New("spec.rules: set at least one rule")
-	}
-	for name, sel := range map[string]*metav1.LabelSelector{"namespaceSelector": p.Spec.Targets.NamespaceSelector, "selector": p.Spec.Targets.Selector} {
-		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
-			return fmt.Errorf("spec.targets.%s: %w", name, err)
-		}
-	}
-	return nil
-}
-
 // liveRevisions adds the workload's ReplicaSets or ControllerRevisions, read from the
 // cluster, to the revisions given; the workload's UID (which owns them) is the cluster's.
 func liveRevisions(r client.Reader, w *workload.Workload, obj client.Object, given []Document) ([]Document, error) {
@@ -363,6 +340,38 @@ func historyOf(w *workload.Workload, docs []Document) (history.History, error) {
 		h.Revisions, err = history.FromControllerRevisions(w.UID, w.Name, revs, nil)
 	}
 	return h, err
+}
+
+// ReadPolicies reads the RolloutPolicies in the files and directories given ("-" is
+// stdin) as the API server, with holdfast's policy webhook, would store them: defaulted,
+// or refused with every field's error (internal/validation), named by file and document.
+// DisruptionPolicies are validated too (a rollout may share one's budget), but not
+// returned: evictions are not changes to manifests.
+func ReadPolicies(paths []string, stdin io.Reader) ([]v1alpha1.RolloutPolicy, error) {
+	decoder := serializer.NewCodecFactory(informer.NewScheme()).UniversalDeserializer()
+	var out []v1alpha1.RolloutPolicy
+	err := manifests.Each(paths, stdin, func(source string, raw []byte) error {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			return fmt.Errorf("%s: %w", source, err)
+		}
+		if u.GroupVersionKind().Group != v1alpha1.GroupVersion.Group {
+			obj, _, err := decoder.Decode(raw, nil, nil)
+			if err != nil {
+				return fmt.Errorf("%s: %w", source, err)
+			}
+			return fmt.Errorf("%s: a %T is not a policy", source, obj)
+		}
+		p, errs := validation.Admit(u)
+		if len(errs) > 0 {
+			return fmt.Errorf("%s: %w", source, apierrors.NewInvalid(u.GroupVersionKind().GroupKind(), u.GetName(), errs))
+		}
+		if rp, ok := p.(*v1alpha1.RolloutPolicy); ok {
+			out = append(out, *rp)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // ReadObjects decodes every YAML or JSON document in the files and directories given
