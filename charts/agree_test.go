@@ -7,13 +7,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // TestChartAgreesWithKustomize holds the chart and config/default to the same CRDs, RBAC
-// rules and webhook rules; `make verify` runs it.
+// rules, webhook rules and server command; `make verify` runs it.
 func TestChartAgreesWithKustomize(t *testing.T) {
 	k, err := Kustomize("default")
 	if err != nil {
@@ -88,6 +89,18 @@ func TestChartAgreesWithKustomize(t *testing.T) {
 	}
 	for name := range chart {
 		t.Errorf("webhook %s only in the chart", name)
+	}
+
+	// Both start the server with `serve`; the root command alone serves only for manifests
+	// written before it existed, and is deprecated.
+	var kd, hd appsv1.Deployment
+	if !one(t, k, "Deployment", &kd) || !one(t, h, "Deployment", &hd) {
+		t.Fatal("both must install one Deployment")
+	}
+	for what, d := range map[string]appsv1.Deployment{"kustomize": kd, "chart": hd} {
+		if args := d.Spec.Template.Spec.Containers[0].Args; len(args) == 0 || args[0] != "serve" {
+			t.Errorf("%s Deployment args %v, want serve first", what, args)
+		}
 	}
 }
 

@@ -48,6 +48,7 @@ type Process struct {
 // Command returns the command that runs the replica.
 func (p Process) Command(ctx context.Context) *exec.Cmd {
 	args := []string{
+		"serve",
 		"--kubeconfig", p.Kubeconfig,
 		"--cert-dir", p.CertDir,
 		"--namespace", p.Namespace,
