@@ -133,14 +133,11 @@ func TestFleetLedgerStoredForm(t *testing.T) {
 	golden.AssertJSON(t, "testdata/fleet-lease.golden", storedLease(t, store, budget.StartsKey(ns, policy.Name)))
 }
 
-// TestReadsThePreviousReleasesGroupLedger: a group ledger release 5648181 wrote (two
-// replicas' evictions, a shared-budget rollout start) reads as it was written, its last
-// write is its renew time, and this release's next eviction keeps what it held.
-func TestReadsThePreviousReleasesGroupLedger(t *testing.T) {
-	ctx := context.Background()
-	store, prev := previousLease(t, "group-lease.json", nil)
-	a, _ := replicas(store)
-	g, err := a.ReadGroup(ctx, agent)
+// groupAsWritten reads the agents' group ledger and requires the evictions and the
+// rollout start the fixture holds.
+func groupAsWritten(t *testing.T, a *budget.Ledgers) budget.Group {
+	t.Helper()
+	g, err := a.ReadGroup(context.Background(), agent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +148,17 @@ func TestReadsThePreviousReleasesGroupLedger(t *testing.T) {
 	if diff := cmp.Diff(rolloutStart, rs); !ok || diff != "" {
 		t.Errorf("rollout start, ok %t (-written +read):\n%s", ok, diff)
 	}
+	return g
+}
+
+// TestReadsThePreviousReleasesGroupLedger: a group ledger release 5648181 wrote (two
+// replicas' evictions, a shared-budget rollout start) reads as it was written, its last
+// write is its renew time, and this release's next eviction keeps what it held.
+func TestReadsThePreviousReleasesGroupLedger(t *testing.T) {
+	ctx := context.Background()
+	store, prev := previousLease(t, "group-lease.json", nil)
+	a, _ := replicas(store)
+	g := groupAsWritten(t, a)
 	if last := ledger.LastWrite(prev); !last.Equal(time.Date(2026, 11, 30, 12, 0, 1, 623456000, time.UTC)) {
 		t.Errorf("LastWrite = %v, want the renew time of replica B's write", last)
 	}
@@ -162,7 +170,8 @@ func TestReadsThePreviousReleasesGroupLedger(t *testing.T) {
 	if err := g.RecordEviction(ctx, a, next, budget.MinRetention); err != nil {
 		t.Fatalf("writing over the previous release's ledger: %v", err)
 	}
-	if g, err = a.ReadGroup(ctx, agent); err != nil {
+	g, err := a.ReadGroup(ctx, agent)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(append(evictions[:2:2], next), g.Records); diff != "" {
@@ -182,17 +191,7 @@ func TestReadsANewerReleasesGroupLedger(t *testing.T) {
 		}
 	})
 	a, _ := replicas(store)
-	g, err := a.ReadGroup(context.Background(), agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(evictions, g.Records); diff != "" {
-		t.Errorf("evictions (-written +read):\n%s", diff)
-	}
-	rs, ok := g.RolloutStart()
-	if diff := cmp.Diff(rolloutStart, rs); !ok || diff != "" {
-		t.Errorf("rollout start, ok %t (-written +read):\n%s", ok, diff)
-	}
+	groupAsWritten(t, a)
 }
 
 // TestReadsThePreviousReleasesFleetLedger: a fleet ledger release 5648181 wrote is the one
