@@ -171,6 +171,18 @@ func flagsOf(in Input) []v1alpha1.ArgMatchesReplicas {
 	return flags
 }
 
+// Applies reports whether Decide evaluates the policy for the request: it is not
+// suspended and selects the new object or the old one, or its selectors cannot be
+// evaluated (Decide then reports it). Offline tools name the policies each change was
+// judged by with it.
+func Applies(p *v1alpha1.RolloutPolicy, in Input) bool {
+	if p.Spec.Suspend {
+		return false
+	}
+	selectsNew, selectedOld, err := selection(p, in)
+	return err != nil || selectsNew || selectedOld
+}
+
 // selection is whether a policy selects the new object and the old one (none on CREATE).
 // A policy applies when it selects either, so relabelling a workload cannot carry a change
 // past it, and an UPDATE that takes the workload out of its selection is refused. An error
