@@ -250,7 +250,8 @@ type RolloutPolicyStatus struct {
 	InFlightWorkloads []string `json:"inFlightWorkloads,omitempty"`
 
 	// conditions: Ready is True when the policy is valid and in force, False with reason
-	// InvalidSelector (the policy then denies in its mode: it cannot be evaluated) or Suspended.
+	// InvalidSelector (the policy then denies in its mode: it cannot be evaluated),
+	// InvalidWindow (the windows it cannot evaluate are ignored) or Suspended.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -6,6 +6,7 @@ import (
 
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,6 +35,8 @@ type DisruptionPolicyStatus struct {
 	Client client.Client
 	// Matcher evaluates the policies' and PDBs' selectors; nil compiles them anew.
 	Matcher *policy.Matcher
+	// Metrics say which policies are not in force; nil records nothing.
+	Metrics *PolicyMetrics
 	Clock   clock.PassiveClock
 }
 
@@ -59,6 +62,9 @@ func (r *DisruptionPolicyStatus) allPolicies(ctx context.Context, _ client.Objec
 func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	p := &v1alpha1.DisruptionPolicy{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget("DisruptionPolicy", req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	generates := p.Spec.PDB != nil && p.Spec.PDB.Generate
@@ -78,6 +84,7 @@ func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Re
 	var next time.Time
 	status.WindowStatus, next = windowStatus(p.Spec.Windows, p.Spec.Exemptions, now, &ready)
 	meta.SetStatusCondition(&status.Conditions, ready)
+	r.Metrics.ready("DisruptionPolicy", p.Name, ready)
 	if generates {
 		if err := r.pdbStatus(ctx, p, status); err != nil {
 			return reconcile.Result{}, err

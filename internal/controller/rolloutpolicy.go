@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -46,7 +47,9 @@ type RolloutPolicyStatus struct {
 	AuditEvery time.Duration
 	// Events records a PolicyViolation Event per violating workload in Audit and Warn mode.
 	Events *events.Limiter
-	Clock  clock.PassiveClock
+	// Metrics say which policies are not in force; nil records nothing.
+	Metrics *PolicyMetrics
+	Clock   clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=holdfast.dev,resources=rolloutpolicies/status,verbs=update
@@ -94,6 +97,9 @@ func (r *RolloutPolicyStatus) allPolicies(ctx context.Context, _ client.Object) 
 func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	p := &v1alpha1.RolloutPolicy{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget("RolloutPolicy", req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	nsLabels, err := policy.AllNamespaceLabels(ctx, r.Client)
@@ -107,6 +113,9 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 	status := rolloutPolicyStatus(r.Matcher, p, workloads, nsLabels)
 	now := r.Clock.Now()
 	next := rolloutWindows(p, status, now)
+	if ready := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionReady); ready != nil {
+		r.Metrics.ready("RolloutPolicy", p.Name, *ready)
+	}
 	if status.InFlight, status.InFlightWorkloads = nil, nil; p.Spec.Rules.Concurrency != nil {
 		selected, err := policy.SelectedWorkloads(ctx, r.Client, r.Matcher, p.Spec.Targets, nsLabels)
 		if err != nil {

@@ -84,16 +84,17 @@ func pdbConflict(p *v1alpha1.DisruptionPolicy, conflicts int32, first string) me
 }
 
 // windowStatus is what a policy's windows and temporary exemptions say at now, for its
-// status, and when that next changes (zero: never). Windows that do not parse make the
-// policy not Ready, with the field in the message: it then holds what they may hold.
+// status, and when that next changes (zero: never). A window that cannot be evaluated
+// makes the policy not Ready, with the field in the message: the guards ignore it.
 func windowStatus(windows []v1alpha1.Window, e v1alpha1.Exemptions, now time.Time, ready *metav1.Condition) (v1alpha1.WindowStatus, time.Time) {
 	var st v1alpha1.WindowStatus
 	var next time.Time
-	ws, err := policy.ParseWindows(windows)
-	if err != nil {
+	ws, errs := policy.ParseWindows(windows)
+	if len(errs) > 0 {
 		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidWindow
-		ready.Message = fmt.Sprintf("%v; the policy cannot be evaluated: it holds every change its windows could hold, in its mode", err)
-	} else if len(windows) > 0 {
+		ready.Message = fmt.Sprintf("%v; the guards ignore the windows they cannot evaluate: fix them", errs.ToAggregate())
+	}
+	if len(windows) > 0 {
 		var at time.Time
 		st.ActiveWindow, at = ws.Status(now)
 		if !at.IsZero() {

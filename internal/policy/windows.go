@@ -29,30 +29,30 @@ const maxPeriod = 31 * 24 * time.Hour
 // windowsPath is where a policy keeps its windows, in both kinds.
 var windowsPath = field.NewPath("spec", "windows")
 
-// ParseWindows parses windows; the error, a *field.Error, names the field of the first
-// that is invalid (ValidateWindows lists every one).
-func ParseWindows(ws []v1alpha1.Window) (Windows, error) {
-	var out Windows
+// ParseWindows parses windows, keeping those holdfast can evaluate; errs names the field
+// of each it cannot (ValidateWindows). A stored policy's window that cannot be evaluated is
+// ignored rather than held to: the policy webhook refuses such windows, so one is stored
+// only while holdfast was down, and a window that holds everything until someone notices
+// is a cluster-wide outage, not a guard. Its policy's status says so (Ready=False).
+func ParseWindows(ws []v1alpha1.Window) (out Windows, errs field.ErrorList) {
 	for i, w := range ws {
-		pw, errs := parseWindow(w, windowsPath.Index(i))
-		if len(errs) > 0 {
-			return Windows{}, errs[0]
+		pw, werrs := parseWindow(w, windowsPath.Index(i))
+		if len(werrs) > 0 {
+			errs = append(errs, werrs...)
+			continue
 		}
 		out.windows = append(out.windows, pw)
 		out.allows = out.allows || w.Action == v1alpha1.WindowAllow
 	}
-	return out, nil
+	return out, errs
 }
 
 // ValidateWindows is every error of the windows holdfast cannot evaluate: a cron
-// expression that does not parse, an unknown time zone, a duration that is not positive
-// or is longer than the time between two openings.
+// expression that does not parse or never opens (an interval such as "@every 2h", a date
+// that does not exist), an unknown time zone, a duration that is not positive or is longer
+// than the time between two openings.
 func ValidateWindows(ws []v1alpha1.Window) field.ErrorList {
-	var errs field.ErrorList
-	for i, w := range ws {
-		_, werrs := parseWindow(w, windowsPath.Index(i))
-		errs = append(errs, werrs...)
-	}
+	_, errs := ParseWindows(ws)
 	return errs
 }
 
@@ -72,8 +72,18 @@ func parseWindow(w v1alpha1.Window, at *field.Path) (window, field.ErrorList) {
 		// The duration can only be checked against a schedule that parses.
 		return window{}, append(errs, field.Invalid(at.Child("schedule"), w.Schedule, err.Error()+": want a five-field cron expression such as \"0 9 * * 1-5\""))
 	}
-	if spec, ok := sched.(*cron.SpecSchedule); ok {
-		spec.Location = loc
+	spec, ok := sched.(*cron.SpecSchedule)
+	if !ok {
+		// "@every 2h" counts from whenever it is asked: asked at any instant, its next
+		// opening is two hours on, so it is never open.
+		return window{}, append(errs, field.Invalid(at.Child("schedule"), w.Schedule,
+			"an interval has no fixed times and never opens: want a five-field cron expression such as \"0 */2 * * *\" or a descriptor such as @daily"))
+	}
+	spec.Location = loc
+	if ref := time.Date(2026, 1, 1, 0, 0, 0, 0, loc); sched.Next(ref).IsZero() {
+		// The cron library looks five years ahead: "0 0 31 4 *" (April 31) never comes.
+		return window{}, append(errs, field.Invalid(at.Child("schedule"), w.Schedule,
+			"never fires (no such date): want a schedule that opens"))
 	}
 	d := w.Duration.Duration
 	if d <= 0 || d > maxPeriod {

@@ -54,19 +54,26 @@ func TestWindowsAt(t *testing.T) {
 			now: at(berlin, 2026, 12, 1, 23, 45), held: true, until: at(berlin, 2026, 12, 2, 0, 30), heldBy: "30 23 * * *"},
 		{name: "an unknown zone", windows: []v1alpha1.Window{win("0 9 * * *", "1h", "Mars/Olympus", v1alpha1.WindowDeny)}, wantError: "spec.windows[0].timeZone"},
 		{name: "a schedule that does not parse", windows: []v1alpha1.Window{win("0 25 * * *", "1h", "", v1alpha1.WindowDeny)}, wantError: "spec.windows[0].schedule"},
+		{name: "an interval never opens", windows: []v1alpha1.Window{win("@every 2h", "1h", "", v1alpha1.WindowAllow)}, wantError: "spec.windows[0].schedule"},
+		{name: "a date that never comes", windows: []v1alpha1.Window{win("0 0 31 4 *", "1h", "", v1alpha1.WindowDeny)}, wantError: "spec.windows[0].schedule"},
+		{name: "a descriptor with fixed times opens", windows: []v1alpha1.Window{win("@daily", "1h", "", v1alpha1.WindowDeny)},
+			now: at(time.UTC, 2026, 12, 1, 0, 30), held: true, until: at(time.UTC, 2026, 12, 1, 1, 0), heldBy: "@daily"},
 		{name: "longer than its period", windows: []v1alpha1.Window{win("0 * * * *", "2h", "", v1alpha1.WindowDeny)}, wantError: "spec.windows[0].duration"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ws, err := ParseWindows(c.windows)
+			ws, errs := ParseWindows(c.windows)
 			if c.wantError != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantError) {
-					t.Fatalf("ParseWindows = %v, want an error naming %s", err, c.wantError)
+				if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), c.wantError) {
+					t.Fatalf("ParseWindows = %v, want an error naming %s", errs, c.wantError)
+				}
+				if h := ws.At(c.now); h.Held {
+					t.Fatalf("a window that cannot be evaluated holds: %+v; it must be ignored", h)
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
+			if len(errs) > 0 {
+				t.Fatal(errs)
 			}
 			h := ws.At(c.now)
 			if h.Held != c.held || (c.held && (!h.Until.Equal(c.until) || h.Window != c.heldBy)) {

@@ -214,7 +214,8 @@ func TestRequesterBudgets(t *testing.T) {
 }
 
 // TestInvalidWindowsAreRefusedAtCreation: a window only holdfast can check (the hour 25,
-// an unknown zone) is refused when the policy is written, naming the field.
+// an unknown zone, an interval or a date that never opens) is refused when the policy is
+// written, naming the field.
 func TestInvalidWindowsAreRefusedAtCreation(t *testing.T) {
 	p := utiltesting.MakeRolloutPolicy("bad-window").Obj()
 	p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
@@ -226,5 +227,11 @@ func TestInvalidWindowsAreRefusedAtCreation(t *testing.T) {
 	p.Spec.Windows = []v1alpha1.Window{{Schedule: "0 9 * * *", TimeZone: "Mars/Olympus", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}
 	if err := k8s.Create(context.Background(), p); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.windows[0].timeZone") {
 		t.Fatalf("creating a policy with an unknown zone: %v, want 422 naming spec.windows[0].timeZone", err)
+	}
+	for _, never := range []string{"@every 2h", "0 0 31 4 *"} {
+		p.Spec.Windows = []v1alpha1.Window{{Schedule: never, Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowAllow}}
+		if err := k8s.Create(context.Background(), p); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.windows[0].schedule") {
+			t.Fatalf("creating a policy whose window %q never opens: %v, want 422 naming spec.windows[0].schedule", never, err)
+		}
 	}
 }

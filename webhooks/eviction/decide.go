@@ -274,17 +274,14 @@ func lastEffective(in Input) (time.Time, bool) {
 }
 
 // windowHold defers the eviction while the policy's windows hold changes (an open Deny
-// window, or none of its Allow windows open), until they stop. Windows that do not parse
-// defer too: a policy that cannot be evaluated must not let through what it may forbid.
+// window, or none of its Allow windows open), until they stop.
 func windowHold(in Input, spec *v1alpha1.DisruptionPolicySpec) (decision.Violation, bool) {
 	if len(spec.Windows) == 0 {
 		return decision.Violation{}, false
 	}
-	ws, err := policy.ParseWindows(spec.Windows)
-	if err != nil {
-		return decision.Violation{Rule: RuleWindow, Wait: MaxRetryAfter, Message: fmt.Sprintf(
-			"the policy's windows cannot be evaluated: %v; fix the policy or suspend it", err)}, true
-	}
+	// A window that cannot be evaluated is ignored (policy.ParseWindows), never a hold
+	// on every eviction: the policy's status is Ready=False and alerts.
+	ws, _ := policy.ParseWindows(spec.Windows)
 	h := ws.At(in.Now)
 	if !h.Held {
 		return decision.Violation{}, false

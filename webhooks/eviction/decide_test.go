@@ -186,8 +186,9 @@ func TestDecideEviction(t *testing.T) {
 				s.Requesters = []v1alpha1.Requester{{Users: []string{"alice"}, Cooldown: &metav1.Duration{Duration: 5 * time.Minute}}}
 			}), want: []string{RuleCooldown}, action: decision.Deny},
 		// Windows: a Deny window defers the evictions of serving pods, never those of pods
-		// that serve nothing (E3); windows that do not parse defer too, rather than let
-		// evictions through a freeze they may have meant.
+		// that serve nothing (E3); a window that cannot be evaluated (stored while the
+		// policy webhook was down) is ignored: an Allow window that never opens would
+		// otherwise defer every eviction forever.
 		"a Deny window defers evictions of serving pods until it ends": {group: group("DaemonSet", 6),
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
 				s.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 11 * * *", Duration: metav1.Duration{Duration: 2 * time.Hour}, Action: v1alpha1.WindowDeny}}
@@ -197,10 +198,20 @@ func TestDecideEviction(t *testing.T) {
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
 				s.Windows = []v1alpha1.Window{{Schedule: "0 11 * * *", Duration: metav1.Duration{Duration: 2 * time.Hour}, Action: v1alpha1.WindowDeny}}
 			})},
-		"windows that do not parse defer, never allow": {group: group("DaemonSet", 6),
+		"windows that cannot be evaluated are ignored, never a hold on every eviction": {group: group("DaemonSet", 6),
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
-				s.Windows = []v1alpha1.Window{{Schedule: "every day", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}
-			}), want: []string{RuleWindow}, action: decision.Deny},
+				s.Windows = []v1alpha1.Window{
+					{Schedule: "every day", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny},
+					{Schedule: "@every 2h", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowAllow},
+				}
+			})},
+		"a valid Deny window beside one that cannot be evaluated still holds": {group: group("DaemonSet", 6),
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.Windows = []v1alpha1.Window{
+					{Schedule: "@every 2h", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowAllow},
+					{Name: "freeze", Schedule: "0 11 * * *", Duration: metav1.Duration{Duration: 2 * time.Hour}, Action: v1alpha1.WindowDeny},
+				}
+			}), want: []string{RuleWindow}, action: decision.Deny, wait: time.Hour},
 		// Temporary exemptions: what one lets through is on record, and only until it expires.
 		"a live temporary exemption lets it through, on record": {group: group("DaemonSet", 6), pod: 1, user: "oncall",
 			mutGroup: func(g *workload.Group) { g.Pods[0].Ready = false },

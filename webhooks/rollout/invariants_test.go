@@ -276,8 +276,17 @@ func TestWindowsHoldNewRolloutsOnly(t *testing.T) {
 		history   history.History
 		user      string
 		exemption *v1alpha1.TemporaryExemption
+		windows   []v1alpha1.Window
 		want      []string
 	}{
+		// A window stored while the policy webhook was down and that cannot be evaluated
+		// (an interval never opens) is ignored: as an Allow window it would hold every
+		// rollout of every selected workload for good.
+		"a window that cannot be evaluated holds nothing": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 3, C, workload.Rollout{}), 8),
+			journal: finished, windows: []v1alpha1.Window{{Schedule: "@every 2h", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowAllow}}},
+		"a valid window beside one that cannot be evaluated still holds": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 3, C, workload.Rollout{}), 8),
+			journal: finished, windows: append([]v1alpha1.Window{{Schedule: "0 0 31 4 *", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}, freeze...),
+			want: []string{RuleWindow}},
 		"a new revision in the freeze is refused": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 3, C, workload.Rollout{}), 8),
 			journal: finished, want: []string{RuleWindow}},
 		"a cancel passes": {old: gen(wl(dep, 3, B, rolling), 7), obj: gen(wl(dep, 3, A, rolling), 8), journal: bRolling, history: serving},
@@ -294,6 +303,9 @@ func TestWindowsHoldNewRolloutsOnly(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := spec
+			if tc.windows != nil {
+				s.Windows = tc.windows
+			}
 			if tc.exemption != nil {
 				s.Exemptions.Temporary = []v1alpha1.TemporaryExemption{*tc.exemption}
 			}

@@ -202,9 +202,7 @@ func shortSum(sum string) string { return sum[:min(len(sum), 10)] }
 
 // checkWindows holds a request that starts a new revision while the policy's windows hold
 // changes: an open Deny window, or none of its Allow windows open. A cancel, the fix of a
-// stalled rollout and a scale (which starts nothing) pass in every window. Windows that do
-// not parse hold every start: a policy that cannot be evaluated must not let through what
-// it may forbid.
+// stalled rollout and a scale (which starts nothing) pass in every window.
 func checkWindows(in Input, spec *v1alpha1.RolloutPolicySpec, rs *revisionState) []finding {
 	if len(spec.Windows) == 0 || !rs.start || rs.cancel {
 		return nil
@@ -212,11 +210,9 @@ func checkWindows(in Input, spec *v1alpha1.RolloutPolicySpec, rs *revisionState)
 	if stalled, _ := rs.stalled(in, spec.Rules.Settle); stalled {
 		return nil
 	}
-	ws, err := policy.ParseWindows(spec.Windows)
-	if err != nil {
-		return []finding{{rule: RuleWindow, field: templatePath, message: fmt.Sprintf(
-			"%s: the policy's windows cannot be evaluated: %v; fix the policy or suspend it", in.New, err)}}
-	}
+	// A window that cannot be evaluated is ignored (policy.ParseWindows), never a hold
+	// on every start: the policy's status is Ready=False and alerts.
+	ws, _ := policy.ParseWindows(spec.Windows)
 	h := ws.At(in.Now)
 	if !h.Held {
 		return nil

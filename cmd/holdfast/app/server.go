@@ -114,6 +114,7 @@ type Shared struct {
 	Journal  *journal.Metrics
 	Webhooks *controller.WebhookMetrics
 	Sweeper  *controller.SweeperMetrics
+	Policies *controller.PolicyMetrics
 	// Journals are the revision journals, fed by the ConfigMap informer, which decisions
 	// and the policy status read.
 	Journals *journal.Store
@@ -142,7 +143,11 @@ func NewShared(reg prometheus.Registerer) (*Shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering the ledger sweeper's metrics: %w", err)
 	}
-	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w, Sweeper: sw,
+	pm, err := controller.NewPolicyMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the policies' metrics: %w", err)
+	}
+	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w, Sweeper: sw, Policies: pm,
 		Journals: &journal.Store{Metrics: j, Log: ctrl.Log.WithName("journal")}}, nil
 }
 
@@ -247,11 +252,11 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 		return rollout.Audit(p, obj, nsLabels, s.Matcher, now)
 	}
 	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher, Journals: s.Journals,
-		Audit: audit, AuditEvery: o.AuditEvery, Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}, Clock: clk}).SetupWithManager(mgr); err != nil {
+		Audit: audit, AuditEvery: o.AuditEvery, Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}, Metrics: s.Policies, Clock: clk}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
 	}
 
-	if err := (&controller.DisruptionPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher, Clock: clk}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.DisruptionPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher, Metrics: s.Policies, Clock: clk}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DisruptionPolicy status controller: %w", err)
 	}
 
