@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -33,8 +34,11 @@ type Revision struct {
 	// for when it last became the workload's current revision.
 	Created time.Time
 	// Serving counts the revision's pods that are available (ReplicaSets) or Ready
-	// (pods of a ControllerRevision) now; Pods counts all of them.
+	// (pods of a ControllerRevision) now; Pods counts all of them but the terminating.
 	Serving, Pods int32
+	// Live counts the revision's pods that have not ended, terminating ones included: a
+	// template with live pods is one an operator sees running (docs/invariants.md).
+	Live int32
 }
 
 // History is what the cluster knows of a workload's revisions and pods.
@@ -108,6 +112,8 @@ func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 			Created:  rs.CreationTimestamp.Time,
 			Serving:  rs.Status.AvailableReplicas,
 			Pods:     rs.Status.Replicas,
+			// kube counts terminating pods apart (terminatingReplicas, on by default).
+			Live: rs.Status.Replicas + ptr.Deref(rs.Status.TerminatingReplicas, 0),
 		})
 	}
 	sortRevisions(out)
@@ -138,7 +144,14 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 		r := Revision{Name: cr.Name, Number: cr.Revision, Template: t, Created: cr.CreationTimestamp.Time}
 		for j := range pods {
 			p := &pods[j]
-			if h := p.Labels[appsv1.ControllerRevisionHashLabelKey]; h != "" && (h == cr.Name || ownerName+"-"+h == cr.Name) && p.DeletionTimestamp == nil {
+			h := p.Labels[appsv1.ControllerRevisionHashLabelKey]
+			if h == "" || (h != cr.Name && ownerName+"-"+h != cr.Name) {
+				continue
+			}
+			if !workload.PodEnded(p) {
+				r.Live++
+			}
+			if p.DeletionTimestamp == nil {
 				r.Pods++
 				if workload.PodServing(p) {
 					r.Serving++

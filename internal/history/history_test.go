@@ -36,7 +36,7 @@ func TestFromReplicaSets(t *testing.T) {
 				Annotations:       map[string]string{"deployment.kubernetes.io/revision": revision},
 				CreationTimestamp: metav1.NewTime(t0.Add(created))},
 			Spec:   appsv1.ReplicaSetSpec{Template: tmpl(name)},
-			Status: appsv1.ReplicaSetStatus{AvailableReplicas: available},
+			Status: appsv1.ReplicaSetStatus{AvailableReplicas: available, Replicas: available, TerminatingReplicas: ptr.To[int32](1)},
 		}
 	}
 	// Rolled back: a's revision was renumbered 3 after b's 2.
@@ -54,6 +54,9 @@ func TestFromReplicaSets(t *testing.T) {
 	a := tmpl("a")
 	if r := h.Find(workload.FromSpec(&a, "")); r == nil || r.Serving != 2 || h.Newest() != r || h.Successor(r) != nil {
 		t.Errorf("Find(a) = %+v; want the newest revision, serving 2", r)
+	}
+	if r := h.Find(workload.FromSpec(&a, "")); r == nil || r.Live != 3 {
+		t.Errorf("Find(a) = %+v; want 3 live pods: 2 replicas and 1 terminating", r)
 	}
 	if s := h.Successor(&got[0]); s == nil || s.Name != "a" {
 		t.Errorf("Successor(b) = %+v, want a", s)
@@ -78,14 +81,22 @@ func TestFromControllerRevisions(t *testing.T) {
 				{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(t0.Add(time.Minute))}}},
 		}
 	}
-	// StatefulSet pods carry the revision's full name; DaemonSet pods only its hash.
-	pods := []corev1.Pod{pod("web-1", true), pod("2", true), pod("2", false)}
+	// StatefulSet pods carry the revision's full name; DaemonSet pods only its hash. A
+	// terminating pod is live but not counted in Pods; an ended one is neither.
+	terminating, ended := pod("web-1", true), pod("2", false)
+	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+	ended.Status.Phase = corev1.PodSucceeded
+	pods := []corev1.Pod{pod("web-1", true), pod("2", true), pod("2", false), terminating, ended}
 	got, err := FromControllerRevisions("s", "web", []appsv1.ControllerRevision{cr("web-2", 2, "y"), cr("web-1", 1, "x")}, pods)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[0].Name != "web-1" || got[0].Serving != 1 || got[1].Serving != 1 {
 		t.Fatalf("revisions = %+v", got)
+	}
+	if got[0].Pods != 1 || got[0].Live != 2 || got[1].Pods != 3 || got[1].Live != 2 {
+		t.Errorf("web-1 has %d pods, %d live; web-2 %d pods, %d live: want 1 and 2 (one terminating), 3 and 2 (one ended)",
+			got[0].Pods, got[0].Live, got[1].Pods, got[1].Live)
 	}
 	y := tmpl("y")
 	if spec, err := got[1].Template.Spec(); err != nil || !workload.SameSpec(spec, &y) {

@@ -43,6 +43,12 @@ func PodServing(p *corev1.Pod) bool {
 	return p.DeletionTimestamp == nil && c != nil && c.Status == corev1.ConditionTrue
 }
 
+// PodEnded reports a pod whose containers have all ended for good (Succeeded or Failed):
+// until then, terminating or not, the pod runs its template.
+func PodEnded(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
 func readyCondition(p *corev1.Pod) *corev1.PodCondition {
 	for i := range p.Status.Conditions {
 		if p.Status.Conditions[i].Type == corev1.PodReady {

@@ -222,6 +222,8 @@ func check(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) ([]finding
 		return nil, err
 	}
 	out = append(out, lints...)
+	out = append(out, checkStagedEdit(in, rules)...)
+	out = append(out, checkScaleDuringRollout(in, rules, rs)...)
 	if !rs.start {
 		return out, nil // Only a request that starts rolling out a template is held to the revision rules.
 	}

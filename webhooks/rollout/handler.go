@@ -94,7 +94,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if in.NamespaceLabels, err = policy.NamespaceLabels(ctx, h.Reader, req.Namespace); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if MayStart(in) {
+	if ReadsRevisions(in) {
 		if err := h.readRevisions(ctx, &in); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}

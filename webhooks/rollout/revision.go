@@ -57,10 +57,12 @@ type revisionState struct {
 	cancel bool
 	// flags are the argsMatchReplicas flags of the policies that select the workload.
 	flags []v1alpha1.ArgMatchesReplicas
+	// scale is an UPDATE whose only template difference is flags following spec.replicas.
+	scale bool
 }
 
 func revisionsOf(in Input, flags []v1alpha1.ArgMatchesReplicas, scale bool) revisionState {
-	rs := revisionState{flags: flags}
+	rs := revisionState{flags: flags, scale: scale}
 	if scale {
 		return rs // I4: a scale starts no revision
 	}

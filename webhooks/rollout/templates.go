@@ -1,0 +1,116 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+)
+
+// The rules in this file count what an operator sees: pod templates with live pods
+// (history.Revision.Live, terminating pods included). Under settle at most two templates
+// have live pods at once (docs/invariants.md). Two kinds of request add a template without
+// being a start the revision rules judge: a template edit of an OnDelete workload, which
+// kube rolls out pod by pod as pods are replaced, and a scale whose argsMatchReplicas flags
+// follow spec.replicas, which changes the template (I4: not a new revision).
+
+// ReadsRevisions is whether deciding the request reads the workload's journal and history:
+// a request that may start a rollout (MayStart), or any other UPDATE of its pod template
+// (an OnDelete workload's staged edit, a paused or partitioned one's).
+func ReadsRevisions(in Input) bool {
+	return MayStart(in) || (in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged)
+}
+
+// stagesEdit is a template edit of an OnDelete StatefulSet or DaemonSet.
+func stagesEdit(in Input) bool {
+	return in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged && in.New.Rollout.OnDelete
+}
+
+// liveRevisions are the revisions with live pods, oldest first.
+func liveRevisions(h history.History) []*history.Revision {
+	var out []*history.Revision
+	for i := range h.Revisions {
+		if h.Revisions[i].Live > 0 {
+			out = append(out, &h.Revisions[i])
+		}
+	}
+	return out
+}
+
+func describe(revs []*history.Revision) string {
+	parts := make([]string, 0, len(revs))
+	for _, r := range revs {
+		parts = append(parts, fmt.Sprintf("revision %d: %d", r.Number, r.Live))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkStagedEdit judges a template edit of an OnDelete workload under settle. kube's
+// StatefulSet and DaemonSet controllers create every new or replacement pod of such a
+// workload from its current template (a node joins, a pod is deleted or evicted), so the
+// edit is one more template with pods as soon as a pod is replaced. It is admitted when
+// the template it replaces has no live pods (it was only staged), when it returns to a
+// template that has live pods, or while no other template has live pods (it starts an
+// OnDelete rollout: two templates at most); otherwise it would make a third.
+func checkStagedEdit(in Input, rules *v1alpha1.RolloutRules) []finding {
+	if rules.Settle == nil || !stagesEdit(in) {
+		return nil
+	}
+	if r := in.History.Find(in.New.Template); r != nil && r.Live > 0 {
+		return nil // a return to a template that has pods
+	}
+	replaced := in.History.Find(in.Old.Template)
+	if replaced == nil || replaced.Live == 0 {
+		return nil // the replaced template was only staged
+	}
+	live := liveRevisions(in.History)
+	if len(live) < 2 {
+		return nil
+	}
+	var older *history.Revision
+	for _, r := range live {
+		if r != replaced {
+			older = r
+			break
+		}
+	}
+	return []finding{{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
+		"%s (updateStrategy OnDelete): its pods already run %d pod templates (pods by %s), and kube creates every new or "+
+			"replacement pod from the current template, so this edit would make one more; return to the template of "+
+			"revision %d, which still has pods, or first replace the pods of revision %d so that every pod runs the current template",
+		in.New, len(live), describe(live), older.Number, older.Number)}}
+}
+
+// checkScaleDuringRollout judges a scale whose argsMatchReplicas flags follow
+// spec.replicas while the workload's rollout is unfinished. It starts no revision (I4),
+// but its template differs: kube makes a ReplicaSet (a revision) per template, so A→B then
+// B@3→B@4 leaves pods of A, B@3 and B@4 at once. It is admitted towards a template that
+// still has live pods (a scale back), while at most one template has live pods, or once
+// the rollout has stalled (a scale may be the fix).
+func checkScaleDuringRollout(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) []finding {
+	if rules.Settle == nil || !rs.scale {
+		return nil
+	}
+	if r := in.History.Find(in.New.Template); r != nil && r.Live > 0 {
+		return nil
+	}
+	live := liveRevisions(in.History)
+	if len(live) < 2 {
+		return nil
+	}
+	view := revisionState{flags: rs.flags}
+	view.timeline = journal.View(in.Journal, in.New.Kind, in.Old, in.History, rs.flags, in.Now)
+	if view.current = view.timeline.Current(); view.current != nil {
+		if stalled, _ := view.stalled(in, rules.Settle); stalled {
+			return nil
+		}
+	}
+	return []finding{{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
+		"%s: the scale changes the pod template (its flags follow spec.replicas) while pods of %d templates are live (pods by %s); "+
+			"kube makes one more set of pods for it: finish or roll back first, or use an exempt identity",
+		in.New, len(live), describe(live))}}
+}

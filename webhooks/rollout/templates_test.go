@@ -1,0 +1,136 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// live is rev with live pods, as the cache counts them (terminating ones included).
+func live(r history.Revision, pods int32) history.Revision {
+	r.Live = pods
+	return r
+}
+
+// TestOnDeleteEditsAddNoThirdTemplate: an OnDelete DaemonSet or StatefulSet rolls out as
+// its pods are replaced, each replacement (a node joining, a pod deleted or evicted) from
+// the current template. An edit is judged by the templates with live pods: admitted while
+// the replaced template was only staged, when it returns to a template with pods, or when
+// it starts the rollout (one template has pods); refused when it would make a third.
+func TestOnDeleteEditsAddNoThirdTemplate(t *testing.T) {
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	settle := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{}}
+	onDelete := workload.Rollout{OnDelete: true, Held: true}
+	for _, kind := range []v1alpha1.WorkloadKind{v1alpha1.KindDaemonSet, v1alpha1.KindStatefulSet} {
+		cases := map[string]struct {
+			from, to *workloadTemplate
+			revs     []history.Revision
+			rules    v1alpha1.RolloutRules
+			want     []string
+		}{
+			"the first edit starts an OnDelete rollout: two templates at most": {from: &workloadTemplate{A}, to: &workloadTemplate{B},
+				revs: []history.Revision{live(rev(1, A, time.Hour, 4), 4)}, rules: settle},
+			"an edit of a template only staged replaces it": {from: &workloadTemplate{B}, to: &workloadTemplate{C},
+				revs: []history.Revision{live(rev(1, A, time.Hour, 4), 4), rev(2, B, time.Minute, 0)}, rules: settle},
+			"an edit once the staged template has pods would make a third": {from: &workloadTemplate{B}, to: &workloadTemplate{C},
+				revs: []history.Revision{live(rev(1, A, time.Hour, 3), 3), live(rev(2, B, time.Minute, 1), 1)}, rules: settle,
+				want: []string{RuleSettle}},
+			"terminating pods count: a template whose last pod terminates is live": {from: &workloadTemplate{B}, to: &workloadTemplate{C},
+				revs: []history.Revision{live(rev(1, A, time.Hour, 0), 1), live(rev(2, B, time.Minute, 4), 4)}, rules: settle,
+				want: []string{RuleSettle}},
+			"a return to the template that still has pods": {from: &workloadTemplate{B}, to: &workloadTemplate{A},
+				revs: []history.Revision{live(rev(1, A, time.Hour, 3), 3), live(rev(2, B, time.Minute, 1), 1)}, rules: settle},
+			"once every pod runs the current template, the next edit starts again": {from: &workloadTemplate{B}, to: &workloadTemplate{C},
+				revs: []history.Revision{rev(1, A, time.Hour, 0), live(rev(2, B, time.Minute, 4), 4)}, rules: settle},
+			"without settle nothing counts templates": {from: &workloadTemplate{B}, to: &workloadTemplate{C},
+				revs:  []history.Revision{live(rev(1, A, time.Hour, 3), 3), live(rev(2, B, time.Minute, 1), 1)},
+				rules: v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Minute}}},
+		}
+		for name, tc := range cases {
+			t.Run(string(kind)+"/"+name, func(t *testing.T) {
+				old, obj := wl(kind, 4, tc.from.t, onDelete), wl(kind, 4, tc.to.t, onDelete)
+				in := Input{Operation: admissionv1.Update, Old: old, New: obj, TemplateChanged: true, Now: now,
+					History:  history.History{Revisions: tc.revs, LastActivity: now},
+					Policies: []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.RolloutPolicySpec{Rules: tc.rules}}}}
+				if !ReadsRevisions(in) {
+					t.Fatal("the handler would not read the history this edit is judged by")
+				}
+				d := decide(t, in)
+				var got []string
+				for _, v := range d.Violations {
+					got = append(got, v.Rule)
+				}
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Fatalf("violated rules (-want +got):\n%s\n%v", diff, d.Violations)
+				}
+				if len(got) > 0 {
+					msg := d.Violations[0].Message
+					for _, way := range []string{"return to the template of revision 1", "replace the pods of revision 1"} {
+						if !strings.Contains(msg, way) {
+							t.Errorf("the refusal does not name the way out %q: %s", way, msg)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+type workloadTemplate struct{ t *corev1.PodTemplateSpec }
+
+// TestScaleDuringRolloutAddsNoThirdTemplate: a scale whose --server-count follows
+// spec.replicas starts no revision (I4) but changes the template; during an unfinished
+// rollout kube would make one more ReplicaSet for it (A, B@3 and B@4 with pods at once).
+// It is admitted after the rollout, as a scale back, or once the rollout has stalled.
+func TestScaleDuringRolloutAddsNoThirdTemplate(t *testing.T) {
+	A, B3, B4 := template("A", "3"), template("B", "3"), template("B", "4")
+	dep := v1alpha1.KindDeployment
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
+		ArgsMatchReplicas: []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}}
+	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	bRolling := jr(7, jrev(A, time.Hour, 20*time.Second, 50*time.Minute), jrev(B3, 20*time.Second, 0, -1))
+	bStalled := jr(7, jrev(A, time.Hour, 20*time.Minute, 50*time.Minute), jrev(B3, 20*time.Minute, 0, -1))
+	cases := map[string]struct {
+		old, obj *workload.Workload
+		journal  *journal.Journal
+		revs     []history.Revision
+		want     []string
+	}{
+		"during the rollout: a third template": {old: gen(wl(dep, 3, B3, rolling), 7), obj: gen(wl(dep, 4, B4, rolling), 8), journal: bRolling,
+			revs: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B3, 20*time.Second, 1), 1)}, want: []string{RuleSettle}},
+		"after the rollout: two templates at most": {old: gen(wl(dep, 3, B3, workload.Rollout{}), 7), obj: gen(wl(dep, 4, B4, workload.Rollout{}), 8),
+			journal: jr(7, jrev(A, time.Hour, 30*time.Minute, 50*time.Minute), jrev(B3, 30*time.Minute, 0, 20*time.Minute)),
+			revs:    []history.Revision{rev(1, A, time.Hour, 0), live(rev(2, B3, 30*time.Minute, 3), 3)}},
+		"a scale back to a template that still has pods": {old: gen(wl(dep, 4, B4, rolling), 7), obj: gen(wl(dep, 3, B3, rolling), 8), journal: bRolling,
+			revs: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B3, time.Minute, 1), 1), live(rev(3, B4, 20*time.Second, 1), 1)}},
+		"a stalled rollout may be scaled": {old: gen(wl(dep, 3, B3, rolling), 7), obj: gen(wl(dep, 4, B4, rolling), 8), journal: bStalled,
+			revs: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B3, 20*time.Minute, 0), 1)}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := decide(t, Input{Operation: admissionv1.Update, Old: tc.old, New: tc.obj, TemplateChanged: true, Now: now, Journal: tc.journal,
+				History:  history.History{Revisions: tc.revs, LastActivity: now.Add(-20 * time.Minute)},
+				Policies: []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}})
+			var got []string
+			for _, v := range d.Violations {
+				got = append(got, v.Rule)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Fatalf("violated rules (-want +got):\n%s\n%v", diff, d.Violations)
+			}
+			if d.Starts {
+				t.Error("a scale is never a start")
+			}
+		})
+	}
+}
