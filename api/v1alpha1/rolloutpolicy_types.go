@@ -250,7 +250,7 @@ type RolloutPolicyStatus struct {
 	InFlightWorkloads []string `json:"inFlightWorkloads,omitempty"`
 
 	// conditions: Ready is True when the policy is valid and in force, False with reason
-	// InvalidSelector (the policy then denies in its mode: it cannot be evaluated),
+	// InvalidSelector (the policy then selects nothing until fixed),
 	// InvalidWindow (the windows it cannot evaluate are ignored) or Suspended.
 	// +optional
 	// +listType=map
@@ -270,15 +270,17 @@ const (
 	ReasonNoConflict     = "NoConflict"
 	ReasonConflict       = "Conflict"
 	// ConditionIntercepted says whether the API server sends the requests the policy
-	// guards to holdfast: True (reason Scoped, or Broadened when its selectors cannot be
-	// webhook selectors and a wider entry stands in), False when the policy is suspended
-	// (NotGuarding) or holdfast could not update its webhook configuration (UpdateFailed:
-	// the previous configuration stays in force).
+	// guards to holdfast: True (reason Scoped), False when the policy is suspended
+	// (NotGuarding), its selectors cannot be evaluated (InvalidSelector: it selects
+	// nothing) or holdfast could not update its webhook configuration (UpdateFailed: the
+	// previous configuration stays in force). Earlier releases set Broadened where
+	// InvalidSelector is set now.
 	ConditionIntercepted = "Intercepted"
 	ReasonScoped         = "Scoped"
-	ReasonBroadened      = "Broadened"
-	ReasonNotGuarding    = "NotGuarding"
-	ReasonUpdateFailed   = "UpdateFailed"
+	// ReasonBroadened is no longer set: see ConditionIntercepted.
+	ReasonBroadened    = "Broadened"
+	ReasonNotGuarding  = "NotGuarding"
+	ReasonUpdateFailed = "UpdateFailed"
 )
 
 // +kubebuilder:object:root=true

@@ -191,8 +191,8 @@ func (r *JournalRecorder) guards(ctx context.Context, policies *v1alpha1.Rollout
 	var flags []v1alpha1.ArgMatchesReplicas
 	for i := range policies.Items {
 		p := &policies.Items[i]
-		// A policy whose selectors do not evaluate may select it: keep its journal.
-		if ok, err := r.Matcher.Selects(p.Spec.Targets, w.Kind, nsLabels, w.Labels); (ok || err != nil) && !p.Spec.Suspend {
+		// A policy whose selectors do not evaluate selects nothing (policy.Compile).
+		if ok, _ := r.Matcher.Selects(p.Spec.Targets, w.Kind, nsLabels, w.Labels); ok && !p.Spec.Suspend {
 			guarded = true
 			flags = append(flags, p.Spec.Rules.ArgsMatchReplicas...)
 		}

@@ -25,7 +25,7 @@ func rolloutPolicyStatus(m *policy.Matcher, p *v1alpha1.RolloutPolicy, workloads
 		ok, err := m.Selects(p.Spec.Targets, w.kind, nsLabels[w.namespace], w.labels)
 		if err != nil {
 			ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector
-			ready.Message = fmt.Sprintf("%v; the policy cannot be evaluated: it objects to the requests its valid selectors do not rule out, in its mode", err)
+			ready.Message = fmt.Sprintf("%v; the policy cannot be evaluated: it selects nothing until it is fixed", err)
 			matched = 0
 			break
 		}
@@ -60,9 +60,9 @@ func disruptionPolicyReady(p *v1alpha1.DisruptionPolicy) metav1.Condition {
 		name string
 		sel  *metav1.LabelSelector
 	}{{"namespaceSelector", p.Spec.Targets.NamespaceSelector}, {"selector", p.Spec.Targets.Selector}} {
-		if _, err := metav1.LabelSelectorAsSelector(f.sel); err != nil {
+		if _, err := policy.Compile(f.sel); err != nil {
 			ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector
-			ready.Message = fmt.Sprintf("spec.targets.%s: %v; the policy cannot be evaluated: it defers the evictions of the pods its valid selectors do not rule out, in its mode", f.name, err)
+			ready.Message = fmt.Sprintf("spec.targets.%s: %v; the policy cannot be evaluated: it selects nothing until it is fixed", f.name, err)
 		}
 	}
 	if p.Spec.Suspend && ready.Status == metav1.ConditionTrue {

@@ -237,10 +237,10 @@ func (r *WebhookConfiguration) condition(o *interception.Outcome, suspended bool
 	case syncErr != nil:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonUpdateFailed
 		c.Message = fmt.Sprintf("%v; the webhook configuration %s in force may not send this policy's requests to holdfast", syncErr, r.Name)
+	case o != nil && len(o.Invalid) > 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector, o.String()
 	case o == nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonNotGuarding, "no webhook entry sends this policy's requests"
-	case len(o.Broadened) > 0:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ReasonBroadened, o.String()
 	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ReasonScoped, o.String()
 	}

@@ -15,12 +15,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
-	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -63,9 +61,9 @@ type Settings struct {
 type Outcome struct {
 	// Entries names the entries that send the policy's requests, sorted.
 	Entries []string
-	// Broadened says which of the policy's selectors could not be a webhook selector and
-	// was widened (to every namespace, or every object of the selected namespaces).
-	Broadened []string
+	// Invalid says which of the policy's selectors holdfast cannot evaluate: the policy
+	// then selects nothing (stored while the policy webhook was down) and has no entry.
+	Invalid []string
 }
 
 // Key names a policy in Outcomes: its kind and name.
@@ -95,8 +93,11 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 			continue
 		}
 		key := Key{Kind: "RolloutPolicy", Name: p.Name}
+		if b.invalid(key, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector) {
+			continue
+		}
 		fp := failurePolicy(p.Spec.FailurePolicy, s.Rollout)
-		nsSel, objSel := b.selectors(key, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector)
+		nsSel, objSel := b.selectors(p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector)
 		var resources, scales []string
 		for _, k := range workload.Targeted(p.Spec.Targets) {
 			r := workload.Resource(k)
@@ -136,9 +137,12 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 			continue
 		}
 		key := Key{Kind: "DisruptionPolicy", Name: p.Name}
+		if b.invalid(key, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector) {
+			continue
+		}
 		fp := failurePolicy(p.Spec.FailurePolicy, s.Eviction)
 		// An Eviction carries no labels either: the pod's are read by the webhook.
-		nsSel, _ := b.selectors(key, p.Spec.Targets.NamespaceSelector, nil)
+		nsSel, _ := b.selectors(p.Spec.Targets.NamespaceSelector, nil)
 		b.add(key, TypeEviction, admissionregistrationv1.ValidatingWebhook{
 			ClientConfig: b.client(EvictionPath),
 			Rules: []admissionregistrationv1.RuleWithOperations{{
@@ -178,38 +182,39 @@ func (b *builder) outcome(key Key) *Outcome {
 	return o
 }
 
-// selectors are a policy's selectors as webhook selectors: the namespace one never
-// reaches holdfast's own namespace; one that is not a valid selector is widened.
-func (b *builder) selectors(key Key, nsSel, objSel *metav1.LabelSelector) (*metav1.LabelSelector, *metav1.LabelSelector) {
+// invalid records the selectors of a policy that holdfast cannot evaluate: such a policy
+// selects nothing (policy.Matcher), so no request of it is sent to holdfast.
+func (b *builder) invalid(key Key, nsSel, objSel *metav1.LabelSelector) bool {
+	var bad []string
+	for _, f := range []struct {
+		path string
+		sel  *metav1.LabelSelector
+	}{{"spec.targets.namespaceSelector", nsSel}, {"spec.targets.selector", objSel}} {
+		if _, err := policy.Compile(f.sel); err != nil {
+			bad = append(bad, f.path)
+		}
+	}
+	if len(bad) > 0 {
+		b.outcome(key).Invalid = bad
+	}
+	return len(bad) > 0
+}
+
+// selectors are a policy's selectors as webhook selectors (Entries has left out policies
+// whose selectors holdfast cannot evaluate): the namespace one never reaches holdfast's
+// own namespace.
+func (b *builder) selectors(nsSel, objSel *metav1.LabelSelector) (*metav1.LabelSelector, *metav1.LabelSelector) {
 	own := metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{b.s.Namespace}}
 	ns := &metav1.LabelSelector{}
 	if nsSel != nil {
-		if valid(nsSel) {
-			ns = nsSel.DeepCopy()
-		} else {
-			b.outcome(key).Broadened = append(b.outcome(key).Broadened, "spec.targets.namespaceSelector")
-		}
+		ns = nsSel.DeepCopy()
 	}
 	ns.MatchExpressions = append(ns.MatchExpressions, own)
 	var obj *metav1.LabelSelector
 	if objSel != nil {
-		if valid(objSel) {
-			obj = objSel.DeepCopy()
-		} else {
-			b.outcome(key).Broadened = append(b.outcome(key).Broadened, "spec.targets.selector")
-		}
+		obj = objSel.DeepCopy()
 	}
 	return ns, obj
-}
-
-// valid is whether the API server accepts sel as a webhook's selector (and holdfast can
-// evaluate it): the same validation the API server runs.
-func valid(sel *metav1.LabelSelector) bool {
-	if errs := metavalidation.ValidateLabelSelector(sel, metavalidation.LabelSelectorValidationOptions{}, field.NewPath("s")); len(errs) > 0 {
-		return false
-	}
-	_, err := metav1.LabelSelectorAsSelector(sel)
-	return err == nil
 }
 
 // add records that key is intercepted through w, named after what it selects so that
@@ -283,9 +288,9 @@ func failurePolicy(p *v1alpha1.FailurePolicy, d Defaults) admissionregistrationv
 
 // String describes an outcome for a condition message.
 func (o *Outcome) String() string {
-	msg := fmt.Sprintf("the API server sends the requests this policy guards through %s", strings.Join(o.Entries, ", "))
-	if len(o.Broadened) > 0 {
-		msg += fmt.Sprintf("; %s cannot be a webhook selector, so that entry selects more widely (holdfast still applies the policy only where its selectors match)", strings.Join(o.Broadened, " and "))
+	if len(o.Invalid) > 0 {
+		return fmt.Sprintf("%s cannot be evaluated: the policy selects nothing, and the API server sends holdfast nothing for it, until it is fixed",
+			strings.Join(o.Invalid, " and "))
 	}
-	return msg
+	return fmt.Sprintf("the API server sends the requests this policy guards through %s", strings.Join(o.Entries, ", "))
 }

@@ -92,7 +92,7 @@ func TestRolloutEntrySelectsWhatThePolicySelects(t *testing.T) {
 		t.Error("the anchor's client config was changed in place")
 	}
 	o := outcomes[Key{Kind: "RolloutPolicy", Name: p.Name}]
-	if o == nil || !slices.Equal(o.Entries, []string{w.Name}) || len(o.Broadened) != 0 {
+	if o == nil || !slices.Equal(o.Entries, []string{w.Name}) || len(o.Invalid) != 0 {
 		t.Errorf("outcome %+v", o)
 	}
 }
@@ -170,21 +170,28 @@ func TestNamesFollowTheSelectionNotTheCABundle(t *testing.T) {
 	}
 }
 
-func TestSelectorsThatCannotBeWebhookSelectorsAreBroadened(t *testing.T) {
+// TestPoliciesWithInvalidSelectorsGetNoEntry: a policy stored with selectors holdfast
+// cannot evaluate (while the policy webhook was down) selects nothing, so the API server is
+// sent nothing for it, rather than every request of every namespace; its outcome names
+// the fields for its Intercepted condition. A valid policy beside it keeps its entry.
+func TestPoliciesWithInvalidSelectorsGetNoEntry(t *testing.T) {
 	p := rolloutPolicy("bad", func(s *v1alpha1.RolloutPolicySpec) {
 		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "not a label value"}}
 		s.Targets.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tenant", Operator: "Near"}}}
 	})
-	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{p}, nil, settings)
-	if len(ws) != 1 {
-		t.Fatalf("a policy with invalid selectors must still be intercepted: %+v", ws)
-	}
-	if ws[0].ObjectSelector != nil || len(ws[0].NamespaceSelector.MatchLabels) != 0 || len(ws[0].NamespaceSelector.MatchExpressions) != 1 {
-		t.Errorf("want every namespace but holdfast's and every object: %+v %+v", ws[0].NamespaceSelector, ws[0].ObjectSelector)
+	dp := v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bad-agents"}, Spec: v1alpha1.DisruptionPolicySpec{
+		Targets: v1alpha1.PodTargets{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}}}
+	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{p, rolloutPolicy("good", nil)}, []v1alpha1.DisruptionPolicy{dp}, settings)
+	if len(ws) != 1 || !slices.Equal(outcomes[Key{"RolloutPolicy", "good"}].Entries, []string{ws[0].Name}) {
+		t.Fatalf("want only the valid policy's entry: %+v", ws)
 	}
 	o := outcomes[Key{"RolloutPolicy", "bad"}]
-	if !slices.Equal(o.Broadened, []string{"spec.targets.namespaceSelector", "spec.targets.selector"}) || !strings.Contains(o.String(), "cannot be a webhook selector") {
+	if o == nil || len(o.Entries) != 0 || !slices.Equal(o.Invalid, []string{"spec.targets.namespaceSelector", "spec.targets.selector"}) ||
+		!strings.Contains(o.String(), "selects nothing") {
 		t.Errorf("outcome %+v: %s", o, o)
+	}
+	if o := outcomes[Key{"DisruptionPolicy", "bad-agents"}]; o == nil || !slices.Equal(o.Invalid, []string{"spec.targets.namespaceSelector"}) {
+		t.Errorf("eviction outcome %+v", o)
 	}
 }
 

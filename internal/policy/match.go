@@ -14,6 +14,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -111,8 +112,8 @@ func NewMatcher() *Matcher {
 }
 
 // Selects reports whether targets select a workload of this kind, with these labels, in a
-// namespace with these labels. An error means a selector is invalid and the others do not
-// rule the workload out: the policy may select it, and cannot be evaluated for it.
+// namespace with these labels. An error means a selector is invalid (Compile) and the
+// others do not rule the workload out; the guards then take the policy to select nothing.
 func (m *Matcher) Selects(t v1alpha1.WorkloadTargets, kind v1alpha1.WorkloadKind, nsLabels, objLabels map[string]string) (bool, error) {
 	if len(t.Kinds) > 0 && !slices.Contains(t.Kinds, kind) {
 		return false, nil
@@ -121,8 +122,8 @@ func (m *Matcher) Selects(t v1alpha1.WorkloadTargets, kind v1alpha1.WorkloadKind
 }
 
 // SelectsPods reports whether a DisruptionPolicy's targets select a pod with these labels
-// in a namespace with these labels. An error means a selector is invalid and the other
-// does not rule the pod out: the policy may select it, and cannot be evaluated for it.
+// in a namespace with these labels. An error means a selector is invalid (Compile) and the
+// other does not rule the pod out; the guards then take the policy to select nothing.
 func (m *Matcher) SelectsPods(t v1alpha1.PodTargets, nsLabels, podLabels map[string]string) (bool, error) {
 	return m.selects(t.NamespaceSelector, t.Selector, nsLabels, podLabels)
 }
@@ -155,9 +156,19 @@ func (m *Matcher) Matches(sel *metav1.LabelSelector, set map[string]string) (boo
 	return s.Matches(labels.Set(set)), nil
 }
 
+// Compile is a policy's label selector as holdfast evaluates it: an error for one the API
+// server would not accept in a webhook configuration either, so that a policy holdfast
+// evaluates is one its scoped webhook entries can select by (internal/interception).
+func Compile(sel *metav1.LabelSelector) (labels.Selector, error) {
+	if errs := metavalidation.ValidateLabelSelector(sel, metavalidation.LabelSelectorValidationOptions{}, nil); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return metav1.LabelSelectorAsSelector(sel)
+}
+
 func (m *Matcher) compile(sel *metav1.LabelSelector) (labels.Selector, error) {
 	if m == nil {
-		return metav1.LabelSelectorAsSelector(sel)
+		return Compile(sel)
 	}
 	m.mu.RLock()
 	c, ok := m.compiled[sel]
@@ -166,7 +177,7 @@ func (m *Matcher) compile(sel *metav1.LabelSelector) (labels.Selector, error) {
 		return c.selector, c.err
 	}
 	c = compiledSelector{source: sel.DeepCopy()}
-	c.selector, c.err = metav1.LabelSelectorAsSelector(sel)
+	c.selector, c.err = Compile(sel)
 	m.mu.Lock()
 	if len(m.compiled) >= maxCompiled {
 		clear(m.compiled)

@@ -312,8 +312,8 @@ func TestScopeFollowsPolicies(t *testing.T) {
 
 // TestScopeRefusesWhatCannotBeASelector: a selector value that is not a label value
 // cannot be a webhook's objectSelector, and holdfast could not evaluate it: such a policy
-// is refused when holdfast answers (one created while it did not is intercepted through a
-// wider entry and says so: internal/interception's TestSelectorsThatCannotBeWebhookSelectorsAreBroadened).
+// is refused when holdfast answers (one created while it did not selects nothing and gets
+// no entry: internal/interception's TestPoliciesWithInvalidSelectorsGetNoEntry).
 func TestScopeRefusesWhatCannotBeASelector(t *testing.T) {
 	p := utiltesting.MakeRolloutPolicy("broad").Mode(v1alpha1.ModeAudit).
 		Selector(map[string]string{"app": "not a label value"}).

@@ -22,7 +22,6 @@ import (
 const (
 	RuleMaxUnavailable = "maxUnavailable"
 	RuleCooldown       = "cooldown"
-	RuleTargets        = "targets"
 	// RuleWindow defers evictions while the policy's windows hold changes.
 	RuleWindow = "window"
 	// RuleExemption records an eviction a temporary exemption let through.
@@ -100,15 +99,10 @@ func Decide(in Input) Decision {
 			continue
 		}
 		action := decision.ActionFor(p.Spec.Mode)
-		ok, err := in.Matcher.SelectsPods(p.Spec.Targets, in.NamespaceLabels, in.PodLabels)
-		if err != nil {
-			// The policy may select the pod, and cannot say how to guard it: not now, so
-			// that drains retry once the policy is fixed. Pods its valid selectors rule out
-			// never get here (E4).
-			d.Violations = append(d.Violations, decision.Violation{Policy: p.Name, Rule: RuleTargets, Action: action, Wait: MaxRetryAfter,
-				Message: fmt.Sprintf("the policy cannot be evaluated: %v; fix the policy or suspend it", err)})
-			continue
-		}
+		// A selector that cannot be evaluated (stored while the policy webhook was down)
+		// selects nothing: one broken policy must not defer every eviction in the cluster.
+		// Its status is Ready=False and alerts (HoldfastPolicyNotInForce).
+		ok, _ := in.Matcher.SelectsPods(p.Spec.Targets, in.NamespaceLabels, in.PodLabels)
 		if !ok || in.Group == nil {
 			continue // Pods of other owners are not guarded.
 		}

@@ -149,11 +149,17 @@ func TestDecideEviction(t *testing.T) {
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
 				s.Targets.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Near"}}}
 			})},
-		"an invalid namespaceSelector defers, not refuses, the pods it may select": {group: group("Deployment", 3),
+		// Stored while the policy webhook was down, it must not defer every eviction in
+		// the cluster: it selects nothing, and its status says so.
+		"an invalid namespaceSelector selects nothing, not even the pods its selector selects": {group: group("Deployment", 3),
 			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
 				s.Targets.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Near"}}}
-			}),
-			want: []string{RuleTargets}, action: decision.Deny, wait: MaxRetryAfter},
+			})},
+		"an invalid label key in a namespaceSelector alone selects nothing": {group: group("Deployment", 3),
+			policy: dp(func(s *v1alpha1.DisruptionPolicySpec) {
+				s.Targets.Selector = nil
+				s.Targets.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
+			})},
 		"another replica's record, 28 s old on this clock, may be 33 s old: still in flight": {group: group("Deployment", 4), pod: 1, policy: dp(nil),
 			records: []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-budget.EvictionLapse + 2*time.Second), By: "other"}},
 			want:    []string{RuleMaxUnavailable}, action: decision.Deny},

@@ -263,7 +263,7 @@ func (r fallbackReader) List(ctx context.Context, list client.ObjectList, opts .
 
 func selectsAny(in Input) bool {
 	for _, p := range in.Policies {
-		if ok, err := in.Matcher.SelectsPods(p.Spec.Targets, in.NamespaceLabels, in.PodLabels); ok || err != nil {
+		if ok, _ := in.Matcher.SelectsPods(p.Spec.Targets, in.NamespaceLabels, in.PodLabels); ok {
 			return true
 		}
 	}

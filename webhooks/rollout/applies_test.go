@@ -10,8 +10,8 @@ import (
 )
 
 // TestApplies: a policy applies to a change when it selects the new object or the old one
-// (a relabel out of its selection stays its business), never when suspended, and when its
-// selector cannot be evaluated (Decide then reports that, rather than skip it).
+// (a relabel out of its selection stays its business), never when suspended or when its
+// selector cannot be evaluated (it then selects nothing; its status says so).
 func TestApplies(t *testing.T) {
 	in := func(oldLabels, newLabels map[string]string) Input {
 		i := Input{New: &workload.Workload{Ref: workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: "t", Name: "w"}, Labels: newLabels}}
@@ -31,11 +31,11 @@ func TestApplies(t *testing.T) {
 		in   Input
 		want bool
 	}{
-		"selects the new object":              {policy(app, false), in(nil, kas), true},
-		"selected the old object only":        {policy(app, false), in(kas, other), true},
-		"selects neither":                     {policy(app, false), in(other, other), false},
-		"suspended":                           {policy(app, true), in(kas, kas), false},
-		"a selector that cannot be evaluated": {policy(bad, false), in(nil, other), true},
+		"selects the new object":       {policy(app, false), in(nil, kas), true},
+		"selected the old object only": {policy(app, false), in(kas, other), true},
+		"selects neither":              {policy(app, false), in(other, other), false},
+		"suspended":                    {policy(app, true), in(kas, kas), false},
+		"a selector that cannot be evaluated selects nothing": {policy(bad, false), in(nil, other), false},
 	} {
 		if got := Applies(c.p, c.in); got != c.want {
 			t.Errorf("%s: Applies = %t, want %t", name, got, c.want)

@@ -28,8 +28,6 @@ const (
 	RuleMinInterval       = "minInterval"
 	RuleRevertWindow      = "revertWindow"
 	RuleArgsMatchReplicas = "argsMatchReplicas"
-	// RuleTargets reports a policy whose selectors cannot be evaluated.
-	RuleTargets = "targets"
 	// RuleSelection reports an update that takes a workload out of a policy's selection.
 	RuleSelection = "selection"
 	// RuleWindow reports a rollout held by the policy's windows.
@@ -98,14 +96,11 @@ func Decide(in Input) (Decision, error) {
 		if p.Spec.Suspend || (exempt && grant == nil) {
 			continue
 		}
-		selectsNew, selectedOld, err := selection(p, in)
+		// A selector that cannot be evaluated (stored while the policy webhook was down)
+		// selects nothing: one broken policy must not refuse every workload change in the
+		// cluster. Its status is Ready=False and alerts (HoldfastPolicyNotInForce).
+		selectsNew, selectedOld, _ := selection(p, in)
 		action := decision.ActionFor(p.Spec.Mode)
-		if err != nil {
-			// A policy we cannot evaluate must not silently allow what it may forbid.
-			d.Violations = append(d.Violations, decision.Violation{Policy: p.Name, Rule: RuleTargets, Action: action,
-				Message: fmt.Sprintf("the policy cannot be evaluated: %v; fix the policy or suspend it", err)})
-			continue
-		}
 		if !selectsNew && !selectedOld {
 			continue
 		}
@@ -172,21 +167,21 @@ func flagsOf(in Input) []v1alpha1.ArgMatchesReplicas {
 }
 
 // Applies reports whether Decide evaluates the policy for the request: it is not
-// suspended and selects the new object or the old one, or its selectors cannot be
-// evaluated (Decide then reports it). Offline tools name the policies each change was
-// judged by with it.
+// suspended and selects the new object or the old one (a selector that cannot be
+// evaluated selects nothing). Offline tools name the policies each change was judged by
+// with it.
 func Applies(p *v1alpha1.RolloutPolicy, in Input) bool {
 	if p.Spec.Suspend {
 		return false
 	}
-	selectsNew, selectedOld, err := selection(p, in)
-	return err != nil || selectsNew || selectedOld
+	selectsNew, selectedOld, _ := selection(p, in)
+	return selectsNew || selectedOld
 }
 
 // selection is whether a policy selects the new object and the old one (none on CREATE).
 // A policy applies when it selects either, so relabelling a workload cannot carry a change
 // past it, and an UPDATE that takes the workload out of its selection is refused. An error
-// means the policy's selectors are invalid.
+// means the policy's selectors are invalid: it then selects nothing.
 func selection(p *v1alpha1.RolloutPolicy, in Input) (selectsNew, selectedOld bool, err error) {
 	if selectsNew, err = in.Matcher.Selects(p.Spec.Targets, in.New.Kind, in.NamespaceLabels, in.New.Labels); err != nil || in.Old == nil {
 		return selectsNew, false, err
