@@ -104,6 +104,7 @@ func TestDefaultsAsTheAPIServer(t *testing.T) {
 	fields := defaultedFields()
 	setOff := map[string][]string{} // field -> the cases that set it off
 	kinds := map[string]int{}
+	differences := 0
 	for _, doc := range docs {
 		obj := doc.Object.(client.Object)
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
@@ -118,6 +119,7 @@ func TestDefaultsAsTheAPIServer(t *testing.T) {
 			}
 			want, got := fieldOf(t, server, "spec"), fieldOf(t, offline, "spec")
 			if diff := cmp.Diff(want, got); diff != "" {
+				differences++
 				t.Errorf("%s: the spec defaulted offline differs from the API server's (-server +offline):\n%s", doc.Source, diff)
 			}
 			if diff := cmp.Diff(fieldOf(t, server, "status"), fieldOf(t, offline, "status")); diff != "" {
@@ -155,7 +157,8 @@ func TestDefaultsAsTheAPIServer(t *testing.T) {
 	for _, m := range missing {
 		t.Errorf("no case of the corpus sets off the default of %s", m)
 	}
-	t.Logf("DEFAULTS corpus=%d defaulted-fields=%d covered=%d", len(docs), len(fields), len(fields)-len(missing))
+	fmt.Printf("RELIABILITY defaults-vs-apiserver objects=%d defaultedFields=%d covered=%d differences=%d\n",
+		len(docs), len(fields), len(fields)-len(missing), differences)
 }
 
 // asJSON is obj unstructured, which the client sends and receives as JSON, as the API
