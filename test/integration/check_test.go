@@ -25,8 +25,8 @@ import (
 
 // TestCheckAgreesWithTheWebhook: with every sample RolloutPolicy in force, `holdfast
 // check` gives exactly the answer the API server returns from holdfast's webhook for the
-// same changes: the same denial message, or an admission. The manifests spell out the
-// fields the API server would default (check does not default them).
+// same changes: the same denial message, or an admission. check defaults the manifests as
+// the API server does (internal/defaults).
 func TestCheckAgreesWithTheWebhook(t *testing.T) {
 	ctx := context.Background()
 	docs, err := check.ReadObjects([]string{"../../config/samples/"}, nil)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/defaults"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
@@ -83,7 +85,13 @@ func NewCommand() *cobra.Command {
 		Short: "Evaluate workload changes against RolloutPolicies offline, as the rollout webhook would",
 		Long: `check runs the rollout guard's decision on manifests, without a cluster: each workload
 given once is a CREATE; a workload given twice (same kind, namespace and name) is an UPDATE
-from the first to the second. Violations print exactly as the webhook's denial message.
+from the first to the second. Both are judged as the API server sends them to the webhook:
+with its defaults (a Deployment without a strategy takes 25% of its pods down at once; a
+field left out equals its default value), the new object with the old one's status. The
+old object's status, when given (kubectl get -o yaml prints it), is read as the webhook
+reads the stored object's: a rollout it shows under way has not finished; an old object
+without a status is taken as fully rolled out. Violations print exactly as the webhook's
+denial message.
 Namespace objects among the files give their namespaces' labels; any other namespace has
 only kubernetes.io/metadata.name. --history takes ReplicaSets and ControllerRevisions for
 the rules that read a workload's revisions. Policies are read as the API server, with
@@ -428,6 +436,8 @@ func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, liv
 	var results []Result
 	for _, key := range order {
 		c := changes[key]
+		// The webhook is sent both objects defaulted, the new one with the old one's status.
+		c.old, c.new = defaults.Admitted(c.old, c.new)
 		in := rollout.Input{Operation: admissionv1.Create, User: user, Policies: policies, Matcher: matcher, Now: now}
 		var err error
 		if in.New, err = workload.From(c.new); err != nil {
@@ -457,7 +467,7 @@ func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, liv
 			case live != nil:
 				in.Journal = liveJournal(live, in.Old)
 			case len(revisions) == 0:
-				in.Journal = settled(in.Old)
+				in.Journal = settled(in.Old, hasStatus(c.old), now)
 			}
 		}
 		d, err := rollout.Decide(in)
@@ -532,16 +542,30 @@ func liveJournal(r client.Reader, w *workload.Workload) *journal.Journal {
 }
 
 // settled is the journal check assumes without any history: the old object's template
-// has long been current and its rollout finished, so that only the rules that need no
-// history decide (the webhook, which always has the cluster's, may refuse more).
-func settled(w *workload.Workload) *journal.Journal {
+// has long been current, so that only the rules that need no history decide (the webhook,
+// which always has the cluster's, may refuse more). Its rollout is finished, unless the old
+// object was given with a status (withStatus) that shows it under way: then it last
+// progressed now, as the leader records a rollout it finds under way (journal.Observe),
+// and settle refuses a new template as the webhook does.
+func settled(w *workload.Workload, withStatus bool, now time.Time) *journal.Journal {
 	sum, ok := w.Template.Sum()
 	if !ok {
 		return nil
 	}
 	long := time.Time{}.Add(time.Hour)
+	r := journal.Revision{Template: sum, Since: long, Finished: &long, Progressed: long}
+	if withStatus && w.Rollout.InProgress {
+		r.Finished, r.Progressed = nil, now
+	}
 	return &journal.Journal{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, UID: w.UID, Generation: w.Generation,
-		Revisions: []journal.Revision{{Template: sum, Since: long, Finished: &long, Progressed: long}}}
+		Revisions: []journal.Revision{r}}
+}
+
+// hasStatus is an object given with a status, as kubectl get prints it; a manifest has
+// none, which does not mean that no pod is ready.
+func hasStatus(obj client.Object) bool {
+	st := reflect.ValueOf(obj).Elem().FieldByName("Status")
+	return st.IsValid() && !st.IsZero()
 }
 
 // historyOf is the workload's revisions among the objects given with --history.
