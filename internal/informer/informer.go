@@ -103,6 +103,7 @@ func Options(revision toolscache.TransformFunc, namespace string, journals label
 		DefaultTransform: strip,
 		ByObject: map[client.Object]crcache.ByObject{
 			&corev1.Pod{}:                {Transform: leanPod},
+			&corev1.Node{}:               {Transform: leanNode},
 			&appsv1.ReplicaSet{}:         {Transform: stripThenRevision},
 			&appsv1.ControllerRevision{}: {Transform: stripThenRevision},
 			&corev1.ConfigMap{}:          {Namespaces: map[string]crcache.Config{namespace: {}}, Label: journals},
@@ -111,6 +112,16 @@ func Options(revision toolscache.TransformFunc, namespace string, journals label
 }
 
 // leanPod keeps what decisions read of a pod; at 10,000 pods the rest is most of the cache.
+// leanNode keeps of a node what decisions read: its name and labels (how many nodes a
+// DaemonSet's node selector can run it on).
+func leanNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
+}
+
 func leanPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {

@@ -5,14 +5,18 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -181,4 +185,48 @@ func TestExemptionIsNotTheWorkloadsToGrant(t *testing.T) {
 			t.Fatalf("a relabel that keeps the workload selected: %v", err)
 		}
 	})
+}
+
+// TestDaemonSetCreateCountsNodes is finding 5 of the outcome issue, through the API server:
+// a DaemonSet CREATE carries no status (the API server clears it), so its maxUnavailable
+// 100% resolved against 0 pods passed a limit of 1. holdfast resolves it against the
+// cached nodes its node selector matches: with three such nodes it is refused.
+func TestDaemonSetCreateCountsNodes(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	pool := "holdfast.dev/integration-" + ns
+	for i := range 3 {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", ns, i), Labels: map[string]string{pool: "true"}}}
+		if err := k8s.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
+	}
+	p := utiltesting.MakeRolloutPolicy("agents").Kinds(v1alpha1.KindDaemonSet).Obj()
+	p.Spec.Rules.Strategy = &v1alpha1.StrategyRule{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	applyPolicy(t, ns, p)
+	ds := func(nodeSelector map[string]string) *appsv1.DaemonSet {
+		labels := map[string]string{"app": "agent"}
+		return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
+			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+				UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+					RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromString("100%"))}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{NodeSelector: nodeSelector, Containers: []corev1.Container{{Name: "agent", Image: "agent:1"}}}}}}
+	}
+	// The nodes reach holdfast's cache a moment after they are created.
+	var err error
+	deadline := time.Now().Add(10 * time.Second)
+	for err = k8s.Create(ctx, ds(map[string]string{pool: "true"}), client.DryRunAll); err == nil && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		err = k8s.Create(ctx, ds(map[string]string{pool: "true"}), client.DryRunAll)
+	}
+	assertHoldfastDenied(t, err, rollout.RuleStrategy, "spec.updateStrategy.rollingUpdate.maxUnavailable")
+	if !strings.Contains(err.Error(), "lets 3 of 3 pods go at once") {
+		t.Errorf("the refusal does not count the three nodes: %v", err)
+	}
+	// A node selector no node matches runs nowhere: nothing to take down.
+	if err := k8s.Create(ctx, ds(map[string]string{pool: "elsewhere"}), client.DryRunAll); err != nil {
+		t.Errorf("a DaemonSet that runs on no node: %v", err)
+	}
 }

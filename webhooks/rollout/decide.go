@@ -60,7 +60,11 @@ type Input struct {
 	// Evictions are, by policy name, what each policy with a sharedBudget reads of the
 	// workload's evictions; read on an UPDATE that may start a rollout.
 	Evictions map[string]budget.Evictions
-	Now       time.Time
+	// Nodes is, on a DaemonSet CREATE that a strategy rule judges (NeedsNodes), how many
+	// nodes its node selector matches (workload.NodesFor): what its percentages resolve
+	// against, since the API server clears the status a CREATE carries.
+	Nodes int32
+	Now   time.Time
 }
 
 // Decision is the outcome of evaluating every applicable policy.

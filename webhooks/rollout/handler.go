@@ -70,7 +70,7 @@ const startAttempts = 5
 var _ admission.Handler = &Handler{}
 
 // +kubebuilder:rbac:groups=holdfast.dev,resources=rolloutpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces;pods;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets;controllerrevisions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -93,6 +93,15 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	in.Now = start
 	if in.NamespaceLabels, err = policy.NamespaceLabels(ctx, h.Reader, req.Namespace); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if NeedsNodes(in) {
+		spec, err := in.New.Template.Spec()
+		if err != nil {
+			return errored(badRequest("%s: %v", in.New, err))
+		}
+		if in.Nodes, err = workload.NodesFor(ctx, h.Reader, spec.Spec.NodeSelector); err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("listing the nodes %s may run on: %w; retry", in.New, err))
+		}
 	}
 	if ReadsRevisions(in) {
 		if err := h.readRevisions(ctx, &in); err != nil {

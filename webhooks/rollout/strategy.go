@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -30,7 +31,15 @@ func checkStrategy(in Input, rule *v1alpha1.StrategyRule) ([]finding, error) {
 	if rule == nil {
 		return nil, nil
 	}
-	found, err := lintStrategy(in.New, rule)
+	w := in.New
+	if in.Operation == admissionv1.Create && w.Kind == v1alpha1.KindDaemonSet && in.Nodes > w.Expected {
+		// Its percentages resolve against the nodes it will run on, not the 0 pods it
+		// has before the DaemonSet controller writes its status.
+		c := *w
+		c.Expected = in.Nodes
+		w = &c
+	}
+	found, err := lintStrategy(w, rule)
 	if err != nil || in.Old == nil || len(found) == 0 {
 		return found, err
 	}
@@ -64,6 +73,15 @@ const (
 	absent  = int64(math.MaxInt64)
 	forever = int64(math.MaxInt64 - 1)
 )
+
+// NeedsNodes is a DaemonSet CREATE that a selecting policy's strategy rule judges: its
+// percentages resolve against the nodes it will run on (Input.Nodes).
+func NeedsNodes(in Input) bool {
+	if in.Operation != admissionv1.Create || in.New == nil || in.New.Kind != v1alpha1.KindDaemonSet {
+		return false
+	}
+	return len(selecting(&in, func(r *v1alpha1.RolloutRules) bool { return r.Strategy != nil })) > 0
+}
 
 // unavailableDuringRollout is how many of a workload's pods its strategy takes down at
 // once, as its controller resolves the strategy: Recreate takes them all; a Deployment

@@ -201,3 +201,44 @@ func TestDaemonSetPercentagesRoundUp(t *testing.T) {
 		t.Errorf("findings %+v, want maxUnavailable 34%% of 5 to take 2 down", found)
 	}
 }
+
+// TestDaemonSetCreateResolvesAgainstNodes: the API server clears a CREATE's status, so a
+// new DaemonSet has 0 pods to resolve a percentage against. Resolved against the nodes its
+// node selector matches, maxUnavailable: 100% lets every agent go at once, more than a
+// limit of 1: refused, where against 0 pods it passed.
+func TestDaemonSetCreateResolvesAgainstNodes(t *testing.T) {
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromString("100%"))}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "agent:1"}}}}}}
+	w, err := workload.From(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.RolloutPolicySpec{
+		Rules: v1alpha1.RolloutRules{Strategy: &v1alpha1.StrategyRule{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}}}}
+	in := Input{Operation: admissionv1.Create, New: w, Policies: policies}
+	if !NeedsNodes(in) {
+		t.Fatal("a DaemonSet CREATE under a strategy rule must read the nodes")
+	}
+	for nodes, want := range map[int32][]string{0: nil, 1: nil, 8: {RuleStrategy}} {
+		in.Nodes = nodes
+		d := decide(t, in)
+		var got []string
+		for _, v := range d.Violations {
+			got = append(got, v.Rule)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%d nodes: violated rules (-want +got):\n%s\n%v", nodes, diff, d.Violations)
+		}
+		if nodes == 8 && !strings.Contains(d.Violations[0].Message, "lets 8 of 8 pods go at once") {
+			t.Errorf("the refusal does not count the nodes: %s", d.Violations[0].Message)
+		}
+	}
+	in.Operation, in.Old = admissionv1.Update, w
+	if NeedsNodes(in) {
+		t.Error("an UPDATE carries the DaemonSet's status: it reads no nodes")
+	}
+}

@@ -4,6 +4,7 @@
   - ""
   resources:
   - namespaces
+  - nodes
   - pods
   verbs:
   - get

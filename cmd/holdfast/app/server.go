@@ -168,7 +168,7 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	}
 	informers := []client.Object{
 		&v1alpha1.RolloutPolicy{}, &v1alpha1.DisruptionPolicy{}, policy.NamespaceMetadata(),
-		&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{},
+		&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{}, &corev1.Node{},
 	}
 	for _, k := range workload.Kinds() {
 		obj, _ := workload.New(k)
