@@ -52,6 +52,9 @@ var (
 	// webhookHost and webhookPort are where holdfast's webhook server listens.
 	webhookHost string
 	webhookPort int
+	// auditLogPath is the API server's audit log (every request's metadata, the webhooks'
+	// audit annotations).
+	auditLogPath string
 )
 
 func TestMain(m *testing.M) {
@@ -87,6 +90,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	auditLogPath = auditLog
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
