@@ -76,6 +76,9 @@ func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
 // Without is p without the rules named (of StateReads): Decide with it never reads what
 // only they read.
 func Without(p v1alpha1.RolloutPolicy, rules ...string) v1alpha1.RolloutPolicy {
+	if len(rules) == 0 {
+		return p
+	}
 	p.Spec = *p.Spec.DeepCopy()
 	r := &p.Spec.Rules
 	for _, rule := range rules {
