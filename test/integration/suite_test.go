@@ -161,7 +161,7 @@ func run(m *testing.M) int {
 	}
 	code := m.Run()
 	wholeSuite := flag.Lookup("test.run").Value.String() == "" && flag.Lookup("test.skip").Value.String() == ""
-	if err := checkRBACAgainstAudit(auditLog, wholeSuite); err != nil {
+	if err := checkRBACAgainstAudit(wholeSuite); err != nil {
 		fmt.Println("--- FAIL: RBAC against the audit log:", err)
 		return 1
 	}
