@@ -14,12 +14,12 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/policyreport"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // PolicyReports are written in the wgpolicyk8s.io format Kyverno and Policy Reporter read
 // (internal/policyreport), one per RolloutPolicy and namespace, when that CRD is installed
 // (holdfast never installs it).
-var policyReportGVK = policyreport.GVK
 
 // +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports,verbs=get;create;update
 
@@ -36,7 +36,7 @@ func (r *policyReport) add(kind v1alpha1.WorkloadKind, obj client.Object, found 
 		return
 	}
 	r.summary.Fail++
-	w := policyreport.Workload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
+	w := workload.Ref{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
 	for _, v := range found {
 		r.results = append(r.results, policyreport.Result(v.Policy, v.Rule, policyreport.Fail, v.Message, w, now))
 	}
@@ -44,7 +44,7 @@ func (r *policyReport) add(kind v1alpha1.WorkloadKind, obj client.Object, found 
 
 // writeReports writes the policy's PolicyReports, when the CRD is installed.
 func (r *RolloutPolicyStatus) writeReports(ctx context.Context, p *v1alpha1.RolloutPolicy, reports map[string]*policyReport) error {
-	if _, err := r.Client.RESTMapper().RESTMapping(policyReportGVK.GroupKind(), policyReportGVK.Version); err != nil {
+	if _, err := r.Client.RESTMapper().RESTMapping(policyreport.GVK.GroupKind(), policyreport.GVK.Version); err != nil {
 		if meta.IsNoMatchError(err) {
 			return nil // no PolicyReport CRD: nothing to write
 		}
@@ -53,7 +53,7 @@ func (r *RolloutPolicyStatus) writeReports(ctx context.Context, p *v1alpha1.Roll
 	for ns, rep := range reports {
 		name := policyreport.Name(p.Name)
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(policyReportGVK)
+		u.SetGroupVersionKind(policyreport.GVK)
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("reading PolicyReport %s/%s: %w", ns, name, err)

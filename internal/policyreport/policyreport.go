@@ -9,9 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // GVK is the PolicyReport's kind, which holdfast never installs.
@@ -40,15 +39,8 @@ func Labels(policy string) map[string]string {
 	return map[string]string{"app.kubernetes.io/managed-by": "holdfast", "holdfast.dev/policy": policy}
 }
 
-// Workload is the workload a result is about.
-type Workload struct {
-	Kind            v1alpha1.WorkloadKind
-	Namespace, Name string
-	UID             types.UID
-}
-
 // Result is one result of a report: what a policy's rule found of a workload at now.
-func Result(policy, rule, result, message string, w Workload, now time.Time) map[string]any {
+func Result(policy, rule, result, message string, w workload.Ref, now time.Time) map[string]any {
 	resource := map[string]any{"apiVersion": "apps/v1", "kind": string(w.Kind), "namespace": w.Namespace, "name": w.Name}
 	if w.UID != "" {
 		resource["uid"] = string(w.UID)

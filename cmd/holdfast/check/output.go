@@ -196,7 +196,7 @@ func PolicyReports(report Report) []PolicyReport {
 	}
 	reports := map[key]*built{}
 	for _, r := range report.Results {
-		w := policyreport.Workload{Kind: r.workload.Kind, Namespace: r.workload.Namespace, Name: r.workload.Name, UID: r.workload.UID}
+		w := r.workload
 		for _, name := range r.Policies {
 			k := key{w.Namespace, name}
 			b := reports[k]
