@@ -9,97 +9,69 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/policyreport"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
-// PolicyReports are written in the wgpolicyk8s.io format Kyverno and Policy Reporter read,
-// one per RolloutPolicy and namespace, when that CRD is installed (holdfast never installs
-// it).
-var policyReportGVK = schema.GroupVersionKind{Group: "wgpolicyk8s.io", Version: "v1alpha2", Kind: "PolicyReport"}
+// PolicyReports are written in the wgpolicyk8s.io format Kyverno and Policy Reporter read
+// (internal/policyreport), one per RolloutPolicy and namespace, when that CRD is installed
+// (holdfast never installs it).
 
 // +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports,verbs=get;create;update
 
-// policyReport is the audit's results in one namespace.
+// policyReport is the audit's results in one namespace: a fail result per violation, and
+// the workloads that pass or fail counted.
 type policyReport struct {
-	results    []any
-	pass, fail int64
+	results []any
+	summary policyreport.Summary
 }
 
 func (r *policyReport) add(kind v1alpha1.WorkloadKind, obj client.Object, found decision.Violations, now time.Time) {
 	if len(found) == 0 {
-		r.pass++
+		r.summary.Pass++
 		return
 	}
-	r.fail++
+	r.summary.Fail++
+	w := workload.Ref{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
 	for _, v := range found {
-		r.results = append(r.results, map[string]any{
-			"source": "holdfast", "policy": v.Policy, "rule": v.Rule, "result": "fail", "scored": true,
-			"message":   v.Message,
-			"timestamp": map[string]any{"seconds": now.Unix(), "nanos": int64(0)},
-			"resources": []any{map[string]any{"apiVersion": "apps/v1", "kind": string(kind),
-				"namespace": obj.GetNamespace(), "name": obj.GetName(), "uid": string(obj.GetUID())}},
-		})
+		r.results = append(r.results, policyreport.Result(v.Policy, v.Rule, policyreport.Fail, v.Message, w, now))
 	}
-}
-
-// reportName is the PolicyReport of a RolloutPolicy in each namespace.
-func reportName(policy string) string {
-	name := "holdfast-" + policy
-	if len(name) > 253 {
-		name = name[:253]
-	}
-	return name
 }
 
 // writeReports writes the policy's PolicyReports, when the CRD is installed.
 func (r *RolloutPolicyStatus) writeReports(ctx context.Context, p *v1alpha1.RolloutPolicy, reports map[string]*policyReport) error {
-	if _, err := r.Client.RESTMapper().RESTMapping(policyReportGVK.GroupKind(), policyReportGVK.Version); err != nil {
+	if _, err := r.Client.RESTMapper().RESTMapping(policyreport.GVK.GroupKind(), policyreport.GVK.Version); err != nil {
 		if meta.IsNoMatchError(err) {
 			return nil // no PolicyReport CRD: nothing to write
 		}
 		return err
 	}
 	for ns, rep := range reports {
+		name := policyreport.Name(p.Name)
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(policyReportGVK)
-		err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: reportName(p.Name)}, u)
-		exists := err == nil
+		u.SetGroupVersionKind(policyreport.GVK)
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("reading PolicyReport %s/%s: %w", ns, reportName(p.Name), err)
-		}
-		if !exists {
-			u = &unstructured.Unstructured{}
-			u.SetGroupVersionKind(policyReportGVK)
-			u.SetNamespace(ns)
-			u.SetName(reportName(p.Name))
-			u.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "holdfast", "holdfast.dev/policy": p.Name})
-		}
-		results := rep.results
-		if results == nil {
-			results = []any{}
-		}
-		summary := map[string]any{"pass": rep.pass, "fail": rep.fail, "warn": int64(0), "error": int64(0), "skip": int64(0)}
-		if exists {
-			// A result already reported keeps the time it was first found, and a report
-			// that says what it said is not written again.
-			results = keepTimestamps(u.Object["results"], results)
-			if sameJSON(u.Object["results"], results) && sameJSON(u.Object["summary"], summary) {
-				continue
-			}
-		}
-		u.Object["results"] = results
-		u.Object["summary"] = summary
-		if exists {
-			err = r.Client.Update(ctx, u)
-		} else {
-			err = r.Client.Create(ctx, u)
+			return fmt.Errorf("reading PolicyReport %s/%s: %w", ns, name, err)
 		}
 		if err != nil {
-			return fmt.Errorf("writing PolicyReport %s/%s: %w", ns, reportName(p.Name), err)
+			err = r.Client.Create(ctx, policyreport.New(ns, p.Name, rep.results, rep.summary))
+		} else {
+			// A result already reported keeps the time it was first found, and a report
+			// that says what it said is not written again.
+			next := policyreport.New(ns, p.Name, keepTimestamps(u.Object["results"], rep.results), rep.summary)
+			if sameJSON(u.Object["results"], next.Object["results"]) && sameJSON(u.Object["summary"], next.Object["summary"]) {
+				continue
+			}
+			u.Object["results"], u.Object["summary"] = next.Object["results"], next.Object["summary"]
+			err = r.Client.Update(ctx, u)
+		}
+		if err != nil {
+			return fmt.Errorf("writing PolicyReport %s/%s: %w", ns, name, err)
 		}
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/internal/memstore"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
+	"github.com/holdfast-dev/holdfast/internal/policyreport"
 	"github.com/holdfast-dev/holdfast/test/util/golden"
 )
 
@@ -173,7 +174,7 @@ type reportStore struct{ memstore.Writer }
 
 func (reportStore) RESTMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
-	m.Add(policyReportGVK, meta.RESTScopeNamespace)
+	m.Add(policyreport.GVK, meta.RESTScopeNamespace)
 	return m
 }
 
@@ -193,7 +194,7 @@ func kasReport(now time.Time, more ...decision.Violation) map[string]*policyRepo
 func storedReport(t *testing.T, store *memstore.Store) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(policyReportGVK)
+	u.SetGroupVersionKind(policyreport.GVK)
 	if err := store.Get(context.Background(), client.ObjectKey{Namespace: "tenant-a", Name: "holdfast-kas-rollouts"}, u); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestPolicyReportStoredForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.AssertJSON(t, "testdata/policyreport.golden", written(storedReport(t, store),
-		metav1.TypeMeta{APIVersion: policyReportGVK.GroupVersion().String(), Kind: policyReportGVK.Kind}))
+		metav1.TypeMeta{APIVersion: policyreport.GVK.GroupVersion().String(), Kind: policyreport.GVK.Kind}))
 }
 
 // TestKeepsThePreviousReleasesPolicyReport: the PolicyReport release 5648181 wrote is the

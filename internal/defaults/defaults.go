@@ -60,6 +60,10 @@ func Admitted[T interface {
 	}
 	old = old.DeepCopyObject().(T)
 	Object(old)
+	// The API server keeps the stored object's identity (rest.BeforeUpdate): the UID,
+	// which owns the workload's revisions, and the creation time.
+	obj.SetUID(old.GetUID())
+	obj.SetCreationTimestamp(old.GetCreationTimestamp())
 	obj.SetGeneration(old.GetGeneration())
 	switch o := any(obj).(type) {
 	case *appsv1.Deployment:
@@ -104,6 +108,17 @@ func clearStatus(obj runtime.Object) {
 	case *appsv1.DaemonSet:
 		o.Status = appsv1.DaemonSetStatus{}
 	}
+}
+
+// ReplicaSet is SetObjectDefaults_ReplicaSet: SetDefaults_ReplicaSet
+// (pkg/apis/apps/v1/defaults.go), then the pod template's defaults. A Deployment's
+// ReplicaSets carry its defaulted template; check defaults the ones it is given in files
+// so that they compare with the workload's as the cluster's would.
+func ReplicaSet(rs *appsv1.ReplicaSet) {
+	if rs.Spec.Replicas == nil {
+		rs.Spec.Replicas = ptr.To[int32](1)
+	}
+	podTemplate(&rs.Spec.Template)
 }
 
 // Deployment is SetObjectDefaults_Deployment: SetDefaults_Deployment

@@ -11,9 +11,11 @@ package informer
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -147,4 +149,41 @@ func leanPod(obj any) (any, error) {
 		}
 	}
 	return lean, nil
+}
+
+// Direct reads the API server through r as holdfast's decisions read their cache: a list
+// by OwnerIndex, which only the cache indexes, lists the namespace and keeps the objects
+// whose controller has the UID. It is for tools that read a cluster once (holdfast check
+// --cluster) and start no informers, so that they read through the webhook's own readers.
+func Direct(r client.Reader) client.Reader { return direct{r} }
+
+type direct struct{ client.Reader }
+
+func (d direct) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	owner, indexed := "", false
+	if o.FieldSelector != nil {
+		owner, indexed = o.FieldSelector.RequiresExactMatch(OwnerIndex)
+	}
+	if !indexed {
+		return d.Reader.List(ctx, list, opts...)
+	}
+	if reqs := o.FieldSelector.Requirements(); len(reqs) != 1 {
+		return fmt.Errorf("listing by %s and other fields: only the cache indexes %s", o.FieldSelector, OwnerIndex)
+	}
+	o.FieldSelector = nil
+	if err := d.Reader.List(ctx, list, o); err != nil {
+		return err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	owned := items[:0]
+	for _, item := range items {
+		if obj, ok := item.(client.Object); ok && slices.Contains(ControllerUID(obj), owner) {
+			owned = append(owned, item)
+		}
+	}
+	return meta.SetList(list, owned)
 }

@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -88,6 +91,21 @@ func (s *Store) Add(cm *corev1.ConfigMap) {
 		k := workloadKey{j.Kind, j.Namespace, j.Name}
 		s.journals[k], s.byName[cm.Name] = j, k
 	}
+}
+
+// ReadStore lists the revision journals in holdfast's namespace from r into a Store, as the
+// cache's informer feeds the webhook's: for tools that read a cluster once (holdfast check
+// --cluster).
+func ReadStore(ctx context.Context, r client.Reader, namespace string) (*Store, error) {
+	var cms corev1.ConfigMapList
+	if err := r.List(ctx, &cms, client.InNamespace(namespace), client.MatchingLabels{ComponentLabel: Component}); err != nil {
+		return nil, fmt.Errorf("listing the revision journals in %s: %w", namespace, err)
+	}
+	s := &Store{}
+	for i := range cms.Items {
+		s.Add(&cms.Items[i])
+	}
+	return s, nil
 }
 
 // Delete forgets a journal.

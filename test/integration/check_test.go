@@ -3,7 +3,12 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,8 +19,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/check"
@@ -138,8 +146,8 @@ func withVersion(obj client.Object, rv string) client.Object {
 
 // TestCheckReadsHistoryFromTheCluster: with the cluster to read revisions from, `holdfast
 // check` refuses a new revision of a konnectivity-agent Deployment sooner than the sample
-// policy's minInterval after the last one, exactly as the webhook does; without it, it has
-// no history to refuse by.
+// policy's minInterval after the last one, exactly as the webhook does; without it, it says
+// it does not decide minInterval.
 func TestCheckReadsHistoryFromTheCluster(t *testing.T) {
 	ctx := context.Background()
 	docs, err := check.ReadObjects([]string{"../../config/samples/rolloutpolicy_konnectivity_agent.yaml"}, nil)
@@ -185,10 +193,14 @@ func TestCheckReadsHistoryFromTheCluster(t *testing.T) {
 	in := []check.Document{{Object: kubeSystem}, {Object: old}, {Object: next}}
 
 	offline, err := check.Evaluate([]v1alpha1.RolloutPolicy{*p}, in, nil, nil, authenticationv1.UserInfo{}, time.Now())
-	if err != nil || offline[0].Action != "allow" {
-		t.Fatalf("without the cluster: %v, %+v; want an admission (no history)", err, offline)
+	if err != nil || offline[0].Action != check.ActionUndecided {
+		t.Fatalf("without the cluster: %v, %+v; want minInterval not decided", err, offline)
 	}
-	results, err := check.Evaluate([]v1alpha1.RolloutPolicy{*p}, in, nil, k8s, authenticationv1.UserInfo{}, time.Now())
+	cluster, err := check.NewCluster(restConfig, holdfastNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := check.Evaluate([]v1alpha1.RolloutPolicy{*p}, in, nil, cluster, authenticationv1.UserInfo{}, time.Now())
 	if err != nil || len(results) != 1 || results[0].Action != "deny" {
 		t.Fatalf("with the cluster: %v, %+v; want minInterval to refuse", err, results)
 	}
@@ -208,5 +220,88 @@ func TestCheckReadsHistoryFromTheCluster(t *testing.T) {
 	want := results[0].Violations[0].Message
 	if got, ok := deniedBy(err, interception.TypeRollout); !ok || durations.ReplaceAllString(got, "D") != durations.ReplaceAllString(want, "D") {
 		t.Errorf("the webhook answered\n  %v\nholdfast check says\n  %s", err, want)
+	}
+}
+
+// TestCheckCommandReadsTheCluster: the command line, given a kubeconfig and a context
+// whose user is bound only to config/check-reader, reads the cluster (--cluster implied),
+// decides at --now, and says offline what it does not decide.
+func TestCheckCommandReadsTheCluster(t *testing.T) {
+	ctx := context.Background()
+	installCheckReader(t)
+	ns := createNamespace(t, nil)
+	p := utiltesting.MakeRolloutPolicy("pace").Obj()
+	p.Spec.Rules.MinInterval = &metav1.Duration{Duration: time.Hour}
+	applyPolicy(t, ns, p)
+	d := utiltesting.MakeDeployment(ns, "kas").Obj()
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	r := &corpusRun{t: t, ns: ns}
+	stored := finished(r, d)
+	next := withImage(stored.(*appsv1.Deployment), "registry.example/main:2")
+	next.ManagedFields, next.ResourceVersion, next.UID, next.Status = nil, "", "", appsv1.DeploymentStatus{}
+	dir := t.TempDir()
+	files := filepath.Join(dir, "kas.yaml")
+	policies := filepath.Join(dir, "policy.yaml")
+	write := func(path string, obj any) {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
+	write(files, next)
+	write(policies, map[string]any{"apiVersion": "holdfast.dev/v1alpha1", "kind": "RolloutPolicy",
+		"metadata": map[string]any{"name": p.Name}, "spec": p.Spec})
+
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: restConfig.Host, CertificateAuthorityData: restConfig.CAData}
+	kc.AuthInfos["ci"] = &clientcmdapi.AuthInfo{ClientCertificateData: restConfig.CertData, ClientKeyData: restConfig.KeyData, Token: restConfig.BearerToken,
+		Impersonate: checkReader.UserName, ImpersonateGroups: checkReader.Groups}
+	kc.Contexts["ci"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "ci"}
+	kc.Contexts["elsewhere"] = &clientcmdapi.Context{Cluster: "nowhere", AuthInfo: "ci"}
+	kc.CurrentContext = "elsewhere"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	run := func(o check.Options) (check.Result, int) {
+		t.Helper()
+		o.Policies, o.Files, o.Output, o.HoldfastNamespace = []string{policies}, []string{files}, "json", holdfastNamespace
+		var out bytes.Buffer
+		err := check.Run(&out, nil, &o, time.Now())
+		code := 0
+		var ee *check.ExitError
+		if errors.As(err, &ee) {
+			code = ee.Code
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		var report check.Report
+		if code == 2 {
+			return check.Result{}, code
+		}
+		if jerr := json.Unmarshal(out.Bytes(), &report); jerr != nil || len(report.Results) != 1 {
+			t.Fatalf("exit %d (%v): %s", code, err, out.String())
+		}
+		return report.Results[0], code
+	}
+	if r, code := run(check.Options{}); code != 0 || r.Action != check.ActionUndecided || r.Operation != "CREATE" {
+		t.Errorf("offline: exit %d, %+v; want an undecided CREATE (check does not know the workload exists)", code, r)
+	}
+	if r, code := run(check.Options{Kubeconfig: kubeconfig, Context: "ci"}); code != 1 || r.Action != "deny" || r.Code != 403 ||
+		r.Operation != "UPDATE" || len(r.Violations) != 1 || r.Violations[0].Rule != "minInterval" {
+		t.Errorf("with the cluster: exit %d, %+v; want the UPDATE refused by minInterval", code, r)
+	}
+	later := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+	if r, code := run(check.Options{Kubeconfig: kubeconfig, Context: "ci", Now: later}); code != 0 || r.Action != "allow" || r.Code != 200 {
+		t.Errorf("--now two hours later: exit %d, %+v; want it admitted", code, r)
+	}
+	if _, code := run(check.Options{Kubeconfig: kubeconfig}); code != 2 {
+		t.Errorf("the kubeconfig's current context reaches no cluster: exit %d, want 2", code)
 	}
 }

@@ -3,9 +3,7 @@
 package integration
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -107,76 +105,14 @@ var notExercised = map[string]string{
 // through watches (watch-list) and gets are served from them, so get and list count as
 // used on a resource holdfast watched. Unused grants are judged only when the whole suite
 // ran (wholeSuite): a run of some tests (-run) exercises only some verbs.
-func checkRBACAgainstAudit(logPath string, wholeSuite bool) error {
-	f, err := os.Open(logPath)
+func checkRBACAgainstAudit(wholeSuite bool) error {
+	used, forbidden, err := callsOf(holdfastUser)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	used := map[string]bool{}
-	var forbidden []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var ev struct {
-			Stage            string `json:"stage"`
-			Verb             string `json:"verb"`
-			ImpersonatedUser *struct {
-				Username string `json:"username"`
-			} `json:"impersonatedUser"`
-			ObjectRef *struct {
-				Resource, Subresource, APIGroup, Namespace string
-			} `json:"objectRef"`
-			ResponseStatus *struct {
-				Code int `json:"code"`
-			} `json:"responseStatus"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.ImpersonatedUser == nil || ev.ImpersonatedUser.Username != holdfastUser || ev.ObjectRef == nil {
-			continue
-		}
-		res := ev.ObjectRef.Resource
-		if ev.ObjectRef.Subresource != "" {
-			res += "/" + ev.ObjectRef.Subresource
-		}
-		key := ev.ObjectRef.APIGroup + "/" + res + "/" + ev.Verb
-		used[key] = true
-		if ev.ResponseStatus != nil && ev.ResponseStatus.Code == 403 {
-			forbidden = append(forbidden, key+" in "+ev.ObjectRef.Namespace)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	objs, err := charts.Kustomize("rbac")
+	granted, err := granted("rbac")
 	if err != nil {
 		return err
-	}
-	var granted []string
-	for _, u := range objs {
-		var rules []rbacv1.PolicyRule
-		switch u.GetKind() {
-		case "ClusterRole":
-			var r rbacv1.ClusterRole
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
-				return err
-			}
-			rules = r.Rules
-		case "Role":
-			var r rbacv1.Role
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
-				return err
-			}
-			rules = r.Rules
-		}
-		for _, rule := range rules {
-			for _, g := range rule.APIGroups {
-				for _, res := range rule.Resources {
-					for _, v := range rule.Verbs {
-						granted = append(granted, g+"/"+res+"/"+v)
-					}
-				}
-			}
-		}
 	}
 	var unused []string
 	for _, g := range granted {
@@ -201,4 +137,63 @@ func checkRBACAgainstAudit(logPath string, wholeSuite bool) error {
 		return fmt.Errorf("%s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// granted is every group/resource/verb the roles of a config/ kustomization grant.
+func granted(dir string) ([]string, error) {
+	objs, err := charts.Kustomize(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, u := range objs {
+		var rules []rbacv1.PolicyRule
+		switch u.GetKind() {
+		case "ClusterRole":
+			var r rbacv1.ClusterRole
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+				return nil, err
+			}
+			rules = r.Rules
+		case "Role":
+			var r rbacv1.Role
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+				return nil, err
+			}
+			rules = r.Rules
+		}
+		for _, rule := range rules {
+			for _, g := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					for _, v := range rule.Verbs {
+						out = append(out, g+"/"+res+"/"+v)
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// callsOf is what the user (impersonated) called in the run, as group/resource/verb, and
+// which of those calls authorization forbade, from the API server's audit log. (A 403 that
+// authorization allowed is admission's: a write into a namespace being deleted, as a
+// PolicyReport of a test's policy may be while the test's namespace goes.)
+func callsOf(user string) (used map[string]bool, forbidden []string, err error) {
+	used = map[string]bool{}
+	err = readAudit(0, func(ev auditEvent) {
+		if ev.ImpersonatedUser == nil || ev.ImpersonatedUser.Username != user || ev.ObjectRef == nil {
+			return
+		}
+		res := ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			res += "/" + ev.ObjectRef.Subresource
+		}
+		key := ev.ObjectRef.APIGroup + "/" + res + "/" + ev.Verb
+		used[key] = true
+		if ev.ResponseStatus != nil && ev.ResponseStatus.Code == 403 && ev.Annotations["authorization.k8s.io/decision"] == "forbid" {
+			forbidden = append(forbidden, key+" in "+ev.ObjectRef.Namespace)
+		}
+	})
+	return used, forbidden, err
 }

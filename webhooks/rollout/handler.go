@@ -124,7 +124,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 			recordEvents(h.Events, obj, d.Violations, start)
 		}
 	}
-	return respond(d)
+	return Respond(d)
 }
 
 // decideAndRecord decides, and records an admitted start in the ledger of every policy
@@ -147,11 +147,7 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 	ctx, cancel := h.Ledgers.Bound(ctx)
 	defer cancel()
 	for range startAttempts {
-		ledgers, err := h.readFleets(ctx, in, limited)
-		if err != nil {
-			return Decision{}, err
-		}
-		group, err := h.readEvictionBudgets(ctx, in, shared)
+		ledgers, group, err := h.readLedgers(ctx, in, limited, shared)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -184,6 +180,35 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		in.Now = h.Clock.Now()
 	}
 	return Decision{}, fmt.Errorf("the fleet and budget ledgers of %s are contended; retry", in.New)
+}
+
+// ReadState reads what a decision on the request reads of the cluster besides the request,
+// as Handle does before it decides: when the request may start a rollout, the workload's
+// revision journal and history, and for the policies with a fleet limit or a shared budget
+// that select it, their fleets and the workload's evictions. in must hold the request
+// (Operation, Old, New, TemplateChanged, User), the policies and the namespace's labels.
+// It writes nothing: holdfast check --cluster reads the cluster through it.
+func (h *Handler) ReadState(ctx context.Context, in *Input) error {
+	if MayStart(*in) {
+		if err := h.readRevisions(ctx, in); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := h.Ledgers.Bound(ctx)
+	defer cancel()
+	_, _, err := h.readLedgers(ctx, in, h.limitedPolicies(in), sharedPolicies(in))
+	return err
+}
+
+// readLedgers fills in.Fleets and in.Evictions for the limited and shared policies, and
+// returns the ledgers read, which an admitted start is recorded in.
+func (h *Handler) readLedgers(ctx context.Context, in *Input, limited, shared []*v1alpha1.RolloutPolicy) (map[string]budget.Fleet, *budget.Group, error) {
+	ledgers, err := h.readFleets(ctx, in, limited)
+	if err != nil {
+		return nil, nil, err
+	}
+	group, err := h.readEvictionBudgets(ctx, in, shared)
+	return ledgers, group, err
 }
 
 // limitedPolicies are the policies with a fleet limit that select the workload, when the
@@ -396,9 +421,10 @@ func (h *Handler) decodeScale(ctx context.Context, req admission.Request, in Inp
 
 func isDryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRun }
 
-// respond maps a decision to the admission response: a 403 listing every violation when
-// any policy enforces; otherwise allowed, with warnings and audit annotations.
-func respond(d Decision) admission.Response {
+// Respond maps a decision to the admission response: a 403 listing every violation when
+// any policy enforces; otherwise allowed, with warnings and audit annotations. Offline
+// tools answer with it too, so that their answer is the webhook's.
+func Respond(d Decision) admission.Response {
 	if d.Action() != decision.Deny {
 		return decision.Allowed(d.Violations)
 	}

@@ -18,7 +18,7 @@ func TestRespondMapsActions(t *testing.T) {
 	warn := decision.Violation{Policy: "w", Rule: RuleMinInterval, Action: decision.Warn, Message: "m2"}
 	deny := decision.Violation{Policy: "d", Rule: RuleRevertWindow, Action: decision.Deny, Message: "m3"}
 
-	resp := respond(Decision{Violations: []decision.Violation{audit, warn}})
+	resp := Respond(Decision{Violations: []decision.Violation{audit, warn}})
 	if !resp.Allowed {
 		t.Fatal("warn and audit must admit")
 	}
@@ -29,7 +29,7 @@ func TestRespondMapsActions(t *testing.T) {
 		t.Errorf("audit annotations = %v", resp.AuditAnnotations)
 	}
 
-	resp = respond(Decision{Violations: []decision.Violation{audit, warn, deny}})
+	resp = Respond(Decision{Violations: []decision.Violation{audit, warn, deny}})
 	if resp.Allowed || resp.Result.Code != 403 {
 		t.Fatalf("deny must answer 403, got %+v", resp.Result)
 	}

@@ -4,13 +4,9 @@ package check
 
 import (
 	"context"
-	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -24,9 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/spf13/cobra"
 
@@ -36,7 +30,6 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/defaults"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
-	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/manifests"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/validation"
@@ -47,24 +40,35 @@ import (
 // Options are the command's flags.
 type Options struct {
 	Policies, Files, History []string
-	// Kubeconfig, when set, reads the workloads' revisions from that cluster.
-	Kubeconfig string
-	// Output is text, json, yaml or junit.
+	// Cluster reads what the webhook reads of the cluster (Cluster); Kubeconfig and Context
+	// choose it as kubectl does, and either implies Cluster.
+	Cluster             bool
+	Kubeconfig, Context string
+	// HoldfastNamespace is where holdfast keeps its revision journals and ledgers.
+	HoldfastNamespace string
+	// Now is the time the changes are decided at, RFC 3339; empty: the time check runs.
+	Now string
+	// Output is text, json, yaml, junit or policyreport.
 	Output string
 	// Namespace is where a workload without metadata.namespace is judged, as kubectl
 	// would apply it.
 	Namespace string
-	// FailOnWarn ends the command with exit code 1 for a Warn policy's violation too.
-	FailOnWarn bool
-	User       string
-	Groups     []string
+	// FailOnWarn ends the command with exit code 1 for a Warn policy's violation too, and
+	// FailOnUndecided for a rule not decided without the cluster.
+	FailOnWarn, FailOnUndecided bool
+	User                        string
+	Groups                      []string
 }
 
+// DefaultHoldfastNamespace is where the chart and config/ install holdfast.
+const DefaultHoldfastNamespace = "holdfast-system"
+
 // Formats are the values of --output.
-var formats = []string{"text", "json", "yaml", "junit"}
+var formats = []string{"text", "json", "yaml", "junit", "policyreport"}
 
 // ExitError ends the command with its code: 1 for an enforced violation (or a warning,
-// with --fail-on-warn), 2 for input check cannot read and for usage errors.
+// with --fail-on-warn; a rule not decided, with --fail-on-undecided), 2 for input or a
+// cluster check cannot read and for usage errors.
 type ExitError = app.ExitError
 
 // usageError makes cobra's own errors (unknown flags, bad flag values, arguments, missing
@@ -83,33 +87,54 @@ func NewCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check -p POLICIES -f OLD -f NEW",
 		Short: "Evaluate workload changes against RolloutPolicies offline, as the rollout webhook would",
-		Long: `check runs the rollout guard's decision on manifests, without a cluster: each workload
-given once is a CREATE; a workload given twice (same kind, namespace and name) is an UPDATE
-from the first to the second. Both are judged as the API server sends them to the webhook:
-with its defaults (a Deployment without a strategy takes 25% of its pods down at once; a
-field left out equals its default value), the new object with the old one's status. The
-old object's status, when given (kubectl get -o yaml prints it), is read as the webhook
-reads the stored object's: a rollout it shows under way has not finished; an old object
-without a status is taken as fully rolled out. Violations print exactly as the webhook's
-denial message.
-Namespace objects among the files give their namespaces' labels; any other namespace has
-only kubernetes.io/metadata.name. --history takes ReplicaSets and ControllerRevisions for
-the rules that read a workload's revisions. Policies are read as the API server, with
-holdfast's policy webhook, would store them (schema, defaults, CEL rules, selectors and
-windows); a policy it would refuse is an error naming the file, document and field.
-Documents of other kinds (Services, ConfigMaps, ...) are skipped and counted. A workload
-without metadata.namespace is judged in --namespace.
-Exit code 1 when an Enforce policy would refuse a change (or, with --fail-on-warn, a
-Warn policy would warn), 2 when the input cannot be read, a policy would be refused or
-the command line is wrong, 0 otherwise.`,
+		Long: `check runs the rollout guard's decision on manifests and answers as the webhook would:
+its verdict, HTTP code and messages. Each workload given once is a CREATE; a workload given
+twice (same kind, namespace and name) is an UPDATE from the first to the second. Both are
+judged as the API server sends them to the webhook: with its defaults (a Deployment without
+a strategy takes 25% of its pods down at once; a field left out equals its default value),
+the new object with the old one's status.
+
+Without a cluster, check decides the rules that read only the two objects: strategy,
+argsMatchReplicas and selection (an update that takes a workload out of a policy),
+under each policy's mode and exemptions. The rules that read the cluster's state (settle,
+minInterval, revertWindow, window, concurrency and sharedBudget, on a change that may start a
+rollout) are not decided offline: the change's action is "undecided", never a pass, and each
+such rule is named with what it reads. --history takes ReplicaSets and ControllerRevisions
+(and the pods of StatefulSets and DaemonSets): on an UPDATE of a workload they hold revisions
+of, settle, minInterval, revertWindow and window are decided from them, as the webhook decides
+without a revision journal; concurrency and sharedBudget stay undecided.
+
+--cluster reads what the webhook reads, read-only and through the webhook's own readers:
+the revision journals and the fleet and group ledgers in --holdfast-namespace, the
+workloads' ReplicaSets, ControllerRevisions and pods, the workloads a concurrency rule
+selects, the DisruptionPolicies a sharedBudget names and the namespaces' labels. A workload
+given once that exists in the cluster is an UPDATE from the cluster's object, status
+included. Every rule is then decided, at --now (RFC 3339; default: now). --kubeconfig and
+--context choose the cluster as kubectl does, and imply --cluster.
+
+Namespace objects among the files give their namespaces' labels (over the cluster's); offline,
+any other namespace has only kubernetes.io/metadata.name. Policies are read as the API server,
+with holdfast's policy webhook, would store them (schema, defaults, CEL rules, selectors and
+windows); a policy it would refuse is an error naming the file, document and field. Documents
+of other kinds (Services, ConfigMaps, ...) are skipped and counted. A workload without
+metadata.namespace is judged in --namespace.
+
+Exit code 1 when an Enforce policy would refuse a change (or, with --fail-on-warn, a Warn
+policy would warn; with --fail-on-undecided, a rule is not decided), 2 when the input or the
+cluster cannot be read, a policy would be refused or the command line is wrong, 0 otherwise.
+Undecided rules alone exit 0: no edit of a manifest satisfies them (they hold the moment it is
+applied, which the webhook decides then, or check --cluster now), and every output shows them.`,
 		Example: `  # A change: the old object, then the new one.
   holdfast check -p config/samples/ -f kube-apiserver.old.yaml -f kube-apiserver.yaml
 
   # New objects from stdin, answers for machines.
   kustomize build overlays/prod | holdfast check -p policies/ -f - -o json
 
-  # minInterval and revertWindow with the workloads' revisions read from a cluster.
-  holdfast check -p policies/ -f old.yaml -f new.yaml --kubeconfig ~/.kube/config`,
+  # Every rule, against what the cluster of the current context holds (read-only).
+  kustomize build overlays/prod | holdfast check -p policies/ -f - --cluster
+
+  # The same at a pinned time, from another context, as a PolicyReport.
+  holdfast check -p policies/ -f new.yaml --context prod --now 2026-12-01T09:00:00Z -o policyreport`,
 		// Required flags are checked here, before cobra checks them, so that a missing
 		// one is a usage error (exit 2) too.
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -130,11 +155,16 @@ the command line is wrong, 0 otherwise.`,
 	f := cmd.Flags()
 	f.StringSliceVarP(&o.Policies, "policies", "p", nil, "files or directories of RolloutPolicies (- for stdin)")
 	f.StringSliceVarP(&o.Files, "filename", "f", nil, "files or directories of workloads and Namespaces, in order (- for stdin)")
-	f.StringSliceVar(&o.History, "history", nil, "files or directories of the workloads' ReplicaSets and ControllerRevisions")
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "read the workloads' ReplicaSets and ControllerRevisions from this cluster (read-only)")
-	f.StringVarP(&o.Output, "output", "o", "text", strings.Join(formats, ", ")+" (junit: one test case per workload and policy)")
+	f.StringSliceVar(&o.History, "history", nil, "files or directories of the workloads' ReplicaSets, ControllerRevisions (and pods): on an UPDATE they decide settle, minInterval, revertWindow and window")
+	f.BoolVar(&o.Cluster, "cluster", false, "read what the webhook reads from the cluster of the kubeconfig's context (read-only) and decide every rule")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "the kubeconfig file of --cluster (default: $KUBECONFIG or ~/.kube/config, as kubectl); implies --cluster")
+	f.StringVar(&o.Context, "context", "", "the kubeconfig context of --cluster (default: the current one); implies --cluster")
+	f.StringVar(&o.HoldfastNamespace, "holdfast-namespace", DefaultHoldfastNamespace, "the namespace holdfast runs in, where --cluster reads its revision journals and ledgers")
+	f.StringVar(&o.Now, "now", "", "decide at this time, RFC 3339 (default: now)")
+	f.StringVarP(&o.Output, "output", "o", "text", strings.Join(formats, ", ")+" (junit: one test case per workload and policy; policyreport: wgpolicyk8s.io/v1alpha2 PolicyReports)")
 	f.StringVarP(&o.Namespace, "namespace", "n", metav1.NamespaceDefault, "the namespace of workloads without metadata.namespace")
 	f.BoolVar(&o.FailOnWarn, "fail-on-warn", false, "exit 1 when a Warn policy would warn, as when an Enforce policy refuses")
+	f.BoolVar(&o.FailOnUndecided, "fail-on-undecided", false, "exit 1 when a rule is not decided (offline, the rules that read the cluster's state)")
 	f.StringVar(&o.User, "as", "", "the requester's user name, for exemptions")
 	f.StringSliceVar(&o.Groups, "as-group", nil, "the requester's groups, for exemptions")
 	_ = cmd.MarkFlagRequired("policies")
@@ -152,13 +182,21 @@ type Document struct {
 
 // Result is one change and what the rollout webhook would answer.
 type Result struct {
-	Object     string      `json:"object"`
-	Operation  string      `json:"operation"`
-	Action     string      `json:"action"`
+	Object    string `json:"object"`
+	Operation string `json:"operation"`
+	// Action is allow, audit, warn or deny, as the webhook would answer; undecided when no
+	// decided rule refuses the change and a rule was not decided (Undecided).
+	Action string `json:"action"`
+	// Code is the HTTP status the webhook would answer: 200 admitted, 403 refused; 0 when
+	// undecided.
+	Code       int32       `json:"code,omitempty"`
 	Violations []Violation `json:"violations"`
+	// Undecided are the rules that read the cluster's state, which check was not given.
+	Undecided []Undecided `json:"undecided,omitempty"`
 	// Policies are the policies that judged the change (rollout.Applies), by name.
 	Policies []string `json:"policies"`
 	decision decision.Violations
+	workload workload.Ref
 }
 
 // Report is everything check found: a Result per change, and the documents of kinds it
@@ -169,6 +207,8 @@ type Report struct {
 	Skipped      int            `json:"skipped"`
 	SkippedKinds map[string]int `json:"skippedKinds,omitempty"`
 	skipped      []Document
+	policies     []v1alpha1.RolloutPolicy
+	now          time.Time
 }
 
 // Violation is one policy rule's finding on a change, as the webhook reports it.
@@ -180,10 +220,34 @@ type Violation struct {
 	Message string `json:"message"`
 }
 
-// Run checks as the command does, writing to out.
+// Undecided is a policy's rule that reads what check was not given (rollout.StateRules):
+// it may refuse the change, or not.
+type Undecided struct {
+	Policy string `json:"policy"`
+	Rule   string `json:"rule"`
+	// Reads is what the rule reads of the cluster.
+	Reads string `json:"reads"`
+}
+
+// ActionUndecided is the action of a change a rule not decided may refuse.
+const ActionUndecided = "undecided"
+
+func (u Undecided) String() string {
+	return fmt.Sprintf("not decided offline: [%s/%s] %s reads %s; give --cluster", u.Policy, u.Rule, u.Rule, u.Reads)
+}
+
+// Run checks as the command does, writing to out; now is when the changes are decided,
+// unless o.Now says.
 func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
 	if !slices.Contains(formats, o.Output) {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--output %q: want one of %s", o.Output, strings.Join(formats, ", "))}
+	}
+	if o.Now != "" {
+		t, err := time.Parse(time.RFC3339, o.Now)
+		if err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--now %q: want a time in RFC 3339, e.g. 2026-12-01T09:00:00Z", o.Now)}
+		}
+		now = t
 	}
 	if o.Namespace == "" {
 		// A workload is never judged in "": kubectl would apply it in "default".
@@ -205,21 +269,17 @@ func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
-	var live client.Reader
-	if o.Kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-		if err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("--kubeconfig: %w", err)}
-		}
-		if live, err = client.New(cfg, client.Options{Scheme: informer.NewScheme()}); err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("--kubeconfig: %w", err)}
+	var cluster *Cluster
+	if o.Cluster || o.Kubeconfig != "" || o.Context != "" {
+		if cluster, err = ConnectCluster(o.Kubeconfig, o.Context, o.HoldfastNamespace); err != nil {
+			return &ExitError{Code: 2, Err: err}
 		}
 	}
-	results, err := Evaluate(policies, objs, revisions, live, authenticationv1.UserInfo{Username: o.User, Groups: o.Groups}, now)
+	results, err := Evaluate(policies, objs, revisions, cluster, authenticationv1.UserInfo{Username: o.User, Groups: o.Groups}, now)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
-	report := Report{Results: results, Skipped: len(skipped), skipped: skipped}
+	report := Report{Results: results, Skipped: len(skipped), skipped: skipped, policies: policies, now: now}
 	if results == nil {
 		report.Results = []Result{}
 	}
@@ -229,140 +289,32 @@ func Run(out io.Writer, stdin io.Reader, o *Options, now time.Time) error {
 		}
 		report.SkippedKinds[kindOf(doc)]++
 	}
-	if err := write(out, o.Output, report, o.FailOnWarn); err != nil {
+	if err := write(out, report, o); err != nil {
 		return err
 	}
-	switch fails(results, o.FailOnWarn) {
-	case decision.Deny:
-		return &ExitError{Code: 1, Err: errors.New("an Enforce policy would refuse a change")}
-	case decision.Warn:
-		return &ExitError{Code: 1, Err: errors.New("a Warn policy would warn of a change (--fail-on-warn)")}
-	}
-	return nil
-}
-
-// fails is the most severe action among the results that fails the check: Deny, or Warn
-// with failOnWarn; Allow when none does.
-func fails(results []Result, failOnWarn bool) decision.Action {
-	worst := decision.Allow
+	// A refusal is named before a warning or a rule not decided that fails the check too.
+	var fail error
 	for _, r := range results {
-		a := r.decision.Action()
-		if a == decision.Deny || (a == decision.Warn && failOnWarn) {
-			worst = max(worst, a)
+		switch a := r.decision.Action(); {
+		case a == decision.Deny:
+			return &ExitError{Code: 1, Err: errors.New("an Enforce policy would refuse a change")}
+		case fail == nil && a == decision.Warn && o.FailOnWarn:
+			fail = errors.New("a Warn policy would warn of a change (--fail-on-warn)")
+		case fail == nil && len(r.Undecided) > 0 && o.FailOnUndecided:
+			fail = errors.New("a rule was not decided without the cluster (--fail-on-undecided)")
 		}
 	}
-	return worst
-}
-
-// write prints the report in the format given.
-func write(out io.Writer, format string, report Report, failOnWarn bool) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
-	case "yaml":
-		b, err := yaml.Marshal(report)
-		if err != nil {
-			return err
-		}
-		_, err = out.Write(b)
-		return err
-	case "junit":
-		if _, err := io.WriteString(out, xml.Header); err != nil {
-			return err
-		}
-		enc := xml.NewEncoder(out)
-		enc.Indent("", "  ")
-		if err := enc.Encode(JUnit(report, failOnWarn)); err != nil {
-			return err
-		}
-		_, err := io.WriteString(out, "\n")
-		return err
-	}
-	for _, r := range report.Results {
-		fmt.Fprintf(out, "%s %s: %s\n", r.Operation, r.Object, r.Action)
-		for _, m := range r.decision.Messages(decision.Audit) {
-			fmt.Fprintf(out, "  %s\n", m)
-		}
-	}
-	if report.Skipped > 0 {
-		var kinds []string
-		for _, k := range slices.Sorted(maps.Keys(report.SkippedKinds)) {
-			kinds = append(kinds, fmt.Sprintf("%s (%d)", k, report.SkippedKinds[k]))
-		}
-		fmt.Fprintf(out, "skipped %d documents of kinds holdfast does not judge: %s\n", report.Skipped, strings.Join(kinds, ", "))
+	if fail != nil {
+		return &ExitError{Code: 1, Err: fail}
 	}
 	return nil
 }
 
-// JUnitSuite is the report as a JUnit XML test suite, for CI systems that show tests.
-type JUnitSuite struct {
-	XMLName  xml.Name    `xml:"testsuite"`
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Skipped  int         `xml:"skipped,attr"`
-	Cases    []JUnitCase `xml:"testcase"`
-}
-
-// JUnitCase is one workload change judged by one policy, or one document skipped.
-type JUnitCase struct {
-	// Classname is the change (e.g. "UPDATE Deployment ns/name") or the skipped
-	// document's source; Name is the policy, or the skipped document's kind.
-	Classname string        `xml:"classname,attr"`
-	Name      string        `xml:"name,attr"`
-	Failure   *JUnitFailure `xml:"failure,omitempty"`
-	Skipped   *JUnitSkipped `xml:"skipped,omitempty"`
-	// SystemOut holds the violations that do not fail the case (warnings, audits).
-	SystemOut string `xml:"system-out,omitempty"`
-}
-
-// JUnitFailure is a refusal (or a warning, with --fail-on-warn): its messages.
-type JUnitFailure struct {
-	Message string `xml:"message,attr"`
-	Type    string `xml:"type,attr"`
-	Text    string `xml:",chardata"`
-}
-
-// JUnitSkipped marks a document of a kind check does not judge.
-type JUnitSkipped struct {
-	Message string `xml:"message,attr"`
-}
-
-// JUnit is the report as a JUnit test suite: a test case per (change, policy) pair that
-// was evaluated, failed when the policy refuses the change (or warns, with failOnWarn),
-// and a skipped test case per document check does not judge.
-func JUnit(report Report, failOnWarn bool) JUnitSuite {
-	suite := JUnitSuite{Name: "holdfast check"}
-	for _, r := range report.Results {
-		class := r.Operation + " " + r.Object
-		for _, p := range r.Policies {
-			c := JUnitCase{Classname: class, Name: p}
-			var mine decision.Violations
-			for _, v := range r.decision {
-				if v.Policy == p {
-					mine = append(mine, v)
-				}
-			}
-			messages := strings.Join(mine.Messages(decision.Audit), "\n")
-			if a := mine.Action(); a == decision.Deny || (a == decision.Warn && failOnWarn) {
-				c.Failure = &JUnitFailure{Message: a.String(), Type: a.String(), Text: messages}
-				suite.Failures++
-			} else {
-				c.SystemOut = messages
-			}
-			suite.Cases = append(suite.Cases, c)
-		}
-	}
-	for _, doc := range report.skipped {
-		kind := kindOf(doc)
-		suite.Cases = append(suite.Cases, JUnitCase{Classname: doc.Source, Name: kind,
-			Skipped: &JUnitSkipped{Message: "holdfast does not judge " + kind}})
-		suite.Skipped++
-	}
-	suite.Tests = len(suite.Cases)
-	return suite
+// fails reports whether a policy's findings (and rules not decided) on a change fail the
+// check: a refusal, a warning with --fail-on-warn, a rule not decided with
+// --fail-on-undecided.
+func fails(a decision.Action, undecided bool, o *Options) bool {
+	return a == decision.Deny || (a == decision.Warn && o.FailOnWarn) || (undecided && o.FailOnUndecided)
 }
 
 // kindOf names a document's kind with its group, e.g. ConfigMap, Ingress.networking.k8s.io.
@@ -402,10 +354,11 @@ func Judged(docs []Document, namespace string) (judged, skipped []Document, err 
 	return judged, skipped, nil
 }
 
-// Evaluate decides each workload change with the rollout webhook's decision. The history
-// rules read the workload's revisions among revisions and, when live is not nil, from the
-// cluster it reads.
-func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, live client.Reader, user authenticationv1.UserInfo, now time.Time) ([]Result, error) {
+// Evaluate decides each workload change with the rollout webhook's decision. With a
+// cluster, it reads what the webhook reads (Cluster) and decides every rule; without one,
+// the rules that read the cluster's state are Undecided, but for those of
+// rollout.RevisionRules on an UPDATE of a workload whose revisions are among revisions.
+func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, cluster *Cluster, user authenticationv1.UserInfo, now time.Time) ([]Result, error) {
 	nsLabels := map[string]map[string]string{}
 	type change struct{ old, new client.Object }
 	var order []string
@@ -432,20 +385,27 @@ func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, liv
 			return nil, fmt.Errorf("%s: %s is given a third time: give the old object, then the new one", doc.Source, key)
 		}
 	}
+	ctx := context.Background()
 	matcher := policy.NewMatcher()
 	var results []Result
 	for _, key := range order {
 		c := changes[key]
+		var err error
+		if cluster != nil {
+			// What the API server holds is the old object of a change given once.
+			if c.old, err = cluster.old(ctx, c.old, c.new); err != nil {
+				return nil, err
+			}
+		}
 		// The webhook is sent both objects defaulted, the new one with the old one's status.
 		c.old, c.new = defaults.Admitted(c.old, c.new)
 		in := rollout.Input{Operation: admissionv1.Create, User: user, Policies: policies, Matcher: matcher, Now: now}
-		var err error
 		if in.New, err = workload.From(c.new); err != nil {
 			return nil, err
 		}
-		labels := map[string]string{corev1.LabelMetadataName: c.new.GetNamespace()}
-		for k, v := range nsLabels[c.new.GetNamespace()] {
-			labels[k] = v
+		labels, err := namespaceLabels(ctx, cluster, c.new.GetNamespace(), nsLabels)
+		if err != nil {
+			return nil, err
 		}
 		in.NamespaceLabels = labels
 		if c.old != nil {
@@ -454,28 +414,21 @@ func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, liv
 				return nil, err
 			}
 			in.TemplateChanged = !workload.SameTemplate(in.Old.Template, in.New.Template)
-			known := revisions
-			if live != nil {
-				if known, err = liveRevisions(live, in.Old, c.old, revisions); err != nil {
-					return nil, err
-				}
-			}
-			if in.History, err = historyOf(in.Old, known); err != nil {
-				return nil, err
-			}
-			switch {
-			case live != nil:
-				in.Journal = liveJournal(live, in.Old)
-			case len(revisions) == 0:
-				in.Journal = settled(in.Old, hasStatus(c.old), now)
-			}
 		}
-		d, err := rollout.Decide(in)
+		d, undecided, err := decide(ctx, in, revisions, cluster)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", in.New, err)
 		}
 		r := Result{Object: in.New.String(), Operation: string(in.Operation), Action: d.Action().String(), decision: d.Violations,
-			Violations: []Violation{}, Policies: []string{}}
+			Violations: []Violation{}, Undecided: undecided, Policies: []string{}, workload: in.New.Ref}
+		if in.Old != nil && r.workload.UID == "" {
+			r.workload.UID = in.Old.UID // a manifest names the object the cluster holds
+		}
+		if len(undecided) > 0 && d.Action() != decision.Deny {
+			r.Action = ActionUndecided // a rule not decided may refuse it
+		} else {
+			r.Code = rollout.Respond(d).Result.Code
+		}
 		for i := range policies {
 			if rollout.Applies(&policies[i], in) {
 				r.Policies = append(r.Policies, policies[i].Name)
@@ -493,101 +446,107 @@ func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, liv
 	return results, nil
 }
 
-// liveRevisions adds the workload's ReplicaSets or ControllerRevisions, read from the
-// cluster, to the revisions given; the workload's UID (which owns them) is the cluster's.
-func liveRevisions(r client.Reader, w *workload.Workload, obj client.Object, given []Document) ([]Document, error) {
-	ctx := context.Background()
-	current := obj.DeepCopyObject().(client.Object)
-	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
-		return nil, fmt.Errorf("reading %s from the cluster: %w", w, err)
-	}
-	w.UID = current.GetUID()
-	out := slices.Clone(given)
-	if w.Kind == v1alpha1.KindDeployment {
-		var sets appsv1.ReplicaSetList
-		if err := r.List(ctx, &sets, client.InNamespace(w.Namespace)); err != nil {
-			return nil, fmt.Errorf("listing the ReplicaSets of %s: %w", w, err)
+// namespaceLabels are the labels policies' namespace selectors read of the namespace: a
+// Namespace among the files (what is applied with the workloads), else the cluster's, else
+// only its name's.
+func namespaceLabels(ctx context.Context, cluster *Cluster, namespace string, given map[string]map[string]string) (map[string]string, error) {
+	labels := map[string]string{corev1.LabelMetadataName: namespace}
+	from, ok := given[namespace]
+	if !ok && cluster != nil {
+		var err error
+		if from, err = cluster.namespaceLabels(ctx, namespace); err != nil {
+			return nil, err
 		}
-		for i := range sets.Items {
-			out = append(out, Document{Source: "the cluster", Object: &sets.Items[i]})
-		}
-		return out, nil
 	}
-	var revs appsv1.ControllerRevisionList
-	if err := r.List(ctx, &revs, client.InNamespace(w.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing the ControllerRevisions of %s: %w", w, err)
+	for k, v := range from {
+		labels[k] = v
 	}
-	for i := range revs.Items {
-		out = append(out, Document{Source: "the cluster", Object: &revs.Items[i]})
-	}
-	return out, nil
+	return labels, nil
 }
 
-// liveJournal is the workload's revision journal in the cluster, nil when there is none or
-// it cannot be read (the history then decides, as in the webhook).
-func liveJournal(r client.Reader, w *workload.Workload) *journal.Journal {
-	var cms corev1.ConfigMapList
-	if err := r.List(context.Background(), &cms, client.MatchingLabels{journal.ComponentLabel: journal.Component}); err != nil {
-		return nil
+// decide decides the change with what check was given of the cluster's state: with the
+// cluster, everything the webhook reads; offline, the history among revisions (on an
+// UPDATE of a workload they hold revisions of) decides rollout.RevisionRules, and the
+// rules that read what check was not given are returned undecided, decided without.
+func decide(ctx context.Context, in rollout.Input, revisions []Document, cluster *Cluster) (rollout.Decision, []Undecided, error) {
+	if cluster != nil {
+		if err := cluster.handler.ReadState(ctx, &in); err != nil {
+			return rollout.Decision{}, nil, err
+		}
+		d, err := rollout.Decide(in)
+		return d, nil, err
 	}
-	name := journal.Name(w.Kind, w.Namespace, w.Name)
-	for i := range cms.Items {
-		if cms.Items[i].Name == name {
-			if j, err := journal.Decode(&cms.Items[i]); err == nil {
-				return j
+	known := []string(nil)
+	if in.Old != nil && len(revisions) > 0 {
+		h, ok, err := historyOf(in.Old, revisions)
+		if err != nil {
+			return rollout.Decision{}, nil, err
+		}
+		if ok {
+			in.History, known = h, rollout.RevisionRules
+		}
+	}
+	var undecided []Undecided
+	decided := make([]v1alpha1.RolloutPolicy, len(in.Policies))
+	for i := range in.Policies {
+		p := &in.Policies[i]
+		rules, err := rollout.StateRules(p, in)
+		if err != nil {
+			return rollout.Decision{}, nil, err
+		}
+		var unknown []string
+		for _, rule := range rules {
+			if !slices.Contains(known, rule) {
+				unknown = append(unknown, rule)
+				undecided = append(undecided, Undecided{Policy: p.Name, Rule: rule, Reads: rollout.StateReads[rule]})
 			}
 		}
+		decided[i] = rollout.Without(*p, unknown...)
 	}
-	return nil
+	in.Policies = decided
+	d, err := rollout.Decide(in)
+	return d, undecided, err
 }
 
-// settled is the journal check assumes without any history: the old object's template
-// has long been current, so that only the rules that need no history decide (the webhook,
-// which always has the cluster's, may refuse more). Its rollout is finished, unless the old
-// object was given with a status (withStatus) that shows it under way: then it last
-// progressed now, as the leader records a rollout it finds under way (journal.Observe),
-// and settle refuses a new template as the webhook does.
-func settled(w *workload.Workload, withStatus bool, now time.Time) *journal.Journal {
-	sum, ok := w.Template.Sum()
-	if !ok {
-		return nil
-	}
-	long := time.Time{}.Add(time.Hour)
-	r := journal.Revision{Template: sum, Since: long, Finished: &long, Progressed: long}
-	if withStatus && w.Rollout.InProgress {
-		r.Finished, r.Progressed = nil, now
-	}
-	return &journal.Journal{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, UID: w.UID, Generation: w.Generation,
-		Revisions: []journal.Revision{r}}
-}
-
-// hasStatus is an object given with a status, as kubectl get prints it; a manifest has
-// none, which does not mean that no pod is ready.
-func hasStatus(obj client.Object) bool {
-	st := reflect.ValueOf(obj).Elem().FieldByName("Status")
-	return st.IsValid() && !st.IsZero()
-}
-
-// historyOf is the workload's revisions among the objects given with --history.
-func historyOf(w *workload.Workload, docs []Document) (history.History, error) {
+// historyOf is the workload's revisions among the objects given with --history, and
+// whether they hold any: its ReplicaSets or ControllerRevisions (those its UID controls,
+// or, for an object without one, its namespace's of its kind and name) and, for the
+// Ready counts of a StatefulSet's or DaemonSet's revisions, the pods among them.
+func historyOf(w *workload.Workload, docs []Document) (history.History, bool, error) {
 	var sets []appsv1.ReplicaSet
 	var revs []appsv1.ControllerRevision
+	var pods []corev1.Pod
+	owner := w.UID
 	for _, doc := range docs {
-		switch o := doc.Object.(type) {
+		o, ok := doc.Object.(client.Object)
+		if !ok || o.GetNamespace() != w.Namespace {
+			continue
+		}
+		if c := metav1.GetControllerOfNoCopy(o); owner == "" && c != nil && c.Kind == string(w.Kind) && c.Name == w.Name {
+			owner = c.UID
+		}
+		switch o := o.(type) {
 		case *appsv1.ReplicaSet:
-			sets = append(sets, *o)
+			rs := o.DeepCopy()
+			defaults.ReplicaSet(rs) // as the cluster's are: its Deployment's template, defaulted
+			sets = append(sets, *rs)
 		case *appsv1.ControllerRevision:
 			revs = append(revs, *o)
+		case *corev1.Pod:
+			pods = append(pods, *o)
 		}
+	}
+	if owner == "" {
+		return history.History{}, false, nil
 	}
 	var h history.History
 	var err error
 	if w.Kind == v1alpha1.KindDeployment {
-		h.Revisions = history.FromReplicaSets(w.UID, sets)
+		h.Revisions = history.FromReplicaSets(owner, sets)
 	} else {
-		h.Revisions, err = history.FromControllerRevisions(w.UID, w.Name, revs, nil)
+		h.Revisions, err = history.FromControllerRevisions(owner, w.Name, revs, pods)
 	}
-	return h, err
+	return h, len(h.Revisions) > 0, err
 }
 
 // ReadPolicies reads the RolloutPolicies in the files and directories given ("-" is
