@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/holdfast-dev/holdfast/internal/sim"
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/simulate/sim"
 )
 
 // simulated runs the shipped scenario name (scenarios/<name>.yaml) through `holdfast
