@@ -4,6 +4,9 @@
 // server serves: its group, scenario.holdfast.dev, is its own, so that it is versioned
 // apart from the policy API (holdfast.dev). Files written before it had a group of its
 // own say holdfast.dev/v1alpha1, which is read as this version.
+//
+// No CRD is generated from it: it is not served.
+// +kubebuilder:skip
 package v1alpha1
 
 import (
