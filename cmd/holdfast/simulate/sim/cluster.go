@@ -75,23 +75,24 @@ func (s *sim) load() error {
 			return fmt.Errorf("%s: %w", o.Source, err)
 		}
 	}
-	for _, st := range s.sc.Spec.Timeline {
+	for i, st := range s.sc.Spec.Timeline {
+		at := fmt.Sprintf("%s: spec.timeline[%d]", s.sc.Source, i)
 		for _, name := range nodesOf(st) {
 			if s.nodeByNam[name] == nil {
-				return fmt.Errorf("timeline at %s: no node %s in the scenario", st.At.Duration, name)
+				return fmt.Errorf("%s at %s: no node %s in the scenario", at, st.At.Duration, name)
 			}
 		}
 		if a := st.Apply; a != nil {
 			ref := refOf(a.Workload)
 			namespaces[ref.Namespace] = true
 			if s.byRef[ref] == nil && a.Template == nil && !s.createdEarlier(ref, st) {
-				return fmt.Errorf("timeline at %s: %s does not exist yet: its first apply needs a template", st.At.Duration, ref)
+				return fmt.Errorf("%s.apply at %s: %s does not exist yet: its first apply needs a template", at, st.At.Duration, ref)
 			}
 			if s.byRef[ref] != nil && a.Template != nil {
 				obj := s.byRef[ref].obj.DeepCopyObject().(client.Object)
 				applyTo(obj, a)
 				if err := selects(obj); err != nil {
-					return fmt.Errorf("timeline at %s: %s: %w", st.At.Duration, ref, err)
+					return fmt.Errorf("%s.apply at %s: %s: %w", at, st.At.Duration, ref, err)
 				}
 			}
 		}

@@ -265,13 +265,13 @@ func TestBadInput(t *testing.T) {
 func TestBadCluster(t *testing.T) {
 	const head = "apiVersion: holdfast.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\nspec:\n  nodes: [{prefix: node, count: 1}]\n"
 	for name, tc := range map[string]struct{ file, want string }{
-		"unknown node": {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [m-0]}\n", "timeline at 1s: no node m-0 in the scenario"},
+		"unknown node": {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [m-0]}\n", "document 1: spec.timeline[0] at 1s: no node m-0 in the scenario"},
 		"unschedulable start": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: a}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: d}}}]}}\n      containers: [{name: c, image: i}]\n",
 			"Deployment a/d: 1 of its starting pods cannot be scheduled"},
 		"selector mismatch": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: a}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: d}}, spec: {containers: [{name: c, image: i}]}}\n",
 			"document 2: Deployment a/d: spec.template.metadata.labels: map[app:d] does not match spec.selector app=x"},
 		"replicas before a template": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: Deployment, namespace: a, name: b}, replicas: 2}\n",
-			"timeline at 1s: Deployment a/b does not exist yet: its first apply needs a template"},
+			"document 1: spec.timeline[0].apply at 1s: Deployment a/b does not exist yet: its first apply needs a template"},
 		"workload without namespace": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: d}}\n  template: {metadata: {labels: {app: d}}, spec: {containers: [{name: c, image: i}]}}\n",
 			"document 2: Deployment /d: metadata.namespace is required"},
 	} {
