@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/holdfast-dev/holdfast/internal/sim"
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/simulate/sim"
 )
 
 // simulated runs the shipped scenario name (scenarios/<name>.yaml) through `holdfast
@@ -28,8 +28,8 @@ func simulated(t *testing.T, name string) (*sim.Scenario, *sim.Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Errors) > 0 || res.TimedOut {
-		t.Fatalf("simulating %s: errors %v, timed out %t", name, res.Errors, res.TimedOut)
+	if len(res.Errors) > 0 || res.TimedOut || len(res.Unmet()) > 0 {
+		t.Fatalf("simulating %s: errors %v, timed out %t, unmet expectations %v", name, res.Errors, res.TimedOut, res.Unmet())
 	}
 	return sc, res
 }

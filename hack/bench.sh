@@ -11,7 +11,7 @@ out=_output/bench
 mkdir -p "$out"
 # -p 1: one package's benchmarks at a time, so that they do not share the two cores.
 go test -p 1 -run '^$' -bench '^(BenchmarkRolloutReview|BenchmarkEvictionUnselected|BenchmarkSimulate5000Pods|BenchmarkCheck1000Changes20Policies)$' -benchmem -count 5 \
-  ./webhooks/rollout ./webhooks/eviction ./internal/sim ./cmd/holdfast/check | tee "$out/go-bench.txt" >&2
+  ./webhooks/rollout ./webhooks/eviction ./cmd/holdfast/simulate/sim ./cmd/holdfast/check | tee "$out/go-bench.txt" >&2
 
 # Median ns/op and allocs/op per benchmark.
 awk '

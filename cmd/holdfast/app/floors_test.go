@@ -112,13 +112,13 @@ func importsSentence(t *testing.T, entry, text string) []string {
 }
 
 // resolve names a package as the floors do: a full path, or its last element when that
-// is unique ("api" is api/v1alpha1).
+// is unique ("api" is api/v1alpha1, the policy API).
 func (l docLayout) resolve(name string) (string, bool) {
+	if name == "api" {
+		name = "api/v1alpha1"
+	}
 	if _, ok := l.floors[name]; ok {
 		return name, true
-	}
-	if name == "api" {
-		name = "v1alpha1"
 	}
 	found := ""
 	for pkg := range l.floors {

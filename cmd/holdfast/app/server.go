@@ -196,36 +196,11 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	if err != nil {
 		return err
 	}
-	ledgers := &budget.Ledgers{Live: live, Namespace: o.Namespace, Identity: o.Identity}
+	rolloutHandler, evictionHandler := guardsOf(mgr, live, o, s).Handlers()
 	srv := mgr.GetWebhookServer()
-	srv.Register(rollout.Path, review.NewWebhook(&admission.Webhook{
-		Handler: &rollout.Handler{
-			Reader:   mgr.GetCache(),
-			Decoder:  admission.NewDecoder(mgr.GetScheme()),
-			Clock:    clock.RealClock{},
-			Events:   &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
-			Matcher:  s.Matcher,
-			Metrics:  s.Rollout,
-			Journals: journals,
-			Ledgers:  ledgers,
-		},
-		RecoverPanic: ptr.To(true),
-	}, workload.DecodeObject))
-
-	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{
-		Handler: &eviction.Handler{
-			Reader:    mgr.GetCache(),
-			APIReader: live,
-			Ledgers:   ledgers,
-			Clock:     clock.RealClock{},
-			Events:    &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")},
-			Matcher:   s.Matcher,
-			Metrics:   s.Eviction,
-			Holds:     &eviction.Holds{},
-			Journals:  journals,
-		},
-		RecoverPanic: ptr.To(true),
-	}, nil))
+	srv.Register(rollout.Path, review.NewWebhook(&admission.Webhook{Handler: rolloutHandler, RecoverPanic: ptr.To(true)},
+		workload.DecodeObject))
+	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{Handler: evictionHandler, RecoverPanic: ptr.To(true)}, nil))
 
 	srv.Register(policyvalidation.Path, review.NewWebhook(&admission.Webhook{
 		Handler:      &policyvalidation.Handler{},
@@ -268,10 +243,13 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 		}
 	}
 
+	live, err := liveClient(mgr)
+	if err != nil {
+		return err
+	}
+	guards := guardsOf(mgr, live, o, s)
 	for _, kind := range workload.Kinds() {
-		r := &controller.JournalRecorder{Client: mgr.GetClient(), Kind: kind, Namespace: o.Namespace, Matcher: s.Matcher,
-			Clock: clk, Metrics: s.Journal}
-		if err := r.SetupWithManager(mgr); err != nil {
+		if err := guards.JournalRecorder(kind).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the revision journal of %ss: %w", kind, err)
 		}
 	}
@@ -291,10 +269,6 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 	every := o.LedgerSweepEvery
 	if every == 0 {
 		every = 10 * time.Minute
-	}
-	live, err := liveClient(mgr)
-	if err != nil {
-		return err
 	}
 	return mgr.Add(&controller.LedgerSweeper{Ledgers: &budget.Ledgers{Live: live, Namespace: o.Namespace},
 		Policies: mgr.GetCache(), Every: every, Clock: clk, Metrics: s.Sweeper})

@@ -71,16 +71,6 @@ var formats = []string{"text", "json", "yaml", "junit", "policyreport"}
 // cluster check cannot read and for usage errors.
 type ExitError = app.ExitError
 
-// usageError makes cobra's own errors (unknown flags, bad flag values, arguments, missing
-// required flags) exit 2, as input check cannot read does: cobra returns them as plain
-// errors, which main would end with 1, the code CI reads as "refused".
-func usageError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &ExitError{Code: 2, Err: err}
-}
-
 // NewCommand is `holdfast check`.
 func NewCommand() *cobra.Command {
 	o := &Options{}
@@ -139,9 +129,9 @@ applied, which the webhook decides then, or check --cluster now), and every outp
 		// one is a usage error (exit 2) too.
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.NoArgs(cmd, args); err != nil {
-				return usageError(err)
+				return app.UsageError(err)
 			}
-			return usageError(cmd.ValidateRequiredFlags())
+			return app.UsageError(cmd.ValidateRequiredFlags())
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := Run(cmd.OutOrStdout(), cmd.InOrStdin(), o, time.Now())
@@ -169,7 +159,7 @@ applied, which the webhook decides then, or check --cluster now), and every outp
 	f.StringSliceVar(&o.Groups, "as-group", nil, "the requester's groups, for exemptions")
 	_ = cmd.MarkFlagRequired("policies")
 	_ = cmd.MarkFlagRequired("filename")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return app.UsageError(err) })
 	return cmd
 }
 

@@ -2,7 +2,6 @@ package check
 
 import (
 	"encoding/json"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/policyreport"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
@@ -32,16 +32,7 @@ func write(out io.Writer, report Report, o *Options) error {
 		_, err = out.Write(b)
 		return err
 	case "junit":
-		if _, err := io.WriteString(out, xml.Header); err != nil {
-			return err
-		}
-		enc := xml.NewEncoder(out)
-		enc.Indent("", "  ")
-		if err := enc.Encode(JUnit(report, o)); err != nil {
-			return err
-		}
-		_, err := io.WriteString(out, "\n")
-		return err
+		return app.WriteJUnit(out, JUnit(report, o))
 	case "policyreport":
 		for i, r := range PolicyReports(report) {
 			b, err := yaml.Marshal(r.Object)
@@ -78,41 +69,15 @@ func write(out io.Writer, report Report, o *Options) error {
 	return nil
 }
 
-// JUnitSuite is the report as a JUnit XML test suite, for CI systems that show tests.
-type JUnitSuite struct {
-	XMLName  xml.Name    `xml:"testsuite"`
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Skipped  int         `xml:"skipped,attr"`
-	Cases    []JUnitCase `xml:"testcase"`
-}
-
-// JUnitCase is one workload change judged by one policy, or one document skipped.
-type JUnitCase struct {
-	// Classname is the change (e.g. "UPDATE Deployment ns/name") or the skipped
-	// document's source; Name is the policy, or the skipped document's kind.
-	Classname string        `xml:"classname,attr"`
-	Name      string        `xml:"name,attr"`
-	Failure   *JUnitFailure `xml:"failure,omitempty"`
-	Skipped   *JUnitSkipped `xml:"skipped,omitempty"`
-	// SystemOut holds the violations that do not fail the case (warnings, audits).
-	SystemOut string `xml:"system-out,omitempty"`
-}
-
-// JUnitFailure is a refusal (or a warning, with --fail-on-warn, or a rule not decided,
-// with --fail-on-undecided): its messages.
-type JUnitFailure struct {
-	Message string `xml:"message,attr"`
-	Type    string `xml:"type,attr"`
-	Text    string `xml:",chardata"`
-}
-
-// JUnitSkipped marks a document of a kind check does not judge, or a change a policy's
-// rules not decided may refuse.
-type JUnitSkipped struct {
-	Message string `xml:"message,attr"`
-}
+// The JUnit types are the offline commands' (app.JUnitSuite): a case per workload change
+// and policy, or per document skipped (Classname is the change, e.g. "UPDATE Deployment
+// ns/name", or the skipped document's source; Name the policy, or the document's kind).
+type (
+	JUnitSuite   = app.JUnitSuite
+	JUnitCase    = app.JUnitCase
+	JUnitFailure = app.JUnitFailure
+	JUnitSkipped = app.JUnitSkipped
+)
 
 // JUnit is the report as a JUnit test suite: a test case per (change, policy) pair that
 // was evaluated, failed when the policy refuses the change (or warns, with --fail-on-warn,

@@ -20,6 +20,9 @@ type Result struct {
 	Requests  RequestFigures    `json:"requests"`
 	// Errors are what went wrong inside the simulation (not refusals).
 	Errors []string `json:"errors,omitempty"`
+	// Expectations are the scenario's expectations (spec.expect), each with what the run
+	// showed.
+	Expectations []Outcome `json:"expectations,omitempty"`
 }
 
 // Entry is one request and holdfast's answer, or one event of the timeline.
@@ -57,6 +60,9 @@ type WorkloadFigures struct {
 	// change admitted and rolled out.
 	Refusals  int  `json:"refusals"`
 	Converged bool `json:"converged"`
+	// ConvergedSeconds is when it converged for good, in seconds from the start (0 for a
+	// workload that never changed); -1 when it did not.
+	ConvergedSeconds float64 `json:"convergedSeconds"`
 }
 
 // DrainFigures are one drain's figures.
@@ -121,6 +127,18 @@ func (r *Result) Write(out io.Writer) {
 	for _, e := range r.Errors {
 		fmt.Fprintf(out, "  error: %s\n", e)
 	}
+	if len(r.Expectations) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "expectations:")
+	for _, o := range r.Expectations {
+		mark := "met  "
+		if !o.Met {
+			mark = "UNMET"
+		}
+		fmt.Fprintf(out, "  %s %s\n", mark, o)
+	}
+	fmt.Fprintf(out, "%d of %d expectations met\n", len(r.Expectations)-len(r.Unmet()), len(r.Expectations))
 }
 
 // Workload is the figures of the workload named "Kind namespace/name", or nil.

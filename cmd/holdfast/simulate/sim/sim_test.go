@@ -36,7 +36,9 @@ func run(t *testing.T, sc *Scenario) *Result {
 	return res
 }
 
-func shipped(name string) string { return filepath.Join("..", "..", "scenarios", name+".yaml") }
+func shipped(name string) string {
+	return filepath.Join("..", "..", "..", "..", "scenarios", name+".yaml")
+}
 
 // unguarded is the scenario without its policies: the baseline the guard is measured against.
 func unguarded(sc *Scenario) *Scenario {
@@ -225,30 +227,30 @@ func TestBadInput(t *testing.T) {
 			"document 2: a ConfigMap: a scenario holds"},
 		"no scenario":      {"apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n", "no Scenario document"},
 		"two scenarios":    {head + "  timeline: []\n---\n" + head + "  timeline: []\n", "document 2: a second Scenario"},
-		"unknown field":    {head + "  timeline: []\n  speed: 2\n", `document 1: Scenario: error unmarshaling JSON: while decoding JSON: json: unknown field "speed"`},
-		"wrong apiVersion": {strings.Replace(head, "holdfast.dev/v1alpha1", "holdfast.dev/v1", 1) + "  timeline: []\n", `apiVersion "holdfast.dev/v1"`},
+		"unknown field":    {head + "  timeline: []\n  speed: 2\n", `document 1: Scenario.scenario.holdfast.dev "x" is invalid: spec.speed: Forbidden: unknown field`},
+		"wrong apiVersion": {strings.Replace(head, "holdfast.dev/v1alpha1", "holdfast.dev/v1", 1) + "  timeline: []\n", `apiVersion: Unsupported value: "holdfast.dev/v1": supported values: "scenario.holdfast.dev/v1alpha1", "holdfast.dev/v1alpha1"`},
 		"unknown kind":     {head + "  timeline: []\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n", "document 2: no kind \"Widget\""},
 		"two operations": {head + "  timeline:\n  - at: 1s\n    cordon: {nodes: [node-0]}\n    uncordon: {nodes: [node-0]}\n",
-			"spec.timeline[0]: want exactly one of apply, drain, cordon, uncordon; have 2"},
+			`spec.timeline[0]: Invalid value: "2 operations": want exactly one of apply, drain, cordon, uncordon`},
 		"out of order": {head + "  timeline:\n  - at: 2s\n    cordon: {nodes: [node-0]}\n  - at: 1s\n    uncordon: {nodes: [node-0]}\n",
-			"spec.timeline[1]: at 1s comes before the previous step's 2s"},
+			`spec.timeline[1].at: Invalid value: "1s": comes before the previous step's 2s`},
 		"unknown workload kind": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: Job, namespace: a, name: b}, replicas: 1}\n",
-			`spec.timeline[0].apply.workload.kind: "Job"`},
+			`spec.timeline[0].apply.workload.kind: Unsupported value: "Job"`},
 		"empty apply": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: Deployment, namespace: a, name: b}}\n",
-			"spec.timeline[0].apply: set a template, replicas or both"},
+			"spec.timeline[0].apply: Required value: set a template, replicas or both"},
 		"daemonset replicas": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: DaemonSet, namespace: a, name: b}, replicas: 2}\n",
-			"spec.timeline[0].apply.replicas: a DaemonSet has none"},
+			"spec.timeline[0].apply.replicas: Forbidden: a DaemonSet has no replicas"},
 		"template without labels": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: Deployment, namespace: a, name: b}, template: {spec: {containers: [{name: c, image: i}]}}}\n",
-			"spec.timeline[0].apply.template.metadata.labels: a pod template needs labels"},
-		"negative duration":   {head + "  podStartup: -1s\n  timeline: []\n", "spec.podStartup: -1s is negative"},
-		"until before a step": {head + "  until: 1m\n  timeline:\n  - at: 2m\n    cordon: {nodes: [node-0]}\n", "spec.until: 1m0s ends the scenario before its last step at 2m0s"},
-		"zero retry":          {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [node-0], retryAfter: 0s}\n", "spec.timeline[0].drain.retryAfter: want a positive wait"},
+			"spec.timeline[0].apply.template.metadata.labels: Required value: a pod template needs labels"},
+		"negative duration":   {head + "  podStartup: -1s\n  timeline: []\n", `spec.podStartup: Invalid value: "-1s": never negative`},
+		"until before a step": {head + "  until: 1m\n  timeline:\n  - at: 2m\n    cordon: {nodes: [node-0]}\n", `spec.until: Invalid value: "1m0s": ends the scenario before its last step at 2m0s`},
+		"zero retry":          {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [node-0], retryAfter: 0s}\n", `spec.timeline[0].drain.retryAfter: Invalid value: "0s": want a positive wait`},
 		"invalid policy": {head + "  timeline: []\n---\napiVersion: holdfast.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: p}\nspec:\n  targets: {selector: {matchLabels: {app: \"a b\"}}}\n",
 			"document 2: DisruptionPolicy.holdfast.dev \"p\" is invalid: spec.targets.selector.matchLabels: Invalid value: \"a b\""},
 		"misspelt policy field": {head + "  timeline: []\n---\napiVersion: holdfast.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: p}\nspec:\n  targets: {}\n  maxUnavailble: 1\n",
 			"document 2: DisruptionPolicy.holdfast.dev \"p\" is invalid: spec.maxUnavailble: Forbidden: unknown field"},
 		"duplicate node group": {strings.Replace(head, "[{prefix: node, count: 1}]", "[{prefix: node, count: 1}, {prefix: node, count: 2}]", 1) + "  timeline: []\n",
-			"spec.nodes: two groups named node"},
+			`spec.nodes[1].prefix: Duplicate value: "node"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Load([]string{writeFile(t, tc.file)}, nil)
@@ -263,13 +265,13 @@ func TestBadInput(t *testing.T) {
 func TestBadCluster(t *testing.T) {
 	const head = "apiVersion: holdfast.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\nspec:\n  nodes: [{prefix: node, count: 1}]\n"
 	for name, tc := range map[string]struct{ file, want string }{
-		"unknown node": {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [m-0]}\n", "timeline at 1s: no node m-0 in the scenario"},
+		"unknown node": {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [m-0]}\n", "document 1: spec.timeline[0] at 1s: no node m-0 in the scenario"},
 		"unschedulable start": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: a}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: d}}}]}}\n      containers: [{name: c, image: i}]\n",
 			"Deployment a/d: 1 of its starting pods cannot be scheduled"},
 		"selector mismatch": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: a}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: d}}, spec: {containers: [{name: c, image: i}]}}\n",
 			"document 2: Deployment a/d: spec.template.metadata.labels: map[app:d] does not match spec.selector app=x"},
 		"replicas before a template": {head + "  timeline:\n  - at: 1s\n    apply: {workload: {kind: Deployment, namespace: a, name: b}, replicas: 2}\n",
-			"timeline at 1s: Deployment a/b does not exist yet: its first apply needs a template"},
+			"document 1: spec.timeline[0].apply at 1s: Deployment a/b does not exist yet: its first apply needs a template"},
 		"workload without namespace": {head + "  timeline: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: d}}\n  template: {metadata: {labels: {app: d}}, spec: {containers: [{name: c, image: i}]}}\n",
 			"document 2: Deployment /d: metadata.namespace is required"},
 	} {

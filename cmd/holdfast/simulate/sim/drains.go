@@ -1,0 +1,168 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	scenariov1alpha1 "github.com/holdfast-dev/holdfast/api/scenario/v1alpha1"
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+)
+
+// drainRun is one Drain step in progress.
+type drainRun struct {
+	spec    *scenariov1alpha1.Drain
+	start   time.Time
+	nodes   map[string]*nodeDrain
+	tries   []*evictTry
+	figures *DrainFigures
+}
+
+type nodeDrain struct {
+	done   bool
+	failed bool
+}
+
+// evictTry is the drain tool's eviction of one pod.
+type evictTry struct {
+	w        *simWorkload
+	p        *pod
+	node     string
+	next     time.Time
+	silent   int // client-go's silent retries of this call so far
+	evicted  bool
+	done     bool
+	deferred int
+}
+
+func (s *sim) startDrain(d *scenariov1alpha1.Drain) {
+	s.cordon(d.Nodes, true)
+	run := &drainRun{spec: d, start: s.now, nodes: map[string]*nodeDrain{},
+		figures: &DrainFigures{Nodes: strings.Join(d.Nodes, ","), Requested: len(d.Nodes)}}
+	for _, name := range d.Nodes {
+		run.nodes[name] = &nodeDrain{}
+		for _, w := range s.workloads {
+			if w.ref.Kind == v1alpha1.KindDaemonSet && !d.DaemonSets {
+				continue
+			}
+			for _, p := range w.k.Pods {
+				if obj := w.objects[p]; obj != nil && obj.Spec.NodeName == name && !p.Terminating {
+					run.tries = append(run.tries, &evictTry{w: w, p: p, node: name, next: s.now})
+				}
+			}
+		}
+	}
+	order := map[string]int{}
+	for i, name := range d.Nodes {
+		order[name] = i
+	}
+	sort.SliceStable(run.tries, func(i, j int) bool { return order[run.tries[i].node] < order[run.tries[j].node] })
+	s.drains = append(s.drains, run)
+	s.res.Drains = append(s.res.Drains, run.figures)
+}
+
+// drainStep sends the evictions due and ends the node drains whose pods are gone.
+func (s *sim) drainStep(d *drainRun) {
+	retry := durationOr(d.spec.RetryAfter, scenariov1alpha1.DefaultRetryAfter)
+	clientRetries := scenariov1alpha1.DefaultClientRetries
+	if d.spec.ClientRetries != nil {
+		clientRetries = *d.spec.ClientRetries
+	}
+	user := d.spec.User
+	if user == "" {
+		user = scenariov1alpha1.DefaultDrainUser
+	}
+	current := ""
+	if d.spec.Sequential {
+		for _, name := range d.spec.Nodes {
+			if nd := d.nodes[name]; !nd.done && !nd.failed {
+				current = name
+				break
+			}
+		}
+	}
+	for _, t := range d.tries {
+		if t.done || t.evicted || s.now.Before(t.next) || (current != "" && t.node != current) {
+			continue
+		}
+		obj := t.w.objects[t.p]
+		if obj == nil || t.p.Terminating {
+			t.evicted = true // gone meanwhile
+			continue
+		}
+		resp := s.evict(obj, authenticationv1.UserInfo{Username: user, Groups: d.spec.Groups})
+		e := Entry{Request: "EVICT", Object: fmt.Sprintf("Pod %s/%s (%s on %s)", obj.Namespace, obj.Name, t.w.ref.Name, t.node), By: user, Answer: "allowed"}
+		if resp.Allowed {
+			s.res.Requests.EvictionsAllowed++
+			d.figures.Evictions++
+			t.evicted = true
+			if t.deferred > 0 {
+				e.Message = fmt.Sprintf("after %d deferrals", t.deferred)
+			}
+			s.log(e)
+			t.p.Terminating = true
+			obj.DeletionTimestamp = ptr.To(metav1.NewTime(s.now))
+			s.store.Put(obj)
+			t.w.evictedAt = append(t.w.evictedAt, s.now)
+			t.w.dirty = true
+			continue
+		}
+		e.Answer, e.Message = answer(resp)
+		code := int32(0)
+		if resp.Result != nil {
+			code = resp.Result.Code
+		}
+		if code != http.StatusTooManyRequests {
+			// kubectl drain gives up on anything but a 429.
+			s.res.Requests.EvictionsRefused++
+			d.figures.Refused++
+			t.done = true
+			d.nodes[t.node].failed = true
+			s.log(e)
+			continue
+		}
+		s.res.Requests.EvictionsDeferred++
+		d.figures.Deferred++
+		if t.deferred == 0 {
+			s.log(e) // the first of a streak; the allowed entry counts the rest
+		}
+		t.deferred++
+		wait := retry
+		if ra := retryAfter(resp); ra > 0 && t.silent < clientRetries {
+			wait, t.silent = ra, t.silent+1
+		} else {
+			t.silent = 0
+		}
+		t.next = s.now.Add(wait)
+	}
+	finished := false
+	for _, name := range d.spec.Nodes {
+		nd := d.nodes[name]
+		if nd.done || nd.failed {
+			continue
+		}
+		empty := true
+		for _, t := range d.tries {
+			if t.node == name && !t.done && (!t.evicted || t.w.objects[t.p] != nil) {
+				empty = false
+			}
+		}
+		if empty {
+			nd.done = true
+			d.figures.Drained++
+			d.figures.Seconds = math.Round(s.now.Sub(d.start).Seconds()*10) / 10
+			s.log(Entry{Request: "drain", Object: name, Answer: "done"})
+			finished = true
+		}
+	}
+	if finished && d.spec.Sequential {
+		s.drainStep(d) // the next node begins now
+	}
+}

@@ -1,0 +1,152 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// Each shipped scenario expects what its README line promises, and meets it; without
+// its policies, the same timeline breaks at least one of those promises, so that the
+// expectations measure holdfast and not the scenario.
+func TestShippedScenariosKeepTheirPromises(t *testing.T) {
+	for name, want := range map[string][]string{
+		"operator-storm":       {"spec.expect.maxTemplatesWithLivePods", "spec.expect.maxRevisions", "spec.expect.convergedWithin"},
+		"agent-drain":          {"spec.expect.maxUnavailable", "spec.expect.minEvictionGap", "spec.expect.drained"},
+		"kiam-node-group-swap": {"spec.expect.minReady", "spec.expect.drained"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sc := load(t, shipped(name))
+			res := run(t, sc)
+			var got []string
+			for _, o := range res.Expectations {
+				got = append(got, o.Expectation)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("expectations (-want +got):\n%s", diff)
+			}
+			if unmet := res.Unmet(); len(unmet) > 0 {
+				t.Errorf("guarded, unmet: %v", unmet)
+			}
+			if off := run(t, unguarded(sc)); len(off.Unmet()) == 0 {
+				t.Errorf("without its policies every expectation is met: %v", off.Expectations)
+			}
+		})
+	}
+}
+
+// The storm converges on GEN4 once its last pod on GEN4 is Ready, and stays converged.
+func TestConvergedSeconds(t *testing.T) {
+	res := run(t, load(t, shipped("operator-storm")))
+	if w := res.Workloads[0]; !w.Converged || w.ConvergedSeconds != res.Seconds {
+		t.Errorf("converged at %gs, the run ended at %gs; want both when GEN4's last pod is Ready: %+v", w.ConvergedSeconds, res.Seconds, w)
+	}
+}
+
+// Per-workload limits, a top-level limit over every workload, convergence that a policy
+// refusing every change prevents, and drained: false (a budget of zero), each measured
+// and worded.
+func TestExpectations(t *testing.T) {
+	// The operator of b never has what it wants: the run goes on until spec.until.
+	res, err := Run(load(t, writeFile(t, `apiVersion: scenario.holdfast.dev/v1alpha1
+kind: Scenario
+metadata: {name: expect}
+spec:
+  nodes: [{prefix: node, count: 4}]
+  podStartup: 2s
+  until: 2m
+  timeline:
+  - at: 0s
+    apply:
+      workload: {kind: Deployment, namespace: x, name: b}
+      template: {metadata: {labels: {app: b}}, spec: {containers: [{name: c, image: "b:2", args: [--server-count=3]}]}}
+  - at: 1s
+    drain: {nodes: [node-0], retryAfter: 5s}
+  expect:
+    maxUnavailable: 0
+    drained: false
+    workloads:
+    - workload: {kind: Deployment, namespace: x, name: a}
+      minReady: 2
+      minEvictionGap: 1s
+    - workload: {kind: Deployment, namespace: x, name: b}
+      convergedWithin: 1m
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: a, namespace: x}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: a}}
+  template:
+    metadata: {labels: {app: a}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: node-0}
+      terminationGracePeriodSeconds: 1
+      containers: [{name: c, image: "a:1"}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: b, namespace: x, labels: {app: b}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: b}}
+  template: {metadata: {labels: {app: b}}, spec: {containers: [{name: c, image: "b:1"}]}}
+---
+apiVersion: holdfast.dev/v1alpha1
+kind: DisruptionPolicy
+metadata: {name: a}
+spec:
+  targets: {selector: {matchLabels: {app: a}}}
+  maxUnavailable: 0
+---
+apiVersion: holdfast.dev/v1alpha1
+kind: RolloutPolicy
+metadata: {name: b}
+spec:
+  targets: {selector: {matchLabels: {app: b}}}
+  rules: {argsMatchReplicas: [{container: c, flag: --server-count}]}
+`)))
+	if err != nil || len(res.Errors) > 0 || !res.TimedOut {
+		t.Fatalf("err %v, errors %v, timed out %t; want a run that times out", err, res.Errors, res.TimedOut)
+	}
+	var got []string
+	for _, o := range res.Expectations {
+		mark := "met"
+		if !o.Met {
+			mark = "UNMET"
+		}
+		got = append(got, mark+" "+o.String())
+	}
+	want := []string{
+		"met spec.expect.maxUnavailable: Deployment x/a: 0 pods unavailable at once, want at most 0",
+		"met spec.expect.maxUnavailable: Deployment x/b: 0 pods unavailable at once, want at most 0",
+		"met spec.expect.workloads[0].minReady: Deployment x/a: 2 pods Ready at the fewest, want at least 2",
+		"met spec.expect.workloads[0].minEvictionGap: Deployment x/a: 0 evictions, want at least 1s",
+		"UNMET spec.expect.workloads[1].convergedWithin: Deployment x/b: not converged at the end (120s), after 63 refusals, want within 1m0s",
+		"met spec.expect.drained: drain node-0: drained 0 of 1 nodes, want a node left undrained",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("outcomes (-want +got):\n%s", diff)
+	}
+}
+
+// A limit for a workload the scenario never has is an error naming the field.
+func TestExpectationOfAnUnknownWorkload(t *testing.T) {
+	sc := load(t, writeFile(t, `apiVersion: scenario.holdfast.dev/v1alpha1
+kind: Scenario
+metadata: {name: x}
+spec:
+  nodes: [{prefix: node, count: 1}]
+  timeline: []
+  expect:
+    workloads:
+    - workload: {kind: Deployment, namespace: a, name: nope}
+      maxUnavailable: 1
+`))
+	_, err := Run(sc)
+	if err == nil || !strings.Contains(err.Error(), "document 1: spec.expect.workloads[0].workload: no Deployment a/nope in the scenario") {
+		t.Fatalf("error %v", err)
+	}
+}
