@@ -94,19 +94,8 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if in.NamespaceLabels, err = policy.NamespaceLabels(ctx, h.Reader, req.Namespace); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if NeedsNodes(in) {
-		spec, err := in.New.Template.Spec()
-		if err != nil {
-			return errored(badRequest("%s: %v", in.New, err))
-		}
-		if in.Nodes, err = workload.NodesFor(ctx, h.Reader, spec.Spec.NodeSelector); err != nil {
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("listing the nodes %s may run on: %w; retry", in.New, err))
-		}
-	}
-	if ReadsRevisions(in) {
-		if err := h.readRevisions(ctx, &in); err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
-		}
+	if err := h.readWorkloadState(ctx, &in); err != nil {
+		return errored(err)
 	}
 
 	d, err := h.decideAndRecord(ctx, &in, isDryRun(req))
@@ -189,15 +178,35 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 // (Operation, Old, New, TemplateChanged, User), the policies and the namespace's labels.
 // It writes nothing: holdfast check --cluster reads the cluster through it.
 func (h *Handler) ReadState(ctx context.Context, in *Input) error {
-	if MayStart(*in) {
-		if err := h.readRevisions(ctx, in); err != nil {
-			return err
-		}
+	if err := h.readWorkloadState(ctx, in); err != nil {
+		return err
 	}
 	ctx, cancel := h.Ledgers.Bound(ctx)
 	defer cancel()
 	_, _, err := h.readLedgers(ctx, in, h.limitedPolicies(in), sharedPolicies(in))
 	return err
+}
+
+// readWorkloadState reads what the decision reads of the cluster about the workload: the
+// nodes a new DaemonSet may run on (NeedsNodes), its revision journal and history
+// (ReadsRevisions). A template that does not decode is a bad request; a read that fails
+// is answered 500, "retry".
+func (h *Handler) readWorkloadState(ctx context.Context, in *Input) error {
+	if NeedsNodes(*in) {
+		spec, err := in.New.Template.Spec()
+		if err != nil {
+			return badRequest("%s: %v", in.New, err)
+		}
+		if in.Nodes, err = workload.NodesFor(ctx, h.Reader, spec.Spec.NodeSelector); err != nil {
+			return &statusError{http.StatusInternalServerError, fmt.Errorf("listing the nodes %s may run on: %w; retry", in.New, err)}
+		}
+	}
+	if ReadsRevisions(*in) {
+		if err := h.readRevisions(ctx, in); err != nil {
+			return &statusError{http.StatusInternalServerError, err}
+		}
+	}
+	return nil
 }
 
 // readLedgers fills in.Fleets and in.Evictions for the limited and shared policies, and

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
@@ -18,7 +19,7 @@ import (
 // StateReads is what each rule that reads the cluster's state reads of it, for messages
 // that say why a rule was not decided without it.
 var StateReads = map[string]string{
-	RuleSettle:              "whether the workload's current rollout has finished, from its revision journal and history",
+	RuleSettle:              "whether the workload's current rollout has finished and which templates have live pods, from its revision journal and history",
 	RuleMinInterval:         "when the workload's current revision became current, from its revision journal and history",
 	RuleRevertWindow:        "the workload's earlier revisions and when they stopped being current, from its revision journal and history",
 	RuleWindow:              "whether the change starts a rollout (a rollback or the fix of a stalled rollout passes), from the workload's revision journal and history",
@@ -26,35 +27,63 @@ var StateReads = map[string]string{
 	budget.RuleSharedBudget: "the evictions of the workload's pods, from its group's ledger and the DisruptionPolicy",
 }
 
+// ReadsOf is what a rule reads of the cluster's state when StateRules names it: StateReads,
+// or for strategy the nodes a new DaemonSet runs on (strategy otherwise reads the request
+// alone, so it is not in StateReads).
+func ReadsOf(rule string) string {
+	if rule == RuleStrategy {
+		return "how many nodes a new DaemonSet runs on, which its percentages resolve against, from the cluster's nodes"
+	}
+	return StateReads[rule]
+}
+
 // RevisionRules are the rules of StateReads that read only the workload's own revisions
 // (its journal and history, and the clock): a tool given the workload's ReplicaSets or
 // ControllerRevisions decides them as the webhook does when it has no journal.
 var RevisionRules = []string{RuleSettle, RuleMinInterval, RuleRevertWindow, RuleWindow}
 
-// StateRules names the rules of p whose verdict on the request reads the cluster's state:
-// those p enables, of StateReads, when p applies to the request (not suspended, selecting
-// the old or the new object, the requester not exempt) and the request may start a
-// rollout (MayStart) other than by a scale (I4, which starts nothing); none otherwise, and
-// then Decide decides every rule of p from the request alone. sharedBudget reads nothing
-// on a CREATE. The error is Decide's: a template that does not decode.
+// StateRules names the rules of p whose verdict on the request reads the cluster's state,
+// when p applies to the request (not suspended, selecting the old or the new object, the
+// requester not exempt): those p enables, of StateReads, when the request may start a
+// rollout (MayStart) other than by a scale (I4, which starts nothing); settle, which counts
+// the templates with live pods, for an OnDelete workload's template edit and for a scale
+// whose flags change the template (templates.go); strategy, for a new DaemonSet whose
+// percentages resolve against the nodes it runs on (NeedsNodes). None otherwise, and then
+// Decide decides every rule of p from the request alone. sharedBudget reads nothing on a
+// CREATE. The error is Decide's: a template that does not decode.
 func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
-	if p.Spec.Suspend || !MayStart(in) {
+	if p.Spec.Suspend {
 		return nil, nil
 	}
 	if exempt, grant := policy.ExemptAt(p.Spec.Exemptions, in.User, in.Now); exempt && grant == nil {
 		return nil, nil
 	}
-	if selectsNew, selectedOld, err := selection(p, in); err != nil || (!selectsNew && !selectedOld) {
-		return nil, nil // a policy that cannot be evaluated reports so from the request alone
-	}
-	if in.Operation == admissionv1.Update && in.TemplateChanged {
-		scale, err := isScale(in.Old, in.New, flagsOf(in))
-		if err != nil || scale {
-			return nil, err
-		}
+	if selectsNew, selectedOld, _ := selection(p, in); !selectsNew && !selectedOld {
+		return nil, nil // a policy that selects nothing (or cannot be evaluated) reads nothing
 	}
 	r := &p.Spec.Rules
 	var out []string
+	if readsNodes(p, in) {
+		out = append(out, RuleStrategy)
+	}
+	if !MayStart(in) {
+		if r.Settle != nil && stagesEdit(in) {
+			out = append(out, RuleSettle)
+		}
+		return out, nil
+	}
+	if in.Operation == admissionv1.Update && in.TemplateChanged {
+		scale, err := isScale(in.Old, in.New, flagsOf(in))
+		if err != nil {
+			return nil, err
+		}
+		if scale {
+			if r.Settle != nil {
+				out = append(out, RuleSettle)
+			}
+			return out, nil
+		}
+	}
 	for _, c := range []struct {
 		rule string
 		set  bool
@@ -95,6 +124,8 @@ func Without(p v1alpha1.RolloutPolicy, rules ...string) v1alpha1.RolloutPolicy {
 			r.Concurrency = nil
 		case budget.RuleSharedBudget:
 			r.SharedBudget = nil
+		case RuleStrategy:
+			r.Strategy = nil
 		}
 	}
 	return p
@@ -119,4 +150,17 @@ func RulesOf(p *v1alpha1.RolloutPolicy) []string {
 	add(RuleConcurrency, r.Concurrency != nil)
 	add(budget.RuleSharedBudget, r.SharedBudget != nil)
 	return out
+}
+
+// readsNodes is a new DaemonSet (NeedsNodes) whose strategy rule resolves a percentage,
+// the policy's limit or the DaemonSet's own maxUnavailable or maxSurge, against the nodes
+// it runs on.
+func readsNodes(p *v1alpha1.RolloutPolicy, in Input) bool {
+	rule := p.Spec.Rules.Strategy
+	if rule == nil || !NeedsNodes(in) {
+		return false
+	}
+	percent := func(v *intstr.IntOrString) bool { return v != nil && v.Type == intstr.String }
+	s := in.New.Strategy
+	return percent(rule.MaxUnavailable) || percent(s.MaxUnavailable) || (rule.DaemonSetSurge && percent(s.MaxSurge))
 }

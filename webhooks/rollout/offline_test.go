@@ -190,7 +190,7 @@ func rendered(vs decision.Violations) []string {
 // TestStateRulesNameOnlyWhatMayStart: a request that cannot start a rollout is decided
 // from the request alone, whatever rules a policy enables.
 func TestStateRulesNameOnlyWhatMayStart(t *testing.T) {
-	dep := v1alpha1.KindDeployment
+	dep, ds := v1alpha1.KindDeployment, v1alpha1.KindDaemonSet
 	A, B := template("A", "3"), template("B", "3")
 	all := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "all"}, Spec: v1alpha1.RolloutPolicySpec{
 		Windows: []v1alpha1.Window{{Schedule: "0 9 * * *", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}},
@@ -213,7 +213,10 @@ func TestStateRulesNameOnlyWhatMayStart(t *testing.T) {
 		"a resume reads them too":                  {op: admissionv1.Update, old: paused, obj: wl(dep, 3, A, workload.Rollout{}), want: every},
 		"a CREATE reads all but the shared budget": {op: admissionv1.Create, obj: wl(dep, 3, A, workload.Rollout{}), want: every[:5]},
 		"a labels-only update reads none":          {op: admissionv1.Update, old: wl(dep, 3, A, workload.Rollout{}), obj: relabelled},
-		"a flag-following scale reads none":        {op: admissionv1.Update, old: wl(dep, 3, A, workload.Rollout{}), obj: wl(dep, 5, template("A", "5"), workload.Rollout{})},
+		// It changes the template: settle counts the templates with live pods (I7).
+		"a flag-following scale reads settle": {op: admissionv1.Update, old: wl(dep, 3, A, workload.Rollout{}), obj: wl(dep, 5, template("A", "5"), workload.Rollout{}), want: every[:1]},
+		"an OnDelete edit reads settle": {op: admissionv1.Update, old: wl(ds, 3, A, workload.Rollout{OnDelete: true, Held: true}),
+			obj: wl(ds, 3, B, workload.Rollout{OnDelete: true, Held: true}), want: every[:1]},
 		"a bare scale reads none":                  {op: admissionv1.Update, old: wl(dep, 3, A, workload.Rollout{}), obj: wl(dep, 5, A, workload.Rollout{})},
 		"a change to a paused workload reads none": {op: admissionv1.Update, old: paused, obj: wl(dep, 3, B, workload.Rollout{Held: true, Paused: true})},
 		"a suspended policy reads none": {op: admissionv1.Update, old: wl(dep, 3, A, workload.Rollout{}), obj: wl(dep, 3, B, workload.Rollout{}),

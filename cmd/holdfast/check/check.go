@@ -488,7 +488,7 @@ func decide(ctx context.Context, in rollout.Input, revisions []Document, cluster
 		for _, rule := range rules {
 			if !slices.Contains(known, rule) {
 				unknown = append(unknown, rule)
-				undecided = append(undecided, Undecided{Policy: p.Name, Rule: rule, Reads: rollout.StateReads[rule]})
+				undecided = append(undecided, Undecided{Policy: p.Name, Rule: rule, Reads: rollout.ReadsOf(rule)})
 			}
 		}
 		decided[i] = rollout.Without(*p, unknown...)

@@ -60,7 +60,7 @@ func TestCheckSaysWhatItDoesNotDecideOffline(t *testing.T) {
 	out, code := run(t, o, "")
 	for _, want := range []string{
 		"UPDATE Deployment tenant-a/kube-apiserver: undecided\n",
-		"  not decided offline: [hosted-control-plane/settle] settle reads whether the workload's current rollout has finished, from its revision journal and history; give --cluster\n",
+		"  not decided offline: [hosted-control-plane/settle] settle reads whether the workload's current rollout has finished and which templates have live pods, from its revision journal and history; give --cluster\n",
 		"  not decided offline: [hosted-control-plane/revertWindow] revertWindow reads ",
 	} {
 		if code != 0 || !strings.Contains(out, want) {
@@ -99,10 +99,12 @@ func TestCheckSaysWhatItDoesNotDecideOffline(t *testing.T) {
 		t.Errorf("exit %d, result %+v; want a 403 for argsMatchReplicas, with the two rules still named", code, r)
 	}
 
-	// A scale (the flag follows replicas) starts no revision: decided from the objects.
+	// A scale (the flag follows replicas) starts no revision, but its template is one more
+	// set of pods: settle counts the templates with live pods, which only the cluster holds.
 	scaled := hosted(t, "scaled.yaml", strings.NewReplacer("replicas: 3", "replicas: 5", "--server-count=3", "--server-count=5"))
 	o = &Options{Policies: []string{hostedPolicy}, Files: []string{hosted(t, "old.yaml", nil), scaled}, Output: "text"}
-	if out, code := run(t, o, ""); code != 0 || !strings.Contains(out, "UPDATE Deployment tenant-a/kube-apiserver: allow\n") {
+	if out, code := run(t, o, ""); code != 0 || !strings.Contains(out, "UPDATE Deployment tenant-a/kube-apiserver: undecided\n") ||
+		!strings.Contains(out, "[hosted-control-plane/settle]") || strings.Contains(out, "revertWindow") {
 		t.Errorf("a scale: exit %d, output:\n%s", code, out)
 	}
 }
@@ -343,5 +345,45 @@ func TestCheckNowIsRFC3339(t *testing.T) {
 	out, code := run(t, o, "")
 	if code != 0 || !strings.Contains(out, "seconds: 1798761600") {
 		t.Errorf("exit %d, output:\n%s\nwant the results stamped at --now", code, out)
+	}
+}
+
+// TestNewDaemonSetPercentagesAreNotDecidedOffline: a new DaemonSet's percentages resolve
+// against the nodes it will run on (the API server clears its status), which only the
+// cluster knows: offline, the strategy rule is named undecided, never passed; with
+// absolute values it is decided from the objects.
+func TestNewDaemonSetPercentagesAreNotDecidedOffline(t *testing.T) {
+	policies := writeTemp(t, "policy.yaml", `apiVersion: holdfast.dev/v1alpha1
+kind: RolloutPolicy
+metadata: {name: agents}
+spec:
+  targets: {kinds: [DaemonSet]}
+  rules:
+    strategy: {maxUnavailable: 1}
+`)
+	ds := func(maxUnavailable string) string {
+		return `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: agent}}
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: ` + maxUnavailable + `}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: agent, image: "agent:1"}]}
+`
+	}
+	for value, want := range map[string]string{`"100%"`: "undecided", "1": "allow"} {
+		out, code := run(t, &Options{Policies: []string{policies}, Files: []string{writeTemp(t, "ds.yaml", ds(value))}, Output: "text"}, "")
+		switch want {
+		case "allow":
+			if code != 0 || !strings.Contains(out, "CREATE DaemonSet kube-system/agent: allow\n") {
+				t.Errorf("maxUnavailable %s: exit %d, output:\n%s", value, code, out)
+			}
+		default:
+			if code != 0 || !strings.Contains(out, "CREATE DaemonSet kube-system/agent: undecided\n") || !strings.Contains(out, "[agents/strategy] strategy reads how many nodes") {
+				t.Errorf("maxUnavailable %s: exit %d, output:\n%s", value, code, out)
+			}
+		}
 	}
 }
