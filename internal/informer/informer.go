@@ -114,14 +114,15 @@ func Options(revision toolscache.TransformFunc, namespace string, journals label
 }
 
 // leanPod keeps what decisions read of a pod; at 10,000 pods the rest is most of the cache.
-// leanNode keeps of a node what decisions read: its name and labels (how many nodes a
-// DaemonSet's node selector can run it on).
+// leanNode keeps of a node what decisions read: its name, labels and taints (which nodes
+// a new DaemonSet runs on, workload.NodesFor).
 func leanNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
+		Spec: corev1.NodeSpec{Taints: n.Spec.Taints}}, nil
 }
 
 func leanPod(obj any) (any, error) {

@@ -13,7 +13,8 @@ import (
 // ("2/3 updated, 1/3 available, 4 in all"), not when a workload is read.
 type Progress struct {
 	Kind v1alpha1.WorkloadKind
-	// Unobserved is a generation the Deployment controller has not acted on yet; 0 once it has.
+	// Unobserved is a generation the workload's controller has not acted on yet; 0 once it
+	// has (until then Updated counts the pods of an earlier template).
 	Unobserved int64
 	// Updated of Target replicas run the current revision; Available of Want are available
 	// (Ready, for StatefulSets); a Deployment has Total replicas in all.
@@ -65,6 +66,9 @@ func statefulSetRollout(l *Lean) Rollout {
 	r.Held = r.OnDelete || target == 0
 	st := &l.Status
 	r.Progress = Progress{Kind: v1alpha1.KindStatefulSet, Updated: st.UpdatedReplicas, Target: target, Available: st.ReadyReplicas, Want: want}
+	if st.ObservedGeneration < l.Metadata.Generation {
+		r.Progress.Unobserved = l.Metadata.Generation
+	}
 	// Finished also needs every replica Ready: the controller updates the last pod before
 	// it is Ready.
 	r.InProgress = st.ObservedGeneration < l.Metadata.Generation ||
@@ -77,10 +81,15 @@ func daemonSetRollout(l *Lean) Rollout {
 	st := &l.Status
 	want := st.DesiredNumberScheduled
 	onDelete := l.Spec.UpdateStrategy.Type == string(appsv1.OnDeleteDaemonSetStrategyType)
+	var unobserved int64
+	if st.ObservedGeneration < l.Metadata.Generation {
+		unobserved = l.Metadata.Generation
+	}
 	return Rollout{
 		OnDelete: onDelete,
 		Held:     onDelete,
-		Progress: Progress{Kind: v1alpha1.KindDaemonSet, Updated: st.UpdatedNumberScheduled, Target: want, Available: st.NumberAvailable, Want: want},
+		Progress: Progress{Kind: v1alpha1.KindDaemonSet, Updated: st.UpdatedNumberScheduled, Target: want, Available: st.NumberAvailable, Want: want,
+			Unobserved: unobserved},
 		InProgress: st.ObservedGeneration < l.Metadata.Generation ||
 			st.UpdatedNumberScheduled < want || st.NumberAvailable < want,
 		Mixed: st.ObservedGeneration < l.Metadata.Generation || st.UpdatedNumberScheduled < want,

@@ -79,16 +79,22 @@ type Decision struct {
 // a pod template that a rule had to read and that does not decode: the request is bad.
 func Decide(in Input) (Decision, error) {
 	var rs revisionState
-	if MayStart(in) {
+	if edits := in.Operation == admissionv1.Update && in.TemplateChanged; edits || MayStart(in) {
 		flags := flagsOf(in)
 		scale := false
-		if in.Operation == admissionv1.Update && in.TemplateChanged {
+		if edits {
 			var err error
 			if scale, err = isScale(in.Old, in.New, flags); err != nil {
 				return Decision{}, err
 			}
 		}
-		rs = revisionsOf(in, flags, scale)
+		if MayStart(in) {
+			rs = revisionsOf(in, flags, scale)
+		} else {
+			// A held workload's scale is judged too (I7): kube creates its template's pods
+			// once the hold lifts, or at once for a StatefulSet's ordinals above a partition.
+			rs = revisionState{flags: flags, scale: scale}
+		}
 	}
 	// Lifting a hold off an unfinished rollout restarts it: the fleet limit and the shared
 	// budget count it as a start (else pause, let another start, resume walks past both).
@@ -226,7 +232,21 @@ func check(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) ([]finding
 	if !rs.start {
 		return out, nil // Only a request that starts rolling out a template is held to the revision rules.
 	}
-	return append(out, checkRevision(in, rules, rs)...), nil
+	out = append(out, checkRevision(in, rules, rs)...)
+	if !hasRule(out, RuleSettle) {
+		out = append(out, checkThirdTemplate(in, rules, rs)...)
+	}
+	return out, nil
+}
+
+// hasRule reports a finding of the rule among found.
+func hasRule(found []finding, rule string) bool {
+	for _, f := range found {
+		if f.rule == rule {
+			return true
+		}
+	}
+	return false
 }
 
 // isScale reports a change whose only template difference is argsMatchReplicas flags,

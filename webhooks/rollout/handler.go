@@ -197,7 +197,7 @@ func (h *Handler) readWorkloadState(ctx context.Context, in *Input) error {
 		if err != nil {
 			return badRequest("%s: %v", in.New, err)
 		}
-		if in.Nodes, err = workload.NodesFor(ctx, h.Reader, spec.Spec.NodeSelector); err != nil {
+		if in.Nodes, err = workload.NodesFor(ctx, h.Reader, &spec.Spec); err != nil {
 			return &statusError{http.StatusInternalServerError, fmt.Errorf("listing the nodes %s may run on: %w; retry", in.New, err)}
 		}
 	}

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
@@ -66,23 +65,18 @@ func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
 	if readsNodes(p, in) {
 		out = append(out, RuleStrategy)
 	}
-	if !MayStart(in) {
-		if r.Settle != nil && stagesEdit(in) {
+	scale := false
+	if in.Operation == admissionv1.Update && in.TemplateChanged {
+		var err error
+		if scale, err = isScale(in.Old, in.New, flagsOf(in)); err != nil {
+			return nil, err
+		}
+	}
+	if !MayStart(in) || scale {
+		if r.Settle != nil && (stagesEdit(in) || scale) {
 			out = append(out, RuleSettle)
 		}
 		return out, nil
-	}
-	if in.Operation == admissionv1.Update && in.TemplateChanged {
-		scale, err := isScale(in.Old, in.New, flagsOf(in))
-		if err != nil {
-			return nil, err
-		}
-		if scale {
-			if r.Settle != nil {
-				out = append(out, RuleSettle)
-			}
-			return out, nil
-		}
 	}
 	for _, c := range []struct {
 		rule string
@@ -152,15 +146,13 @@ func RulesOf(p *v1alpha1.RolloutPolicy) []string {
 	return out
 }
 
-// readsNodes is a new DaemonSet (NeedsNodes) whose strategy rule resolves a percentage,
-// the policy's limit or the DaemonSet's own maxUnavailable or maxSurge, against the nodes
-// it runs on.
+// readsNodes is a new DaemonSet (NeedsNodes) whose strategy rule resolves its limits, and
+// the DaemonSet's maxUnavailable and maxSurge, against the nodes it runs on.
 func readsNodes(p *v1alpha1.RolloutPolicy, in Input) bool {
 	rule := p.Spec.Rules.Strategy
 	if rule == nil || !NeedsNodes(in) {
 		return false
 	}
-	percent := func(v *intstr.IntOrString) bool { return v != nil && v.Type == intstr.String }
-	s := in.New.Strategy
-	return percent(rule.MaxUnavailable) || percent(s.MaxUnavailable) || (rule.DaemonSetSurge && percent(s.MaxSurge))
+	// Absolute values read them too: what a rollout takes down is capped at the pods it has.
+	return rule.MaxUnavailable != nil || rule.DaemonSetSurge
 }

@@ -405,7 +405,8 @@ func Evaluate(policies []v1alpha1.RolloutPolicy, docs, revisions []Document, clu
 			}
 			in.TemplateChanged = !workload.SameTemplate(in.Old.Template, in.New.Template)
 		}
-		d, undecided, err := decide(ctx, in, revisions, cluster)
+		_, nsGiven := nsLabels[c.new.GetNamespace()]
+		d, undecided, err := decide(ctx, in, revisions, cluster, nsGiven)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", in.New, err)
 		}
@@ -458,7 +459,7 @@ func namespaceLabels(ctx context.Context, cluster *Cluster, namespace string, gi
 // cluster, everything the webhook reads; offline, the history among revisions (on an
 // UPDATE of a workload they hold revisions of) decides rollout.RevisionRules, and the
 // rules that read what check was not given are returned undecided, decided without.
-func decide(ctx context.Context, in rollout.Input, revisions []Document, cluster *Cluster) (rollout.Decision, []Undecided, error) {
+func decide(ctx context.Context, in rollout.Input, revisions []Document, cluster *Cluster, nsGiven bool) (rollout.Decision, []Undecided, error) {
 	if cluster != nil {
 		if err := cluster.handler.ReadState(ctx, &in); err != nil {
 			return rollout.Decision{}, nil, err
@@ -480,9 +481,21 @@ func decide(ctx context.Context, in rollout.Input, revisions []Document, cluster
 	decided := make([]v1alpha1.RolloutPolicy, len(in.Policies))
 	for i := range in.Policies {
 		p := &in.Policies[i]
+		if !nsGiven && readsNamespaceLabels(p) {
+			// Which namespaces it selects is cluster state too: without the namespace's
+			// labels it might select the workload or not, so none of its rules is decided.
+			undecided = append(undecided, Undecided{Policy: p.Name, Rule: ruleTargets, Reads: namespaceReads})
+			decided[i] = *p
+			decided[i].Spec.Suspend = true
+			continue
+		}
 		rules, err := rollout.StateRules(p, in)
 		if err != nil {
 			return rollout.Decision{}, nil, err
+		}
+		if unstatused(p, in) {
+			undecided = append(undecided, Undecided{Policy: p.Name, Rule: rollout.RuleStrategy, Reads: statusReads})
+			rules = append(rules, rollout.RuleStrategy)
 		}
 		var unknown []string
 		for _, rule := range rules {
@@ -496,6 +509,49 @@ func decide(ctx context.Context, in rollout.Input, revisions []Document, cluster
 	in.Policies = decided
 	d, err := rollout.Decide(in)
 	return d, undecided, err
+}
+
+// ruleTargets names, among the rules not decided offline, a policy's selection of
+// namespaces by labels the files do not give.
+const ruleTargets = "targets"
+
+const (
+	namespaceReads = "the labels of the workload's namespace, which its namespaceSelector selects by (or give the Namespace among the files)"
+	statusReads    = "how many nodes the DaemonSet runs on, which its percentages resolve against, from the old object's status (the manifest has none)"
+)
+
+// readsNamespaceLabels is a policy whose namespaceSelector reads a label other than
+// kubernetes.io/metadata.name, the one label check knows of a namespace not given.
+func readsNamespaceLabels(p *v1alpha1.RolloutPolicy) bool {
+	sel := p.Spec.Targets.NamespaceSelector
+	if sel == nil {
+		return false
+	}
+	for k := range sel.MatchLabels {
+		if k != corev1.LabelMetadataName {
+			return true
+		}
+	}
+	for _, e := range sel.MatchExpressions {
+		if e.Key != corev1.LabelMetadataName {
+			return true
+		}
+	}
+	return false
+}
+
+// unstatused is a DaemonSet UPDATE from an old manifest without a status, judged by a
+// strategy rule: its percentages (and its capped absolute values) resolve against the
+// nodes it runs on, which the webhook reads from the stored object's status.
+func unstatused(p *v1alpha1.RolloutPolicy, in rollout.Input) bool {
+	r := p.Spec.Rules.Strategy
+	if r == nil || (r.MaxUnavailable == nil && !r.DaemonSetSurge) || p.Spec.Suspend {
+		return false
+	}
+	if in.Old == nil || in.New.Kind != v1alpha1.KindDaemonSet || in.Old.Expected > 0 {
+		return false
+	}
+	return rollout.Applies(p, in)
 }
 
 // historyOf is the workload's revisions among the objects given with --history, and

@@ -61,10 +61,11 @@ func TestCheckReadsStdinAndNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	mismatched := strings.Replace(string(raw), "--server-count=3", "--server-count=1", 1)
-	// Without its Namespace, tenant-a has only its name label: the sample policy, which
-	// selects hosted control planes by a namespace label, does not apply.
+	// Without its Namespace, check cannot tell whether the sample policy, which selects
+	// hosted control planes by a namespace label, applies: undecided, never a pass.
 	out, code := run(t, &Options{Policies: []string{samplePolicy}, Files: []string{"-"}, Output: "text"}, mismatched)
-	if code != 0 || !strings.Contains(out, "CREATE Deployment tenant-a/kube-apiserver: allow") {
+	if code != 0 || !strings.Contains(out, "CREATE Deployment tenant-a/kube-apiserver: undecided") ||
+		!strings.Contains(out, "[konnectivity-server-count/targets] targets reads the labels of the workload's namespace") {
 		t.Errorf("exit %d, output:\n%s", code, out)
 	}
 	namespace := "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: tenant-a\n  labels:\n    holdfast.dev/hosted-control-plane: \"true\"\n---\n"

@@ -348,42 +348,42 @@ func TestCheckNowIsRFC3339(t *testing.T) {
 	}
 }
 
-// TestNewDaemonSetPercentagesAreNotDecidedOffline: a new DaemonSet's percentages resolve
-// against the nodes it will run on (the API server clears its status), which only the
-// cluster knows: offline, the strategy rule is named undecided, never passed; with
-// absolute values it is decided from the objects.
-func TestNewDaemonSetPercentagesAreNotDecidedOffline(t *testing.T) {
-	policies := writeTemp(t, "policy.yaml", `apiVersion: holdfast.dev/v1alpha1
+// TestNewDaemonSetLimitsAreNotDecidedOffline: a new DaemonSet's maxUnavailable resolves
+// against the nodes it will run on (the API server clears its status; an absolute value is
+// capped at them too), which only the cluster knows: offline, the strategy rule is named
+// undecided, never passed. A strategy rule that reads no count is decided from the objects.
+func TestNewDaemonSetLimitsAreNotDecidedOffline(t *testing.T) {
+	policy := func(strategy string) string {
+		return writeTemp(t, "policy.yaml", `apiVersion: holdfast.dev/v1alpha1
 kind: RolloutPolicy
 metadata: {name: agents}
 spec:
   targets: {kinds: [DaemonSet]}
   rules:
-    strategy: {maxUnavailable: 1}
+    strategy: `+strategy+`
 `)
+	}
 	ds := func(maxUnavailable string) string {
-		return `apiVersion: apps/v1
+		return writeTemp(t, "ds.yaml", `apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: agent, namespace: kube-system}
 spec:
   selector: {matchLabels: {app: agent}}
-  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: ` + maxUnavailable + `}}
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: `+maxUnavailable+`}}
   template:
     metadata: {labels: {app: agent}}
-    spec: {containers: [{name: agent, image: "agent:1"}]}
-`
+    spec: {containers: [{name: agent, image: "agent:1", readinessProbe: {grpc: {port: 8080}}}]}
+`)
 	}
-	for value, want := range map[string]string{`"100%"`: "undecided", "1": "allow"} {
-		out, code := run(t, &Options{Policies: []string{policies}, Files: []string{writeTemp(t, "ds.yaml", ds(value))}, Output: "text"}, "")
-		switch want {
-		case "allow":
-			if code != 0 || !strings.Contains(out, "CREATE DaemonSet kube-system/agent: allow\n") {
-				t.Errorf("maxUnavailable %s: exit %d, output:\n%s", value, code, out)
-			}
-		default:
-			if code != 0 || !strings.Contains(out, "CREATE DaemonSet kube-system/agent: undecided\n") || !strings.Contains(out, "[agents/strategy] strategy reads how many nodes") {
-				t.Errorf("maxUnavailable %s: exit %d, output:\n%s", value, code, out)
-			}
+	for _, tc := range []struct{ policy, maxUnavailable, want string }{
+		{"{maxUnavailable: 1}", `"100%"`, "undecided"},
+		{"{maxUnavailable: 1}", "5", "undecided"},
+		{"{readinessProbe: true}", `"100%"`, "allow"},
+	} {
+		out, code := run(t, &Options{Policies: []string{policy(tc.policy)}, Files: []string{ds(tc.maxUnavailable)}, Output: "text"}, "")
+		if code != 0 || !strings.Contains(out, "CREATE DaemonSet kube-system/agent: "+tc.want+"\n") ||
+			(tc.want == "undecided" && !strings.Contains(out, "[agents/strategy] strategy reads how many nodes")) {
+			t.Errorf("strategy %s, maxUnavailable %s: exit %d, output:\n%s", tc.policy, tc.maxUnavailable, code, out)
 		}
 	}
 }
