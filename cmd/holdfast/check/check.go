@@ -493,15 +493,19 @@ func decide(ctx context.Context, in rollout.Input, revisions []Document, cluster
 		if err != nil {
 			return rollout.Decision{}, nil, err
 		}
-		if unstatused(p, in) {
-			undecided = append(undecided, Undecided{Policy: p.Name, Rule: rollout.RuleStrategy, Reads: statusReads})
+		noStatus := unstatused(p, in)
+		if noStatus && !slices.Contains(rules, rollout.RuleStrategy) {
 			rules = append(rules, rollout.RuleStrategy)
 		}
 		var unknown []string
 		for _, rule := range rules {
 			if !slices.Contains(known, rule) {
 				unknown = append(unknown, rule)
-				undecided = append(undecided, Undecided{Policy: p.Name, Rule: rule, Reads: rollout.ReadsOf(rule)})
+				reads := rollout.ReadsOf(rule)
+				if noStatus && rule == rollout.RuleStrategy {
+					reads = statusReads
+				}
+				undecided = append(undecided, Undecided{Policy: p.Name, Rule: rule, Reads: reads})
 			}
 		}
 		decided[i] = rollout.Without(*p, unknown...)
