@@ -201,6 +201,12 @@ func TestDaemonSetCreateCountsNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
+		// The API server taints a new node not-ready (NoSchedule, TaintNodesByCondition),
+		// which a daemon pod does not tolerate; no controller here ever makes it Ready.
+		n.Spec.Taints = nil
+		if err := k8s.Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p := utiltesting.MakeRolloutPolicy("agents").Kinds(v1alpha1.KindDaemonSet).Obj()
 	p.Spec.Rules.Strategy = &v1alpha1.StrategyRule{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
