@@ -103,7 +103,10 @@ included. Every rule is then decided, at --now (RFC 3339; default: now). --kubec
 --context choose the cluster as kubectl does, and imply --cluster.
 
 Namespace objects among the files give their namespaces' labels (over the cluster's); offline,
-any other namespace has only kubernetes.io/metadata.name. Policies are read as the API server,
+a policy whose namespaceSelector reads other labels of a namespace not given is not decided
+(rule "targets"). A new DaemonSet's strategy limits (and a DaemonSet update's, from a manifest
+without a status) resolve against the nodes it runs on: not decided offline either. Policies
+are read as the API server,
 with holdfast's policy webhook, would store them (schema, defaults, CEL rules, selectors and
 windows); a policy it would refuse is an error naming the file, document and field. Documents
 of other kinds (Services, ConfigMaps, ...) are skipped and counted. A workload without
