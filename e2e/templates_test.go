@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -93,13 +94,16 @@ func TestOnDeleteDaemonSetGetsNoThirdTemplate(t *testing.T) {
 			}
 			a := ds.Spec.Template.Spec.Containers[0].Image
 			waitPods(map[string]int{a: 3})
+			// The DaemonSet controller writes its status meanwhile: a conflict is read again.
 			edit := func(image string, opts ...client.UpdateOption) error {
-				cur := &appsv1.DaemonSet{}
-				if err := c.Get(ctx, client.ObjectKeyFromObject(ds), cur); err != nil {
-					t.Fatal(err)
-				}
-				cur.Spec.Template.Spec.Containers[0].Image = image
-				return c.Update(ctx, cur, opts...)
+				return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					cur := &appsv1.DaemonSet{}
+					if err := c.Get(ctx, client.ObjectKeyFromObject(ds), cur); err != nil {
+						return err
+					}
+					cur.Spec.Template.Spec.Containers[0].Image = image
+					return c.Update(ctx, cur, opts...)
+				})
 			}
 
 			// The first edit is staged: every pod still runs A.
