@@ -74,9 +74,10 @@ func checkStagedEdit(in Input, rules *v1alpha1.RolloutRules) []finding {
 	if (replaced == nil || replaced.Live == 0) && (progress.Unobserved != 0 || progress.Updated == 0) {
 		return nil // the replaced template was only staged
 	}
+	live := liveRevisions(in.History)
 	var older *history.Revision
 	others := 0
-	for _, r := range liveRevisions(in.History) {
+	for _, r := range live {
 		if r != replaced {
 			others++
 			if older == nil {
@@ -87,7 +88,6 @@ func checkStagedEdit(in Input, rules *v1alpha1.RolloutRules) []finding {
 	if others == 0 {
 		return nil // it starts an OnDelete rollout: two templates at most
 	}
-	live := liveRevisions(in.History)
 	return []finding{{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
 		"%s (updateStrategy OnDelete): its pods already run %d pod templates (pods by %s), and kube creates every new or "+
 			"replacement pod from the current template, so this edit would make one more; return to the template of "+
