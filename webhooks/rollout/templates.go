@@ -13,10 +13,11 @@ import (
 
 // The rules in this file count what an operator sees: pod templates with live pods
 // (history.Revision.Live, terminating pods included). Under settle at most two templates
-// have live pods at once (docs/invariants.md). Two kinds of request add a template without
-// being a start the revision rules judge: a template edit of an OnDelete workload, which
-// kube rolls out pod by pod as pods are replaced, and a scale whose argsMatchReplicas flags
-// follow spec.replicas, which changes the template (I4: not a new revision).
+// have live pods at once (docs/invariants.md, I7). Two kinds of request add a template
+// without being a start the revision rules judge: a template edit of an OnDelete workload,
+// which kube rolls out pod by pod as pods are replaced, and a scale whose argsMatchReplicas
+// flags follow spec.replicas, which changes the template (I4: not a new revision). And a
+// start is held to the count too, whatever the journal says of the rollout before it.
 
 // ReadsRevisions is whether deciding the request reads the workload's journal and history:
 // a request that may start a rollout (MayStart), or any other UPDATE of its pod template
