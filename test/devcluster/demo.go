@@ -222,11 +222,15 @@ func waitReady(ctx context.Context, c client.Client, d *appsv1.Deployment, n int
 			return false, err
 		}
 		s := got.Status
-		return got.Generation == s.ObservedGeneration && s.UpdatedReplicas == n && s.ReadyReplicas == n && s.Replicas == n, nil
+		// Complete as an operator sees it: no pod of an earlier template left, terminating
+		// ones included (holdfast counts them as live, docs/invariants.md I7).
+		return got.Generation == s.ObservedGeneration && s.UpdatedReplicas == n && s.ReadyReplicas == n && s.Replicas == n &&
+			ptr.Deref(s.TerminatingReplicas, 0) == 0, nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for %d Ready replicas of %s: %w", n, d.Name, err)
 	}
+	time.Sleep(time.Second) // holdfast's cache has it too
 	return nil
 }
 
