@@ -66,6 +66,35 @@ func waitJournal(ctx context.Context, t *testing.T, c client.Client, kind v1alph
 
 func finished(j *journal.Journal) bool { return j.Current().Finished != nil }
 
+// nodePool puts three of the test bed's nodes in a pool (labelled pool: "true", taken
+// out again when the test ends) and returns join, which adds the fourth: a node joining
+// the pool, for DaemonSets confined to it by a node selector.
+func nodePool(ctx context.Context, t *testing.T, c client.Client, pool string) (join func()) {
+	t.Helper()
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil || len(nodes.Items) < 4 {
+		t.Fatalf("want at least 4 nodes: %d, %v", len(nodes.Items), err)
+	}
+	label := func(n *corev1.Node, on bool) {
+		value := "null"
+		if on {
+			value = `"true"`
+		}
+		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, pool, value))
+		if err := c.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		n := &nodes.Items[i]
+		if i < 3 {
+			label(n, true)
+		}
+		t.Cleanup(func() { label(n, false) })
+	}
+	return func() { label(&nodes.Items[3], true) }
+}
+
 // TestDaemonSetWithAnUnavailablePodTakesAChange is scenario 10: a fully updated DaemonSet
 // one of whose pods is not available (here: its pod on a node that just joined, inside
 // minReadySeconds) is not "rolling out", so a change, its fix included, passes. Its
@@ -77,27 +106,7 @@ func TestDaemonSetWithAnUnavailablePodTakesAChange(t *testing.T) {
 			c := newClient(t, cfg)
 			ns := newNamespace(ctx, t, c, "ds-notready")
 			settlePolicyIn(ctx, t, c, ns)
-			var nodes corev1.NodeList
-			if err := c.List(ctx, &nodes); err != nil || len(nodes.Items) < 4 {
-				t.Fatalf("want at least 4 nodes: %d, %v", len(nodes.Items), err)
-			}
-			label := func(n *corev1.Node, v *string) {
-				value := "null"
-				if v != nil {
-					value = fmt.Sprintf("%q", *v)
-				}
-				patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, pool, value))
-				if err := c.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, patch)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i := range 4 {
-				n := &nodes.Items[i]
-				if i < 3 {
-					label(n, ptr.To("true"))
-				}
-				t.Cleanup(func() { label(n, nil) })
-			}
+			join := nodePool(ctx, t, c, pool)
 			tmpl := utiltesting.MakeDeployment(ns, "agent").Obj().Spec.Template
 			tmpl.Spec.NodeSelector = map[string]string{pool: "true"}
 			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
@@ -117,7 +126,7 @@ func TestDaemonSetWithAnUnavailablePodTakesAChange(t *testing.T) {
 			status(func(s *appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 3 && s.NumberAvailable == 3 })
 			waitJournal(ctx, t, c, v1alpha1.KindDaemonSet, ns, ds.Name, finished)
 
-			label(&nodes.Items[3], ptr.To("true")) // a node joins the pool
+			join() // a node joins the pool
 			status(func(s *appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 4 && s.NumberAvailable == 3 })
 			w, err := workload.From(ds)
 			if err != nil || !w.Rollout.InProgress {

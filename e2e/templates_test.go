@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,27 +34,7 @@ func TestOnDeleteDaemonSetGetsNoThirdTemplate(t *testing.T) {
 			c := newClient(t, cfg)
 			ns := newNamespace(ctx, t, c, "ds-ondelete")
 			settlePolicyIn(ctx, t, c, ns)
-			var nodes corev1.NodeList
-			if err := c.List(ctx, &nodes); err != nil || len(nodes.Items) < 4 {
-				t.Fatalf("want at least 4 nodes: %d, %v", len(nodes.Items), err)
-			}
-			label := func(n *corev1.Node, on bool) {
-				value := "null"
-				if on {
-					value = `"true"`
-				}
-				patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, pool, value))
-				if err := c.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, patch)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i := range 4 {
-				n := &nodes.Items[i]
-				if i < 3 {
-					label(n, true)
-				}
-				t.Cleanup(func() { label(n, false) })
-			}
+			join := nodePool(ctx, t, c, pool)
 			tmpl := utiltesting.MakeDeployment(ns, "agent").Obj().Spec.Template
 			tmpl.Spec.NodeSelector = map[string]string{pool: "true"}
 			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
@@ -112,7 +91,7 @@ func TestOnDeleteDaemonSetGetsNoThirdTemplate(t *testing.T) {
 			}
 			waitPods(map[string]int{a: 3})
 			// A node joins: kube creates its pod from B. Two templates have pods.
-			label(&nodes.Items[3], true)
+			join()
 			waitPods(map[string]int{a: 3, "registry.example/agent:b": 1})
 
 			// C would be the third, with the next node or the next replaced pod. Probed with
