@@ -5,6 +5,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -77,7 +78,23 @@ type Decision struct {
 
 // Decide evaluates every policy that applies to the request. It does no I/O. An error is
 // a pod template that a rule had to read and that does not decode: the request is bad.
-func Decide(in Input) (Decision, error) {
+func Decide(in Input) (Decision, error) { return decideWithout(in, nil) }
+
+// checks names the checks Decide runs, each a mutant of the mutation test removes in turn
+// (model_test.go): the explorer must catch every one by an outcome in the cluster.
+var checks = []string{RuleArgsMatchReplicas, RuleStrategy, checkStaged, checkScale, RuleSettle, RuleMinInterval,
+	RuleRevertWindow, checkThird, RuleWindow, RuleConcurrency, budget.RuleSharedBudget, RuleSelection, RuleExemption}
+
+// The checks of I7 (templates.go), named apart from the rules they report under.
+const (
+	checkStaged = "settle/stagedEdit"
+	checkScale  = "settle/scaleDuringRollout"
+	checkThird  = "settle/thirdTemplate"
+)
+
+// decideWithout is Decide without the checks skip names (nil: none skipped).
+func decideWithout(in Input, skip func(check string) bool) (Decision, error) {
+	runs := func(check string) bool { return skip == nil || !skip(check) }
 	var rs revisionState
 	if edits := in.Operation == admissionv1.Update && in.TemplateChanged; edits || MayStart(in) {
 		flags := flagsOf(in)
@@ -103,6 +120,9 @@ func Decide(in Input) (Decision, error) {
 	for i := range in.Policies {
 		p := &in.Policies[i]
 		exempt, grant := policy.ExemptAt(p.Spec.Exemptions, in.User, in.Now)
+		if !runs(RuleExemption) {
+			exempt, grant = false, nil
+		}
 		if p.Spec.Suspend || (exempt && grant == nil) {
 			continue
 		}
@@ -114,23 +134,25 @@ func Decide(in Input) (Decision, error) {
 		if !selectsNew && !selectedOld {
 			continue
 		}
-		found, err := check(in, &p.Spec.Rules, &rs)
+		found, err := check(in, &p.Spec.Rules, &rs, runs)
 		if err != nil {
 			return Decision{}, err
 		}
-		found = append(found, checkWindows(in, &p.Spec, &rs)...)
+		if runs(RuleWindow) {
+			found = append(found, checkWindows(in, &p.Spec, &rs, resumes)...)
+		}
 		if (p.Spec.Rules.Concurrency != nil || p.Spec.Rules.SharedBudget != nil) && (rs.start || resumes) && !rs.cancel {
 			// Neither holds a rollback or the fix of a stalled rollout.
 			if stalled, _ := rs.stalled(in, p.Spec.Rules.Settle); !stalled {
-				if p.Spec.Rules.Concurrency != nil {
+				if p.Spec.Rules.Concurrency != nil && runs(RuleConcurrency) {
 					found = append(found, checkConcurrency(in, p)...)
 				}
-				if p.Spec.Rules.SharedBudget != nil {
+				if p.Spec.Rules.SharedBudget != nil && runs(budget.RuleSharedBudget) {
 					found = append(found, checkSharedBudget(in, p)...)
 				}
 			}
 		}
-		if selectedOld && !selectsNew && in.Operation == admissionv1.Update {
+		if selectedOld && !selectsNew && in.Operation == admissionv1.Update && runs(RuleSelection) {
 			// Otherwise a relabel, then a free change, walks around every rule.
 			found = append(found, finding{rule: RuleSelection, field: field.NewPath("metadata", "labels"), message: fmt.Sprintf(
 				"%s: the update takes the workload out of the policy's selection (its labels no longer match spec.targets); "+
@@ -217,23 +239,33 @@ var (
 
 // check applies one policy's rules to the request; rs is what the request does to the
 // workload's revisions, the same for every policy.
-func check(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) ([]finding, error) {
-	out, err := checkArgsMatchReplicas(in.New, rules.ArgsMatchReplicas)
-	if err != nil {
-		return nil, err
+func check(in Input, rules *v1alpha1.RolloutRules, rs *revisionState, runs func(check string) bool) ([]finding, error) {
+	var out []finding
+	if runs(RuleArgsMatchReplicas) {
+		found, err := checkArgsMatchReplicas(in.New, rules.ArgsMatchReplicas)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, found...)
 	}
-	lints, err := checkStrategy(in, rules.Strategy)
-	if err != nil {
-		return nil, err
+	if runs(RuleStrategy) {
+		lints, err := checkStrategy(in, rules.Strategy)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, lints...)
 	}
-	out = append(out, lints...)
-	out = append(out, checkStagedEdit(in, rules)...)
-	out = append(out, checkScaleDuringRollout(in, rules, rs)...)
+	if runs(checkStaged) {
+		out = append(out, checkStagedEdit(in, rules)...)
+	}
+	if runs(checkScale) {
+		out = append(out, checkScaleDuringRollout(in, rules, rs)...)
+	}
 	if !rs.start {
 		return out, nil // Only a request that starts rolling out a template is held to the revision rules.
 	}
-	out = append(out, checkRevision(in, rules, rs)...)
-	if !hasRule(out, RuleSettle) {
+	out = append(out, slices.DeleteFunc(checkRevision(in, rules, rs), func(f finding) bool { return !runs(f.rule) })...)
+	if !hasRule(out, RuleSettle) && runs(checkThird) {
 		out = append(out, checkThirdTemplate(in, rules, rs)...)
 	}
 	return out, nil

@@ -74,8 +74,52 @@ func (o mop) String() string {
 	return fmt.Sprintf("{Kind: %q, N: %d, Replica: %d},", o.Kind, o.N, o.Replica)
 }
 
-var mopKinds = []string{"edit", "edit", "editOld", "pause", "resume", "onDelete", "rollingUpdate", "partition",
-	"scale", "scaleNoFlag", "relabel", "recreate", "policy", "restart", "journalLost", "tick", "tick", "sync", "notReady", "strategy"}
+var mopKinds = []string{"edit", "edit", "editOld", "editAs", "pause", "resume", "onDelete", "rollingUpdate", "partition",
+	"scale", "scale", "scaleNoFlag", "relabel", "recreate", "policy", "window", "restart", "journalLost", "tick", "tick", "sync",
+	"notReady", "strategy", "nodeJoin", "nodeLeave", "deletePod"}
+
+// mopApplies is whether an operation means anything for a workload of kind: the generator
+// draws only those, so that no step is spent on a pause of a DaemonSet.
+func mopApplies(op string, kind v1alpha1.WorkloadKind) bool {
+	switch op {
+	case "pause":
+		return kind == v1alpha1.KindDeployment
+	case "onDelete":
+		return kind != v1alpha1.KindDeployment
+	case "partition":
+		return kind == v1alpha1.KindStatefulSet
+	case "scale", "scaleNoFlag":
+		return kind != v1alpha1.KindDaemonSet
+	case "notReady", "nodeJoin", "nodeLeave":
+		return kind == v1alpha1.KindDaemonSet
+	case "strategy":
+		return kind != v1alpha1.KindStatefulSet
+	}
+	return true
+}
+
+// generated runs sequence seed: its operations come from a generator of their own (so
+// that a sequence replays alike), drawn from those that apply to the workload's kind, then
+// the scripted operator of I6. counts, when not nil, counts the operations drawn.
+func generated(seed uint64, broken func(Input) (Decision, error), counts map[string]int) *mworld {
+	w := newMWorld(seed, broken)
+	gen := rand.New(rand.NewPCG(seed, 0x0905))
+	var kinds []string
+	for _, k := range mopKinds {
+		if mopApplies(k, w.kind) {
+			kinds = append(kinds, k)
+		}
+	}
+	for range 4 + gen.IntN(9) {
+		op := mop{Kind: kinds[gen.IntN(len(kinds))], N: gen.IntN(1000), Replica: gen.IntN(2)}
+		if counts != nil {
+			counts[op.Kind]++
+		}
+		w.step(op)
+	}
+	w.operate()
+	return w
+}
 
 // tmpl is a pod template: an image tag and the --server-count flag.
 type tmpl struct{ tag, count int }
@@ -132,6 +176,9 @@ type mworld struct {
 	notReady   map[int]bool
 	policy     int // index into modelPolicies; changed by "policy"
 	policyAt   time.Time
+	window     int // index into modelWindows; changed by "window"
+	windowAt   time.Time
+	user       string // the requester of the request being sent
 
 	journal    *journal.Journal // the leader's, as written
 	lastObj    client.Object    // the workload's last state before an orphaning delete
@@ -139,9 +186,29 @@ type mworld struct {
 	lastRecord time.Time
 	replicas2  [2]*mreplica
 	tr         truth
+	// admitted is, per template, how the request that last made it the spec's template (or
+	// lifted the hold on it) was admitted: the outcome invariant I7 excuses a third
+	// template with live pods only when that request was one the rules let past.
+	admitted map[tmpl]admission7
+	// live is the templates with live pods after the controller's last step.
+	live []tmpl
+	// lastLive is, by tag, when a pod of it was last live; newest is the tag that last got
+	// its first pod (no pod of that tag live before), and when.
+	lastLive  map[int]time.Time
+	newest    int
+	newestAt  time.Time
 	violations []string
 	deadlock   bool
 	broken2    func(Input) (Decision, error)
+}
+
+// admission7 is what the truth said when a request that changes what the controller rolls
+// out was admitted.
+type admission7 struct {
+	settle      bool // a settle policy was in force
+	minInterval bool // a minInterval policy was in force
+	window string // a window that held new rollouts was in force
+	excuse string // why the outcome invariants excuse what it rolls out (mworld.exception)
 }
 
 type mreplica struct {
@@ -162,12 +229,71 @@ var modelPolicies = []*v1alpha1.RolloutRules{
 	{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: mStall}}, RevertWindow: &metav1.Duration{Duration: mRevert}},
 }
 
+// The requesters: the operator, a break-glass user every policy exempts, and an on-call
+// user exempt until mOnCallUntil.
+const (
+	mOperator   = "operator"
+	mBreakGlass = "breakglass"
+	mOnCall     = "oncall"
+)
+
+var (
+	mStart       = time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	mOnCallUntil = mStart.Add(3 * time.Minute)
+	mExemptions  = v1alpha1.Exemptions{Users: []string{mBreakGlass}, Temporary: []v1alpha1.TemporaryExemption{
+		{Users: []string{mOnCall}, Expires: metav1.NewTime(mOnCallUntil), Reason: "incident 42"}}}
+)
+
+// modelWindows are the windows the "window" operation puts on the policy: none; a Deny
+// window every even minute in a zone 5:45 ahead of UTC (so its minutes are odd in UTC);
+// an Allow window every even minute in New York; two Allow windows back to back.
+var modelWindows = [][]v1alpha1.Window{
+	nil,
+	{{Name: "even", Schedule: "*/2 * * * *", Duration: metav1.Duration{Duration: time.Minute}, TimeZone: "Asia/Kathmandu", Action: v1alpha1.WindowDeny}},
+	{{Name: "even", Schedule: "*/2 * * * *", Duration: metav1.Duration{Duration: time.Minute}, TimeZone: "America/New_York", Action: v1alpha1.WindowAllow}},
+	{{Name: "even", Schedule: "*/2 * * * *", Duration: metav1.Duration{Duration: time.Minute}, Action: v1alpha1.WindowAllow},
+		{Name: "odd", Schedule: "1-59/2 * * * *", Duration: metav1.Duration{Duration: time.Minute}, Action: v1alpha1.WindowAllow}},
+}
+
+// windowHolds is the model's own reading of modelWindows[i] at now (not holdfast's
+// policy.ParseWindows): whether it holds new rollouts, and for how long at most.
+func windowHolds(i int, now time.Time) (bool, time.Duration) {
+	even := func(zone string) bool {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			panic(err)
+		}
+		return now.In(loc).Minute()%2 == 0
+	}
+	switch i {
+	case 1:
+		return even("Asia/Kathmandu"), time.Minute
+	case 2:
+		return !even("America/New_York"), time.Minute
+	}
+	return false, 0
+}
+
+// exception is the one registry of requests the outcome invariants excuse, read by every
+// check: an exempt requester (the model's own reading of mExemptions) and a policy that
+// was not in force.
+func (w *mworld) exception(user string) string {
+	switch {
+	case user == mBreakGlass:
+		return "exempt"
+	case user == mOnCall && w.now.Before(mOnCallUntil):
+		return "exempt until " + mOnCallUntil.Format("15:04:05")
+	}
+	return ""
+}
+
 func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
 	r := rand.New(rand.NewPCG(seed, 0x7011))
-	w := &mworld{seed: seed, rng: r, now: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC),
+	w := &mworld{seed: seed, rng: r, now: mStart, user: mOperator,
 		kind:     workload.Kinds()[r.IntN(3)],
 		replicas: 3, nodes: 3 + r.IntN(2), guarded: true, broken: map[int]bool{}, numbers: map[tmpl]int64{}, created: map[tmpl]time.Time{},
-		notReady: map[int]bool{}, exists: true, uid: 1, generation: 1, broken2: broken}
+		notReady: map[int]bool{}, exists: true, uid: 1, generation: 1, broken2: broken, admitted: map[tmpl]admission7{},
+		lastLive: map[int]time.Time{}, newest: 1, newestAt: mStart}
 	if w.kind == v1alpha1.KindDaemonSet {
 		w.replicas = w.nodes
 	}
@@ -175,13 +301,14 @@ func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
 	w.actedT, w.current = w.t, w.t
 	w.nextTag = 2
 	w.tr = truth{cur: 1, curT: w.t, since: w.now, progressed: w.now, left: map[int]time.Time{}, acted: true}
-	w.policyAt = w.now.Add(-time.Hour)
+	w.policyAt, w.windowAt = w.now.Add(-time.Hour), w.now.Add(-time.Hour)
 	w.revisionFor(w.t)
 	// Start settled: every pod of tag 1 Ready, the journal recorded.
 	for i := range w.replicas {
 		w.pods = append(w.pods, &mpod{Template: w.t, Slot: w.slotFor(i), Created: w.now, ReadyAt: w.now})
 	}
 	w.observed = w.generation
+	w.live = w.liveTemplates()
 	w.tr.finished = true
 	w.now = w.now.Add(time.Minute)
 	w.record()
@@ -276,7 +403,55 @@ func (w *mworld) control() {
 	for _, p := range w.pods {
 		w.tr.acted = w.tr.acted || p.Template.tag == w.tr.cur
 	}
+	w.checkLiveTemplates()
 	w.observeTruth()
+}
+
+// liveTemplates is the templates with live pods: kube's identity of a pod's template (its
+// pod-template-hash or controller-revision-hash), --server-count included.
+func (w *mworld) liveTemplates() []tmpl {
+	var out []tmpl
+	for _, p := range w.pods {
+		if !slices.Contains(out, p.Template) {
+			out = append(out, p.Template)
+		}
+	}
+	return out
+}
+
+// checkLiveTemplates is the outcome invariant I7, counted from the pods alone: a third
+// template gets live pods only from a request the rules let past (the fix of a stalled
+// rollout, a cancel) or one no settle policy judged.
+func (w *mworld) checkLiveTemplates() {
+	live := w.liveTemplates()
+	defer func() { w.live = live }()
+	for _, t := range live {
+		w.lastLive[t.tag] = w.now
+	}
+	for _, t := range live {
+		if slices.Contains(w.live, t) {
+			continue
+		}
+		if a, ok := w.admitted[t]; ok && a.settle && a.excuse == "" && len(live) > 2 {
+			w.violate("I7: %d templates with live pods %v; %v got its first pod, admitted under settle", len(live), live, t)
+		}
+		fresh := !slices.ContainsFunc(w.live, func(o tmpl) bool { return o.tag == t.tag })
+		// I2, in the pods: a new image gets its first pod no sooner than minInterval after
+		// the one before did (less the time a controller and the leader's look may lag).
+		if a, ok := w.admitted[t]; ok && fresh && t.tag != w.newest {
+			if gap := w.now.Sub(w.newestAt); a.minInterval && a.excuse == "" && gap < mMinInterval-mMaxLag-2*time.Second {
+				w.violate("I2: tag %d got its first pod %s after tag %d got its first", t.tag, gap, w.newest)
+			}
+		}
+		if fresh && t.tag != w.newest {
+			w.newest, w.newestAt = t.tag, w.now
+		}
+		// W1: a new image (not a scale: the same tag) gets pods only from a request
+		// admitted while no window held new rollouts, or one the rules let past.
+		if a, ok := w.admitted[t]; ok && a.window != "" && a.excuse == "" && fresh {
+			w.violate("W1: template %v got its first pod, admitted while the window %q held new rollouts", t, a.window)
+		}
+	}
 }
 
 // kube is the workload as its controller reads it, over the model's pods.
@@ -286,7 +461,7 @@ func (w *mworld) kube() *kubemodel.Workload[tmpl] {
 		nodes[i] = i
 	}
 	return &kubemodel.Workload[tmpl]{Kind: w.kind, Template: w.t, Replicas: w.replicas, Nodes: nodes, Paused: w.paused, OnDelete: w.onDelete,
-		Partition: w.partition, Current: w.current, HasCurrent: true, OldTemplateOnCreate: true, MaxUnavailable: w.maxUnavail, MaxSurge: 1, Pods: w.pods,
+		Partition: w.partition, Current: w.current, HasCurrent: true, MaxUnavailable: w.maxUnavail, MaxSurge: 1, Pods: w.pods,
 		Ready: w.ready, NewPod: w.newPod}
 }
 
@@ -348,7 +523,8 @@ func (w *mworld) objects() []client.Object {
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mNamespace, Labels: map[string]string{corev1.LabelMetadataName: mNamespace}}}}
 	if rules := modelPolicies[w.policy]; rules != nil {
 		objs = append(objs, &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{
-			Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"guard": "on"}}}, Mode: v1alpha1.ModeEnforce, Rules: *rules}})
+			Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"guard": "on"}}}, Mode: v1alpha1.ModeEnforce, Rules: *rules,
+			Windows: modelWindows[w.window], Exemptions: mExemptions}})
 	}
 	// After an orphaning delete the revisions and pods stay, without an owner, until a
 	// workload of the same name adopts them.
@@ -557,10 +733,12 @@ func (w *mworld) advance(d time.Duration) {
 // handler; on admission the API server stores it.
 func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string) bool {
 	before := *w
+	w.user = user
 	oldObj := w.object()
 	next()
-	if op == admissionv1.Update {
-		w.generation++ // only a spec change bumps it; the model's changes are all to the spec or labels
+	if op == admissionv1.Update && (w.t != before.t || w.replicas != before.replicas || w.paused != before.paused ||
+		w.onDelete != before.onDelete || w.partition != before.partition || w.maxUnavail != before.maxUnavail) {
+		w.generation++ // only a change to the spec bumps it, as the API server does
 	}
 	newObj := w.object()
 	rep := w.replicas2[i]
@@ -585,10 +763,52 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 		w.trace = append(w.trace, fmt.Sprintf("%s %s via %d: allowed=%t %s", w.now.Format("15:04:05"), op, i, resp.Allowed, msg))
 	}
 	if !resp.Allowed {
+		if ex := w.exception(user); ex != "" && modelPolicies[w.policy] != nil {
+			w.violate("%s (%s) was refused: %s", user, ex, resp.Result.Message)
+		}
 		restore(w, &before)
 		return false
 	}
+	w.noteAdmitted(&before)
 	return true
+}
+
+// noteAdmitted records, for I7, how an admitted request that changes what the controller
+// rolls out was let past: under a settle policy, and as the fix of a stalled rollout or a
+// cancel (by the truth, before the request).
+func (w *mworld) noteAdmitted(before *mworld) {
+	if w.t == before.t && w.replicas == before.replicas && w.paused == before.paused && w.onDelete == before.onDelete &&
+		w.partition == before.partition && w.exists == before.exists && w.uid == before.uid {
+		return
+	}
+	if _, ok := w.admitted[w.t]; ok && w.t == before.t && !(before.held() && !w.held()) {
+		return // it neither changes the template nor lifts a hold: its rollout was admitted before
+	}
+	rules := w.rules()
+	a := admission7{settle: rules != nil && rules.Settle != nil, minInterval: rules != nil && rules.MinInterval != nil}
+	if held, _ := windowHolds(w.window, w.now); held && rules != nil && w.now.Sub(w.windowAt) > mMaxLag {
+		a.window = modelWindows[w.window][0].Name
+	}
+	hasPods := slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template.tag == w.t.tag })
+	staged, scaled := w.admitted[before.t]
+	scaled = scaled && w.t != before.t && w.t.tag == before.t.tag && !slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template == before.t })
+	switch {
+	case w.exception(w.user) != "":
+		a.excuse = w.exception(w.user)
+	case scaled && staged.excuse != "":
+		// A scale of a template that has no pods yet replaces it: what it rolls out was let
+		// past when that template was.
+		a.excuse = staged.excuse
+	case !before.tr.finished && w.now.Sub(before.tr.progressed) >= mStall-mMaxLag:
+		a.excuse = "stalled"
+	case w.t.tag == before.tr.prev && !before.tr.finished && hasPods:
+		a.excuse = "cancel"
+	case rules != nil && rules.RevertWindow != nil && hasPods:
+		a.excuse = "return" // minInterval does not hold a return within revertWindow (I3 does)
+	case rules != nil && rules.RevertWindow != nil && !w.lastLive[w.t.tag].IsZero() && w.now.Sub(w.lastLive[w.t.tag]) < mRevert:
+		a.excuse = "return"
+	}
+	w.admitted[w.t] = a
 }
 
 // restore undoes a refused change to the spec: the API server stored nothing.
@@ -670,12 +890,9 @@ func (w *mworld) started(rules *v1alpha1.RolloutRules) {
 	cancel := tag == w.tr.prev && !w.tr.finished && hasPods
 	left, was := w.tr.left[tag]
 	isReturn := rules != nil && rules.RevertWindow != nil && was && w.now.Sub(left) < mRevert
-	if rules != nil {
+	if rules != nil && w.exception(w.user) == "" {
 		if rules.Settle != nil && !w.tr.finished && !cancel && !stalled {
 			w.violate("I1: tag %d admitted while tag %d still rolls out (not stalled, not a cancel)", tag, w.tr.cur)
-		}
-		if rules.MinInterval != nil && !cancel && !isReturn && w.now.Sub(w.tr.since) < mMinInterval {
-			w.violate("I2: tag %d admitted %s after tag %d became current", tag, w.now.Sub(w.tr.since), w.tr.cur)
 		}
 		if isReturn {
 			recent := 0
@@ -713,6 +930,18 @@ func (w *mworld) checkStrategy(rules *v1alpha1.RolloutRules, before int) {
 	}
 }
 
+// newestServing is the template with live pods whose revision is the newest.
+func (w *mworld) newestServing() tmpl {
+	best := w.t
+	var top int64 = -1
+	for _, t := range w.liveTemplates() {
+		if n := w.numbers[t]; n > top {
+			best, top = t, n
+		}
+	}
+	return best
+}
+
 // rolledT is the template the workload's controller last rolled toward.
 func (w *mworld) rolledT() tmpl { return w.actedT }
 
@@ -741,6 +970,17 @@ func (w *mworld) step(op mop) {
 		w.nextTag++
 		w.broken[tag] = op.N%5 == 0
 		update(func() { w.t.tag = tag })
+	case "editAs":
+		// An edit by a requester the policies exempt, or exempted until a time, or not.
+		tag := w.nextTag
+		w.nextTag++
+		user := []string{mBreakGlass, mOnCall, mOperator}[op.N%3]
+		if w.send(i, admissionv1.Update, func() { w.t.tag = tag }, user) {
+			w.started(w.rules())
+		}
+	case "window":
+		w.window = op.N % len(modelWindows)
+		w.windowAt = w.now
 	case "editOld":
 		if tag := 1 + op.N%max(1, w.nextTag-1); w.exists {
 			update(func() { w.t.tag = tag })
@@ -776,7 +1016,7 @@ func (w *mworld) step(op mop) {
 	case "relabel":
 		if w.exists {
 			wasGuarded := w.guarded
-			if w.send(i, admissionv1.Update, func() { w.guarded = !w.guarded }, "operator") && wasGuarded && rules != nil {
+			if w.send(i, admissionv1.Update, func() { w.guarded = !w.guarded }, mOperator) && wasGuarded && rules != nil {
 				w.violate("a relabel out of the policy's selection was admitted")
 			}
 		}
@@ -797,15 +1037,23 @@ func (w *mworld) step(op mop) {
 			w.started(w.rules())
 			return
 		}
-		// Re-created with the template it had, once holdfast has caught up, it passes.
+		// Re-created with the template it had, once holdfast has caught up, it passes; unless
+		// that template has no pods while two others do (I7: it would be a third), when the
+		// newest template with pods does.
 		w.advance(2 * mMaxLag)
-		if w.send(i, admissionv1.Create, func() {
-			w.exists, w.uid, w.generation, w.observed, w.maxUnavail = true, w.uid+1, 1, 0, min(w.maxUnavail, 1)
-		}, "operator") {
-			w.started(w.rules())
-		} else {
-			w.violate("re-creating the workload with the template it had was refused")
+		had := w.t
+		for _, t := range []tmpl{had, w.newestServing()} {
+			if w.send(i, admissionv1.Create, func() {
+				w.exists, w.uid, w.generation, w.observed, w.maxUnavail, w.t = true, w.uid+1, 1, 0, min(w.maxUnavail, 1), t
+			}, mOperator) {
+				w.started(w.rules())
+				return
+			}
+			if t == had && (slices.ContainsFunc(w.pods, func(p *mpod) bool { return p.Template == had }) || len(w.liveTemplates()) < 2) {
+				break
+			}
 		}
+		w.violate("re-creating the workload with the template it had (or, when that would be a third with pods, the newest with pods) was refused")
 	case "policy":
 		w.policy = op.N % len(modelPolicies)
 		w.policyAt = w.now
@@ -832,6 +1080,29 @@ func (w *mworld) step(op mop) {
 				}
 			}
 		}
+	case "deletePod":
+		// kubectl delete pod (or an eviction): the pod goes, and its controller replaces it as
+		// kube's does: a ReplicaSet on its own template, a StatefulSet ordinal on the revision
+		// newVersionedStatefulSetPod picks, a DaemonSet node's pod on the current template
+		// (the way an OnDelete rollout proceeds).
+		if len(w.pods) > 0 {
+			p := w.pods[op.N%len(w.pods)]
+			w.pods = slices.DeleteFunc(w.pods, func(q *mpod) bool { return q == p })
+		}
+	case "nodeJoin":
+		// A node joins the DaemonSet's pool: kube's DaemonSet controller creates its pod from
+		// the current template (syncNodes in pkg/controller/daemon/daemon_controller.go).
+		if w.kind == v1alpha1.KindDaemonSet && w.nodes < 6 {
+			w.nodes++
+			w.replicas = w.nodes
+		}
+	case "nodeLeave":
+		// The highest node leaves (drained and deleted): its pod goes with it.
+		if w.kind == v1alpha1.KindDaemonSet && w.nodes > 2 {
+			w.nodes--
+			w.replicas = w.nodes
+			delete(w.notReady, w.nodes)
+		}
 	case "strategy":
 		if w.exists && w.kind != v1alpha1.KindStatefulSet {
 			update(func() { w.maxUnavail = op.N % 3 })
@@ -849,6 +1120,9 @@ func (w *mworld) operate() {
 	w.nextTag++
 	rolloutTime := time.Duration(w.replicas+1) * 6 * time.Second
 	bound := max(mStall, mMinInterval) + rolloutTime + 2*mMaxLag + 2*mRetry
+	if _, wait := windowHolds(w.window, w.now); wait > 0 {
+		bound += wait // a window holds new rollouts for at most this long
+	}
 	deadline := w.now.Add(bound)
 	for i := 0; ; i++ {
 		if w.send(i%2, admissionv1.Update, func() {
@@ -867,9 +1141,16 @@ func (w *mworld) operate() {
 			if w.send(i%2, admissionv1.Update, lift, "operator") {
 				w.started(w.rules())
 			} else {
-				// Else with the template last rolled toward, or the last one applied unheld.
-				for _, cur := range []tmpl{w.rolledT(), w.tr.curT} {
-					if w.send(i%2, admissionv1.Update, func() { lift(); w.t = cur; w.replicas = cur.count }, "operator") {
+				// Else with the template last rolled toward, the last one applied unheld, or the one
+				// that serves (the refusal's "roll back to the revision that is still serving").
+				for _, cur := range []tmpl{w.rolledT(), w.tr.curT, w.newestServing()} {
+					if w.send(i%2, admissionv1.Update, func() {
+						lift()
+						w.t = cur
+						if w.kind != v1alpha1.KindDaemonSet { // a DaemonSet's replicas are its nodes
+							w.replicas = cur.count
+						}
+					}, mOperator) {
 						w.started(w.rules())
 						break
 					}
@@ -895,18 +1176,9 @@ func exploreRollouts(n int, broken func(Input) (Decision, error)) rolloutModelRe
 	logf.SetLogger(logr.Discard())
 	res := rolloutModelResult{counts: map[string]int{}}
 	for seed := range uint64(n) {
-		w := newMWorld(seed, broken)
-		// Operations come from a generator of their own, so that a sequence replays alike.
-		gen := rand.New(rand.NewPCG(seed, 0x0905))
-		steps := 4 + gen.IntN(9)
-		for range steps {
-			op := mop{Kind: mopKinds[gen.IntN(len(mopKinds))], N: gen.IntN(1000), Replica: gen.IntN(2)}
-			res.counts[op.Kind]++
-			w.step(op)
-		}
-		w.operate()
+		w := generated(seed, broken, res.counts)
 		res.sequences++
-		res.steps += steps
+		res.steps += len(w.ops)
 		if len(w.violations) > 0 {
 			res.violations += len(w.violations)
 			if res.first == nil {
@@ -1298,12 +1570,7 @@ func TestRolloutModelCatchesBrokenDecisions(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			found := false
 			for seed := range uint64(600) {
-				w := newMWorld(seed, c.broken)
-				gen := rand.New(rand.NewPCG(seed, 0x0905))
-				for range 4 + gen.IntN(9) {
-					w.step(mop{Kind: mopKinds[gen.IntN(len(mopKinds))], N: gen.IntN(1000), Replica: gen.IntN(2)})
-				}
-				w.operate()
+				w := generated(seed, c.broken, nil)
 				if slices.ContainsFunc(w.violations, func(v string) bool { return strings.Contains(v, c.invariant) }) {
 					found = true
 					t.Logf("seed %d: %s", seed, w.violations[0])
@@ -1315,4 +1582,47 @@ func TestRolloutModelCatchesBrokenDecisions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// uncaughtMutants are the checks whose removal no outcome the explorer observes can catch,
+// each with the reason and the table test that holds it instead.
+var uncaughtMutants = map[string]string{}
+
+// TestRolloutModelCatchesEveryMutant is the mutation test (docs/invariants.md, "How they
+// are proven"): each check of Decide removed in turn, the explorer must find an outcome
+// it breaks within the sequences make test runs, or the check is listed in
+// uncaughtMutants with the reason.
+func TestRolloutModelCatchesEveryMutant(t *testing.T) {
+	logf.SetLogger(logr.Discard())
+	caught := 0
+	var took []string
+	for _, check := range checks {
+		mutant := func(in Input) (Decision, error) {
+			return decideWithout(in, func(c string) bool { return c == check })
+		}
+		at, first := -1, ""
+		for seed := range uint64(*rolloutModelSequences) {
+			w := generated(seed, mutant, nil)
+			if len(w.violations) > 0 {
+				at, first = int(seed), w.violations[0]
+				break
+			}
+		}
+		reason, listed := uncaughtMutants[check]
+		switch {
+		case at >= 0 && listed:
+			t.Errorf("mutant %s is listed as uncaught (%s) but sequence %d caught it: %s", check, reason, at, first)
+		case at >= 0:
+			caught++
+			took = append(took, fmt.Sprintf("%s=%d", check, at+1))
+			t.Logf("mutant %s caught by sequence %d: %s", check, at, first)
+		case listed:
+			took = append(took, fmt.Sprintf("%s=uncaught", check))
+		default:
+			t.Errorf("mutant %s (Decide without it) passed %d sequences: no outcome the explorer observes needs it", check, *rolloutModelSequences)
+			took = append(took, fmt.Sprintf("%s=uncaught", check))
+		}
+	}
+	fmt.Printf("RELIABILITY rollout-mutation mutants=%d caught=%d listedUncaught=%d sequences %s\n",
+		len(checks), caught, len(uncaughtMutants), strings.Join(took, " "))
 }

@@ -108,6 +108,7 @@ func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, t
 	if cur.Finished != nil || cur.Pending {
 		return false, 0
 	}
+	after := journal.StallAfter(settle)
 	if in.Old != nil {
 		if in.Old.Rollout.Held {
 			return false, 0
@@ -115,8 +116,13 @@ func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, t
 		if in.Old.Rollout.DeadlineExceeded {
 			return true, 0
 		}
+		if in.Old.Rollout.Progress.Unobserved > 0 {
+			// Its controller has not acted on the last change yet: nothing says the rollout
+			// is stuck (a timeline read from the history alone dates its progress at the
+			// revision's creation, and would call any unobserved change a stall).
+			return false, after
+		}
 	}
-	after := journal.StallAfter(settle)
 	if r := in.History.Find(workload.FromFingerprint(cur.Template)); r != nil && r.Serving > cur.Available {
 		return false, after // it progressed since the journal last looked
 	}
@@ -202,11 +208,13 @@ func progress(in Input) string { return in.Old.Rollout.Progress.String() }
 // shortSum names a revision by the start of its template's fingerprint.
 func shortSum(sum string) string { return sum[:min(len(sum), 10)] }
 
-// checkWindows holds a request that starts a new revision while the policy's windows hold
-// changes: an open Deny window, or none of its Allow windows open. A cancel, the fix of a
-// stalled rollout and a scale (which starts nothing) pass in every window.
-func checkWindows(in Input, spec *v1alpha1.RolloutPolicySpec, rs *revisionState) []finding {
-	if len(spec.Windows) == 0 || !rs.start || rs.cancel {
+// checkWindows holds a request that starts a new revision, or lifts a hold off an
+// unfinished rollout (resumes), while the policy's windows hold changes: an open Deny
+// window, or none of its Allow windows open. Else a template edited while paused before
+// the window is rolled out by a resume inside it. A cancel, the fix of a stalled rollout
+// and a scale (which starts nothing) pass in every window.
+func checkWindows(in Input, spec *v1alpha1.RolloutPolicySpec, rs *revisionState, resumes bool) []finding {
+	if len(spec.Windows) == 0 || !(rs.start || resumes) || rs.cancel {
 		return nil
 	}
 	if stalled, _ := rs.stalled(in, spec.Rules.Settle); stalled {

@@ -130,10 +130,12 @@ func checkScaleDuringRollout(in Input, rules *v1alpha1.RolloutRules, rs *revisio
 // template while two others have live pods would be a third, whatever the journal says
 // (a scale's rollout keeps its revision's "finished": A@3 rolling to A@4 is one revision
 // to I1, two templates to kube). A cancel (back to a template with pods) and the fix of a
-// stalled rollout pass, as in I1. A partitioned StatefulSet is left to I1: its canary
-// keeps the old template below the partition by design (docs/invariants.md, known gaps).
+// stalled rollout pass, as in I1. A CREATE is judged by what it would adopt: a workload
+// deleted with --cascade=orphan mid-scale leaves two templates with pods. A partitioned
+// StatefulSet is left to I1: its canary keeps the old template below the partition by
+// design (docs/invariants.md, known gaps).
 func checkThirdTemplate(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) []finding {
-	if rules.Settle == nil || !rs.start || rs.cancel || in.Old == nil {
+	if rules.Settle == nil || !rs.start || rs.cancel {
 		return nil
 	}
 	if p := in.New.Rollout.Progress; in.New.Kind == v1alpha1.KindStatefulSet && p.Target < p.Want {
