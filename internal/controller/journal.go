@@ -149,7 +149,7 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 		// lost just before the delete is rebuilt from it, so that a re-create with the
 		// template it had finds that template current.
 		if lw, err := workload.From(last.(client.Object)); err == nil {
-			wasGuarded, _, err := r.guards(ctx, &policies, lw)
+			wasGuarded, lastFlags, err := r.guards(ctx, &policies, lw)
 			if err != nil {
 				return reconcile.Result{}, err
 			}
@@ -158,7 +158,9 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 				if err != nil {
 					return reconcile.Result{}, err
 				}
-				j = journal.Observe(j, lw, h, nil, now)
+				// With the flags that follow its replicas: a scale it had not rolled out
+				// yet is the revision it was scaling (I4), not a new one.
+				j = journal.Observe(j, lw, h, lastFlags, now)
 			}
 		}
 	}

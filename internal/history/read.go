@@ -45,8 +45,9 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 		if err := owned(&revs, w.UID); err != nil {
 			return h, err
 		}
-		// Held, its newest ControllerRevision may be a staged template: its pods tell.
-		if w.Rollout.InProgress || w.Rollout.Held {
+		// Held, its newest ControllerRevision may be a staged template: its pods tell. Under
+		// a partition, a finished rollout leaves the ordinals below it on another template.
+		if p := w.Rollout.Progress; w.Rollout.InProgress || w.Rollout.Held || p.Target < p.Want {
 			if err := owned(&list, w.UID); err != nil {
 				return h, err
 			}

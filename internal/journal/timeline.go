@@ -120,7 +120,7 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 			t.Revisions = append(slices.Clip(t.Revisions), Revision{Since: now, Progressed: now, Pending: true})
 			return t
 		}
-		return adopted(t, h, now)
+		return adopted(t, h, flags, now)
 	}
 	cur := t.Current()
 	current := cur != nil && Matches(cur, old.Template, flags)
@@ -149,7 +149,7 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 		// A template staged while held, which the journal has seen: current is what last
 		// rolled out, unless the cluster shows pods of a template the journal never recorded.
 		var ok bool
-		if sum, ok = unrecorded(t.Revisions, h); !ok {
+		if sum, ok = unrecorded(t.Revisions, h, flags); !ok {
 			return t
 		}
 	}
@@ -199,8 +199,8 @@ func rolledBack(cur *Revision, h history.History) bool {
 // adopted is the timeline of a created workload, which adopts what an orphaning delete
 // left behind (h, history.ReadAdoptable): if the newest of those revisions with pods is
 // one the journal has not recorded, it became current now and has not finished.
-func adopted(t Timeline, h history.History, now time.Time) Timeline {
-	sum, ok := unrecorded(t.Revisions, h)
+func adopted(t Timeline, h history.History, flags []v1alpha1.ArgMatchesReplicas, now time.Time) Timeline {
+	sum, ok := unrecorded(t.Revisions, h, flags)
 	if !ok {
 		return t
 	}
@@ -215,15 +215,15 @@ func adopted(t Timeline, h history.History, now time.Time) Timeline {
 // unrecorded is the fingerprint of the newest revision in h that has pods, when revs do
 // not record it: it rolled out after the journal last looked. When revs record it, its
 // pods are the current revision's or those the current one replaces.
-func unrecorded(revs []Revision, h history.History) (string, bool) {
+func unrecorded(revs []Revision, h history.History, flags []v1alpha1.ArgMatchesReplicas) (string, bool) {
 	for i := len(h.Revisions) - 1; i >= 0; i-- {
 		r := &h.Revisions[i]
 		if r.Pods == 0 && r.Serving == 0 {
 			continue
 		}
 		sum, ok := r.Template.Sum()
-		if !ok || slices.ContainsFunc(revs, func(e Revision) bool { return e.Template == sum }) {
-			return "", false
+		if !ok || slices.ContainsFunc(revs, func(e Revision) bool { return e.Template == sum || Matches(&e, r.Template, flags) }) {
+			return "", false // recorded, or one differing only in flags that follow the replicas (I4)
 		}
 		return sum, true
 	}
@@ -320,7 +320,7 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 		next.Held = true
 		// A template staged while held is not current, unless it rolled out to some pods
 		// before the hold (the controller may act between two observations).
-		if rolled, ok := unrecorded(next.Revisions, h); ok {
+		if rolled, ok := unrecorded(next.Revisions, h, flags); ok {
 			if cur != nil {
 				cur.Until = at(now)
 			}

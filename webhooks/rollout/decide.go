@@ -92,9 +92,13 @@ const (
 	checkThird  = "settle/thirdTemplate"
 )
 
-// decideWithout is Decide without the checks skip names (nil: none skipped).
-func decideWithout(in Input, skip func(check string) bool) (Decision, error) {
-	runs := func(check string) bool { return skip == nil || !skip(check) }
+// skipper names the checks a mutant of the mutation test removes; nil removes none.
+type skipper func(check string) bool
+
+func (s skipper) runs(check string) bool { return s == nil || !s(check) }
+
+// decideWithout is Decide without the checks skip names.
+func decideWithout(in Input, skip skipper) (Decision, error) {
 	var rs revisionState
 	if edits := in.Operation == admissionv1.Update && in.TemplateChanged; edits || MayStart(in) {
 		flags := flagsOf(in)
@@ -106,7 +110,8 @@ func decideWithout(in Input, skip func(check string) bool) (Decision, error) {
 			}
 		}
 		if MayStart(in) {
-			rs = revisionsOf(in, flags, scale)
+			rs = revisionsOf(in, flags, scale && !liftsHold(in))
+			rs.scale = scale
 		} else {
 			// A held workload's scale is judged too (I7): kube creates its template's pods
 			// once the hold lifts, or at once for a StatefulSet's ordinals above a partition.
@@ -115,12 +120,15 @@ func decideWithout(in Input, skip func(check string) bool) (Decision, error) {
 	}
 	// Lifting a hold off an unfinished rollout restarts it: the fleet limit and the shared
 	// budget count it as a start (else pause, let another start, resume walks past both).
-	resumes := in.Operation == admissionv1.Update && MayStart(in) && in.Old.Rollout.Held && rs.current != nil && rs.current.Finished == nil
+	// So does lowering a partition below ordinals on another revision.
+	resumes := in.Operation == admissionv1.Update && MayStart(in) && rs.current != nil &&
+		((in.Old.Rollout.Held && rs.current.Finished == nil) || lowersPartition(in))
+	rs.resumes = resumes
 	d := Decision{Starts: rs.start || resumes || (MayStart(in) && in.Operation == admissionv1.Create)}
 	for i := range in.Policies {
 		p := &in.Policies[i]
 		exempt, grant := policy.ExemptAt(p.Spec.Exemptions, in.User, in.Now)
-		if !runs(RuleExemption) {
+		if !skip.runs(RuleExemption) {
 			exempt, grant = false, nil
 		}
 		if p.Spec.Suspend || (exempt && grant == nil) {
@@ -134,25 +142,25 @@ func decideWithout(in Input, skip func(check string) bool) (Decision, error) {
 		if !selectsNew && !selectedOld {
 			continue
 		}
-		found, err := check(in, &p.Spec.Rules, &rs, runs)
+		found, err := check(in, &p.Spec.Rules, &rs, skip)
 		if err != nil {
 			return Decision{}, err
 		}
-		if runs(RuleWindow) {
+		if skip.runs(RuleWindow) {
 			found = append(found, checkWindows(in, &p.Spec, &rs, resumes)...)
 		}
 		if (p.Spec.Rules.Concurrency != nil || p.Spec.Rules.SharedBudget != nil) && (rs.start || resumes) && !rs.cancel {
 			// Neither holds a rollback or the fix of a stalled rollout.
 			if stalled, _ := rs.stalled(in, p.Spec.Rules.Settle); !stalled {
-				if p.Spec.Rules.Concurrency != nil && runs(RuleConcurrency) {
+				if p.Spec.Rules.Concurrency != nil && skip.runs(RuleConcurrency) {
 					found = append(found, checkConcurrency(in, p)...)
 				}
-				if p.Spec.Rules.SharedBudget != nil && runs(budget.RuleSharedBudget) {
+				if p.Spec.Rules.SharedBudget != nil && skip.runs(budget.RuleSharedBudget) {
 					found = append(found, checkSharedBudget(in, p)...)
 				}
 			}
 		}
-		if selectedOld && !selectsNew && in.Operation == admissionv1.Update && runs(RuleSelection) {
+		if selectedOld && !selectsNew && in.Operation == admissionv1.Update && skip.runs(RuleSelection) {
 			// Otherwise a relabel, then a free change, walks around every rule.
 			found = append(found, finding{rule: RuleSelection, field: field.NewPath("metadata", "labels"), message: fmt.Sprintf(
 				"%s: the update takes the workload out of the policy's selection (its labels no longer match spec.targets); "+
@@ -239,33 +247,40 @@ var (
 
 // check applies one policy's rules to the request; rs is what the request does to the
 // workload's revisions, the same for every policy.
-func check(in Input, rules *v1alpha1.RolloutRules, rs *revisionState, runs func(check string) bool) ([]finding, error) {
+func check(in Input, rules *v1alpha1.RolloutRules, rs *revisionState, skip skipper) ([]finding, error) {
 	var out []finding
-	if runs(RuleArgsMatchReplicas) {
+	if skip.runs(RuleArgsMatchReplicas) {
 		found, err := checkArgsMatchReplicas(in.New, rules.ArgsMatchReplicas)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, found...)
 	}
-	if runs(RuleStrategy) {
+	if skip.runs(RuleStrategy) {
 		lints, err := checkStrategy(in, rules.Strategy)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, lints...)
 	}
-	if runs(checkStaged) {
+	if skip.runs(checkStaged) {
 		out = append(out, checkStagedEdit(in, rules)...)
 	}
-	if runs(checkScale) {
+	if skip.runs(checkScale) {
 		out = append(out, checkScaleDuringRollout(in, rules, rs)...)
 	}
 	if !rs.start {
+		if rs.resumes && skip.runs(checkThird) {
+			out = append(out, checkThirdTemplate(in, rules, rs)...) // kube creates the held template's pods now
+		}
 		return out, nil // Only a request that starts rolling out a template is held to the revision rules.
 	}
-	out = append(out, slices.DeleteFunc(checkRevision(in, rules, rs), func(f finding) bool { return !runs(f.rule) })...)
-	if !hasRule(out, RuleSettle) && runs(checkThird) {
+	revs := checkRevision(in, rules, rs)
+	if skip != nil {
+		revs = slices.DeleteFunc(revs, func(f finding) bool { return !skip.runs(f.rule) })
+	}
+	out = append(out, revs...)
+	if !hasRule(out, RuleSettle) && skip.runs(checkThird) {
 		out = append(out, checkThirdTemplate(in, rules, rs)...)
 	}
 	return out, nil

@@ -72,8 +72,8 @@ func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
 			return nil, err
 		}
 	}
-	if !MayStart(in) || scale {
-		if r.Settle != nil && (stagesEdit(in) || scale) {
+	if !MayStart(in) || (scale && !liftsHold(in)) {
+		if r.Settle != nil && (stagesEdit(in) || createsHeld(in) || scale) {
 			out = append(out, RuleSettle)
 		}
 		return out, nil

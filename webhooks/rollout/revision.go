@@ -38,14 +38,35 @@ func MayStart(in Input) bool {
 	case admissionv1.Create:
 		return true
 	case admissionv1.Update:
-		return in.Old != nil && (in.TemplateChanged || in.Old.Rollout.Held)
+		return in.Old != nil && (in.TemplateChanged || in.Old.Rollout.Held || lowersPartition(in))
 	}
 	return false
+}
+
+// liftsHold is an UPDATE that lifts a hold (resumes, switches from OnDelete, lowers a
+// partition): a scale that does too is judged as what it rolls out, since the held
+// template's pods start now, whatever its flags (I4 does not make it a non-start).
+func liftsHold(in Input) bool {
+	return in.Operation == admissionv1.Update && in.Old != nil && (in.Old.Rollout.Held || lowersPartition(in))
+}
+
+// lowersPartition is an UPDATE that lowers a StatefulSet's partition below ordinals that do
+// not run its update revision yet: kube then replaces them, one after another, so the
+// rollout that was finished under the partition starts again.
+func lowersPartition(in Input) bool {
+	if in.Old == nil || in.New.Kind != v1alpha1.KindStatefulSet {
+		return false
+	}
+	was, now := in.Old.Rollout.Progress, in.New.Rollout.Progress
+	return now.Target > was.Target && was.Updated < now.Target
 }
 
 // revisionState is what a request does to the workload's revisions, the same for every
 // policy.
 type revisionState struct {
+	// resumes is an UPDATE that lifts a hold off an unfinished rollout or lowers a
+	// partition (Decide): not a start of a new revision, but kube creates pods for it now.
+	resumes bool
 	// start is a request that makes a template other than the current one roll out.
 	start    bool
 	timeline journal.Timeline

@@ -53,6 +53,8 @@ func TestDecideRolloutRules(t *testing.T) {
 	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
 	done := workload.Rollout{}
 	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	// starting is a rollout whose new template has no pods yet: one template has live pods.
+	starting := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 0, Target: 3, Available: 3, Want: 3, Total: 3}}
 	rules := v1alpha1.RolloutRules{
 		Settle:            &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
 		MinInterval:       &metav1.Duration{Duration: 30 * time.Second},
@@ -137,7 +139,12 @@ func TestDecideRolloutRules(t *testing.T) {
 		},
 		"settle: a replica-driven flag change while rolling out is a scale": {
 			rules: only(func(r *v1alpha1.RolloutRules) { r.Settle = rules.Settle; r.ArgsMatchReplicas = rules.ArgsMatchReplicas }),
+			old:   wl(dep, 3, B, starting), obj: wl(dep, 5, template("B", "5"), done),
+		},
+		"settle: a replica-driven flag change while two templates have pods is one more (I7)": {
+			rules: only(func(r *v1alpha1.RolloutRules) { r.Settle = rules.Settle; r.ArgsMatchReplicas = rules.ArgsMatchReplicas }),
 			old:   wl(dep, 3, B, rolling), obj: wl(dep, 5, template("B", "5"), done),
+			wantRules: []string{RuleSettle},
 		},
 		"settle: a flag change without a replicas change is a revision": {
 			rules: only(func(r *v1alpha1.RolloutRules) { r.Settle = rules.Settle; r.ArgsMatchReplicas = rules.ArgsMatchReplicas }),
@@ -235,6 +242,8 @@ func TestDecideRolloutRules(t *testing.T) {
 func TestScaleIsNotARevision(t *testing.T) {
 	B := template("B", "3")
 	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	// starting is a rollout whose new template has no pods yet: one template has live pods.
+	starting := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 0, Target: 3, Available: 3, Want: 3, Total: 3}}
 	revisions := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "revisions"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
 		Settle:       &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
 		MinInterval:  &metav1.Duration{Duration: 30 * time.Second},
@@ -247,7 +256,7 @@ func TestScaleIsNotARevision(t *testing.T) {
 		wantRules []string
 	}{
 		"11: a coupled scale while rolling out passes when settle and argsMatchReplicas sit in different policies": {
-			old: wl(v1alpha1.KindDeployment, 3, B, rolling), obj: wl(v1alpha1.KindDeployment, 5, template("B", "5"), rolling),
+			old: wl(v1alpha1.KindDeployment, 3, B, starting), obj: wl(v1alpha1.KindDeployment, 5, template("B", "5"), starting),
 			history: history.History{Revisions: []history.Revision{rev(2, B, 5*time.Second, 2)}, LastActivity: now},
 		},
 		"12: an emergency scale back 5 -> 3 inside the revert window passes": {

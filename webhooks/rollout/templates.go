@@ -23,7 +23,7 @@ import (
 // a request that may start a rollout (MayStart), or any other UPDATE of its pod template
 // (an OnDelete workload's staged edit, a paused or partitioned one's).
 func ReadsRevisions(in Input) bool {
-	return MayStart(in) || (in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged)
+	return MayStart(in) || (in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged) || createsHeld(in)
 }
 
 // terminatingNote ends the refusals that count live pods: a pod stuck Terminating (on a
@@ -35,6 +35,14 @@ func stagesEdit(in Input) bool {
 	return in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged && in.New.Rollout.OnDelete
 }
 
+// createsHeld is a CREATE of a StatefulSet or DaemonSet that starts held (OnDelete, or a
+// partition at its replicas): it adopts what an orphaning delete of a workload of its name
+// left behind, and kube creates every missing or replaced pod from its template (a
+// StatefulSet's ordinals at or above the partition) without a rollout for I1 to judge.
+func createsHeld(in Input) bool {
+	return in.Operation == admissionv1.Create && in.New != nil && in.New.Rollout.Held && in.New.Kind != v1alpha1.KindDeployment
+}
+
 // liveRevisions are the revisions with live pods, oldest first.
 func liveRevisions(h history.History) []*history.Revision {
 	var out []*history.Revision
@@ -44,6 +52,22 @@ func liveRevisions(h history.History) []*history.Revision {
 		}
 	}
 	return out
+}
+
+// liveCount is how many templates have live pods: those the cache shows, or two when the
+// stored object's status already counts pods on its template beside pods on others (the
+// cache may not show a new revision's pods, or the revision itself, yet).
+func liveCount(in Input) int {
+	n := 0
+	for i := range in.History.Revisions {
+		if in.History.Revisions[i].Live > 0 {
+			n++
+		}
+	}
+	if n < 2 && in.Old != nil && in.Old.Rollout.Mixed && in.Old.Rollout.Progress.Updated > 0 {
+		return 2
+	}
+	return n
 }
 
 func describe(revs []*history.Revision) string {
@@ -62,11 +86,23 @@ func describe(revs []*history.Revision) string {
 // template that has live pods, or while no other template has live pods (it starts an
 // OnDelete rollout: two templates at most); otherwise it would make a third.
 func checkStagedEdit(in Input, rules *v1alpha1.RolloutRules) []finding {
-	if rules.Settle == nil || !stagesEdit(in) {
+	if rules.Settle == nil || !(stagesEdit(in) || createsHeld(in)) {
 		return nil
 	}
 	if r := in.History.Find(in.New.Template); r != nil && r.Live > 0 {
 		return nil // a return to a template that has pods
+	}
+	if in.Old == nil {
+		// Created held over what it adopts: a template those pods do not run is one more.
+		live := liveRevisions(in.History)
+		if len(live) < 2 {
+			return nil
+		}
+		return []finding{{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
+			"%s is created held (updateStrategy OnDelete or a partition at its replicas) over pods of %d pod templates it adopts "+
+				"(pods by %s), and kube creates every missing or replacement pod from its template, so it would make one more; "+
+				"create it with the template of revision %d, which still has pods%s",
+			in.New, len(live), describe(live), live[len(live)-1].Number, terminatingNote)}}
 	}
 	// The cache may not show yet a pod the controller created from the replaced template;
 	// the stored object's status, once the controller has seen its generation, does.
@@ -109,10 +145,10 @@ func checkScaleDuringRollout(in Input, rules *v1alpha1.RolloutRules, rs *revisio
 	if r := in.History.Find(in.New.Template); r != nil && r.Live > 0 {
 		return nil
 	}
-	live := liveRevisions(in.History)
-	if len(live) < 2 {
+	if liveCount(in) < 2 {
 		return nil
 	}
+	live := liveRevisions(in.History)
 	view := revisionState{flags: rs.flags}
 	view.timeline = journal.View(in.Journal, in.New.Kind, in.Old, in.History, rs.flags, in.Now)
 	if view.current = view.timeline.Current(); view.current != nil {
@@ -121,9 +157,9 @@ func checkScaleDuringRollout(in Input, rules *v1alpha1.RolloutRules, rs *revisio
 		}
 	}
 	return []finding{{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
-		"%s: the scale changes the pod template (its flags follow spec.replicas) while pods of %d templates are live (pods by %s); "+
+		"%s: the scale changes the pod template (its flags follow spec.replicas) while pods of %s are live; "+
 			"kube makes one more set of pods for it: finish or roll back first, or use an exempt identity%s",
-		in.New, len(live), describe(live), terminatingNote)}}
+		in.New, liveOf(in, live), terminatingNote)}}
 }
 
 // checkThirdTemplate judges a start under settle by the templates with live pods: a new
@@ -132,25 +168,19 @@ func checkScaleDuringRollout(in Input, rules *v1alpha1.RolloutRules, rs *revisio
 // to I1, two templates to kube). A cancel (back to a template with pods) and the fix of a
 // stalled rollout pass, as in I1. A CREATE is judged by what it would adopt: a workload
 // deleted with --cascade=orphan mid-scale leaves two templates with pods. A partitioned
-// StatefulSet is left to I1: its canary keeps the old template below the partition by
-// design (docs/invariants.md, known gaps).
+// StatefulSet's canary counts too: its ordinals below the partition keep the old template,
+// so a third one waits until the partition is lowered and the rollout finishes.
 func checkThirdTemplate(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) []finding {
-	if rules.Settle == nil || !rs.start || rs.cancel {
-		return nil
-	}
-	if p := in.New.Rollout.Progress; in.New.Kind == v1alpha1.KindStatefulSet && p.Target < p.Want {
+	if rules.Settle == nil || !(rs.start || rs.resumes) || rs.cancel {
 		return nil
 	}
 	if r := in.History.Find(in.New.Template); r != nil && r.Live > 0 {
 		return nil
 	}
-	n := 0
-	for i := range in.History.Revisions {
-		if in.History.Revisions[i].Live > 0 {
-			n++
-		}
+	if in.Old != nil && !in.TemplateChanged && in.Old.Rollout.Progress.Updated > 0 {
+		return nil // a resume of a template the status counts pods on
 	}
-	if n < 2 {
+	if liveCount(in) < 2 {
 		return nil
 	}
 	if rs.current != nil {
@@ -159,8 +189,29 @@ func checkThirdTemplate(in Input, rules *v1alpha1.RolloutRules, rs *revisionStat
 		}
 	}
 	live := liveRevisions(in.History)
+	wait := "wait until every pod runs one template"
+	if p := in.New.Rollout.Progress; in.New.Kind == v1alpha1.KindStatefulSet && p.Target < p.Want {
+		wait = "lower the partition to 0 and let the rollout finish" // its canary keeps the old template below it
+	}
 	return []finding{{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
-		"%s: pods of %d pod templates are live (pods by %s); a new template would be one more: wait until every pod "+
-			"runs one template, or return to the template of revision %d%s",
-		in.New, len(live), describe(live), live[len(live)-1].Number, terminatingNote)}}
+		"%s: pods of %s are live; a new template would be one more: %s%s%s",
+		in.New, liveOf(in, live), wait, returnTo(live), terminatingNote)}}
+}
+
+// liveOf says which templates have live pods: by revision from the cache, or, when only
+// the stored object's status shows the second, from that status.
+func liveOf(in Input, live []*history.Revision) string {
+	if len(live) >= 2 {
+		return fmt.Sprintf("%d pod templates (pods by %s)", len(live), describe(live))
+	}
+	p := in.Old.Rollout.Progress
+	return fmt.Sprintf("2 pod templates (the status counts %d of %d pods on the current one)", p.Updated, max(p.Total, p.Want))
+}
+
+// returnTo names the way back: the newest revision with live pods.
+func returnTo(live []*history.Revision) string {
+	if len(live) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", or return to the template of revision %d", live[len(live)-1].Number)
 }
