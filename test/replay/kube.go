@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -177,7 +178,8 @@ func (k *Kube) Play(ctx context.Context, seq Sequence, ns string) ([]Point, erro
 	k.mu.Lock()
 	k.slots[ns] = slices.Clone(k.nodes[:Nodes])
 	k.mu.Unlock()
-	defer k.setPool(context.Background(), ns, nil) //nolint:errcheck // best effort: the nodes are the test bed's
+	// The nodes are the test bed's: out of the pool again at the end, as far as it goes.
+	defer func() { _ = k.setPool(context.Background(), ns, nil) }()
 	var out []Point
 	for i, st := range seq.Steps {
 		k.mu.Lock()
@@ -375,7 +377,7 @@ func (k *Kube) deletePod(ctx context.Context, ns string, kind v1alpha1.WorkloadK
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
 			continue
@@ -392,29 +394,15 @@ func (k *Kube) deletePod(ctx context.Context, ns string, kind v1alpha1.WorkloadK
 			k.mu.Unlock()
 		}
 		if match {
-			err := k.cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
-			return client404(err)
+			if err := k.cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+				return err
+			}
+			return nil
 		}
 	}
 	return nil
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func client404(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
 
 // quiesce waits for a quiescent point: the workload's status observes its generation,
 // no pod is terminating or waiting for kwok or its readiness, and the observation stays
