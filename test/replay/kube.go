@@ -403,7 +403,6 @@ func (k *Kube) deletePod(ctx context.Context, ns string, kind v1alpha1.WorkloadK
 	return nil
 }
 
-
 // quiesce waits for a quiescent point: the workload's status observes its generation,
 // no pod is terminating or waiting for kwok or its readiness, and the observation stays
 // the same for 2 s.
