@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -37,7 +38,8 @@ const (
 // template (kube's identity: pod-template-hash, controller-revision-hash) and revision
 // numbers. Sequences run concurrently, one namespace each; a DaemonSet's nodes are a pool
 // of its own label. The self-test compares the same points with deliberately wrong models,
-// which must differ. REPLAY_SEED changes the sequences.
+// which must differ. REPLAY_SEED changes the sequences; REPLAY_POINTS names a file to
+// write the sequences and kube's points to, as JSON.
 func TestModelHeldToKube(t *testing.T) {
 	f := features.New("model held to kube").
 		Assess("every quiescent point of every sequence is the model's", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -104,6 +106,19 @@ func TestModelHeldToKube(t *testing.T) {
 				}
 			}
 
+			if path := os.Getenv("REPLAY_POINTS"); path != "" {
+				// Kept for comparing other models with the same points offline.
+				raw, err := json.Marshal(struct {
+					Sequences []replay.Sequence
+					Points    [][]replay.Point
+				}{seqs, points})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, raw, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			var tally replay.Tally
 			for i, seq := range seqs {
 				before := tally.Differences
