@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Writes the kwokctl configuration of the test bed and prints its path: the binary
-# runtime with the locally built control plane, etcd, kwok and kubectl, and kwok Stages
-# that give pods realistic timing (Ready 1–6 s after scheduling, lingering while
-# terminating) and nodes a lease heartbeat.
+# runtime with the locally built control plane, etcd, kwok and kubectl (the controller
+# manager's controllers each act with their own service account, as in a kubeadm
+# cluster), and kwok Stages that give pods realistic timing (Ready 1–6 s after
+# scheduling, lingering while terminating; annotations on a pod change both, as
+# e2e/replay_test.go's do) and nodes a lease heartbeat.
 set -euo pipefail
 # shellcheck source=hack/testbed-env.sh
 source "$(dirname "$0")/testbed-env.sh"
@@ -22,6 +24,11 @@ options:
   kubectlBinary: $TESTBED_BIN/kubectl
   etcdBinary: $TESTBED_BIN/etcd
   kwokControllerBinary: $TESTBED_BIN/kwok
+componentsPatches:
+- name: kube-controller-manager
+  extraArgs:
+  - key: use-service-account-credentials
+    value: "true"
 EOF2
 	for f in "$TESTBED_STAGES"/node/fast/node-initialize.yaml \
 		"$TESTBED_STAGES"/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \

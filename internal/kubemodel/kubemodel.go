@@ -4,17 +4,18 @@
 // clock. The rollout guard's model tests and `holdfast simulate` both run it, so that what
 // the tests prove and what the simulator shows come from the same controllers.
 //
-// It follows pkg/controller/deployment (rolling.go: scale the new ReplicaSet up within
-// maxSurge, the old ones down within maxUnavailable, unhealthy old pods first),
-// pkg/controller/statefulset (ordered, highest ordinal first, one pod at a time, each
-// Ready before the next; partition; OnDelete) and pkg/controller/daemon (one pod per node,
-// a node's old pod replaced while fewer than maxUnavailable are unavailable; OnDelete).
-// Surge for DaemonSets and StatefulSet maxUnavailable above one are not modelled.
+// It follows kube 1.37's pkg/controller: deployment (ReplicaSets sized by rolling.go,
+// recreate.go and sync.go's proportional scaling, their pods by the ReplicaSet
+// controller), statefulset (stateful_set_control.go: OrderedReady and Parallel,
+// partition, maxUnavailable, OnDelete, the current revision) and daemon (manage and
+// update.go's rollingUpdate without surge; OnDelete). Each function names the kube
+// function it follows. Surge for DaemonSets, minReadySeconds apart from what Ready
+// reports, and progress deadlines are not modelled. e2e/replay_test.go holds the model
+// to kube's controllers on the kwok test bed.
 package kubemodel
 
 import (
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -67,6 +68,19 @@ type Workload[T comparable] struct {
 	// OrderedReady creates a StatefulSet's missing ordinals one at a time, each once every
 	// lower one is Ready and none is terminating (podManagementPolicy OrderedReady).
 	OrderedReady bool
+	// Recreate is a Deployment's Recreate strategy: every old pod gone before the new
+	// template's first is created.
+	Recreate bool
+
+	// Revisions numbers the templates as kube's revisions do (a Deployment's ReplicaSets,
+	// a StatefulSet's or DaemonSet's ControllerRevisions): the first template is 1, each
+	// move to a template that is not the latest takes the next number, a return to an
+	// earlier template renumbers it. Step keeps it; nil starts it.
+	Revisions map[T]int64
+	// Sets are a Deployment's ReplicaSets, one per template, as the Deployment controller
+	// sizes them; nil, Step derives them from the pods (one per template, as many
+	// replicas as it has pods not terminating).
+	Sets []*ReplicaSet[T]
 
 	Pods []*Pod[T]
 	// Ready reports whether a pod is Ready now.
@@ -77,6 +91,7 @@ type Workload[T comparable] struct {
 
 // Step takes the controller's next action, if any, and reports whether it took one.
 func (w *Workload[T]) Step() bool {
+	w.revise()
 	switch w.Kind {
 	case v1alpha1.KindDeployment:
 		return w.stepDeployment()
@@ -129,54 +144,6 @@ func (w *Workload[T]) delete(p *Pod[T]) {
 	w.Remove(p)
 }
 
-func (w *Workload[T]) stepDeployment() bool {
-	if w.Paused {
-		return w.stepPaused()
-	}
-	var fresh, old []*Pod[T]
-	active := 0
-	for _, p := range w.Pods {
-		switch {
-		case p.Terminating:
-		case p.Template == w.Template:
-			fresh, active = append(fresh, p), active+1
-		default:
-			old, active = append(old, p), active+1
-		}
-	}
-	if len(fresh) < w.Replicas && active < w.Replicas+w.MaxSurge {
-		w.Pods = append(w.Pods, w.NewPod(w.Template, -1))
-		return true
-	}
-	if len(fresh) > w.Replicas {
-		// The ReplicaSet scales down the pods that serve least first: not Ready before Ready.
-		victim := fresh[0]
-		for _, p := range fresh {
-			if !w.Ready(p) {
-				victim = p
-				break
-			}
-		}
-		w.delete(victim)
-		return true
-	}
-	if len(old) == 0 {
-		return false
-	}
-	all := w.Available()
-	sort.SliceStable(old, func(i, j int) bool { return !w.Ready(old[i]) && w.Ready(old[j]) })
-	victim := old[0]
-	after := all
-	if w.Ready(victim) {
-		after--
-	}
-	if after >= w.Replicas-w.MaxUnavailable || !w.Ready(victim) {
-		w.delete(victim)
-		return true
-	}
-	return false
-}
-
 // stepPaused is a paused Deployment: no move to a new template, but its ReplicaSets keep
 // their pods, so a pod evicted is replaced on the template most pods run.
 func (w *Workload[T]) stepPaused() bool {
@@ -211,112 +178,24 @@ func (w *Workload[T]) BySlot() map[int]*Pod[T] {
 	return out
 }
 
-func (w *Workload[T]) stepStatefulSet() bool {
-	if !w.HasCurrent {
-		w.Current, w.HasCurrent = w.Template, true
+// revise numbers the template as kube's controllers do when they first see it: the
+// Deployment controller's getNewReplicaSet (deployment/sync.go: the new ReplicaSet's
+// revision is the old ones' highest plus one, an existing one's raised to it),
+// getStatefulSetRevisions (statefulset/stateful_set_control.go) and the DaemonSet
+// controller's constructHistory (daemon/update.go): an equal revision that is not the
+// latest is renumbered to the next one. A paused Deployment makes no new ReplicaSet.
+func (w *Workload[T]) revise() {
+	if w.Kind == v1alpha1.KindDeployment && w.Paused {
+		return
 	}
-	if w.allOn(w.Template) {
-		w.Current = w.Template // status.currentRevision catches up once every pod is updated
+	if w.Revisions == nil {
+		w.Revisions = map[T]int64{}
 	}
-	slots := w.BySlot()
-	for i := range w.Replicas {
-		if slots[i] == nil {
-			// As newVersionedStatefulSetPod: below a RollingUpdate's partition on the
-			// current revision, otherwise (OnDelete included) on the update revision.
-			t := w.Template
-			switch {
-			case w.OldTemplateOnCreate && (i < w.Partition || w.OnDelete):
-				t = w.lastFull(i)
-			case !w.OldTemplateOnCreate && !w.OnDelete && i < w.Partition:
-				t = w.Current
-			}
-			w.Pods = append(w.Pods, w.NewPod(t, i))
-			return true
-		}
-		if p := slots[i]; w.OrderedReady && (p.Terminating || !w.Ready(p)) {
-			break // each ordinal Ready before the next is created
-		}
+	var top int64
+	for _, r := range w.Revisions {
+		top = max(top, r)
 	}
-	for _, p := range slices.Clone(w.Pods) {
-		if p.Slot >= w.Replicas && !p.Terminating {
-			w.delete(p)
-			return true
-		}
+	if r, ok := w.Revisions[w.Template]; !ok || r < top {
+		w.Revisions[w.Template] = top + 1
 	}
-	if w.OnDelete {
-		return false
-	}
-	for _, p := range w.Pods {
-		if p.Terminating || !w.Ready(p) {
-			return false // one at a time, each Ready before the next
-		}
-	}
-	for i := w.Replicas - 1; i >= w.Partition; i-- {
-		if p := slots[i]; p.Template != w.Template {
-			w.delete(p)
-			if !w.Graceful {
-				w.Pods = append(w.Pods, w.NewPod(w.Template, i))
-			}
-			return true
-		}
-	}
-	return false
-}
-
-// lastFull is a template another pod runs.
-func (w *Workload[T]) lastFull(slot int) T {
-	for _, p := range w.Pods {
-		if p.Slot != slot {
-			return p.Template
-		}
-	}
-	return w.Template
-}
-
-// allOn is every pod, as many as the replicas, on template t.
-func (w *Workload[T]) allOn(t T) bool {
-	n := 0
-	for _, p := range w.Pods {
-		if p.Template != t {
-			return false
-		}
-		n++
-	}
-	return n == w.Replicas
-}
-
-func (w *Workload[T]) stepDaemonSet() bool {
-	slots := w.BySlot()
-	for _, i := range w.Nodes {
-		if slots[i] == nil {
-			w.Pods = append(w.Pods, w.NewPod(w.Template, i))
-			return true
-		}
-	}
-	for _, p := range w.Pods {
-		if !p.Terminating && !slices.Contains(w.Nodes, p.Slot) {
-			w.delete(p) // a node the DaemonSet no longer selects
-			return true
-		}
-	}
-	if w.OnDelete {
-		return false
-	}
-	unavailable := 0
-	for _, p := range w.Pods {
-		if !w.Ready(p) {
-			unavailable++
-		}
-	}
-	budget := max(w.MaxUnavailable, 1)
-	for _, p := range w.Pods {
-		if p.Template != w.Template && !p.Terminating && (!w.Ready(p) || unavailable < budget) {
-			w.delete(p)
-			if !w.Graceful {
-				w.Pods = append(w.Pods, w.NewPod(w.Template, p.Slot))
-			}
-			return true
-		}
-	}
-	return false
 }

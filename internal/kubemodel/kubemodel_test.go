@@ -1,6 +1,7 @@
 package kubemodel
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -157,5 +158,109 @@ func TestPausedDeploymentReplacesOnItsTemplate(t *testing.T) {
 	w.Settle(100)
 	if got := templates(w); got["a"] != 3 || got["b"] != 0 {
 		t.Errorf("pods %v, want the evicted pod replaced on a, nothing on b while paused", got)
+	}
+}
+
+// notReadyOn makes every pod of template bad never Ready.
+func notReadyOn(w *Workload[string], bad string) {
+	w.Ready = func(p *Pod[string]) bool { return !p.Terminating && p.Template != bad }
+}
+
+func TestDeploymentRecreateEmptiesFirst(t *testing.T) {
+	w, _ := world(v1alpha1.KindDeployment, 3)
+	w.Recreate, w.Template = true, "b"
+	for w.Step() {
+		if got := templates(w); got["a"] > 0 && got["b"] > 0 {
+			t.Fatalf("pods %v: want no pod of b while a pod of a is left", got)
+		}
+	}
+	if got := templates(w); got["b"] != 3 {
+		t.Errorf("pods %v, want 3 on b", got)
+	}
+}
+
+// TestDeploymentScalesProportionally: a scale during a stalled rollout is shared by the
+// ReplicaSets in proportion to their size (sync.go, scale), not all given to the new one.
+func TestDeploymentScalesProportionally(t *testing.T) {
+	w, _ := world(v1alpha1.KindDeployment, 3)
+	// maxSurge 1 from the start: the ReplicaSet's max-replicas annotation says 4. (Had it
+	// been 0 when the set was last sized, it would say 3 and a would take all 3 more.)
+	w.MaxSurge, w.MaxUnavailable, w.Sets = 1, 0, nil
+	w.Template = "b"
+	notReadyOn(w, "b")
+	w.Settle(100)
+	if got := templates(w); got["a"] != 3 || got["b"] != 1 {
+		t.Fatalf("pods %v, want 3 on a and the surge pod on b", got)
+	}
+	w.Replicas = 6 // 7 pods allowed: a gets round(3*7/4)-3 = 2 more, b round(1*7/4)-1 = 1
+	w.Settle(100)
+	if got := templates(w); got["a"] != 5 || got["b"] != 2 {
+		t.Errorf("pods %v, want 5 on a and 2 on b", got)
+	}
+}
+
+func TestRevisionsRenumberAReturn(t *testing.T) {
+	for _, kind := range []v1alpha1.WorkloadKind{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet} {
+		w, _ := world(kind, 2)
+		w.Template = "b"
+		w.Settle(100)
+		w.Template = "a"
+		w.Settle(100)
+		if w.Revisions["a"] != 3 || w.Revisions["b"] != 2 {
+			t.Errorf("%s: revisions %v, want b 2 and a renumbered to 3", kind, w.Revisions)
+		}
+	}
+}
+
+// TestStatefulSetCurrentRevision: status.currentRevision moves to the update revision
+// once every pod runs it and is Ready, under OnDelete too (completeUpdate), and not
+// while an updated pod is not Ready.
+func TestStatefulSetCurrentRevision(t *testing.T) {
+	w, _ := world(v1alpha1.KindStatefulSet, 2)
+	w.OnDelete, w.Template = true, "b"
+	notReadyOn(w, "b")
+	for _, p := range slices.Clone(w.Pods) {
+		w.Remove(p)
+	}
+	w.Settle(100)
+	if got := templates(w); got["b"] != 2 || w.Current != "a" {
+		t.Fatalf("pods %v current %s, want 2 on b and a current while b is not Ready", got, w.Current)
+	}
+	notReadyOn(w, "")
+	w.Settle(100)
+	if w.Current != "b" {
+		t.Errorf("current %s, want b once its pods are Ready", w.Current)
+	}
+}
+
+// TestParallelStatefulSetReplacesUnavailableOldPods: under Parallel, old pods that are
+// not available are all replaced whatever maxUnavailable says (phase 1 of
+// updateStatefulSetAfterInvariantEstablished); OrderedReady waits.
+func TestParallelStatefulSetReplacesUnavailableOldPods(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		w, _ := world(v1alpha1.KindStatefulSet, 3)
+		w.OrderedReady = ordered
+		notReadyOn(w, "a")
+		w.Template = "b"
+		w.Settle(100)
+		want := 3
+		if ordered {
+			want = 0
+		}
+		if got := templates(w); got["b"] != want {
+			t.Errorf("OrderedReady %v: pods %v, want %d on b", ordered, got, want)
+		}
+	}
+}
+
+// TestDaemonSetReplacesUnavailableOldPods: an old pod that is not available is replaced
+// even when the budget is spent (rollingUpdate's allowedReplacementPods).
+func TestDaemonSetReplacesUnavailableOldPods(t *testing.T) {
+	w, _ := world(v1alpha1.KindDaemonSet, 3)
+	notReadyOn(w, "a")
+	w.Template = "b"
+	w.Settle(100)
+	if got := templates(w); got["b"] != 3 {
+		t.Errorf("pods %v, want every node's unavailable old pod replaced", got)
 	}
 }

@@ -105,18 +105,20 @@ func (s *sim) adopt(w *simWorkload) error {
 	w.minReady = time.Duration(v.Strategy.MinReadySeconds) * time.Second
 	switch o := w.obj.(type) {
 	case *appsv1.Deployment:
-		// The API server defaults both to 25%; Recreate takes every pod down and adds none.
+		// The API server defaults both to 25%; Recreate takes every pod down first.
 		quarter := intstr.FromString("25%")
 		surge, unavailable := cmp.Or(v.Strategy.MaxSurge, &quarter), cmp.Or(v.Strategy.MaxUnavailable, &quarter)
-		if !v.Strategy.Rolling {
-			surge, unavailable = ptr.To(intstr.FromInt32(0)), ptr.To(intstr.FromString("100%"))
-		}
 		sv, uv := policy.Fenceposts(surge, unavailable, int32(k.Replicas))
-		k.MaxSurge, k.MaxUnavailable = int(sv), int(uv)
+		k.MaxSurge, k.MaxUnavailable, k.Recreate = int(sv), int(uv), !v.Strategy.Rolling
 	case *appsv1.StatefulSet:
 		k.OrderedReady = o.Spec.PodManagementPolicy != appsv1.ParallelPodManagement
 		if ru := o.Spec.UpdateStrategy.RollingUpdate; ru != nil {
 			k.Partition = int(ptr.Deref(ru.Partition, 0))
+			if ru.MaxUnavailable != nil {
+				// getStatefulSetMaxUnavailable: rounded down, at least one.
+				n, _ := intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, k.Replicas, false)
+				k.MaxUnavailable = max(n, 1)
+			}
 		}
 	case *appsv1.DaemonSet:
 		k.Nodes = s.daemonNodes(w)
