@@ -59,18 +59,20 @@ func (in Input) margin(r budget.Eviction) time.Duration {
 	return budget.Margin(in.Identity, r.By)
 }
 
-// SameRequest is how long after admitting a pod's eviction holdfast takes a new decision
-// about it for the same request decided again (two of holdfast's webhook entries match one
-// request, each within the webhook's timeout).
+// SameRequest is how long after this replica admitted a pod's eviction it takes a new
+// decision about it for the same request decided again (two of holdfast's webhook entries
+// match one request, each within the webhook's timeout).
 const SameRequest = 3 * time.Second
 
 // Recorded is whether the group's ledger already holds this pod's admitted eviction from
-// the same request: it needs no second record. A later retry is recorded anew: kube's PDB
-// check, which runs after the webhook, may have refused the eviction holdfast admitted, and
-// the pod goes only now, so the cooldown and the budget count it from now.
+// the same request, by this replica: it needs no second record. A later retry, or one
+// another replica decides (whose clock may differ by more than SameRequest), is recorded
+// anew: kube's PDB check, which runs after the webhook, may have refused the eviction
+// holdfast admitted, and the pod goes only now, so the cooldown and the budget count it
+// from now. A record written again changes nothing else: a pod's own records never hold it.
 func (in Input) Recorded() bool {
 	for _, r := range in.Records {
-		if r.UID == in.Pod.UID && in.Now.Sub(r.At) < SameRequest+in.margin(r) {
+		if r.UID == in.Pod.UID && r.By == in.Identity && in.Now.Sub(r.At) < SameRequest {
 			return true
 		}
 	}

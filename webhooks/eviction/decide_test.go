@@ -476,6 +476,13 @@ func TestExplorerFindings(t *testing.T) {
 		if d := Decide(in); d.Action() == decision.Deny || in.Recorded() {
 			t.Fatalf("the retry 22 s later: %v, recorded %t; want admitted and recorded anew", d.Violations, in.Recorded())
 		}
+		// Another replica's record a moment ago is no proof of the same request: its clock
+		// may differ by budget.MaxClockSkew.
+		other := in
+		other.Records = []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-time.Second), By: "other"}}
+		if other.Recorded() {
+			t.Error("a retry through this replica of another replica's eviction a second ago is not recorded anew")
+		}
 		in.Records = budget.AppendEviction(in.Records, budget.Eviction{Pod: "p0", UID: "u0", At: now, By: "self"}, time.Hour)
 		in.Pod, in.Now = in.Group.Pods[1], now.Add(time.Second)
 		if d := Decide(in); d.Action() != decision.Deny || d.Violations[0].Rule != RuleCooldown {
