@@ -163,22 +163,10 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	keep := budget.Retention(in.Policies)
-	// unguarded admits an eviction no policy applies to (its requester is exempt) whose
-	// record, kept for the others' decisions only, could not be read or written: the
-	// policy never applies to an exempt requester, and the ledger's trouble must not either.
-	unguarded := func() (admission.Response, bool) {
-		if d := decideWith(h.decide, in); !d.Guarded && d.Action() != decision.Deny {
-			return finish(d), true
-		}
-		return admission.Response{}, false
-	}
 	for range ledgerAttempts {
 		var g budget.Group
 		if in.Group != nil {
 			if g, err = h.Ledgers.ReadGroup(lctx, in.Group.UID); err != nil {
-				if r, ok := unguarded(); ok {
-					return r
-				}
 				return h.ledgerFailed(finish, fmt.Errorf("the eviction ledger of group %s: %w", in.Group.UID, err))
 			}
 			in.Records = g.Records
@@ -200,9 +188,6 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 			// Another replica admitted an eviction in this group meanwhile, or the sweeper
 			// deleted the ledger since it was read: decide again on a fresh read.
 		default:
-			if !d.Guarded {
-				return finish(d)
-			}
 			return h.ledgerFailed(finish, fmt.Errorf("recording the eviction: %w", err))
 		}
 	}
