@@ -10,6 +10,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
@@ -58,12 +59,20 @@ func (in Input) margin(r budget.Eviction) time.Duration {
 	return budget.Margin(in.Identity, r.By)
 }
 
-// Recorded is whether the group's ledger already holds this pod's admitted eviction, not
-// yet lapsed: the same eviction decided again, as when two of holdfast's webhook entries
-// match one request, or a retry. It needs no second record.
+// SameRequest is how long after this replica admitted a pod's eviction it takes a new
+// decision about it for the same request decided again (two of holdfast's webhook entries
+// match one request, each within the webhook's timeout).
+const SameRequest = 3 * time.Second
+
+// Recorded is whether the group's ledger already holds this pod's admitted eviction from
+// the same request, by this replica: it needs no second record. A later retry, or one
+// another replica decides (whose clock may differ by more than SameRequest), is recorded
+// anew: kube's PDB check, which runs after the webhook, may have refused the eviction
+// holdfast admitted, and the pod goes only now, so the cooldown and the budget count it
+// from now. A record written again changes nothing else: a pod's own records never hold it.
 func (in Input) Recorded() bool {
 	for _, r := range in.Records {
-		if r.UID == in.Pod.UID && in.Now.Sub(r.At) < budget.EvictionLapse+in.margin(r) {
+		if r.UID == in.Pod.UID && r.By == in.Identity && in.Now.Sub(r.At) < SameRequest {
 			return true
 		}
 	}
@@ -94,10 +103,10 @@ func Decide(in Input) Decision {
 	}
 	for i := range in.Policies {
 		p := &in.Policies[i]
-		exempt, grant := policy.ExemptAt(p.Spec.Exemptions, in.User, in.Now)
-		if p.Spec.Suspend || (exempt && grant == nil) {
+		if p.Spec.Suspend {
 			continue
 		}
+		exempt, grant := policy.ExemptAt(p.Spec.Exemptions, in.User, in.Now)
 		action := decision.ActionFor(p.Spec.Mode)
 		// A selector that cannot be evaluated (stored while the policy webhook was down)
 		// selects nothing: one broken policy must not defer every eviction in the cluster.
@@ -105,6 +114,13 @@ func Decide(in Input) Decision {
 		ok, _ := in.Matcher.SelectsPods(p.Spec.Targets, in.NamespaceLabels, in.PodLabels)
 		if !ok || in.Group == nil {
 			continue // Pods of other owners are not guarded.
+		}
+		if exempt && grant == nil {
+			// The policy never applies to an exempt requester, but a Ready pod it takes
+			// down is down for everyone else's evictions: it is recorded as any other, so
+			// that a replica whose cache has not seen it go yet counts it (E1).
+			d.Counts = d.Counts || in.Pod.Ready
+			continue
 		}
 		d.Guarded = true
 		d.Counts = d.Counts || in.Pod.Ready
@@ -143,6 +159,7 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 	pending := pendingRecords(in, settle)
 	unavailable := g.Expected - available + pending
 	budget := policy.Resolve(policy.DisruptionBudget, g.Kind, spec.MaxUnavailable, g.Expected)
+	forbids := writtenZero(g.Kind, spec.MaxUnavailable)
 	cooldown, whose := spec.Cooldown, ""
 	// A requester entry tightens the budget and the cooldown for the identities it names;
 	// it never loosens them.
@@ -151,6 +168,7 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 		if r.MaxUnavailable != nil {
 			// A negative number (the schema checks only the percentage's form) forbids, as 0.
 			budget = max(0, min(budget, policy.Resolve(policy.DisruptionBudget, g.Kind, r.MaxUnavailable, g.Expected)))
+			forbids = forbids || writtenZero(g.Kind, r.MaxUnavailable)
 		}
 		if r.Cooldown != nil && (cooldown == nil || r.Cooldown.Duration > cooldown.Duration) {
 			cooldown = r.Cooldown
@@ -163,11 +181,16 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 		return nil // A pod that is not Ready serves nothing; evicting it takes nothing down (E3).
 	}
 	var out []decision.Violation
-	if v, held := windowHold(in, spec); held {
+	// Windows hold changes: the eviction of a pod that serves nothing changes nothing and
+	// passes in every window, under IfHealthyBudget too (the budget alone decides it).
+	if v, held := windowHold(in, spec); held && in.Pod.Ready {
 		out = append(out, v)
 	}
 	switch {
-	case budget == 0 && in.Pod.Ready:
+	case budget == 0 && in.Pod.Ready && (forbids || g.Expected > 0):
+		// A percentage of a group that expects no pods (a DaemonSet whose status has not
+		// counted its pods yet, a StatefulSet scaled to 0) is 0 as well, but forbids
+		// nothing: every pod left is surplus, and kube's PDB arithmetic admits its eviction.
 		out = append(out, decision.Violation{Rule: RuleMaxUnavailable, Never: true, Message: fmt.Sprintf(
 			"%s allows no pod to be unavailable%s (maxUnavailable %d of %d); pod %s cannot be evicted while the policy holds",
 			g.Ref, whose, budget, g.Expected, in.Pod.Name)})
@@ -197,6 +220,13 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 		}
 	}
 	return out
+}
+
+// writtenZero is a budget written as no pod at all (0, a negative number, "0%"): it
+// forbids evictions whatever the group's size, where a percentage only resolves to 0 for a
+// group that expects no pods.
+func writtenZero(kind v1alpha1.WorkloadKind, v *intstr.IntOrString) bool {
+	return v != nil && policy.Resolve(policy.DisruptionBudget, kind, v, 100) <= 0
 }
 
 // alwaysAllows is a policy whose pods that are not Ready may always be evicted (the

@@ -401,3 +401,92 @@ func TestSharedStartHoldsBeforeTheJournal(t *testing.T) {
 		t.Errorf("a lapsed start still holds: %+v", lapsed.Rollout)
 	}
 }
+
+// TestExplorerFindings are the holes the outcome explorer (model_test.go) found in the
+// decision code, each through the real decision.
+func TestExplorerFindings(t *testing.T) {
+	user := func(name string) authenticationv1.UserInfo { return authenticationv1.UserInfo{Username: name} }
+	input := func(g *workload.Group, p v1alpha1.DisruptionPolicy) Input {
+		in := Input{Group: g, Now: now, Identity: "self", Policies: []v1alpha1.DisruptionPolicy{p}, PodLabels: map[string]string{"app": "agent"}}
+		in.Pod = g.Pods[0]
+		return in
+	}
+	// E6: a percentage of a group that expects no pods (a DaemonSet whose status has not
+	// counted its pods, a StatefulSet scaled to 0) forbids nothing: its pods are surplus, as
+	// kube's PDB arithmetic has it. A budget written as 0 still refuses (403).
+	t.Run("a percentage against 0 expected pods is no refusal", func(t *testing.T) {
+		g := group("DaemonSet", 3)
+		g.Expected = 0
+		for _, pct := range []string{"34%", "100%"} {
+			in := input(g, dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromString(pct)) }))
+			if d := Decide(in); d.Action() == decision.Deny {
+				t.Errorf("maxUnavailable %s of 0 expected pods: %v", pct, d.Violations)
+			}
+			in.Policies[0].Spec.Requesters = []v1alpha1.Requester{{Users: []string{"karpenter"}, MaxUnavailable: ptr.To(intstr.FromString("50%"))}}
+			in.User = user("karpenter")
+			if d := Decide(in); d.Action() == decision.Deny {
+				t.Errorf("a requester's 50%% of 0 expected pods: %v", d.Violations)
+			}
+		}
+		for _, zero := range []intstr.IntOrString{intstr.FromInt32(0), intstr.FromString("0%")} {
+			in := input(g, dp(func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(zero) }))
+			if d := Decide(in); d.Action() != decision.Deny || !d.Never() {
+				t.Errorf("maxUnavailable %s: %v, want a refusal", zero.String(), d.Violations)
+			}
+		}
+	})
+	// E3: a pod that serves nothing passes in every window, under IfHealthyBudget too; the
+	// budget alone decides it.
+	t.Run("a Deny window does not hold a pod that serves nothing under IfHealthyBudget", func(t *testing.T) {
+		g := group("DaemonSet", 6)
+		g.Pods[0].Ready = false
+		in := input(g, dp(func(s *v1alpha1.DisruptionPolicySpec) {
+			s.UnhealthyPodEvictionPolicy = ptr.To(policyv1.IfHealthyBudget)
+			s.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 11 * * *", Duration: metav1.Duration{Duration: 2 * time.Hour}, Action: v1alpha1.WindowDeny}}
+		}))
+		if d := Decide(in); d.Action() == decision.Deny {
+			t.Errorf("not-Ready pod in a Deny window, group within budget: %v", d.Violations)
+		}
+		in.Pod = g.Pods[1]
+		if d := Decide(in); d.Action() != decision.Deny || d.Violations[0].Rule != RuleWindow {
+			t.Errorf("a Ready pod in the same window: %v, want held by the window", d.Violations)
+		}
+	})
+	// E1: an exempt requester's eviction of a Ready pod is recorded, so that a replica
+	// whose cache has not seen the pod go counts it against everyone else's budget.
+	t.Run("an exempt eviction of a Ready pod counts", func(t *testing.T) {
+		in := input(group("Deployment", 4), dp(func(s *v1alpha1.DisruptionPolicySpec) { s.Exemptions.Users = []string{"kubernetes-admin"} }))
+		in.User = user("kubernetes-admin")
+		d := Decide(in)
+		if d.Action() == decision.Deny || !d.Counts {
+			t.Errorf("exempt eviction: %v, counts %t; want admitted and recorded", d.Violations, d.Counts)
+		}
+		in.Pod.Ready = false
+		if d := Decide(in); d.Counts {
+			t.Error("an exempt eviction of a pod that serves nothing is recorded")
+		}
+	})
+	// E2: an admitted eviction kube's PDB check refused and the drain retries later is a
+	// new disruption when it goes: recorded anew, it holds the next pod for the cooldown.
+	t.Run("a retry after kube refused is recorded anew", func(t *testing.T) {
+		in := input(group("Deployment", 4), dp(func(s *v1alpha1.DisruptionPolicySpec) {
+			s.Cooldown, s.MaxUnavailable = &metav1.Duration{Duration: 20 * time.Second}, ptr.To(intstr.FromInt32(2))
+		}))
+		in.Records = []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-22 * time.Second), By: "self"}, {Pod: "p1", UID: "u1", At: now.Add(-21 * time.Second), By: "self"}}
+		if d := Decide(in); d.Action() == decision.Deny || in.Recorded() {
+			t.Fatalf("the retry 22 s later: %v, recorded %t; want admitted and recorded anew", d.Violations, in.Recorded())
+		}
+		// Another replica's record a moment ago is no proof of the same request: its clock
+		// may differ by budget.MaxClockSkew.
+		other := in
+		other.Records = []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-time.Second), By: "other"}}
+		if other.Recorded() {
+			t.Error("a retry through this replica of another replica's eviction a second ago is not recorded anew")
+		}
+		in.Records = budget.AppendEviction(in.Records, budget.Eviction{Pod: "p0", UID: "u0", At: now, By: "self"}, time.Hour)
+		in.Pod, in.Now = in.Group.Pods[1], now.Add(time.Second)
+		if d := Decide(in); d.Action() != decision.Deny || d.Violations[0].Rule != RuleCooldown {
+			t.Errorf("p1's retry a second after p0's went: %v, want the cooldown", d.Violations)
+		}
+	})
+}
