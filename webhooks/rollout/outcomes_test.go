@@ -1,0 +1,173 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// TestOutcomeExplorerFindings holds, through the real decision, each hole the outcome
+// explorer (model_test.go: I7 counted from the pods, I2 between first pods, W1) found in
+// the rollout guard; each case once passed.
+func TestOutcomeExplorerFindings(t *testing.T) {
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	B4 := template("B", "4")
+	sts, dep := v1alpha1.KindStatefulSet, v1alpha1.KindDeployment
+	flags := []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}
+	settle := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: time.Minute}}, ArgsMatchReplicas: flags}
+	deny := []v1alpha1.Window{{Name: "freeze", Schedule: "0 * * * *", Duration: metav1.Duration{Duration: 30 * time.Minute}, Action: v1alpha1.WindowDeny}}
+	policy := func(windows []v1alpha1.Window) []v1alpha1.RolloutPolicy {
+		return []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: settle, Windows: windows}}}
+	}
+	// A StatefulSet of 3 under a partition of 1: ordinal 0 keeps A, 1 and 2 run B.
+	canary := func(partition int32) workload.Rollout {
+		return workload.Rollout{Mixed: true, Progress: workload.Progress{Kind: sts, Updated: 2, Target: 3 - partition, Available: 3, Want: 3}}
+	}
+	pausedRolling := workload.Rollout{Paused: true, Held: true, InProgress: true, Mixed: true,
+		Progress: workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	resumed := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: dep, Updated: 1, Target: 4, Available: 2, Want: 4, Total: 3}}
+	onDelete := workload.Rollout{OnDelete: true, Held: true}
+	// The history the cache shows: A with one pod, B with two.
+	two := history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 1), 1), live(rev(2, B, 10*time.Minute, 2), 2)}}
+
+	cases := []struct {
+		name      string
+		op        admissionv1.Operation
+		old, obj  *workload.Workload
+		history   history.History
+		journal   *journal.Journal
+		windows   []v1alpha1.Window
+		wantRule  string // "" admitted
+		wantInMsg string
+	}{{
+		// A rollout finished under a partition leaves its canary's old template below it: a
+		// third template waits for the partition to be lowered (the pods below it are read
+		// though the rollout is "finished": history.Read).
+		name: "a third template on a partitioned canary", op: admissionv1.Update,
+		old: wl(sts, 3, B, canary(1)), obj: wl(sts, 3, C, canary(1)), history: two,
+		wantRule: RuleSettle, wantInMsg: "lower the partition",
+	}, {
+		// The cache shows only one revision with pods (it lags the controller); the stored
+		// object's status counts pods on its template beside pods on another.
+		name: "the status witnesses two templates the cache does not show yet", op: admissionv1.Update,
+		old: wl(dep, 3, B, resumed), obj: wl(dep, 3, C, resumed),
+		history: history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 3), 3)}},
+		// B's rollout counts as finished (a scale's keeps its revision's): I1 lets C start.
+		journal:  jr(0, jrev(A, time.Hour, 10*time.Minute, 50*time.Minute), jrev(B, 10*time.Minute, 0, 5*time.Minute)),
+		wantRule: RuleSettle, wantInMsg: "the status counts",
+	}, {
+		// A flag-following scale that resumes in the same request starts the held template's
+		// pods: it is no scale to the revision rules (I4 does not make it a non-start), and a
+		// Deny window holds it.
+		name: "a scale that also resumes is held by a Deny window", op: admissionv1.Update,
+		old: wl(dep, 3, B, pausedRolling), obj: wl(dep, 4, B4, resumed), windows: deny,
+		history:  history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B, time.Minute, 1), 1)}},
+		wantRule: RuleWindow,
+	}, {
+		// A resume rolls out what was staged while paused: a Deny window holds it as it holds
+		// a template change.
+		name: "a resume inside a Deny window", op: admissionv1.Update,
+		old: wl(dep, 3, B, pausedRolling), obj: wl(dep, 3, B, resumed), windows: deny,
+		history:  history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B, time.Minute, 1), 1)}},
+		wantRule: RuleWindow,
+	}, {
+		// Created OnDelete over the pods of two templates it adopts: kube creates every
+		// missing or replaced pod from its template, a third.
+		name: "a held CREATE over two templates", op: admissionv1.Create,
+		obj: wl(sts, 3, C, onDelete), history: two,
+		wantRule: RuleSettle, wantInMsg: "created held",
+	}, {
+		name: "a held CREATE with the template its pods run", op: admissionv1.Create,
+		obj: wl(sts, 3, B, onDelete), history: two,
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := Input{Operation: c.op, Old: c.old, New: c.obj, History: c.history, Journal: c.journal, Now: now, Policies: policy(c.windows)}
+			if c.op == admissionv1.Update {
+				in.TemplateChanged = !workload.SameTemplate(in.Old.Template, in.New.Template)
+			}
+			if !ReadsRevisions(in) {
+				t.Fatalf("the handler would not read the history for this request")
+			}
+			d, err := Decide(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *decision.Violation
+			for i := range d.Violations {
+				if d.Violations[i].Rule == c.wantRule {
+					got = &d.Violations[i]
+				}
+			}
+			switch {
+			case c.wantRule == "" && len(d.Violations) > 0:
+				t.Errorf("refused: %v", d.Violations)
+			case c.wantRule != "" && got == nil:
+				t.Errorf("admitted without a %s finding: %v", c.wantRule, d.Violations)
+			case got != nil && !strings.Contains(got.Message, c.wantInMsg):
+				t.Errorf("the refusal does not say %q: %s", c.wantInMsg, got.Message)
+			}
+		})
+	}
+}
+
+// TestLoweringAPartitionIsAStart: lowering a StatefulSet's partition below ordinals that run
+// another revision restarts a rollout the journal calls finished; the fleet limit, the
+// shared budget and the windows count it (Decision.Starts).
+func TestLoweringAPartitionIsAStart(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	sts := v1alpha1.KindStatefulSet
+	canary := workload.Rollout{Mixed: true, Progress: workload.Progress{Kind: sts, Updated: 2, Target: 2, Available: 3, Want: 3}}
+	lowered := workload.Rollout{Mixed: true, InProgress: true, Progress: workload.Progress{Kind: sts, Updated: 2, Target: 3, Available: 3, Want: 3}}
+	in := Input{Operation: admissionv1.Update, Old: wl(sts, 3, B, canary), New: wl(sts, 3, B, lowered), Now: now,
+		History:  history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 1), 1), live(rev(2, B, 10*time.Minute, 2), 2)}},
+		Journal:  jr(0, jrev(A, time.Hour, 10*time.Minute, 50*time.Minute), jrev(B, 10*time.Minute, 0, 5*time.Minute)),
+		Policies: []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{}}}}},
+	}
+	if !MayStart(in) || !ReadsRevisions(in) {
+		t.Fatalf("lowering the partition is not read as a possible start")
+	}
+	d, err := Decide(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Starts {
+		t.Errorf("lowering the partition below the canary's ordinals is not a start for the fleet: %+v", d)
+	}
+	if len(d.Violations) > 0 {
+		t.Errorf("lowering the partition to finish a finished canary was refused: %v", d.Violations)
+	}
+	same := in
+	same.New = wl(sts, 3, B, canary)
+	if lowersPartition(same) {
+		t.Errorf("an update that keeps the partition counts as lowering it")
+	}
+}
+
+// TestUnobservedGenerationIsNoStall: with no journal, a timeline read from the history dates
+// the current revision's progress at its creation; a change its controller has not acted
+// on yet must not read as a stalled rollout, which would let any start through.
+func TestUnobservedGenerationIsNoStall(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	dep := v1alpha1.KindDeployment
+	unobserved := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: dep, Updated: 3, Target: 3, Available: 3, Want: 3, Total: 3, Unobserved: 4}}
+	in := Input{Operation: admissionv1.Update, Old: gen(wl(dep, 3, A, unobserved), 4), New: gen(wl(dep, 3, B, unobserved), 5), Now: now,
+		TemplateChanged: true,
+		History:         history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 3), 3)}},
+		Policies: []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
+			Rules: v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: time.Minute}}}}}},
+	}
+	rs := revisionsOf(in, nil, false)
+	if stalled, _ := rs.stalled(in, in.Policies[0].Spec.Rules.Settle); stalled {
+		t.Errorf("an unobserved generation reads as a rollout stalled for an hour")
+	}
+}
