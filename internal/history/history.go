@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -39,6 +40,61 @@ type Revision struct {
 	// Live counts the revision's pods that have not ended, terminating ones included: a
 	// template with live pods is one an operator sees running (docs/invariants.md).
 	Live int32
+	// Renumbered are the numbers a ReplicaSet had before kube renumbered it on a return to
+	// its template, oldest first (the deployment.kubernetes.io/revision-history annotation).
+	// A ControllerRevision keeps none: only its newest number tells.
+	Renumbered []int64
+
+	// joined holds when the node of each of its serving pods joined the cluster, once
+	// FromControllerRevisions is given the nodes (ServingBefore).
+	joined []time.Time
+}
+
+// ServingBefore counts r's serving pods on nodes that had joined the cluster by t; a pod
+// on a node not known counts. It is a DaemonSet's progress on the nodes that needed its
+// rollout when it began at t: kube's DaemonSet controller creates the pod of a node that
+// joins later from the current revision (syncNodes, pkg/controller/daemon/
+// daemon_controller.go), which is the cluster growing, not the rollout progressing.
+// Without the nodes it is Serving.
+func (r *Revision) ServingBefore(t time.Time) int32 {
+	if r.joined == nil {
+		return r.Serving
+	}
+	var n int32
+	for _, j := range r.joined {
+		if !j.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// Numbered is a revision number and the revision that had it.
+type Numbered struct {
+	Number   int64
+	Revision *Revision
+}
+
+// NumberedAfter lists, oldest first, the numbers above n that the revisions have or had,
+// each with its revision: kube numbers a template each time it becomes current (a return
+// renumbers the revision it had), so these are the templates that became current after
+// the one numbered n, as far as the cluster still tells (a ControllerRevision keeps only
+// its newest number).
+func (h History) NumberedAfter(n int64) []Numbered {
+	var out []Numbered
+	for i := range h.Revisions {
+		r := &h.Revisions[i]
+		for _, k := range r.Renumbered {
+			if k > n {
+				out = append(out, Numbered{k, r})
+			}
+		}
+		if r.Number > n {
+			out = append(out, Numbered{r.Number, r})
+		}
+	}
+	slices.SortFunc(out, func(a, b Numbered) int { return cmp.Compare(a.Number, b.Number) })
+	return out
 }
 
 // History is what the cluster knows of a workload's revisions and pods.
@@ -106,12 +162,13 @@ func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 			continue
 		}
 		out = append(out, Revision{
-			Name:     rs.Name,
-			Number:   revisionNumber(rs.Annotations["deployment.kubernetes.io/revision"]),
-			Template: revisionTemplate(&rs.Spec.Template, rs.Annotations),
-			Created:  rs.CreationTimestamp.Time,
-			Serving:  rs.Status.AvailableReplicas,
-			Pods:     rs.Status.Replicas,
+			Name:       rs.Name,
+			Number:     revisionNumber(rs.Annotations[revisionAnnotation]),
+			Renumbered: revisionNumbers(rs.Annotations[revisionHistoryAnnotation]),
+			Template:   revisionTemplate(&rs.Spec.Template, rs.Annotations),
+			Created:    rs.CreationTimestamp.Time,
+			Serving:    rs.Status.AvailableReplicas,
+			Pods:       rs.Status.Replicas,
 			// kube counts terminating pods apart (terminatingReplicas, on by default).
 			Live: rs.Status.Replicas + ptr.Deref(rs.Status.TerminatingReplicas, 0),
 		})
@@ -120,10 +177,18 @@ func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 	return out
 }
 
+// The annotations kube's Deployment controller numbers its ReplicaSets with
+// (SetNewReplicaSetAnnotations, pkg/controller/deployment/util/deployment_util.go).
+const (
+	revisionAnnotation        = "deployment.kubernetes.io/revision"
+	revisionHistoryAnnotation = "deployment.kubernetes.io/revision-history"
+)
+
 // FromControllerRevisions builds a StatefulSet's or DaemonSet's revisions from its
 // ControllerRevisions, whose data holds the pod template, and counts each revision's
-// Ready pods by their controller-revision-hash label.
-func FromControllerRevisions(owner types.UID, ownerName string, revisions []appsv1.ControllerRevision, pods []corev1.Pod) ([]Revision, error) {
+// Ready pods by their controller-revision-hash label. joined, when not nil, is when each
+// node joined the cluster (its creation), for ServingBefore.
+func FromControllerRevisions(owner types.UID, ownerName string, revisions []appsv1.ControllerRevision, pods []corev1.Pod, joined map[string]time.Time) ([]Revision, error) {
 	var out []Revision
 	for i := range revisions {
 		cr := &revisions[i]
@@ -155,6 +220,9 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 				r.Pods++
 				if workload.PodServing(p) {
 					r.Serving++
+					if joined != nil {
+						r.joined = append(r.joined, joined[p.Spec.NodeName])
+					}
 				}
 			}
 		}
@@ -190,6 +258,21 @@ func revisionNumber(s string) int64 {
 		return 0 // not yet numbered by the Deployment controller: the oldest possible
 	}
 	return n
+}
+
+// revisionNumbers reads a revision-history annotation, "1,3"; a number that does not
+// parse is left out.
+func revisionNumbers(s string) []int64 {
+	if s == "" {
+		return nil
+	}
+	var out []int64
+	for f := range strings.SplitSeq(s, ",") {
+		if n, err := strconv.ParseInt(f, 10, 64); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func sortRevisions(rs []Revision) {

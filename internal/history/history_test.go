@@ -87,7 +87,7 @@ func TestFromControllerRevisions(t *testing.T) {
 	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
 	ended.Status.Phase = corev1.PodSucceeded
 	pods := []corev1.Pod{pod("web-1", true), pod("2", true), pod("2", false), terminating, ended}
-	got, err := FromControllerRevisions("s", "web", []appsv1.ControllerRevision{cr("web-2", 2, "y"), cr("web-1", 1, "x")}, pods)
+	got, err := FromControllerRevisions("s", "web", []appsv1.ControllerRevision{cr("web-2", 2, "y"), cr("web-1", 1, "x")}, pods, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestFromControllerRevisions(t *testing.T) {
 
 	bad := cr("web-3", 3, "z")
 	bad.Data.Raw = []byte(`{"spec":{}}`)
-	if _, err := FromControllerRevisions("s", "web", []appsv1.ControllerRevision{bad}, nil); err == nil {
+	if _, err := FromControllerRevisions("s", "web", []appsv1.ControllerRevision{bad}, nil, nil); err == nil {
 		t.Error("a ControllerRevision without a template must be an error")
 	}
 }
@@ -148,7 +148,7 @@ func TestSlimRevisionsStayComparable(t *testing.T) {
 	if _, err := Slim(&cr); err != nil {
 		t.Fatal(err)
 	}
-	revs, err := FromControllerRevisions("owner", "web", []appsv1.ControllerRevision{cr}, nil)
+	revs, err := FromControllerRevisions("owner", "web", []appsv1.ControllerRevision{cr}, nil, nil)
 	if err != nil || len(cr.Data.Raw) != 0 {
 		t.Fatalf("slimmed ControllerRevision: data %q, %v", cr.Data.Raw, err)
 	}

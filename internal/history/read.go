@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -53,13 +54,34 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 			}
 		}
 		pods = list.Items
+		var joined map[string]time.Time
+		if w.Kind == v1alpha1.KindDaemonSet && len(pods) > 0 {
+			var err error
+			if joined, err = nodesJoined(ctx, r); err != nil {
+				return h, err
+			}
+		}
 		var err error
-		if h.Revisions, err = FromControllerRevisions(w.UID, w.Name, revs.Items, pods); err != nil {
+		if h.Revisions, err = FromControllerRevisions(w.UID, w.Name, revs.Items, pods, joined); err != nil {
 			return h, err
 		}
 	}
 	h.LastActivity = workload.LastActivity(pods)
 	return h, nil
+}
+
+// nodesJoined is when each cached node joined the cluster (its creation), for a
+// DaemonSet's progress (Revision.ServingBefore).
+func nodesJoined(ctx context.Context, r client.Reader) (map[string]time.Time, error) {
+	var nodes corev1.NodeList
+	if err := informer.List(ctx, r, &nodes); err != nil {
+		return nil, err
+	}
+	joined := make(map[string]time.Time, len(nodes.Items))
+	for i := range nodes.Items {
+		joined[nodes.Items[i].Name] = nodes.Items[i].CreationTimestamp.Time
+	}
+	return joined, nil
 }
 
 // ReadAdoptable gathers the history a workload created as w would adopt: the ReplicaSets
@@ -122,7 +144,7 @@ func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (
 	if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), client.MatchingLabels(labels)); err != nil {
 		return h, err
 	}
-	h.Revisions, err = FromControllerRevisions("", w.Name, adoptable, pods.Items)
+	h.Revisions, err = FromControllerRevisions("", w.Name, adoptable, pods.Items, nil)
 	h.LastActivity = workload.LastActivity(pods.Items)
 	return h, err
 }

@@ -115,13 +115,15 @@ func Options(revision toolscache.TransformFunc, namespace string, journals label
 
 // leanPod keeps what decisions read of a pod; at 10,000 pods the rest is most of the cache.
 // leanNode keeps of a node what decisions read: its name, labels and taints (which nodes
-// a new DaemonSet runs on, workload.NodesFor).
+// a new DaemonSet runs on, workload.NodesFor) and when it joined (a DaemonSet's progress,
+// history.Revision.ServingBefore).
 func leanNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
+		CreationTimestamp: n.CreationTimestamp},
 		Spec: corev1.NodeSpec{Taints: n.Spec.Taints}}, nil
 }
 

@@ -36,6 +36,9 @@ const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedBy      = "holdfast"
 	dataKey        = "journal"
+	// observedKey holds Observed, apart from the journal's own JSON: a release before it
+	// refuses a field it does not know in dataKey, and reads other keys not at all.
+	observedKey = "observed"
 	// MaxRevisions is how many revisions a journal keeps: enough for I3's returns.
 	MaxRevisions = 8
 )
@@ -81,6 +84,27 @@ type Journal struct {
 	Deleted *time.Time `json:"deleted,omitempty"`
 	// Revisions are oldest first; the last is the current one.
 	Revisions []Revision `json:"revisions"`
+	// Observed is what the leader last saw in kube's own terms; nil in a journal a release
+	// before it wrote (it keeps no such key, and drops it when it writes).
+	Observed *Observed `json:"-"`
+}
+
+// Observed is what the journal records of the workload in kube's own terms, kept under its
+// own key of the ConfigMap so that the previous release, which does not know it, still
+// reads the journal, and a journal that release wrote (without it) reads as it meant.
+type Observed struct {
+	// Revision is the newest revision number the leader saw (a ReplicaSet's
+	// deployment.kubernetes.io/revision, a ControllerRevision's revision), and Template the
+	// fingerprint of the template it numbers. kube numbers a template each time it becomes
+	// current, a return included: a number above Revision is a change the journal may not
+	// have recorded (missed).
+	Revision int64  `json:"revision"`
+	Template string `json:"template,omitempty"`
+	// Updated is, for a DaemonSet, the most pods of the current revision seen available at
+	// once on the nodes that had joined when it became current (its rollout's progress,
+	// history.Revision.ServingBefore): its stall clock restarts only when that rises. A
+	// journal without it counts all of them (Available), as the previous release did.
+	Updated int32 `json:"updated,omitempty"`
 }
 
 // Ref is the workload the journal is of.
@@ -123,11 +147,19 @@ func Encode(j *Journal, namespace string) (*corev1.ConfigMap, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &corev1.ConfigMap{
+	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: Name(j.Kind, j.Namespace, j.Name),
 			Labels: map[string]string{ComponentLabel: Component, ManagedByLabel: ManagedBy}},
 		Data: map[string]string{dataKey: string(raw)},
-	}, nil
+	}
+	if j.Observed != nil {
+		o, err := json.Marshal(j.Observed)
+		if err != nil {
+			return nil, err
+		}
+		cm.Data[observedKey] = string(o)
+	}
+	return cm, nil
 }
 
 var fingerprintRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -149,6 +181,17 @@ func Decode(cm *corev1.ConfigMap) (*Journal, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(j); err != nil {
 		return nil, invalid("%v", err)
+	}
+	if o, ok := cm.Data[observedKey]; ok {
+		j.Observed = &Observed{}
+		dec := json.NewDecoder(strings.NewReader(o))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(j.Observed); err != nil {
+			return nil, invalid("%s: %v", observedKey, err)
+		}
+		if j.Observed.Revision < 0 || j.Observed.Updated < 0 || (j.Observed.Template != "" && !fingerprintRE.MatchString(j.Observed.Template)) {
+			return nil, invalid("%s: a negative number or no template fingerprint", observedKey)
+		}
 	}
 	if cm.Name != Name(j.Kind, j.Namespace, j.Name) {
 		return nil, invalid("it describes %s %s/%s, whose journal has another name", j.Kind, j.Namespace, j.Name)

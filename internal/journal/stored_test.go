@@ -44,7 +44,7 @@ func kas(t *testing.T, image, serverCount string) *workload.Workload {
 }
 
 // TestJournalStoredForm pins a journal's ConfigMap as the recorder writes it (Encode): its
-// name, labels, data key and the JSON of the journal, every field set.
+// name, labels, data keys and the JSON of the journal, every field set.
 func TestJournalStoredForm(t *testing.T) {
 	j := &Journal{Kind: v1alpha1.KindStatefulSet, Namespace: "tenant-a", Name: "etcd", UID: "0d1e2f30-4152-4637-8849-5a6b7c8d9e0f", Generation: 12,
 		Held: true, Deleted: at(t0.Add(3 * time.Hour)),
@@ -52,7 +52,8 @@ func TestJournalStoredForm(t *testing.T) {
 			{Template: strings.Repeat("1", 64), Shape: strings.Repeat("2", 64), Since: t0, Until: at(t0.Add(time.Hour)), Finished: at(t0.Add(5 * time.Minute)),
 				Available: 3, Progressed: t0.Add(4 * time.Minute), Pending: true, Lagging: true},
 			{Template: strings.Repeat("3", 64), Since: t0.Add(time.Hour), Available: 1, Progressed: t0.Add(61 * time.Minute)},
-		}}
+		},
+		Observed: &Observed{Revision: 7, Template: strings.Repeat("3", 64), Updated: 1}}
 	cm, err := Encode(j, "holdfast-system")
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,8 @@ func TestJournalNames(t *testing.T) {
 //
 // There is no newer release's journal here: Decode refuses a field it does not know
 // (TestDecodeRefusesWhatHoldfastDidNotWrite), so a journal written with an added field
-// reads as absent to this release; a change to the journal's JSON takes a migration.
+// reads as absent to this release; a change to the journal's JSON takes a migration, or a
+// key of its own as Observed has (TestReadsThePreviousReleasesDaemonSetJournal).
 func TestReadsThePreviousReleasesJournal(t *testing.T) {
 	cm := &corev1.ConfigMap{}
 	golden.Load(t, "testdata/previous/journal-configmap.json", cm)

@@ -20,6 +20,25 @@ type Timeline struct {
 	// Recorded is a journal that observed the request's old object: what it says of the
 	// current revision is exact.
 	Recorded bool
+	// updated is the journal's Observed.Updated for a DaemonSet's current revision, when
+	// measured says the journal records it.
+	updated  int32
+	measured bool
+}
+
+// Progressed is whether r, the current revision as the cluster's history shows it now, has
+// progressed since the journal last looked: more of its pods available than the journal
+// saw, or for a DaemonSet whose journal measures it, more on the nodes that needed the
+// rollout when it began (history.Revision.ServingBefore).
+func (t *Timeline) Progressed(r *history.Revision) bool {
+	cur := t.Current()
+	if cur == nil {
+		return false
+	}
+	if t.measured {
+		return r.ServingBefore(cur.Since) > t.updated
+	}
+	return r.Serving > cur.Available
 }
 
 // Current is the current revision, nil when none is known.
@@ -104,6 +123,9 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 	if j != nil {
 		t.Revisions = j.Revisions // the store's: cloned before it is changed below
 		t.Recorded = old != nil && j.UID == old.UID && j.Generation >= old.Generation
+		if j.Observed != nil && kind == v1alpha1.KindDaemonSet {
+			t.updated, t.measured = j.Observed.Updated, true
+		}
 	} else {
 		t.Revisions = FromHistory(h, kind)
 	}
@@ -121,6 +143,21 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 			return t
 		}
 		return adopted(t, h, flags, now)
+	}
+	if j != nil && j.Observed != nil && j.UID == old.UID && !j.Held && !old.Rollout.Held {
+		if missed := j.missed(h); len(missed) > 0 {
+			// kube numbered templates that became current after the journal last looked (a
+			// leader that lags two flips sees neither): they became current now.
+			t.Revisions = splice(slices.Clone(t.Revisions), missed, shapes(t.Revisions, old.Template, flags), now, true)
+			t.Recorded, t.measured = false, false
+			if cur := t.Current(); Matches(cur, old.Template, flags) {
+				cur.Lagging = true
+				if !old.Rollout.InProgress {
+					cur.Finished = at(now) // old's status shows it finished
+				}
+				return t
+			}
+		}
 	}
 	cur := t.Current()
 	current := cur != nil && Matches(cur, old.Template, flags)
@@ -164,6 +201,79 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 	}
 	t.Revisions = append(t.Revisions, r)
 	return t
+}
+
+// missed lists the fingerprints of the templates that became current after the journal
+// last looked, in that order, as kube numbered them: the numbers above Observed.Revision,
+// less those the journal recorded before kube numbered them (the revisions it recorded
+// after the one Observed.Template names: the current one when it names none). Nil
+// without Observed.
+func (j *Journal) missed(h history.History) []string {
+	o := j.Observed
+	if o == nil || len(j.Revisions) == 0 {
+		return nil
+	}
+	after := h.NumberedAfter(o.Revision)
+	if len(after) == 0 {
+		return nil
+	}
+	revs := j.Revisions
+	recorded := revs[len(revs)-1:]
+	for i := len(revs) - 1; i >= 0; i-- {
+		if revs[i].Template == o.Template {
+			recorded = revs[i+1:]
+			break
+		}
+	}
+	var out []string
+	for _, n := range after {
+		sum, ok := n.Revision.Template.Sum()
+		if !ok {
+			continue
+		}
+		if len(recorded) > 0 && recorded[0].Template == sum {
+			recorded = recorded[1:]
+			continue
+		}
+		recorded = nil
+		out = append(out, sum)
+	}
+	return out
+}
+
+// splice appends to revs (not empty) the templates missed, in the order they became
+// current, each current from now: when they did is not known, so they count as now, on
+// the side of caution (a return among them is a return within any revertWindow). One of
+// the shape of the revision before it is a scale of it (I4) and keeps its times; shapeOf
+// tells a fingerprint's shape where it is known.
+func splice(revs []Revision, missed []string, shapeOf func(string) string, now time.Time, pending bool) []Revision {
+	for _, sum := range missed {
+		cur := &revs[len(revs)-1]
+		shape := shapeOf(sum)
+		if shape != "" && shape == cur.Shape && sum != cur.Template {
+			cur.Template = sum
+			continue
+		}
+		cur.Until = at(now)
+		revs = append(revs, Revision{Template: sum, Shape: shape, Since: now, Progressed: now, Pending: pending})
+	}
+	return revs
+}
+
+// shapes tells the shape of a fingerprint: that of a revision of revs, or of t's own.
+func shapes(revs []Revision, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) func(string) string {
+	return func(sum string) string {
+		if own, ok := t.Sum(); ok && own == sum && len(flags) > 0 {
+			shape, _ := t.Shape(flags)
+			return shape
+		}
+		for i := len(revs) - 1; i >= 0; i-- {
+			if revs[i].Template == sum {
+				return revs[i].Shape
+			}
+		}
+		return ""
+	}
 }
 
 // unknownSince is a timeline told by the cluster's history h whose current revision, when
@@ -292,15 +402,24 @@ func FromHistory(h history.History, kind v1alpha1.WorkloadKind) []Revision {
 
 // Observe is the journal after the leader observed the workload w (live, from the
 // cache) with its history h: a template w rolls out that is not the current one becomes
-// current now, unless it differs only in flags (a scale); a rollout w's status shows
-// finished is finished for good; more available pods of the current revision, or a lifted
-// hold, restart its stall clock. flags are the argsMatchReplicas flags of the policies that
-// select w. j may be nil: the journal then starts from the cluster's history.
+// current now, unless it differs only in flags (a scale); so do the templates kube
+// numbered in between (missed); a rollout w's status shows finished is finished for good;
+// more available pods of the current revision (of a DaemonSet, on the nodes that needed
+// the rollout when it began), or a lifted hold, restart its stall clock. flags are the
+// argsMatchReplicas flags of the policies that select w. j may be nil: the journal then
+// starts from the cluster's history.
 func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alpha1.ArgMatchesReplicas, now time.Time) *Journal {
 	next := &Journal{}
+	// numbered: j's Observed is of this workload, so that numbers above it are changes j
+	// may not have recorded.
+	numbered := false
 	if j != nil {
 		*next = *j
 		next.Revisions = slices.Clone(j.Revisions)
+		numbered = j.Observed != nil && j.UID == w.UID && j.Deleted == nil && len(j.Revisions) > 0
+		if !numbered {
+			next.Observed = nil
+		}
 	} else {
 		next.Revisions = unknownSince(FromHistory(h, w.Kind), h, w.Rollout.Held || w.Rollout.InProgress, now)
 	}
@@ -330,19 +449,30 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 			}
 			next.Revisions = append(next.Revisions, r)
 		}
+		// Numbers kube gave staged templates are no change of the current one.
+		next.observe(h, sum, next.Observed.updated())
 		return next
+	}
+	// fresh: the current revision became current in this observation.
+	fresh := false
+	if numbered && newestIs(h, sum) {
+		if missed := j.missed(h); len(missed) > 0 {
+			next.Revisions = splice(next.Revisions, missed, shapes(next.Revisions, w.Template, flags), now, false)
+			cur, fresh = next.Current(), true
+		}
 	}
 	switch {
 	case cur != nil && cur.Template == sum:
 		cur.Shape = shape
-		if missed, since, ok := missedReturn(h, cur, w.Template); ok {
+		if missed, since, ok := missedReturn(h, cur, w.Template); ok && !numbered {
 			// Between two observations the workload left this template and came back: the
 			// controller created a revision after it became current and renumbered it above
-			// that one. Record the detour, and the return as becoming current now.
+			// that one. Record the detour, and the return as becoming current now. (A
+			// numbered journal has seen it above.)
 			cur.Until = at(since)
 			next.Revisions = append(next.Revisions, Revision{Template: missed, Since: since, Until: at(now), Progressed: since},
 				Revision{Template: sum, Shape: shape, Since: now, Progressed: now})
-			cur = next.Current()
+			cur, fresh = next.Current(), true
 		}
 	case cur != nil && cur.Shape != "" && cur.Shape == shape:
 		cur.Template = sum // a scale keeps the revision's times (I4)
@@ -351,7 +481,7 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 			cur.Until = at(now)
 		}
 		next.Revisions = append(next.Revisions, Revision{Template: sum, Shape: shape, Since: now, Progressed: now})
-		cur = next.Current()
+		cur, fresh = next.Current(), true
 	}
 	if next.Held {
 		next.Held, cur.Progressed = false, now
@@ -359,10 +489,61 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 	if cur.Finished == nil && !w.Rollout.InProgress {
 		cur.Finished = at(now)
 	}
-	if r := h.Find(w.Template); r != nil && r.Serving > cur.Available {
-		cur.Available, cur.Progressed = r.Serving, now
+	// A DaemonSet's Updated, when j measured it, is of this revision unless it is fresh.
+	measured := numbered && !fresh && w.Kind == v1alpha1.KindDaemonSet
+	var updated int32
+	if measured {
+		updated = j.Observed.Updated
 	}
+	if r := h.Find(w.Template); r != nil {
+		progressed := r.Serving > cur.Available
+		cur.Available = max(cur.Available, r.Serving)
+		if w.Kind == v1alpha1.KindDaemonSet {
+			// The pods of nodes that joined after the rollout began are created on its
+			// template: the cluster grew, the rollout did not progress.
+			u := r.ServingBefore(cur.Since)
+			if measured {
+				progressed = u > updated
+			}
+			updated = max(updated, u)
+		}
+		if progressed {
+			cur.Progressed = now
+		}
+	}
+	next.observe(h, sum, updated)
 	return next
+}
+
+// observe records in Observed the newest revision number h shows when it numbers the
+// template sum the workload has (the leader's caches agree), and updated.
+func (j *Journal) observe(h history.History, sum string, updated int32) {
+	o := Observed{Updated: updated}
+	if j.Observed != nil {
+		o.Revision, o.Template = j.Observed.Revision, j.Observed.Template
+	}
+	if n := h.Newest(); n != nil && (j.Observed == nil || newestIs(h, sum)) {
+		o.Revision = n.Number
+		o.Template, _ = n.Template.Sum()
+	}
+	j.Observed = &o
+}
+
+func (o *Observed) updated() int32 {
+	if o == nil {
+		return 0
+	}
+	return o.Updated
+}
+
+// newestIs is whether the newest revision h shows is of the template sum.
+func newestIs(h history.History, sum string) bool {
+	n := h.Newest()
+	if n == nil {
+		return false
+	}
+	s, ok := n.Template.Sum()
+	return ok && s == sum
 }
 
 // missedReturn finds a revision the journal never recorded between the current one's

@@ -123,7 +123,9 @@ func revisionsOf(in Input, flags []v1alpha1.ArgMatchesReplicas, scale bool) revi
 
 // stalled is a current rollout that kube declared stalled, or whose available pods have not
 // increased for stallAfter while it could roll: the stall clock runs from the last
-// increase or the lifting of the last hold, so pausing a rollout never stalls it.
+// increase or the lifting of the last hold, so pausing a rollout never stalls it. A
+// DaemonSet's pods count on the nodes that needed the rollout when it began: a node that
+// joins gets a pod of the new template, which is no progress of the rollout.
 func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, time.Duration) {
 	cur := rs.current
 	if cur.Finished != nil || cur.Pending {
@@ -144,7 +146,7 @@ func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, t
 			return false, after
 		}
 	}
-	if r := in.History.Find(workload.FromFingerprint(cur.Template)); r != nil && r.Serving > cur.Available {
+	if r := in.History.Find(workload.FromFingerprint(cur.Template)); r != nil && rs.timeline.Progressed(r) {
 		return false, after // it progressed since the journal last looked
 	}
 	idle := in.Now.Sub(cur.Progressed)

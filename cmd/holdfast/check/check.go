@@ -597,7 +597,7 @@ func historyOf(w *workload.Workload, docs []Document) (history.History, bool, er
 	if w.Kind == v1alpha1.KindDeployment {
 		h.Revisions = history.FromReplicaSets(owner, sets)
 	} else {
-		h.Revisions, err = history.FromControllerRevisions(owner, w.Name, revs, pods)
+		h.Revisions, err = history.FromControllerRevisions(owner, w.Name, revs, pods, nil)
 	}
 	return h, len(h.Revisions) > 0, err
 }

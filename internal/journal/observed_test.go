@@ -1,0 +1,208 @@
+package journal
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+	"github.com/holdfast-dev/holdfast/test/util/golden"
+)
+
+const agentUID = "5f6e7d8c-9b0a-4c1d-8e2f-3a4b5c6d7e8f"
+
+func agentTemplate(tag string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "konnectivity-agent"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "konnectivity-agent", Image: "registry.k8s.io/kas-network-proxy/proxy-agent:" + tag}}}}
+}
+
+// agent is the DaemonSet kube-system/konnectivity-agent the journal in
+// testdata/previous/daemonset-journal-configmap.json is of, on desired nodes, updated of
+// them to v0.32.0, available of them Ready.
+func agent(t *testing.T, desired, updated, available int32) *workload.Workload {
+	t.Helper()
+	labels := map[string]string{"app": "konnectivity-agent"}
+	w, err := workload.From(&appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "konnectivity-agent", UID: agentUID, Generation: 4, Labels: labels},
+		Spec:       appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: agentTemplate("v0.32.0")},
+		Status: appsv1.DaemonSetStatus{ObservedGeneration: 4, DesiredNumberScheduled: desired, CurrentNumberScheduled: desired,
+			UpdatedNumberScheduled: updated, NumberAvailable: available, NumberReady: available},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// agentHistory is the DaemonSet's history with its pods (node: revision hash a or b, all
+// Ready) on nodes that joined as joined says.
+func agentHistory(t *testing.T, pods map[string]string, joined map[string]time.Time) history.History {
+	t.Helper()
+	cr := func(hash, tag string, n int64, created time.Time) appsv1.ControllerRevision {
+		raw, err := json.Marshal(map[string]any{"spec": map[string]any{"template": agentTemplate(tag)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "konnectivity-agent-" + hash, CreationTimestamp: metav1.NewTime(created),
+			OwnerReferences: []metav1.OwnerReference{{UID: agentUID, Controller: ptr.To(true)}}}, Revision: n, Data: runtime.RawExtension{Raw: raw}}
+	}
+	var list []corev1.Pod
+	for node, hash := range pods {
+		list = append(list, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "konnectivity-agent-" + node, Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: hash}},
+			Spec:   corev1.PodSpec{NodeName: node},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}})
+	}
+	revs, err := history.FromControllerRevisions(agentUID, "konnectivity-agent",
+		[]appsv1.ControllerRevision{cr("a", "v0.31.0", 1, prevT0.Add(-3*time.Hour)), cr("b", "v0.32.0", 2, prevT0.Add(-10*time.Minute))}, list, joined)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return history.History{Revisions: revs}
+}
+
+// TestReadsThePreviousReleasesDaemonSetJournal: a DaemonSet's journal release 5648181
+// wrote, whose stall clock that release restarted when node-4 joined, reads with the
+// meaning it was written with (no Observed: progress is all available pods, Available),
+// and this release's recorder takes it over without a restart of the clock from node-4,
+// and from then on restarts it only for progress on the nodes that needed the rollout
+// (node-1 to node-3), not for node-5 joining. What it writes still reads to that release:
+// the journal's own key carries no field that release does not know.
+func TestReadsThePreviousReleasesDaemonSetJournal(t *testing.T) {
+	cm := &corev1.ConfigMap{}
+	golden.Load(t, "testdata/previous/daemonset-journal-configmap.json", cm)
+	j, err := Decode(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := j.Current()
+	if j.Observed != nil || cur.Available != 2 || !cur.Progressed.Equal(prevT0.Add(-2*time.Minute)) || !cur.Since.Equal(prevT0.Add(-10*time.Minute)) {
+		t.Fatalf("read observed %+v, current %+v; want none, available 2 and progressed 11:58 since 11:50", j.Observed, cur)
+	}
+
+	before, after := prevT0.Add(-5*time.Hour), func(d time.Duration) time.Time { return prevT0.Add(d) }
+	joined := map[string]time.Time{"node-1": before, "node-2": before, "node-3": before, "node-4": after(-3 * time.Minute)}
+	pods := map[string]string{"node-1": "b", "node-2": "a", "node-3": "a", "node-4": "b"}
+	h := agentHistory(t, pods, joined)
+	r := h.Find(workload.FromSpec(ptr.To(agentTemplate("v0.32.0")), ""))
+	if r == nil || r.Serving != 2 || r.ServingBefore(cur.Since) != 1 {
+		t.Fatalf("v0.32.0 in the history: %+v; want 2 serving, 1 on the nodes it rolled out to", r)
+	}
+	old := agent(t, 4, 2, 4)
+	if tl := View(j, v1alpha1.KindDaemonSet, old, h, nil, prevT0); tl.Progressed(r) {
+		t.Error("a decision reads progress that the previous release's journal already counted")
+	}
+
+	// This release's leader observes the same state: no progress, and Observed from now on.
+	next := Observe(j, old, h, nil, prevT0)
+	if c := next.Current(); !c.Progressed.Equal(cur.Progressed) || next.Observed == nil || next.Observed.Updated != 1 || next.Observed.Revision != 2 {
+		t.Fatalf("after this release's first look: progressed %v, observed %+v; want 11:58 kept, revision 2, 1 updated", c.Progressed, next.Observed)
+	}
+	// node-5 joins with a Ready v0.32.0 pod: not progress.
+	joined["node-5"], pods["node-5"] = after(time.Minute), "b"
+	h = agentHistory(t, pods, joined)
+	next = Observe(next, agent(t, 5, 3, 5), h, nil, after(time.Minute))
+	if c := next.Current(); !c.Progressed.Equal(cur.Progressed) || c.Available != 3 {
+		t.Errorf("after node-5 joined: progressed %v, available %d; want 11:58 kept (the cluster grew), available 3", c.Progressed, c.Available)
+	}
+	// node-2 is replaced: progress.
+	pods["node-2"] = "b"
+	h = agentHistory(t, pods, joined)
+	next = Observe(next, agent(t, 5, 4, 5), h, nil, after(2*time.Minute))
+	if c := next.Current(); !c.Progressed.Equal(after(2*time.Minute)) || next.Observed.Updated != 2 {
+		t.Errorf("after node-2 was replaced: progressed %v, observed %+v; want 12:02, 2 updated", c.Progressed, next.Observed)
+	}
+
+	// What this release writes, the previous one reads: its key has only the fields that
+	// release knew (Decode refuses others), Observed is under a key of its own.
+	out, err := Encode(next, "holdfast-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(out.Data[dataKey]), &fields); err != nil {
+		t.Fatal(err)
+	}
+	var prev map[string]any
+	if err := json.Unmarshal([]byte(cm.Data[dataKey]), &prev); err != nil {
+		t.Fatal(err)
+	}
+	for k := range fields {
+		if _, ok := prev[k]; !ok && k != "held" && k != "deleted" {
+			t.Errorf("the journal's key has %q, which release 5648181 does not read", k)
+		}
+	}
+	if strings.Contains(out.Data[dataKey], "updated") || out.Data[observedKey] == "" {
+		t.Errorf("Observed is not kept apart: %v", out.Data)
+	}
+	back, err := Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(next, back); diff != "" {
+		t.Errorf("the journal does not read back as written (-written +read):\n%s", diff)
+	}
+}
+
+// TestObserveRecordsFlipsKubeNumbered: the leader looked last when B was current (revision
+// 2); since, the Deployment went to A and back to B, which kube numbered 3 and 4. A
+// leader that finds B current again records both flips (the return to B is one within any
+// window), which the ReplicaSets' creation times alone cannot show: both are hours old.
+// Had it recorded A as current before kube numbered it, A is not counted twice.
+func TestObserveRecordsFlipsKubeNumbered(t *testing.T) {
+	A, B := workload.FromSpec(ptr.To(agentTemplate("A")), ""), workload.FromSpec(ptr.To(agentTemplate("B")), "")
+	sumA, _ := A.Sum()
+	sumB, _ := B.Sum()
+	rev := func(t *workload.Template, n int64, renumbered ...int64) history.Revision {
+		sum, _ := t.Sum()
+		return history.Revision{Name: "rs-" + sum[:8], Number: n, Renumbered: renumbered, Template: t, Created: t0.Add(-3 * time.Hour)}
+	}
+	w := &workload.Workload{Ref: workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web"}, Template: B}
+	j := &Journal{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web", Generation: 2,
+		Revisions: []Revision{
+			{Template: sumA, Since: t0.Add(-3 * time.Hour), Until: at(t0.Add(-2 * time.Hour)), Progressed: t0.Add(-3 * time.Hour)},
+			{Template: sumB, Since: t0.Add(-2 * time.Hour), Finished: at(t0.Add(-2 * time.Hour)), Progressed: t0.Add(-2 * time.Hour)},
+		},
+		Observed: &Observed{Revision: 2, Template: sumB}}
+
+	h := history.History{Revisions: []history.Revision{rev(A, 3, 1), rev(B, 4, 2)}}
+	next := Observe(j, w, h, nil, t0)
+	var got []string
+	for _, r := range next.Revisions {
+		got = append(got, map[string]string{sumA: "A", sumB: "B"}[r.Template]+"@"+r.Since.Sub(t0).String())
+	}
+	if want := []string{"A@-3h0m0s", "B@-2h0m0s", "A@0s", "B@0s"}; !cmp.Equal(got, want) {
+		t.Errorf("revisions %v, want %v", got, want)
+	}
+	tl := Timeline{Revisions: next.Revisions}
+	if n := tl.ReturnsSince(t0.Add(-10*time.Minute), 10*time.Minute); n != 1 {
+		t.Errorf("returns within 10m = %d, want 1 (to B; A had left 2 hours before)", n)
+	}
+	if next.Observed == nil || next.Observed.Revision != 4 || next.Observed.Template != sumB {
+		t.Errorf("observed %+v, want revision 4 of B", next.Observed)
+	}
+
+	// The leader recorded A as current before kube numbered it (revision 2 was the newest
+	// it saw); A's number 3 is that change, not another.
+	wa := *w
+	wa.Template = A
+	j2 := &Journal{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web", Generation: 3,
+		Revisions: []Revision{
+			{Template: sumB, Since: t0.Add(-2 * time.Hour), Until: at(t0.Add(-time.Minute)), Progressed: t0.Add(-2 * time.Hour)},
+			{Template: sumA, Since: t0.Add(-time.Minute), Progressed: t0.Add(-time.Minute)},
+		},
+		Observed: &Observed{Revision: 2, Template: sumB}}
+	next = Observe(j2, &wa, history.History{Revisions: []history.Revision{rev(B, 2), rev(A, 3, 1)}}, nil, t0)
+	if len(next.Revisions) != 2 || !next.Current().Since.Equal(t0.Add(-time.Minute)) {
+		t.Errorf("A, recorded before kube numbered it, recorded again: %+v", next.Revisions)
+	}
+}
