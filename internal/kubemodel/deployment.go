@@ -24,12 +24,20 @@ type ReplicaSet[T comparable] struct {
 // controller (replica_set.go, manageReplicas: a missing pod created, an excess pod
 // deleted, not Ready before Ready as controller.ActivePods ranks them).
 func (w *Workload[T]) stepDeployment() bool {
-	if w.Paused {
-		w.Sets = nil
-		return w.stepPaused()
-	}
 	if w.Sets == nil {
 		w.deriveSets()
+	}
+	if w.Paused {
+		// A paused Deployment is only scaled (deployment_controller.go, syncDeployment:
+		// sync for a paused one): no ReplicaSet is created for a template edited while
+		// paused, and each ReplicaSet keeps its pods, a deleted one replaced on its own
+		// template by the ReplicaSet controller.
+		before := w.sizes()
+		if w.scalingEvent() {
+			w.scale()
+		}
+		resized := !slices.Equal(before, w.sizes())
+		return w.manageReplicas() || resized
 	}
 	before := w.sizes()
 	switch {

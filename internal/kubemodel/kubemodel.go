@@ -144,31 +144,6 @@ func (w *Workload[T]) delete(p *Pod[T]) {
 	w.Remove(p)
 }
 
-// stepPaused is a paused Deployment: no move to a new template, but its ReplicaSets keep
-// their pods, so a pod evicted is replaced on the template most pods run.
-func (w *Workload[T]) stepPaused() bool {
-	count := map[T]int{}
-	active := 0
-	var top T
-	for _, p := range w.Pods {
-		if p.Terminating {
-			continue
-		}
-		active++
-		if count[p.Template]++; count[p.Template] > count[top] {
-			top = p.Template
-		}
-	}
-	if active == 0 {
-		top = w.Template
-	}
-	if active < w.Replicas {
-		w.Pods = append(w.Pods, w.NewPod(top, -1))
-		return true
-	}
-	return false
-}
-
 // BySlot is the pods by slot.
 func (w *Workload[T]) BySlot() map[int]*Pod[T] {
 	out := map[int]*Pod[T]{}

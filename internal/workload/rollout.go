@@ -48,6 +48,7 @@ func deploymentRollout(l *Lean) Rollout {
 	if s.ObservedGeneration < l.Metadata.Generation {
 		r.Progress.Unobserved = l.Metadata.Generation
 	}
+	r.Fresh = s.ObservedGeneration == 0
 	r.InProgress = s.ObservedGeneration < l.Metadata.Generation ||
 		s.UpdatedReplicas < want || s.AvailableReplicas < want || s.Replicas > s.UpdatedReplicas
 	r.Mixed = s.ObservedGeneration < l.Metadata.Generation || s.Replicas > s.UpdatedReplicas
@@ -69,6 +70,7 @@ func statefulSetRollout(l *Lean) Rollout {
 	if st.ObservedGeneration < l.Metadata.Generation {
 		r.Progress.Unobserved = l.Metadata.Generation
 	}
+	r.Fresh = st.ObservedGeneration == 0
 	// Finished also needs every replica Ready: the controller updates the last pod before
 	// it is Ready.
 	r.InProgress = st.ObservedGeneration < l.Metadata.Generation ||
@@ -88,6 +90,7 @@ func daemonSetRollout(l *Lean) Rollout {
 	return Rollout{
 		OnDelete: onDelete,
 		Held:     onDelete,
+		Fresh:    st.ObservedGeneration == 0,
 		Progress: Progress{Kind: v1alpha1.KindDaemonSet, Updated: st.UpdatedNumberScheduled, Target: want, Available: st.NumberAvailable, Want: want,
 			Unobserved: unobserved},
 		InProgress: st.ObservedGeneration < l.Metadata.Generation ||

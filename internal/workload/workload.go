@@ -61,6 +61,10 @@ type Rollout struct {
 	// or above its replicas. A template changed while held is staged: its rollout starts
 	// when the hold is lifted (resume, RollingUpdate, a lower partition).
 	Held bool
+	// Fresh is a status its controller has never written (observedGeneration 0): a workload
+	// created moments ago, which has not adopted yet what an orphaning delete of one of its
+	// name left behind.
+	Fresh bool
 }
 
 // From views a typed apps/v1 workload as a Workload, reading what decisions read into a

@@ -108,7 +108,8 @@ func checkStagedEdit(in Input, rules *v1alpha1.RolloutRules) []finding {
 	// the stored object's status, once the controller has seen its generation, does.
 	replaced := in.History.Find(in.Old.Template)
 	progress := in.Old.Rollout.Progress
-	if (replaced == nil || replaced.Live == 0) && (progress.Unobserved != 0 || progress.Updated == 0) {
+	unseen := replaced == nil || replaced.Live == 0
+	if unseen && progress.Unobserved == 0 && progress.Updated == 0 {
 		return nil // the replaced template was only staged
 	}
 	live := liveRevisions(in.History)
@@ -124,6 +125,13 @@ func checkStagedEdit(in Input, rules *v1alpha1.RolloutRules) []finding {
 	}
 	if others == 0 {
 		return nil // it starts an OnDelete rollout: two templates at most
+	}
+	if unseen && progress.Unobserved != 0 {
+		// The controller has not reported on the last change yet (a switch to OnDelete,
+		// say), and the cache may not show the pods it made of the replaced template.
+		return []finding{{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
+			"%s (updateStrategy OnDelete) changed moments ago and its controller has not yet reported whether pods run "+
+				"its current template beside those of revision %d; retry in a few seconds", in.New, older.Number)}}
 	}
 	return []finding{{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
 		"%s (updateStrategy OnDelete): its pods already run %d pod templates (pods by %s), and kube creates every new or "+
