@@ -86,6 +86,15 @@ func TestOutcomeExplorerFindings(t *testing.T) {
 		obj: wl(sts, 3, C, onDelete), history: two,
 		wantRule: RuleSettle, wantInMsg: "created held",
 	}, {
+		// Switched to OnDelete moments ago (its status not yet of that generation) and edited
+		// again: the cache shows no pod of the replaced template, but the controller may have
+		// made some before the switch; A still has pods.
+		name: "a staged edit beside a status of an older generation waits", op: admissionv1.Update,
+		old: wl(sts, 3, B, workload.Rollout{OnDelete: true, Held: true, Progress: workload.Progress{Kind: sts, Updated: 0, Target: 3, Want: 3, Unobserved: 7}}),
+		obj:      wl(sts, 3, C, onDelete),
+		history:  history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 3), 3), rev(2, B, time.Minute, 0)}},
+		wantRule: RuleSettle, wantInMsg: "retry in a few seconds",
+	}, {
 		name: "a held CREATE with the template its pods run", op: admissionv1.Create,
 		obj: wl(sts, 3, B, onDelete), history: two,
 	}}
