@@ -195,8 +195,8 @@ func TestDrainDuringRollout(t *testing.T) {
 
 // TestPartitionedCanaryGetsNoThirdTemplate is finding 2: a StatefulSet rolled from A to B
 // under a partition (its canary: ordinal 2 on B, 0 and 1 on A) is not finished. An edit to
-// a third template C is refused, naming the partition; lowering the partition to 0 is
-// admitted, and C is once every pod runs B. Kube's pods never run more than two templates.
+// a third template C is refused, naming the partition, and so it is under partition 1;
+// lowering the partition is admitted, and C is once every pod runs B. Kube's pods never run more than two templates.
 func TestPartitionedCanaryGetsNoThirdTemplate(t *testing.T) {
 	f := features.New("partitioned canary").
 		Assess("a third template waits until the canary is rolled out", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -240,12 +240,23 @@ func TestPartitionedCanaryGetsNoThirdTemplate(t *testing.T) {
 			if !apierrors.IsForbidden(refused) || !strings.Contains(refused.Error(), "lower the partition") {
 				t.Fatalf("an edit to a third template over a partitioned canary: %v, want 403 naming the partition", refused)
 			}
-			// The way on: lower the partition.
-			if err := update(func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](0) }); err != nil {
-				t.Fatalf("lowering the partition of the canary was refused: %v", err)
+			// The way on: lower the partition, first to 1 (ordinal 0 still runs A, so C
+			// still waits), then to 0.
+			partition := func(n int32) func(*appsv1.StatefulSet) {
+				return func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(n) }
+			}
+			if err := update(partition(1)); err != nil {
+				t.Fatalf("lowering the partition of the canary to 1 was refused: %v", err)
+			}
+			waitOrdinals(ctx, t, c, ns, "web", a, b, b)
+			if err := update(image(cc)); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "lower the partition") {
+				t.Fatalf("an edit to C while ordinal 0 runs A under partition 1: %v, want 403 naming the partition", err)
+			}
+			if err := update(partition(0)); err != nil {
+				t.Fatalf("lowering the partition of the canary to 0 was refused: %v", err)
 			}
 			if err := update(image(cc), client.DryRunAll); !apierrors.IsForbidden(err) {
-				t.Errorf("an edit to C while ordinals 0 and 1 still run A: %v, want 403", err)
+				t.Errorf("an edit to C while ordinal 0 still runs A: %v, want 403", err)
 			}
 			waitOrdinals(ctx, t, c, ns, "web", b, b, b)
 			// Every pod runs B: C is admitted within a bound.
@@ -278,7 +289,8 @@ func TestPartitionedCanaryGetsNoThirdTemplate(t *testing.T) {
 // whose --server-count follows its replicas rolls from A to B, B's pods slow to become
 // Ready, so that both ReplicaSets have pods. A scale from 3 to 4 with --server-count=4
 // would be a third template: refused while both have pods, admitted once the rollout has
-// finished. Kube's pods never run more than two templates.
+// finished; during that scale's own rollout a scale on to 5 is refused and the scale back
+// to 3 admitted. Kube's pods never run more than two templates.
 func TestFlagFollowingScaleDuringRollout(t *testing.T) {
 	f := features.New("flag-following scale").
 		Assess("a scale that changes the template waits for the rollout", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -348,17 +360,32 @@ func TestFlagFollowingScaleDuringRollout(t *testing.T) {
 				t.Fatalf("the scale to 4 once the rollout finished: %v, want admitted (log: %s)", update(scale(4), client.DryRunAll), holdfastLog)
 			}
 			admittedAfter := time.Since(finishedAt).Seconds()
+			// B@4 rolls out, its pods as slow as B's: a scale on to 5 would be a third
+			// template (A, B@3, B@4, B@5 in the finding) and is refused; the scale back to 3
+			// returns to B@3, which still has pods, and is admitted.
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				return len(liveTemplates(ctx, t, c, ns, d.Name, templateHash)) == 2, nil
+			}); err != nil {
+				t.Fatalf("B@4's pods never joined B@3's")
+			}
+			probeUntilRefused(ctx, t, func() error { return update(scale(5), client.DryRunAll) })
+			if err := update(scale(5)); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "finish or roll back first") {
+				t.Fatalf("a scale to 5 while B@3 and B@4 have pods: %v, want 403 (finish or roll back first)", err)
+			}
+			if err := update(scale(3)); err != nil {
+				t.Fatalf("the scale back to 3, a template that still has pods: %v, want admitted", err)
+			}
 			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 				cur := &appsv1.Deployment{}
 				if err := c.Get(ctx, client.ObjectKeyFromObject(d), cur); err != nil {
 					return false, err
 				}
-				return deploymentFinished(cur) && *cur.Spec.Replicas == 4 && len(liveTemplates(ctx, t, c, ns, d.Name, templateHash)) == 1, nil
+				return deploymentFinished(cur) && *cur.Spec.Replicas == 3 && len(liveTemplates(ctx, t, c, ns, d.Name, templateHash)) == 1, nil
 			}); err != nil {
-				t.Fatalf("the scale to 4 never rolled out")
+				t.Fatalf("the scale back to 3 never settled")
 			}
 			res := templates.Stop()
-			fmt.Printf("SCENARIO flag-scale-during-rollout refusedWhileRolling=true admittedAfterSeconds=%.1f admittedDryRunsBeforeRefusal=%d maxTemplatesLive=%d templates=%d\n",
+			fmt.Printf("SCENARIO flag-scale-during-rollout refusedWhileRolling=true scaleBackAdmitted=true admittedAfterSeconds=%.1f admittedDryRunsBeforeRefusal=%d maxTemplatesLive=%d templates=%d\n",
 				admittedAfter, admittedProbes, res.MaxLive, len(res.Templates))
 			if res.Err != nil {
 				t.Errorf("the pods' watch ended early: %v", res.Err)
