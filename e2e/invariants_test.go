@@ -71,28 +71,40 @@ func finished(j *journal.Journal) bool { return j.Current().Finished != nil }
 // the pool, for DaemonSets confined to it by a node selector.
 func nodePool(ctx context.Context, t *testing.T, c client.Client, pool string) (join func()) {
 	t.Helper()
+	nodes := poolNodes(ctx, t, c, pool, 4)
+	for _, n := range nodes[:3] {
+		labelPool(t, c, n, pool, true)
+	}
+	return func() { labelPool(t, c, nodes[3], pool, true) }
+}
+
+// poolNodes returns n of the test bed's nodes, each taken out of the pool again when the
+// test ends.
+func poolNodes(ctx context.Context, t *testing.T, c client.Client, pool string, n int) []*corev1.Node {
+	t.Helper()
 	var nodes corev1.NodeList
-	if err := c.List(ctx, &nodes); err != nil || len(nodes.Items) < 4 {
-		t.Fatalf("want at least 4 nodes: %d, %v", len(nodes.Items), err)
+	if err := c.List(ctx, &nodes); err != nil || len(nodes.Items) < n {
+		t.Fatalf("want at least %d nodes: %d, %v", n, len(nodes.Items), err)
 	}
-	label := func(n *corev1.Node, on bool) {
-		value := "null"
-		if on {
-			value = `"true"`
-		}
-		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, pool, value))
-		if err := c.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			t.Fatal(err)
-		}
+	var out []*corev1.Node
+	for i := range n {
+		node := &nodes.Items[i]
+		t.Cleanup(func() { labelPool(t, c, node, pool, false) })
+		out = append(out, node)
 	}
-	for i := range 4 {
-		n := &nodes.Items[i]
-		if i < 3 {
-			label(n, true)
-		}
-		t.Cleanup(func() { label(n, false) })
+	return out
+}
+
+// labelPool puts the node in the pool (labelled pool: "true") or takes it out.
+func labelPool(t *testing.T, c client.Client, n *corev1.Node, pool string, on bool) {
+	value := "null"
+	if on {
+		value = `"true"`
 	}
-	return func() { label(&nodes.Items[3], true) }
+	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, pool, value))
+	if err := c.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestDaemonSetWithAnUnavailablePodTakesAChange is scenario 10: a fully updated DaemonSet
@@ -114,20 +126,11 @@ func TestDaemonSetWithAnUnavailablePodTakesAChange(t *testing.T) {
 			if err := c.Create(ctx, ds); err != nil {
 				t.Fatal(err)
 			}
-			status := func(want func(*appsv1.DaemonSetStatus) bool) {
-				t.Helper()
-				if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-					err := c.Get(ctx, client.ObjectKeyFromObject(ds), ds)
-					return err == nil && ds.Status.ObservedGeneration == ds.Generation && want(&ds.Status), err
-				}); err != nil {
-					t.Fatalf("DaemonSet status %+v: %v", ds.Status, err)
-				}
-			}
-			status(func(s *appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 3 && s.NumberAvailable == 3 })
+			dsStatus(ctx, t, c, ds, func(s *appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 3 && s.NumberAvailable == 3 })
 			waitJournal(ctx, t, c, v1alpha1.KindDaemonSet, ns, ds.Name, finished)
 
 			join() // a node joins the pool
-			status(func(s *appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 4 && s.NumberAvailable == 3 })
+			dsStatus(ctx, t, c, ds, func(s *appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 4 && s.NumberAvailable == 3 })
 			w, err := workload.From(ds)
 			if err != nil || !w.Rollout.InProgress {
 				t.Fatalf("the status should read as in progress, the trap of a status gate: %+v (%v)", ds.Status, err)

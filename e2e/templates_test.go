@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -75,14 +74,7 @@ func TestOnDeleteDaemonSetGetsNoThirdTemplate(t *testing.T) {
 			waitPods(map[string]int{a: 3})
 			// The DaemonSet controller writes its status meanwhile: a conflict is read again.
 			edit := func(image string, opts ...client.UpdateOption) error {
-				return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-					cur := &appsv1.DaemonSet{}
-					if err := c.Get(ctx, client.ObjectKeyFromObject(ds), cur); err != nil {
-						return err
-					}
-					cur.Spec.Template.Spec.Containers[0].Image = image
-					return c.Update(ctx, cur, opts...)
-				})
+				return updateStored(ctx, c, ds, func(cur *appsv1.DaemonSet) { cur.Spec.Template.Spec.Containers[0].Image = image }, opts...)
 			}
 
 			// The first edit is staged: every pod still runs A.

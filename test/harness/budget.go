@@ -2,15 +2,11 @@ package harness
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -24,6 +20,9 @@ type BudgetResult struct {
 	MaxUnavailable int
 	// Evictions counts available pods seen turning terminating; Events, the watch events.
 	Evictions, Events int
+	// Evicted counts the available pods among them that the eviction API took (those
+	// with its DisruptionTarget condition), as against their controllers' deletes.
+	Evicted int
 	// Err is why the watch ended before it was stopped, if it did.
 	Err error
 }
@@ -32,8 +31,8 @@ type BudgetResult struct {
 // server's order rather than samples, so that no moment over budget slips between two
 // looks. A group is the pods with one value of a label.
 type BudgetWatch struct {
-	cancel context.CancelFunc
-	done   chan BudgetResult
+	follow *podFollower
+	state  *budgetState
 }
 
 // WatchBudget lists the pods in ns and follows their changes. Each group (the pods whose
@@ -41,59 +40,27 @@ type BudgetWatch struct {
 // terminating) and at most budget unavailable; its replacements count as unavailable
 // until they are Ready, since until then they serve nothing.
 func WatchBudget(ctx context.Context, cs kubernetes.Interface, ns, groupBy string, expected, budget int) (*BudgetWatch, error) {
-	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return cs.CoreV1().Pods(ns).Watch(ctx, o)
-		}})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
 	s := &budgetState{groupBy: groupBy, expected: expected, budget: budget,
 		serving: map[types.UID]bool{}, available: map[string]int{}}
-	for i := range list.Items {
-		s.apply(watch.Added, &list.Items[i])
-	}
-	s.live = true
-	w := &BudgetWatch{cancel: cancel, done: make(chan BudgetResult, 1)}
-	go func() {
-		defer rw.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				w.done <- s.res
-				return
-			case ev, ok := <-rw.ResultChan():
-				if !ok {
-					s.res.Err = fmt.Errorf("the watch of pods in %s ended", ns)
-					<-ctx.Done()
-					w.done <- s.res
-					return
-				}
-				switch ev.Type {
-				case watch.Added, watch.Modified, watch.Deleted:
-					if p, ok := ev.Object.(*corev1.Pod); ok {
-						s.res.Events++
-						s.apply(ev.Type, p)
-					}
-				case watch.Error:
-					s.res.Err = fmt.Errorf("watching pods in %s: %v", ns, ev.Object)
-				}
-			}
+	f, err := followPods(ctx, cs, ns, "", func(pods []corev1.Pod) {
+		for i := range pods {
+			s.apply(watch.Added, &pods[i])
 		}
-	}()
-	return w, nil
+		s.live = true
+	}, func(t watch.EventType, p *corev1.Pod) {
+		s.res.Events++
+		s.apply(t, p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &BudgetWatch{follow: f, state: s}, nil
 }
 
 // Stop ends the watch and returns what it saw.
 func (w *BudgetWatch) Stop() BudgetResult {
-	w.cancel()
-	return <-w.done
+	w.state.res.Err = w.follow.stop()
+	return w.state.res
 }
 
 // budgetState is the pods' availability per group, as of the last event applied.
@@ -136,9 +103,23 @@ func (s *budgetState) apply(t watch.EventType, p *corev1.Pod) {
 	if was && !now && (t == watch.Deleted || p.DeletionTimestamp != nil) {
 		if t != watch.Deleted {
 			s.res.Evictions++
+			if evictedByAPI(p) {
+				s.res.Evicted++
+			}
 		}
 		if unavailable > s.budget {
 			s.res.OverBudget++
 		}
 	}
+}
+
+// evictedByAPI reports a pod the eviction API took: kube marks it with a DisruptionTarget
+// condition before deleting it (pkg/registry/core/pod/storage/eviction.go, EvictionREST.Create).
+func evictedByAPI(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Reason == "EvictionByEvictionAPI" {
+			return true
+		}
+	}
+	return false
 }

@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -176,3 +179,53 @@ func ReadyPods(ctx context.Context, c client.Client, ns, name string, n int) ([]
 	}
 	return ready, nil
 }
+
+// EvictNodePods cordons the node and evicts the pods of namespace ns on it, DaemonSet pods
+// included, as cluster-autoscaler does on a node it removes (kubectl drain skips them):
+// kubectl's eviction loop, each pod in its own goroutine, a 429 retried, any other
+// refusal ending the drain. It returns once the evicted pods are gone (a pod gone by other
+// hands counts, as for kubectl; a DaemonSet's replacement on the cordoned node is a new
+// pod), or when ctx ends.
+func EvictNodePods(ctx context.Context, cs kubernetes.Interface, node, ns string) error {
+	h := drainer(ctx, cs)
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if err := drain.RunCordonOrUncordon(h, n, true); err != nil {
+		return err
+	}
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return err
+	}
+	var pods []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && !workload.PodEnded(&p) {
+			pods = append(pods, p)
+		}
+	}
+	return h.DeleteOrEvictPods(pods)
+}
+
+// CountStatus returns a copy of cfg whose clients count the responses with the status
+// code, as received: client-go retries a 429 that carries Retry-After itself, so the
+// caller (the drain library) never sees most of them.
+func CountStatus(cfg *rest.Config, code int) (*rest.Config, *atomic.Int64) {
+	n := &atomic.Int64{}
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if err == nil && resp.StatusCode == code {
+				n.Add(1)
+			}
+			return resp, err
+		})
+	})
+	return out, n
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
