@@ -90,7 +90,7 @@ func TestOutcomeExplorerFindings(t *testing.T) {
 		// again: the cache shows no pod of the replaced template, but the controller may have
 		// made some before the switch; A still has pods.
 		name: "a staged edit beside a status of an older generation waits", op: admissionv1.Update,
-		old: wl(sts, 3, B, workload.Rollout{OnDelete: true, Held: true, Progress: workload.Progress{Kind: sts, Updated: 0, Target: 3, Want: 3, Unobserved: 7}}),
+		old:      wl(sts, 3, B, workload.Rollout{OnDelete: true, Held: true, Progress: workload.Progress{Kind: sts, Updated: 0, Target: 3, Want: 3, Unobserved: 7}}),
 		obj:      wl(sts, 3, C, onDelete),
 		history:  history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 3), 3), rev(2, B, time.Minute, 0)}},
 		wantRule: RuleSettle, wantInMsg: "retry in a few seconds",
