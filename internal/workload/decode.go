@@ -52,6 +52,7 @@ type Lean struct {
 		UpdateRevision  string `json:"updateRevision"`
 		// DaemonSets
 		DesiredNumberScheduled int32 `json:"desiredNumberScheduled"`
+		CurrentNumberScheduled int32 `json:"currentNumberScheduled"`
 		UpdatedNumberScheduled int32 `json:"updatedNumberScheduled"`
 		NumberAvailable        int32 `json:"numberAvailable"`
 		// Deployments: of their conditions, whether kube has declared the rollout stalled.

@@ -66,7 +66,8 @@ func statefulSetRollout(l *Lean) Rollout {
 	}
 	r.Held = r.OnDelete || target == 0
 	st := &l.Status
-	r.Progress = Progress{Kind: v1alpha1.KindStatefulSet, Updated: st.UpdatedReplicas, Target: target, Available: st.ReadyReplicas, Want: want}
+	r.Progress = Progress{Kind: v1alpha1.KindStatefulSet, Updated: st.UpdatedReplicas, Target: target, Available: st.ReadyReplicas, Want: want,
+		Total: st.Replicas}
 	if st.ObservedGeneration < l.Metadata.Generation {
 		r.Progress.Unobserved = l.Metadata.Generation
 	}
@@ -92,7 +93,7 @@ func daemonSetRollout(l *Lean) Rollout {
 		Held:     onDelete,
 		Fresh:    st.ObservedGeneration == 0,
 		Progress: Progress{Kind: v1alpha1.KindDaemonSet, Updated: st.UpdatedNumberScheduled, Target: want, Available: st.NumberAvailable, Want: want,
-			Unobserved: unobserved},
+			Total: st.CurrentNumberScheduled, Unobserved: unobserved},
 		InProgress: st.ObservedGeneration < l.Metadata.Generation ||
 			st.UpdatedNumberScheduled < want || st.NumberAvailable < want,
 		Mixed: st.ObservedGeneration < l.Metadata.Generation || st.UpdatedNumberScheduled < want,

@@ -165,7 +165,7 @@ type mworld struct {
 	paused     bool
 	onDelete   bool
 	partition  int
-	current    tmpl // a StatefulSet's current revision (kubemodel.Workload.Current)
+	current    tmpl                          // a StatefulSet's current revision (kubemodel.Workload.Current)
 	sets       []*kubemodel.ReplicaSet[tmpl] // a Deployment's ReplicaSets, as its controller sized them
 	guarded    bool
 	maxUnavail int // 0 unset; the strategy's maxUnavailable otherwise

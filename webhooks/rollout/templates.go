@@ -64,8 +64,8 @@ func liveCount(in Input) int {
 			n++
 		}
 	}
-	if n < 2 && in.Old != nil && in.Old.Rollout.Mixed && in.Old.Rollout.Progress.Updated > 0 {
-		return 2
+	if p := in.Old; n < 2 && p != nil && p.Rollout.Progress.Updated > 0 && p.Rollout.Progress.Total > p.Rollout.Progress.Updated {
+		return 2 // pods on its template, and pods that are not (a node without a pod is neither)
 	}
 	return n
 }
@@ -185,8 +185,8 @@ func checkThirdTemplate(in Input, rules *v1alpha1.RolloutRules, rs *revisionStat
 	if r := in.History.Find(in.New.Template); r != nil && r.Live > 0 {
 		return nil
 	}
-	if in.Old != nil && !in.TemplateChanged && in.Old.Rollout.Progress.Updated > 0 {
-		return nil // a resume of a template the status counts pods on
+	if p := in.Old; p != nil && !in.TemplateChanged && p.Rollout.Progress.Updated > 0 && p.Rollout.Progress.Unobserved == 0 {
+		return nil // a resume of a template the status (of this generation) counts pods on
 	}
 	if liveCount(in) < 2 {
 		return nil

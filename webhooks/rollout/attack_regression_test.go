@@ -1,0 +1,130 @@
+package rollout
+
+import (
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// revH is a revision whose pods carry hash, with live pods.
+func revH(n int64, t *corev1.PodTemplateSpec, hash string, ago time.Duration, serving, livePods int32) history.Revision {
+	c := t.DeepCopy()
+	c.Labels[appsv1PodTemplateHash] = hash
+	return history.Revision{Name: "rev-" + hash, Number: n, Template: workload.FromSpec(c, ""), Created: now.Add(-ago), Serving: serving, Live: livePods, Pods: livePods}
+}
+
+// show decides in and logs the decision.
+func show(t *testing.T, name string, in Input) Decision {
+	t.Helper()
+	d := decide(t, in)
+	t.Logf("%s: action=%v starts=%v violations=%v", name, d.Action(), d.Starts, d.Violations)
+	return d
+}
+
+// Found by review: A@3 -> A@4 (flag-following scale, journal keeps A finished) leaves A@3 and
+// A@4 live; pause; edit to C while paused (unjudged); resume before the Deployment
+// controller observed the edit: status.updatedReplicas still counts A@4's pods.
+func TestRegressionPausedEditResumeStaleUpdated(t *testing.T) {
+	A3, A4, C := template("A", "3"), template("A", "4"), template("C", "4")
+	dep := v1alpha1.KindDeployment
+	flags := []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
+		ArgsMatchReplicas: flags, MinInterval: &metav1.Duration{Duration: time.Minute}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}
+	shape, _ := wl(dep, 4, A4, workload.Rollout{}).Template.Shape(flags)
+	ja := jrev(A4, time.Hour, 0, 50*time.Minute)
+	ja.Shape = shape
+	j := jr(10, ja)
+	j.Held = true
+	h := history.History{Revisions: []history.Revision{revH(1, A3, "a3", time.Hour, 2, 2), revH(2, A4, "a4", time.Minute, 2, 2)}, LastActivity: now}
+	stale := workload.Progress{Kind: dep, Updated: 2, Target: 4, Available: 4, Want: 4, Total: 4, Unobserved: 10}
+	old := gen(wl(dep, 4, C, workload.Rollout{Paused: true, Held: true, InProgress: true, Mixed: true, Progress: stale}), 10)
+	nw := gen(wl(dep, 4, C, workload.Rollout{InProgress: true, Mixed: true, Progress: stale}), 11)
+	// step 2 (edit while paused) for the record
+	oldP := gen(wl(dep, 4, A4, workload.Rollout{Paused: true, Held: true, InProgress: true, Mixed: true, Progress: workload.Progress{Kind: dep, Updated: 2, Target: 4, Available: 4, Want: 4, Total: 4}}), 9)
+	show(t, "edit A@4->C while paused", Input{Operation: admissionv1.Update, Old: oldP, New: old, Now: now, Journal: jr(9, ja), History: h, Policies: policies})
+	d := show(t, "resume (stale status)", Input{Operation: admissionv1.Update, Old: old, New: nw, Now: now, Journal: j, History: h, Policies: policies})
+	if len(d.Violations) == 0 {
+		t.Errorf("resume of C admitted while A@3 and A@4 have live pods: third template")
+	}
+	// control: same resume once the controller observed (updated=0)
+	obs := workload.Progress{Kind: dep, Updated: 0, Target: 4, Available: 4, Want: 4, Total: 4}
+	old2 := gen(wl(dep, 4, C, workload.Rollout{Paused: true, Held: true, InProgress: true, Mixed: true, Progress: obs}), 10)
+	nw2 := gen(wl(dep, 4, C, workload.Rollout{InProgress: true, Mixed: true, Progress: obs}), 11)
+	show(t, "control: resume (observed status)", Input{Operation: admissionv1.Update, Old: old2, New: nw2, Now: now, Journal: j, History: h, Policies: policies})
+}
+
+// Found by review: a DaemonSet whose rollout to C finished (journal, sticky) and a node whose
+// daemon pod cannot run (status: 3 of 4 updated, the cache: only C live).
+func TestRegressionDaemonSetMixedForever(t *testing.T) {
+	C, D := template("C", "3"), template("D", "3")
+	ds := v1alpha1.KindDaemonSet
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}
+	h := history.History{Revisions: []history.Revision{live(rev(1, C, 2*time.Hour, 3), 3)}, LastActivity: now.Add(-time.Hour)}
+	j := jr(5, jrev(C, 2*time.Hour, 0, 90*time.Minute))
+	j.Kind = ds
+	st := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: ds, Updated: 3, Target: 4, Available: 3, Want: 4}}
+	d := show(t, "C->D", Input{Operation: admissionv1.Update, Old: gen(wl(ds, 4, C, st), 5), New: gen(wl(ds, 4, D, st), 6), Now: now, Journal: j, History: h, Policies: policies})
+	if len(d.Violations) != 0 {
+		t.Errorf("refused: only one template has live pods")
+	}
+}
+
+var _ *journal.Journal
+
+// Found by review: orphan-delete mid-scale (A@3, A@4 live), re-create with C; journal kept
+// (Deleted, A finished) or lost.
+func TestRegressionRecreateAfterOrphanMidScale(t *testing.T) {
+	A3, A4, C := template("A", "3"), template("A", "4"), template("C", "4")
+	dep := v1alpha1.KindDeployment
+	flags := []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}, ArgsMatchReplicas: flags}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}
+	shape, _ := wl(dep, 4, A4, workload.Rollout{}).Template.Shape(flags)
+	ja := jrev(A4, time.Hour, 0, 50*time.Minute)
+	ja.Shape = shape
+	h := history.History{Revisions: []history.Revision{revH(1, A3, "a3", time.Hour, 2, 2), revH(2, A4, "a4", time.Minute, 2, 2)}, LastActivity: now}
+	for name, j := range map[string]*journal.Journal{"journal kept": deleted(jr(9, ja), 10*time.Second), "journal lost": nil} {
+		show(t, name+": create C", Input{Operation: admissionv1.Create, New: wl(dep, 4, C, workload.Rollout{}), Now: now, Journal: j, History: h, Policies: policies})
+		show(t, name+": create A@3 (scale back)", Input{Operation: admissionv1.Create, New: wl(dep, 3, A3, workload.Rollout{}), Now: now, Journal: j, History: h, Policies: policies})
+	}
+}
+
+// Found by review: StatefulSet canary finished under partition 2 (A on 0,1; B on 2; journal B
+// finished); partition raised to 3 (held); template B->C (unjudged: held, not OnDelete);
+// scale 3->4 with the partition left at 3 before the StatefulSet controller observed the
+// edit: kube creates ordinal 3 from C beside A and B.
+func TestRegressionPartitionHeldEditScaleUp(t *testing.T) {
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	sts := v1alpha1.KindStatefulSet
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}
+	h := history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B, 30*time.Minute, 1), 1)}, LastActivity: now}
+	j := jr(11, jrev(A, time.Hour, 30*time.Minute, 50*time.Minute), jrev(B, 30*time.Minute, 0, 20*time.Minute))
+	j.Kind, j.Held = sts, true
+	canary := workload.Rollout{Mixed: true, Progress: workload.Progress{Kind: sts, Updated: 1, Target: 1, Available: 3, Want: 3}}
+	heldR := workload.Rollout{Held: true, Mixed: true, Progress: workload.Progress{Kind: sts, Updated: 1, Target: 0, Available: 3, Want: 3}}
+	show(t, "raise partition 2->3", Input{Operation: admissionv1.Update, Old: gen(wl(sts, 3, B, canary), 9), New: gen(wl(sts, 3, B, heldR), 10), Now: now, Journal: jr(9, j.Revisions...), History: h, Policies: policies})
+	show(t, "edit B->C while held", Input{Operation: admissionv1.Update, Old: gen(wl(sts, 3, B, heldR), 10), New: gen(wl(sts, 3, C, heldR), 11), Now: now, Journal: jr(10, j.Revisions...), History: h, Policies: policies})
+	stale := heldR
+	stale.Progress.Unobserved = 11
+	up := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: sts, Updated: 1, Target: 1, Available: 3, Want: 4, Unobserved: 12}}
+	d := show(t, "scale 3->4 (stale status)", Input{Operation: admissionv1.Update, Old: gen(wl(sts, 3, C, stale), 11), New: gen(wl(sts, 4, C, up), 12), Now: now, Journal: j, History: h, Policies: policies})
+	if len(d.Violations) == 0 {
+		t.Errorf("scale admitted: ordinal 3 gets C beside A and B")
+	}
+	obs := heldR
+	obs.Progress.Updated = 0
+	up2 := up
+	up2.Progress.Updated = 0
+	show(t, "control: scale 3->4 (observed status)", Input{Operation: admissionv1.Update, Old: gen(wl(sts, 3, C, obs), 11), New: gen(wl(sts, 4, C, up2), 12), Now: now, Journal: j, History: h, Policies: policies})
+}
