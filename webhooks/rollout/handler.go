@@ -300,16 +300,16 @@ func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 		}
 		return nil
 	}
-	if in.Old.Rollout.Fresh {
-		// Created moments ago: its controller has not yet adopted what an orphaning delete of
-		// a workload of its name left behind, and those pods are its pods already.
+	if in.History, err = history.Read(ctx, h.Reader, in.Old); err != nil {
+		return fmt.Errorf("reading the history of %s: %w; retry", in.Old, err)
+	}
+	if in.Old.Rollout.Fresh && len(in.History.Revisions) == 0 {
+		// Created moments ago and owning nothing yet: its controller has not adopted what an
+		// orphaning delete of a workload of its name left behind, and those pods are its
+		// pods already.
 		if in.History, err = history.ReadAdoptable(ctx, h.Reader, in.Old); err != nil {
 			return fmt.Errorf("reading what %s adopts: %w; retry", in.Old, err)
 		}
-		return nil
-	}
-	if in.History, err = history.Read(ctx, h.Reader, in.Old); err != nil {
-		return fmt.Errorf("reading the history of %s: %w; retry", in.Old, err)
 	}
 	return nil
 }

@@ -144,6 +144,8 @@ func TestDecideRolloutRules(t *testing.T) {
 		"settle: a replica-driven flag change while two templates have pods is one more (I7)": {
 			rules: only(func(r *v1alpha1.RolloutRules) { r.Settle = rules.Settle; r.ArgsMatchReplicas = rules.ArgsMatchReplicas }),
 			old:   wl(dep, 3, B, rolling), obj: wl(dep, 5, template("B", "5"), done),
+			// The cache shows A's pods; the status counts B's beside them.
+			history:   history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2)}},
 			wantRules: []string{RuleSettle},
 		},
 		"settle: a flag change without a replicas change is a revision": {

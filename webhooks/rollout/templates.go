@@ -55,8 +55,9 @@ func liveRevisions(h history.History) []*history.Revision {
 }
 
 // liveCount is how many templates have live pods: those the cache shows, or two when the
-// stored object's status already counts pods on its template beside pods on others (the
-// cache may not show a new revision's pods, or the revision itself, yet).
+// cache shows one and the stored object's status already counts pods on its template
+// beside pods on others (the cache may not show a new revision's pods, or the revision
+// itself, yet).
 func liveCount(in Input) int {
 	n := 0
 	for i := range in.History.Revisions {
@@ -64,7 +65,7 @@ func liveCount(in Input) int {
 			n++
 		}
 	}
-	if p := in.Old; n < 2 && p != nil && p.Rollout.Progress.Updated > 0 && p.Rollout.Progress.Total > p.Rollout.Progress.Updated {
+	if p := in.Old; n == 1 && p != nil && p.Rollout.Progress.Updated > 0 && p.Rollout.Progress.Total > p.Rollout.Progress.Updated {
 		return 2 // pods on its template, and pods that are not (a node without a pod is neither)
 	}
 	return n
