@@ -37,6 +37,7 @@ docker-push: ## Build $(IMG) for $(PLATFORMS) and push it (needs a Docker engine
 .PHONY: manifests
 manifests: ## Generate the CRDs, RBAC and webhook manifests from the code's markers, the copies of the CRDs (chart, internal/validation) and READMEs.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go run ./hack/crdbounds
 	rm -f internal/validation/crds/*.yaml && cp config/crd/bases/*.yaml internal/validation/crds/
 	$(CONTROLLER_GEN) rbac:roleName=holdfast paths=./... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths=./... output:webhook:artifacts:config=config/webhook

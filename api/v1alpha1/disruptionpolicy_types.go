@@ -11,11 +11,15 @@ type PodTargets struct {
 	// namespaceSelector selects the namespaces by their labels; unset means every namespace.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && ((e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0)))",message="each matchExpressions entry needs the operator In or NotIn with values, or Exists or DoesNotExist without"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, !format.qualifiedName().validate(k).hasValue() && !format.labelValue().validate(self.matchLabels[k]).hasValue())",fieldPath=".matchLabels",message="label keys must be qualified names (an optional DNS subdomain prefix and '/', then at most 63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric) and values label values (the same, or empty)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !format.qualifiedName().validate(e.key).hasValue() && (!has(e.values) || e.values.all(v, !format.labelValue().validate(v).hasValue())))",fieldPath=".matchExpressions",message="keys must be qualified names (an optional DNS subdomain prefix and '/', then at most 63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric) and values label values (the same, or empty)"
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
 	// selector selects pods by their labels; unset means every pod in the selected namespaces.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && ((e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0)))",message="each matchExpressions entry needs the operator In or NotIn with values, or Exists or DoesNotExist without"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, !format.qualifiedName().validate(k).hasValue() && !format.labelValue().validate(self.matchLabels[k]).hasValue())",fieldPath=".matchLabels",message="label keys must be qualified names (an optional DNS subdomain prefix and '/', then at most 63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric) and values label values (the same, or empty)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !format.qualifiedName().validate(e.key).hasValue() && (!has(e.values) || e.values.all(v, !format.labelValue().validate(v).hasValue())))",fieldPath=".matchExpressions",message="keys must be qualified names (an optional DNS subdomain prefix and '/', then at most 63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric) and values label values (the same, or empty)"
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 

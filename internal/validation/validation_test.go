@@ -2,6 +2,7 @@ package validation
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -180,9 +184,40 @@ var validationCases = map[string]validationCase{
 	"a label key kube cannot parse": {doc: disruptionPolicy("  targets: {namespaceSelector: {matchLabels: {'bad key!': x}}}\n"),
 		want: []fieldError{{field.ErrorTypeInvalid, "spec.targets.namespaceSelector.matchLabels"}}},
 	"a requirement value kube cannot parse": {doc: disruptionPolicy("  targets: {selector: {matchExpressions: [{key: app, operator: In, values: ['a b']}]}}\n"),
-		want: []fieldError{{field.ErrorTypeInvalid, "spec.targets.selector.matchExpressions[0].values[0]"}}},
+		want: []fieldError{{field.ErrorTypeInvalid, "spec.targets.selector.matchExpressions"}}},
 	"a duration beyond holdfast's": {doc: disruptionPolicy("  targets: {}\n  cooldown: 99999999999999h\n"),
 		want: []fieldError{{field.ErrorTypeInvalid, "spec.cooldown"}}},
+}
+
+// The selectors' label keys and values, both kinds, both selectors: each CEL rule
+// refuses a key or value kube cannot parse, at the field it names.
+func init() {
+	for _, kind := range []string{"RolloutPolicy", "DisruptionPolicy"} {
+		doc, rules := disruptionPolicy, ""
+		if kind == "RolloutPolicy" {
+			doc, rules = rolloutPolicy, "  rules: {minInterval: 1m}\n"
+		}
+		for _, sel := range []string{"namespaceSelector", "selector"} {
+			at := "spec.targets." + sel
+			for name, c := range map[string]struct {
+				field, selector string
+				refused         bool
+			}{
+				"a label key kube cannot parse":      {"matchLabels", `{matchLabels: {"-bad": x}}`, true},
+				"a label value kube cannot parse":    {"matchLabels", `{matchLabels: {app: "a b"}}`, true},
+				"prefixed keys and an empty value":   {"matchLabels", `{matchLabels: {"example.com/tier": cp, e: ""}}`, false},
+				"a requirement key with two slashes": {"matchExpressions", `{matchExpressions: [{key: "a/b/c", operator: Exists}]}`, true},
+				"a requirement value with a space":   {"matchExpressions", `{matchExpressions: [{key: app, operator: In, values: [ok, "a b"]}]}`, true},
+				"a requirement naming namespaces":    {"matchExpressions", `{matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]}`, false},
+			} {
+				vc := validationCase{rule: kind + " " + at + "." + c.field, doc: doc("  targets: {" + sel + ": " + c.selector + "}\n" + rules)}
+				if c.refused {
+					vc.want = []fieldError{{field.ErrorTypeInvalid, at + "." + c.field}}
+				}
+				validationCases[kind+" "+sel+": "+name] = vc
+			}
+		}
+	}
 }
 
 func TestValidateObject(t *testing.T) {
@@ -233,14 +268,18 @@ func TestEveryCELRuleHasCases(t *testing.T) {
 	}
 }
 
-// walkRules calls f with the path of every schema in s that has CEL rules; list items are
-// at index 0.
+// walkRules calls f with the field of every CEL rule in s; list items are at index 0.
 func walkRules(s *structuralschema.Structural, at *field.Path, f func(*field.Path)) {
 	if s == nil {
 		return
 	}
-	if len(s.XValidations) > 0 {
-		f(at)
+	for _, r := range s.XValidations {
+		// A rule is named by the field its errors are at: the schema's and its fieldPath.
+		if r.FieldPath == "" {
+			f(at)
+		} else {
+			f(childPath(at, strings.TrimPrefix(r.FieldPath, ".")))
+		}
 	}
 	for name, p := range s.Properties {
 		walkRules(&p, childPath(at, name), f)
@@ -384,6 +423,39 @@ func TestEmbeddedCRDsAreConfigs(t *testing.T) {
 		got, err := crdFiles.ReadFile("crds/" + filepath.Base(f))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("crds/%s is not %s (%v): run make manifests", filepath.Base(f), f, err)
+		}
+	}
+}
+
+// TestCRDsAreAcceptedByTheAPIServer: the CRDs pass the API server's own validation of a
+// CRD (apiextensions' ValidateCustomResourceDefinition), the CEL rules' estimated cost
+// within its budget included, so an install or upgrade never fails on them.
+func TestCRDsAreAcceptedByTheAPIServer(t *testing.T) {
+	files, err := crdFiles.ReadDir("crds")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no embedded CRDs: %v", err)
+	}
+	for _, f := range files {
+		raw, err := crdFiles.ReadFile("crds/" + f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v1 apiextensionsv1.CustomResourceDefinition
+		if err := yaml.UnmarshalStrict(raw, &v1); err != nil {
+			t.Fatalf("%s: %v", f.Name(), err)
+		}
+		var crd apiextensions.CustomResourceDefinition
+		if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(&v1, &crd, nil); err != nil {
+			t.Fatalf("%s: %v", f.Name(), err)
+		}
+		// The API server records the storage version on create (its strategy's PrepareForCreate).
+		for _, v := range crd.Spec.Versions {
+			if v.Storage {
+				crd.Status.StoredVersions = append(crd.Status.StoredVersions, v.Name)
+			}
+		}
+		if errs := apiextensionsvalidation.ValidateCustomResourceDefinition(context.Background(), &crd); len(errs) > 0 {
+			t.Errorf("%s: the API server would refuse it: %v", f.Name(), errs.ToAggregate())
 		}
 	}
 }

@@ -256,8 +256,8 @@ func TestInvalidSelectorsAreRefusedAtCreation(t *testing.T) {
 }
 
 // TestInvalidPolicySelectsNothing: a policy whose namespaceSelector has a key kube
-// cannot parse (the API accepts it; holdfast's policy webhook refuses it, so one is stored
-// only while holdfast is down) reports Ready=False InvalidSelector and Intercepted=False,
+// cannot parse (the CRDs refuse it since their selector rules; one is stored only before
+// them, while holdfast's policy webhook was down) reports Ready=False InvalidSelector and Intercepted=False,
 // and selects nothing: two evictions of the pods it was meant for (maxUnavailable 1) are
 // both admitted, rather than every eviction in the cluster deferred until it is fixed.
 func TestInvalidPolicySelectsNothing(t *testing.T) {
@@ -266,10 +266,12 @@ func TestInvalidPolicySelectsNothing(t *testing.T) {
 		Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 			Targets: v1alpha1.PodTargets{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}},
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}}}}
-	withoutPolicyValidation(t, func() {
-		if err := k8s.Create(context.Background(), p); err != nil {
-			t.Fatal(err)
-		}
+	withPreviousCRDs(t, func() {
+		withoutPolicyValidation(t, func() {
+			if err := k8s.Create(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+		})
 	})
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
 	deadline := time.Now().Add(15 * time.Second)

@@ -55,20 +55,23 @@ func TestRolloutPolicyStatus(t *testing.T) {
 	applyPolicy(t, ns, bad)
 	bad.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
 	// The status controller writes too: re-read on conflict, as any client would. holdfast
-	// refuses such a selector when it answers; one written while it did not is in force.
+	// and the CRDs refuse such a selector; one written before the CRDs did, while holdfast
+	// did not answer, is in force.
 	var err error
-	withoutPolicyValidation(t, func() {
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			got := &v1alpha1.RolloutPolicy{}
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(bad), got); err != nil {
-				return err
-			}
-			got.Spec = bad.Spec
-			return k8s.Update(ctx, got)
+	withPreviousCRDs(t, func() {
+		withoutPolicyValidation(t, func() {
+			err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				got := &v1alpha1.RolloutPolicy{}
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(bad), got); err != nil {
+					return err
+				}
+				got.Spec = bad.Spec
+				return k8s.Update(ctx, got)
+			})
 		})
 	})
 	if err != nil {
-		t.Fatalf("the API accepts a selector it cannot parse: %v", err)
+		t.Fatalf("the previous CRDs accept a selector kube cannot parse: %v", err)
 	}
 	waitStatus(t, bad.Name, func(s v1alpha1.RolloutPolicyStatus) bool {
 		c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady)

@@ -204,14 +204,16 @@ func crdRules(t *testing.T) map[string]celRule {
 				continue
 			}
 			walkSchema(v.Schema.OpenAPIV3Schema, "", func(path string, s *apiextensionsv1.JSONSchemaProps) {
-				if len(s.XValidations) > 1 {
-					// Two rules at one path would need labels that tell them apart.
-					t.Fatalf("%s: %d rules at %s: the corpus labels name a rule by its path", f, len(s.XValidations), path)
-				}
 				for _, r := range s.XValidations {
-					rule := celRule{kind: crd.Spec.Names.Kind, path: path, rule: r.Rule, message: r.Message}
+					// A rule is named by the field its errors are at: the schema's path and
+					// the rule's fieldPath.
+					rule := celRule{kind: crd.Spec.Names.Kind, path: path + r.FieldPath, rule: r.Rule, message: r.Message}
 					if rule.message == "" {
 						rule.message = "failed rule: " + r.Rule
+					}
+					if _, twice := rules[rule.String()]; twice {
+						// Two rules at one field would need labels that tell them apart.
+						t.Fatalf("%s: two rules at %s: the corpus labels name a rule by its field", f, rule.path)
 					}
 					rules[rule.String()] = rule
 				}

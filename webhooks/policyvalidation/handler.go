@@ -9,11 +9,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -31,7 +34,11 @@ var _ admission.Handler = &Handler{}
 // Handle implements admission.Handler. The API server calls it after its own schema,
 // defaults and CEL rules have passed (on an update, with its ratcheting of unchanged
 // fields), so it runs only holdfast's own checks: repeating the schema's here would refuse
-// updates the API server ratchets.
+// updates the API server ratchets. It ratchets its own checks as the API server does: an
+// update is refused only for what it makes invalid, never for what the stored policy
+// already had (stored while this webhook was down, or before a check existed), so the off
+// switch (`suspend: true`) and every fix of another field are always admitted. A DELETE
+// is never sent here.
 func (h *Handler) Handle(_ context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
@@ -41,24 +48,54 @@ func (h *Handler) Handle(_ context.Context, req admission.Request) admission.Res
 	default:
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("unsupported kind %s: this webhook validates holdfast's policies", req.Kind))
 	}
-	// Numbers decode as the API server decodes them (integers as int64), so that what
-	// holdfast's types cannot hold is found as it would be in the stored object.
-	u := &unstructured.Unstructured{}
-	if err := utiljson.Unmarshal(req.Object.Raw, &u.Object); err != nil || u.Object == nil {
-		if err == nil {
-			err = fmt.Errorf("the object is %s, not a JSON object", req.Object.Raw)
-		}
+	u, err := decode(req.Object.Raw, req.Kind.Kind)
+	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the %s: %w", req.Kind.Kind, err))
 	}
-	// The review's kind is the one the webhook was called for, whatever the object says.
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(req.Kind.Kind))
 	name := u.GetName()
 	if name == "" {
 		name = req.Name
 	}
-	if errs := validation.ValidateEvaluable(u); len(errs) > 0 {
+	errs := validation.ValidateEvaluable(u)
+	if len(errs) > 0 && req.Operation == admissionv1.Update {
+		old, err := decode(req.OldObject.Raw, req.Kind.Kind)
+		if err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored %s: %w", req.Kind.Kind, err))
+		}
+		errs = ratchet(errs, validation.ValidateEvaluable(old))
+	}
+	if len(errs) > 0 {
 		status := apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind(req.Kind.Kind).GroupKind(), name, errs).Status()
 		return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}
 	}
 	return admission.Allowed("")
+}
+
+// decode reads a policy as the API server decodes it (integers as int64), so that what
+// holdfast's types cannot hold is found as it would be in the stored object. Its kind is
+// the one the webhook was called for, whatever the object says.
+func decode(raw []byte, kind string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	if err := utiljson.Unmarshal(raw, &u.Object); err != nil {
+		return nil, err
+	}
+	if u.Object == nil {
+		return nil, fmt.Errorf("the object is %s, not a JSON object", raw)
+	}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kind))
+	return u, nil
+}
+
+// ratchet keeps the errors of an update that the stored policy did not have: the same
+// error at the same field with the same value is one the update left as it was.
+func ratchet(errs, stored field.ErrorList) field.ErrorList {
+	var out field.ErrorList
+	for _, e := range errs {
+		if !slices.ContainsFunc(stored, func(s *field.Error) bool {
+			return s.Type == e.Type && s.Field == e.Field && s.Detail == e.Detail && equality.Semantic.DeepEqual(s.BadValue, e.BadValue)
+		}) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -90,3 +90,47 @@ func TestPoliciesWithSelectorsHoldfastCannotEvaluateAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdatesAreRatchetedLikeTheSchema: a policy stored with a part holdfast cannot
+// evaluate (while this webhook was down) can always be turned off or fixed elsewhere; an
+// update that makes a part invalid, or changes an invalid part to another invalid value,
+// is refused.
+func TestUpdatesAreRatchetedLikeTheSchema(t *testing.T) {
+	h := &Handler{}
+	policy := func(key string, suspend bool) *v1alpha1.DisruptionPolicy {
+		return &v1alpha1.DisruptionPolicy{Spec: v1alpha1.DisruptionPolicySpec{Suspend: suspend, Targets: v1alpha1.PodTargets{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{key: "x"}}}}}
+	}
+	update := func(old, obj any) admission.Response {
+		rawOld, _ := json.Marshal(old)
+		raw, _ := json.Marshal(obj)
+		return h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Operation: admissionv1.Update, Name: "p", Kind: metav1.GroupVersionKind{Group: "holdfast.dev", Version: "v1alpha1", Kind: "DisruptionPolicy"},
+			Object: runtime.RawExtension{Raw: raw}, OldObject: runtime.RawExtension{Raw: rawOld}}})
+	}
+	const bad, worse = "-bad key", "also bad/"
+	for name, c := range map[string]struct {
+		old, obj any
+		allowed  bool
+	}{
+		"suspending a stored invalid policy":          {old: policy(bad, false), obj: policy(bad, true), allowed: true},
+		"resuming it unchanged (the schema ratchets)": {old: policy(bad, true), obj: policy(bad, false), allowed: true},
+		"fixing it":                                 {old: policy(bad, false), obj: policy("tier", false), allowed: true},
+		"breaking a valid policy":                   {old: policy("tier", false), obj: policy(bad, false)},
+		"changing the invalid key to another":       {old: policy(bad, false), obj: policy(worse, true)},
+		"a stored policy that is not a JSON object": {old: nil, obj: policy(bad, true)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := update(c.old, c.obj)
+			if resp.Allowed != c.allowed {
+				t.Fatalf("allowed=%t %v, want allowed=%t", resp.Allowed, resp.Result, c.allowed)
+			}
+			if !c.allowed && c.old != nil && resp.Result.Code != http.StatusUnprocessableEntity {
+				t.Fatalf("refused with %v, want 422", resp.Result)
+			}
+			if c.old == nil && resp.Result.Code != http.StatusBadRequest {
+				t.Fatalf("refused with %v, want 400 for the stored object", resp.Result)
+			}
+		})
+	}
+}
