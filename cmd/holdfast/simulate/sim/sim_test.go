@@ -246,7 +246,7 @@ func TestBadInput(t *testing.T) {
 		"until before a step": {head + "  until: 1m\n  timeline:\n  - at: 2m\n    cordon: {nodes: [node-0]}\n", `spec.until: Invalid value: "1m0s": ends the scenario before its last step at 2m0s`},
 		"zero retry":          {head + "  timeline:\n  - at: 1s\n    drain: {nodes: [node-0], retryAfter: 0s}\n", `spec.timeline[0].drain.retryAfter: Invalid value: "0s": want a positive wait`},
 		"invalid policy": {head + "  timeline: []\n---\napiVersion: holdfast.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: p}\nspec:\n  targets: {selector: {matchLabels: {app: \"a b\"}}}\n",
-			"document 2: DisruptionPolicy.holdfast.dev \"p\" is invalid: spec.targets.selector.matchLabels: Invalid value: \"a b\""},
+			"document 2: DisruptionPolicy.holdfast.dev \"p\" is invalid: spec.targets.selector.matchLabels: Invalid value: label keys must be qualified names"},
 		"misspelt policy field": {head + "  timeline: []\n---\napiVersion: holdfast.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: p}\nspec:\n  targets: {}\n  maxUnavailble: 1\n",
 			"document 2: DisruptionPolicy.holdfast.dev \"p\" is invalid: spec.maxUnavailble: Forbidden: unknown field"},
 		"duplicate node group": {strings.Replace(head, "[{prefix: node, count: 1}]", "[{prefix: node, count: 1}, {prefix: node, count: 2}]", 1) + "  timeline: []\n",
