@@ -160,6 +160,9 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 				}
 			}
 		}
+		if selectsNew && !selectedOld && in.Operation == admissionv1.Update && skip.runs(RuleSelection) {
+			found = append(found, checkEntering(in)...)
+		}
 		if selectedOld && !selectsNew && in.Operation == admissionv1.Update && skip.runs(RuleSelection) {
 			// Otherwise a relabel, then a free change, walks around every rule.
 			found = append(found, finding{rule: RuleSelection, field: field.NewPath("metadata", "labels"), message: fmt.Sprintf(

@@ -21,9 +21,10 @@ import (
 
 // ReadsRevisions is whether deciding the request reads the workload's journal and history:
 // a request that may start a rollout (MayStart), or any other UPDATE of its pod template
-// (an OnDelete workload's staged edit, a paused or partitioned one's).
+// (an OnDelete workload's staged edit, a paused or partitioned one's), and an UPDATE whose
+// labels bring the workload into a policy's selection (entersSelection).
 func ReadsRevisions(in Input) bool {
-	return MayStart(in) || (in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged) || createsHeld(in)
+	return MayStart(in) || (in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged) || createsHeld(in) || entersSelection(in)
 }
 
 // terminatingNote ends the refusals that count live pods: a pod stuck Terminating (on a

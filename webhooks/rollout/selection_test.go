@@ -1,0 +1,82 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// TestEnteringTheSelectionBringsItsState: a workload whose labels bring it into a policy's
+// selection is judged on what it brings. The tenant's walk (orphan the guarded workload,
+// re-create it outside the selection with a new template, relabel it back in while both
+// templates run) is refused at the relabel, and so is a rollout its controller has not
+// finished; a workload with one template and a finished rollout enters, a relabel that
+// keeps it selected or unselected is not judged, and an exempt requester may relabel.
+func TestEnteringTheSelectionBringsItsState(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	dep := v1alpha1.KindDeployment
+	guarded := map[string]string{"tier": "control-plane"}
+	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
+		Targets:    v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: guarded}},
+		Rules:      v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Hour}},
+		Exemptions: v1alpha1.Exemptions{ServiceAccounts: []string{"platform/onboarding"}}}}
+	finished := workload.Rollout{Progress: workload.Progress{Kind: dep, Updated: 3, Target: 3, Available: 3, Want: 3, Total: 3}}
+	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 3, Want: 3, Total: 4}}
+	unobserved := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: dep, Updated: 3, Target: 3, Available: 3, Want: 3, Total: 3, Unobserved: 4}}
+	notReady := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: dep, Updated: 3, Target: 3, Available: 1, Want: 3, Total: 3}}
+	one := history.History{Revisions: []history.Revision{live(rev(1, B, time.Minute, 3), 3)}}
+	two := history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B, time.Minute, 2), 2)}}
+	labelled := func(r workload.Rollout, labels map[string]string) *workload.Workload {
+		w := wl(dep, 3, B, r)
+		w.Labels = labels
+		return w
+	}
+	onboarding := authenticationv1.UserInfo{Username: "system:serviceaccount:platform:onboarding"}
+	for name, c := range map[string]struct {
+		old, new map[string]string
+		r        workload.Rollout
+		h        history.History
+		exempt   bool
+		refused  string
+	}{
+		"relabelled in while two templates run (the re-create walk)": {old: nil, new: guarded, r: rolling, h: two, refused: "2 pod templates have live pods"},
+		"relabelled in before its controller acted":                  {old: nil, new: guarded, r: unobserved, h: one, refused: "its rollout is not finished"},
+		"relabelled in with one template, rolled out":                {old: nil, new: guarded, r: finished, h: one},
+		"relabelled in with pods not yet Ready on its one template":  {old: nil, new: guarded, r: notReady, h: one},
+		"relabelled in by the exempt onboarding identity":            {old: nil, new: guarded, r: rolling, h: two, exempt: true},
+		"a relabel that keeps it selected":                           {old: guarded, new: map[string]string{"tier": "control-plane", "team": "a"}, r: rolling, h: two},
+		"a relabel that keeps it out":                                {old: nil, new: map[string]string{"team": "a"}, r: rolling, h: two},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := Input{Operation: admissionv1.Update, Old: labelled(c.r, c.old), New: labelled(c.r, c.new), Now: now,
+				Policies: []v1alpha1.RolloutPolicy{p}}
+			if c.exempt {
+				in.User = onboarding
+			}
+			entering := c.old == nil && c.new["tier"] == "control-plane"
+			if got := ReadsRevisions(in); got != entering {
+				t.Errorf("ReadsRevisions = %t, want %t (the history is read exactly for a workload entering)", got, entering)
+			}
+			in.History = c.h
+			d := decide(t, in)
+			if c.refused == "" {
+				if len(d.Violations) > 0 {
+					t.Fatalf("refused: %v", d.Violations)
+				}
+				return
+			}
+			if len(d.Violations) != 1 || d.Violations[0].Rule != RuleSelection || !strings.Contains(d.Violations[0].Message, c.refused) ||
+				!strings.Contains(d.Violations[0].Message, "roll it back") {
+				t.Fatalf("got %v, want one selection violation naming %q and the way out", d.Violations, c.refused)
+			}
+		})
+	}
+}
