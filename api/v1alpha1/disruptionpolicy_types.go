@@ -155,7 +155,9 @@ type DisruptionPolicyStatus struct {
 	Conflicts int32 `json:"conflicts,omitempty"`
 
 	// conditions: Ready is True when the policy is valid and in force; PDBConflict is True
-	// while some selected workload gets no PDB because of a conflict.
+	// while some selected workload gets no PDB because of a conflict; FloorWeakened is True
+	// while another PDB that allows more disruptions than the policy covers the pods of
+	// some selected workload (that PDB is then the floor while holdfast is down).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

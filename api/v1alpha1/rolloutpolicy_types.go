@@ -269,6 +269,12 @@ const (
 	ConditionPDBConflict = "PDBConflict"
 	ReasonNoConflict     = "NoConflict"
 	ReasonConflict       = "Conflict"
+	// ConditionFloorWeakened is True while another PDB, weaker than the policy, covers the
+	// pods of a selected workload (the generator steps back: kube refuses evictions of a pod
+	// two PDBs cover), so that PDB is the floor while holdfast is down.
+	ConditionFloorWeakened = "FloorWeakened"
+	ReasonFloorHeld        = "FloorHeld"
+	ReasonWeakerPDB        = "WeakerPDB"
 	// ConditionIntercepted says whether the API server sends the requests the policy
 	// guards to holdfast: True (reason Scoped), False when the policy is suspended
 	// (NotGuarding), its selectors cannot be evaluated (InvalidSelector: it selects

@@ -92,6 +92,8 @@ func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Re
 	} else {
 		status.WorkloadsSelected, status.PDBsManaged, status.Conflicts = 0, 0, 0
 		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionPDBConflict)
+		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionFloorWeakened)
+		r.Metrics.weakened(p.Name, 0)
 	}
 	if equality.Semantic.DeepEqual(status, &p.Status) {
 		return requeueAt(next, now), nil
@@ -107,8 +109,8 @@ func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.Disr
 	if err != nil {
 		return err
 	}
-	var selected, conflicts int32
-	first := ""
+	var selected, conflicts, weakened int32
+	first, firstWeakened := "", ""
 	for _, k := range workload.Kinds() {
 		list, _ := workload.NewList(k)
 		if err := informer.List(ctx, r.Client, list); err != nil {
@@ -125,10 +127,16 @@ func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.Disr
 			if err != nil {
 				return err
 			}
-			if conflict != "" {
+			if conflict != nil {
 				conflicts++
 				if first == "" {
-					first = conflict
+					first = conflict.Message
+				}
+				if conflict.Weakens {
+					weakened++
+					if firstWeakened == "" {
+						firstWeakened = conflict.Message
+					}
 				}
 			}
 		}
@@ -138,8 +146,9 @@ func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.Disr
 		return err
 	}
 	status.WorkloadsSelected, status.PDBsManaged, status.Conflicts = selected, int32(len(managed.Items)), conflicts
-	c := pdbConflict(p, conflicts, first)
-	meta.SetStatusCondition(&status.Conditions, c)
+	meta.SetStatusCondition(&status.Conditions, pdbConflict(p, conflicts, first))
+	meta.SetStatusCondition(&status.Conditions, floorWeakened(p, weakened, firstWeakened))
+	r.Metrics.weakened(p.Name, weakened)
 	return nil
 }
 

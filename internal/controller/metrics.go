@@ -8,7 +8,8 @@ import (
 // PolicyMetrics say which policies are not in force and why: the status controllers set
 // them with each policy's Ready condition, on the leader.
 type PolicyMetrics struct {
-	notReady *prometheus.GaugeVec
+	notReady      *prometheus.GaugeVec
+	floorWeakened *prometheus.GaugeVec
 }
 
 // NewPolicyMetrics registers the policies' metrics with reg.
@@ -16,11 +17,25 @@ func NewPolicyMetrics(reg prometheus.Registerer) (*PolicyMetrics, error) {
 	m := &PolicyMetrics{notReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "holdfast_policy_not_ready",
 		Help: "1 for each policy whose Ready condition is False, by reason (InvalidWindow, InvalidSelector, Suspended): part of it is not enforced.",
-	}, []string{"kind", "policy", "reason"})}
-	if err := reg.Register(m.notReady); err != nil {
-		return nil, err
+	}, []string{"kind", "policy", "reason"}),
+		floorWeakened: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "holdfast_pdb_floor_weakened",
+			Help: "Selected workloads of a generating DisruptionPolicy whose pods another PodDisruptionBudget covers with a weaker budget than the policy's: while holdfast is down, that PDB is their only floor.",
+		}, []string{"policy"})}
+	for _, c := range []prometheus.Collector{m.notReady, m.floorWeakened} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
+}
+
+// weakened records how many of a policy's workloads have a weaker PDB as their floor.
+func (m *PolicyMetrics) weakened(name string, n int32) {
+	if m == nil {
+		return
+	}
+	m.floorWeakened.WithLabelValues(name).Set(float64(n))
 }
 
 // ready records a policy's Ready condition; a nil m records nothing.
@@ -40,4 +55,7 @@ func (m *PolicyMetrics) forget(kind, name string) {
 		return
 	}
 	m.notReady.DeletePartialMatch(prometheus.Labels{"kind": kind, "policy": name})
+	if kind == "DisruptionPolicy" {
+		m.floorWeakened.DeleteLabelValues(name)
+	}
 }

@@ -113,8 +113,12 @@ func (r *PDBGenerator) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if conflict != "" {
-		r.Events.Warn(obj, "pdb-conflict", r.Clock.Now(), "PDBConflict", conflict+"; holdfast generates no PodDisruptionBudget for it")
+	if conflict != nil {
+		r.Events.Warn(obj, "pdb-conflict", r.Clock.Now(), "PDBConflict", conflict.Message+"; holdfast generates no PodDisruptionBudget for it")
+		if conflict.Weakens {
+			// On the PDB too: whoever owns it sees that it weakens a policy's floor.
+			r.Events.Warn(conflict.By, "floor-weakened", r.Clock.Now(), "FloorWeakened", conflict.Message)
+		}
 	}
 
 	existing := &policyv1.PodDisruptionBudget{}

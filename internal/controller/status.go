@@ -83,6 +83,19 @@ func pdbConflict(p *v1alpha1.DisruptionPolicy, conflicts int32, first string) me
 	return c
 }
 
+// floorWeakened is a generating DisruptionPolicy's FloorWeakened condition: True when
+// weakened of the workloads it selects have their pods covered by another PDB that allows
+// more disruptions than the policy; first names one and the way out.
+func floorWeakened(p *v1alpha1.DisruptionPolicy, weakened int32, first string) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ConditionFloorWeakened, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonFloorHeld,
+		Message: "no other PodDisruptionBudget weakens the floor of a selected workload", ObservedGeneration: p.Generation}
+	if weakened > 0 {
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonWeakerPDB
+		c.Message = fmt.Sprintf("%d selected workloads have a weaker PodDisruptionBudget than the policy as their floor; first: %s", weakened, first)
+	}
+	return c
+}
+
 // windowStatus is what a policy's windows and temporary exemptions say at now, for its
 // status, and when that next changes (zero: never). A window that cannot be evaluated
 // makes the policy not Ready, with the field in the message: the guards ignore it.

@@ -99,4 +99,11 @@ func TestDisruptionPolicyConditions(t *testing.T) {
 		c.Reason != v1alpha1.ReasonConflict || !strings.Contains(c.Message, "2 selected workloads") || !strings.Contains(c.Message, "kube-system/mine") {
 		t.Errorf("conflicts: %+v", c)
 	}
+	if c := floorWeakened(p, 0, ""); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonFloorHeld {
+		t.Errorf("no weaker PDB: %+v", c)
+	}
+	if c := floorWeakened(p, 1, "PodDisruptionBudget kube-system/all already covers the pods of DaemonSet agent and allows 6 of its 6 pods down"); c.Status != metav1.ConditionTrue ||
+		c.Reason != v1alpha1.ReasonWeakerPDB || !strings.Contains(c.Message, "1 selected workloads") || !strings.Contains(c.Message, "kube-system/all") {
+		t.Errorf("weakened: %+v", c)
+	}
 }

@@ -119,17 +119,40 @@ func budget(p *v1alpha1.DisruptionPolicy, w workload.Meta) int32 {
 // Managed reports a PDB holdfast generated.
 func Managed(p *policyv1.PodDisruptionBudget) bool { return p.Labels[ManagedByLabel] == ManagedBy }
 
-// Conflict explains why the workload must not get a generated PDB, or is "": another
-// PDB, not holdfast's, already covers its pods (kube's eviction API answers 500 when two
-// PDBs cover a pod), or its selector would also cover another workload's pods.
-func Conflict(m *policy.Matcher, w workload.Meta, pdbs []policyv1.PodDisruptionBudget, others []workload.Meta) string {
+// Coverage is why a workload gets no generated PDB.
+type Coverage struct {
+	// Message says why, naming what covers the pods.
+	Message string
+	// By is the other PDB (not holdfast's) that covers the workload's pods; nil when the
+	// workload's own selector would cover another workload's pods.
+	By *policyv1.PodDisruptionBudget
+	// Weakens is true when By allows more disruptions of the workload's pods than the
+	// policy's budget: the floor while holdfast is down is then By, weaker than the policy.
+	Weakens bool
+}
+
+// Conflict is why the workload must not get a generated PDB, or nil: another PDB, not
+// holdfast's, already covers its pods (kube's eviction API answers 500 when two PDBs cover
+// a pod; a PDB covers the pods its selector matches, `selector: {}` every pod of its
+// namespace, no selector none), or its selector would also cover another workload's pods.
+// desired is the PDB the policies want, against which another PDB's strictness is judged.
+func Conflict(m *policy.Matcher, w workload.Meta, desired *policyv1.PodDisruptionBudget, pdbs []policyv1.PodDisruptionBudget, others []workload.Meta) *Coverage {
 	for i := range pdbs {
 		p := &pdbs[i]
-		if Managed(p) || p.Namespace != w.Namespace {
+		if Managed(p) || p.Namespace != w.Namespace || p.Spec.Selector == nil {
 			continue
 		}
-		if ok, err := m.Matches(p.Spec.Selector, w.PodLabels); err == nil && ok && p.Spec.Selector != nil {
-			return fmt.Sprintf("PodDisruptionBudget %s/%s already covers the pods of %s %s", p.Namespace, p.Name, w.Kind, w.Name)
+		if ok, err := m.Matches(p.Spec.Selector, w.PodLabels); err == nil && ok {
+			c := &Coverage{By: p, Message: fmt.Sprintf("PodDisruptionBudget %s/%s already covers the pods of %s %s", p.Namespace, p.Name, w.Kind, w.Name)}
+			if desired != nil {
+				theirs, ours := Allowed(&p.Spec, w.Expected), Allowed(&desired.Spec, w.Expected)
+				if theirs > ours {
+					c.Weakens = true
+					c.Message += fmt.Sprintf(" and allows %d of its %d pods down at once, more than the policy's %d: while holdfast is down, "+
+						"that PodDisruptionBudget is the only floor; make it as strict as the policy or delete it", theirs, w.Expected, ours)
+				}
+			}
+			return c
 		}
 	}
 	for _, o := range others {
@@ -137,8 +160,32 @@ func Conflict(m *policy.Matcher, w workload.Meta, pdbs []policyv1.PodDisruptionB
 			continue
 		}
 		if ok, err := m.Matches(w.Selector, o.PodLabels); err == nil && ok {
-			return fmt.Sprintf("the selector of %s %s also selects the pods of %s %s", w.Kind, w.Name, o.Kind, o.Name)
+			return &Coverage{Message: fmt.Sprintf("the selector of %s %s also selects the pods of %s %s", w.Kind, w.Name, o.Kind, o.Name)}
 		}
 	}
-	return ""
+	return nil
+}
+
+// Allowed is how many of expected pods a PDB lets be disrupted at once when all are
+// healthy, as kube's disruption controller resolves it (pkg/controller/disruption,
+// getExpectedPodCount): percentages of maxUnavailable and minAvailable round up.
+func Allowed(spec *policyv1.PodDisruptionBudgetSpec, expected int32) int32 {
+	var healthy int
+	switch {
+	case spec.MaxUnavailable != nil:
+		n, err := intstr.GetScaledValueFromIntOrPercent(spec.MaxUnavailable, int(expected), true)
+		if err != nil {
+			return 0
+		}
+		healthy = int(expected) - n
+	case spec.MinAvailable != nil:
+		n, err := intstr.GetScaledValueFromIntOrPercent(spec.MinAvailable, int(expected), true)
+		if err != nil {
+			return 0
+		}
+		healthy = n
+	default:
+		return 0
+	}
+	return int32(max(int(expected)-healthy, 0))
 }

@@ -125,20 +125,70 @@ func TestConflict(t *testing.T) {
 	elsewhere := user
 	elsewhere.Namespace = "other"
 
-	if c := Conflict(nil, w, []policyv1.PodDisruptionBudget{ours, elsewhere}, nil); c != "" {
-		t.Errorf("holdfast's own PDB and PDBs of other namespaces are no conflict: %s", c)
+	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{ours, elsewhere}, nil); c != nil {
+		t.Errorf("holdfast's own PDB and PDBs of other namespaces are no conflict: %s", c.Message)
 	}
-	if c := Conflict(nil, w, []policyv1.PodDisruptionBudget{user}, nil); c == "" {
-		t.Error("a user PDB over the same pods is a conflict")
+	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{user}, nil); c == nil || c.By == nil || c.By.Name != "user" {
+		t.Errorf("a user PDB over the same pods is a conflict, by that PDB: %+v", c)
+	}
+	unselecting := user
+	unselecting.Spec.Selector = nil
+	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{unselecting}, nil); c != nil {
+		t.Errorf("a PDB without a selector covers no pod (kube's PDB API): %s", c.Message)
+	}
+	everything := user
+	everything.Spec.Selector = &metav1.LabelSelector{}
+	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{everything}, nil); c == nil {
+		t.Error("selector: {} covers every pod of its namespace, these included")
 	}
 	sibling := agent("DaemonSet", 6)
 	sibling.UID, sibling.Name = "s", "agent-ds"
-	if c := Conflict(nil, w, nil, []workload.Meta{w, sibling}); c == "" {
-		t.Error("a selector that covers another workload's pods is a conflict")
+	if c := Conflict(nil, w, &ours, nil, []workload.Meta{w, sibling}); c == nil || c.By != nil || c.Weakens {
+		t.Errorf("a selector that covers another workload's pods is a conflict, by no PDB: %+v", c)
 	}
 	sibling.PodLabels = map[string]string{"app": "other"}
-	if c := Conflict(nil, w, nil, []workload.Meta{w, sibling}); c != "" {
-		t.Errorf("no overlap, no conflict: %s", c)
+	if c := Conflict(nil, w, &ours, nil, []workload.Meta{w, sibling}); c != nil {
+		t.Errorf("no overlap, no conflict: %s", c.Message)
+	}
+}
+
+// TestAnotherPDBWeakensTheFloor: another PDB over the pods is judged by how many of them it
+// lets go at once, resolved as kube's disruption controller resolves it (percentages round
+// up), against the policy's budget: stricter or equal holds the floor, weaker is reported.
+func TestAnotherPDBWeakensTheFloor(t *testing.T) {
+	w := agent("Deployment", 4)
+	ours := *Desired(w, []*v1alpha1.DisruptionPolicy{agentPolicy("a", intstr.FromInt32(1), nil)})
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "node"}}
+	for name, c := range map[string]struct {
+		maxUnavailable, minAvailable *intstr.IntOrString
+		allowed                      int32
+		weakens                      bool
+	}{
+		"maxUnavailable 1, as strict":           {maxUnavailable: ptr.To(intstr.FromInt32(1)), allowed: 1},
+		"maxUnavailable 0, stricter":            {maxUnavailable: ptr.To(intstr.FromInt32(0)), allowed: 0},
+		"maxUnavailable 100%, the attack":       {maxUnavailable: ptr.To(intstr.FromString("100%")), allowed: 4, weakens: true},
+		"maxUnavailable 26% rounds up to 2":     {maxUnavailable: ptr.To(intstr.FromString("26%")), allowed: 2, weakens: true},
+		"maxUnavailable 25% is 1":               {maxUnavailable: ptr.To(intstr.FromString("25%")), allowed: 1},
+		"minAvailable 3, as strict":             {minAvailable: ptr.To(intstr.FromInt32(3)), allowed: 1},
+		"minAvailable 50% lets 2 go":            {minAvailable: ptr.To(intstr.FromString("50%")), allowed: 2, weakens: true},
+		"minAvailable 51% rounds up to 3":       {minAvailable: ptr.To(intstr.FromString("51%")), allowed: 1},
+		"minAvailable above the pods lets none": {minAvailable: ptr.To(intstr.FromInt32(9)), allowed: 0},
+		"neither field lets none":               {allowed: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			other := policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "theirs"},
+				Spec: policyv1.PodDisruptionBudgetSpec{Selector: sel, MaxUnavailable: c.maxUnavailable, MinAvailable: c.minAvailable}}
+			if got := Allowed(&other.Spec, w.Expected); got != c.allowed {
+				t.Errorf("Allowed = %d, want %d", got, c.allowed)
+			}
+			got := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{other}, nil)
+			if got == nil || got.Weakens != c.weakens {
+				t.Fatalf("got %+v, want a conflict that weakens: %t", got, c.weakens)
+			}
+			if c.weakens && !strings.Contains(got.Message, "make it as strict as the policy or delete it") {
+				t.Errorf("the message names no way out: %s", got.Message)
+			}
+		})
 	}
 }
 

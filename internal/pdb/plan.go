@@ -14,14 +14,14 @@ import (
 
 // Plan computes the workload's desired PDB from the cache, and the conflict that rules
 // one out, if any.
-func Plan(ctx context.Context, c client.Reader, m *policy.Matcher, w workload.Meta) (*policyv1.PodDisruptionBudget, string, error) {
+func Plan(ctx context.Context, c client.Reader, m *policy.Matcher, w workload.Meta) (*policyv1.PodDisruptionBudget, *Coverage, error) {
 	nsLabels, err := policy.NamespaceLabels(ctx, c, w.Namespace)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	var policies v1alpha1.DisruptionPolicyList
 	if err := c.List(ctx, &policies); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	var generating []*v1alpha1.DisruptionPolicy
 	for i := range policies.Items {
@@ -31,17 +31,17 @@ func Plan(ctx context.Context, c client.Reader, m *policy.Matcher, w workload.Me
 	}
 	desired := Desired(w, generating)
 	if desired == nil {
-		return nil, "", nil
+		return nil, nil, nil
 	}
 	var pdbs policyv1.PodDisruptionBudgetList
 	if err := c.List(ctx, &pdbs, client.InNamespace(w.Namespace)); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	var others []workload.Meta
 	for _, k := range workload.Kinds() {
 		list, _ := workload.NewList(k)
 		if err := c.List(ctx, list, client.InNamespace(w.Namespace)); err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
 		objs, _ := meta.ExtractList(list)
 		for _, o := range objs {
@@ -50,8 +50,8 @@ func Plan(ctx context.Context, c client.Reader, m *policy.Matcher, w workload.Me
 			}
 		}
 	}
-	if conflict := Conflict(m, w, pdbs.Items, others); conflict != "" {
+	if conflict := Conflict(m, w, desired, pdbs.Items, others); conflict != nil {
 		return nil, conflict, nil
 	}
-	return desired, "", nil
+	return desired, nil, nil
 }

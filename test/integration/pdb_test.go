@@ -5,10 +5,12 @@ package integration
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -140,11 +142,48 @@ func TestPDBGeneratedForDeployment(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "holdfast's PDB deleted", func() bool { return pdbOf(t, ns, "Deployment", "agent") == nil })
-		eventually(t, "PDBConflict reported", func() bool {
+		eventually(t, "PDBConflict reported, the floor held (the user PDB is as strict)", func() bool {
 			p := &v1alpha1.DisruptionPolicy{}
 			return k8s.Get(ctx, client.ObjectKeyFromObject(policy), p) == nil && p.Status.Conflicts == 1 &&
-				meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionPDBConflict)
+				meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionPDBConflict) &&
+				meta.IsStatusConditionFalse(p.Status.Conditions, v1alpha1.ConditionFloorWeakened)
 		})
+		// The tenant's attack: the user PDB lets every pod go. holdfast still generates no
+		// second PDB (kube would answer 500 to every eviction), and says the floor is weaker.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(user), user); err != nil {
+				return err
+			}
+			user.Spec.MinAvailable, user.Spec.MaxUnavailable = nil, ptr.To(intstr.FromString("100%"))
+			return k8s.Update(ctx, user)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "FloorWeakened reported, naming the PDB and the way out", func() bool {
+			p := &v1alpha1.DisruptionPolicy{}
+			if k8s.Get(ctx, client.ObjectKeyFromObject(policy), p) != nil {
+				return false
+			}
+			c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionFloorWeakened)
+			return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonWeakerPDB &&
+				strings.Contains(c.Message, ns+"/user") && strings.Contains(c.Message, "allows 3 of its 3 pods")
+		})
+		eventually(t, "a FloorWeakened Event on the user PDB", func() bool {
+			var evs eventsv1.EventList
+			if k8s.List(ctx, &evs, client.InNamespace(ns)) != nil {
+				return false
+			}
+			for _, e := range evs.Items {
+				if e.Reason == "FloorWeakened" && e.Regarding.Kind == "PodDisruptionBudget" && e.Regarding.Name == user.Name {
+					return true
+				}
+			}
+			return false
+		})
+		if pdbOf(t, ns, "Deployment", "agent") != nil {
+			t.Error("a second PDB over pods the user PDB covers")
+		}
 		if err := k8s.Delete(ctx, user); err != nil {
 			t.Fatal(err)
 		}
