@@ -182,6 +182,7 @@ func leanOf(obj runtime.Object) (v1alpha1.WorkloadKind, *Lean, *corev1.PodTempla
 		st := &o.Status
 		l.Status.ObservedGeneration, l.Status.DesiredNumberScheduled = st.ObservedGeneration, st.DesiredNumberScheduled
 		l.Status.UpdatedNumberScheduled, l.Status.NumberAvailable = st.UpdatedNumberScheduled, st.NumberAvailable
+		l.Status.CurrentNumberScheduled = st.CurrentNumberScheduled
 		return v1alpha1.KindDaemonSet, l, &o.Spec.Template, nil
 	default:
 		return "", nil, nil, fmt.Errorf("unsupported workload type %T: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", obj)

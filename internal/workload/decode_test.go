@@ -32,7 +32,7 @@ func TestDecodeReadsAsTyped(t *testing.T) {
 	sts.Name, sts.Namespace, sts.Generation = "konnectivity", "tenant-a", 4
 	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: hosted.Spec.Template, MinReadySeconds: 10,
 		UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}},
-		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, UpdatedNumberScheduled: 5, NumberAvailable: 6}}
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, CurrentNumberScheduled: 6, UpdatedNumberScheduled: 5, NumberAvailable: 6}}
 	ds.Name, ds.Namespace = "agent", "kube-system"
 
 	cases := map[string]struct {

@@ -96,7 +96,9 @@ func daemonSetRollout(l *Lean) Rollout {
 			Total: st.CurrentNumberScheduled, Unobserved: unobserved},
 		InProgress: st.ObservedGeneration < l.Metadata.Generation ||
 			st.UpdatedNumberScheduled < want || st.NumberAvailable < want,
-		Mixed: st.ObservedGeneration < l.Metadata.Generation || st.UpdatedNumberScheduled < want,
+		// A node without a pod runs no template: only a node whose oldest pod is not of the
+		// template (kube's updateDaemonSetStatus counts that one) shows another template.
+		Mixed: st.ObservedGeneration < l.Metadata.Generation || st.UpdatedNumberScheduled < st.CurrentNumberScheduled,
 	}
 }
 

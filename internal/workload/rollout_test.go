@@ -73,7 +73,7 @@ func TestStatefulSetRolloutPartition(t *testing.T) {
 
 func TestDaemonSetRollout(t *testing.T) {
 	d := &appsv1.DaemonSet{}
-	d.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, UpdatedNumberScheduled: 6, NumberAvailable: 5}
+	d.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, CurrentNumberScheduled: 6, UpdatedNumberScheduled: 6, NumberAvailable: 5}
 	if r := rolloutOf(t, d); !r.InProgress || r.Mixed {
 		t.Errorf("one updated pod not yet available: in progress, not mixed; got %+v", r)
 	}
@@ -81,6 +81,11 @@ func TestDaemonSetRollout(t *testing.T) {
 	if r := rolloutOf(t, d); !r.Mixed {
 		t.Error("a node still runs an older pod: mixed")
 	}
+	d.Status.CurrentNumberScheduled = 5
+	if r := rolloutOf(t, d); r.Mixed || !r.InProgress {
+		t.Errorf("a node without a pod runs no older one: in progress, not mixed; got %+v", r)
+	}
+	d.Status.CurrentNumberScheduled = 6
 	d.Status.UpdatedNumberScheduled = 6
 	d.Status.NumberAvailable = 6
 	if r := rolloutOf(t, d); r.InProgress {

@@ -1752,6 +1752,25 @@ var rolloutReplays = []struct {
 		{Kind: "relabel", N: 19, Replica: 0},
 		{Kind: "pause", N: 809, Replica: 0},
 	}},
+	// A DaemonSet with a node that has no pod yet (its old pod replaced, or one that joined):
+	// its status counts the node among those to run the template, not as one that runs
+	// another, so a return to a template none of its pods run is no cancel (50,000-sequence
+	// run, seeds 17351 and 22290).
+	{seed: 17351, ops: []mop{
+		{Kind: "edit", N: 556, Replica: 0},
+		{Kind: "tick", N: 390, Replica: 1},
+		{Kind: "editOld", N: 40, Replica: 1},
+		{Kind: "nodeJoin", N: 598, Replica: 1},
+		{Kind: "deletePod", N: 658, Replica: 0},
+		{Kind: "rollingUpdate", N: 50, Replica: 1},
+	}},
+	{seed: 22290, ops: []mop{
+		{Kind: "edit", N: 862, Replica: 0},
+		{Kind: "tick", N: 746, Replica: 1},
+		{Kind: "journalLost", N: 264, Replica: 0},
+		{Kind: "editOld", N: 398, Replica: 1},
+		{Kind: "tick", N: 713, Replica: 1},
+	}},
 }
 
 // TestRolloutModelCatchesBrokenDecisions is the explorer's own test: handed the escapes of
