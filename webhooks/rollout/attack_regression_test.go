@@ -128,3 +128,33 @@ func TestRegressionPartitionHeldEditScaleUp(t *testing.T) {
 	up2.Progress.Updated = 0
 	show(t, "control: scale 3->4 (observed status)", Input{Operation: admissionv1.Update, Old: gen(wl(sts, 3, C, obs), 11), New: gen(wl(sts, 4, C, up2), 12), Now: now, Journal: j, History: h, Policies: policies})
 }
+
+// Found by the 50,000-sequence run (seeds 13280, 21116, 30007): B rolls out and is stuck
+// (its one pod never Ready) beside A's pods, C becomes current and is held (a re-create,
+// then OnDelete) before any pod runs it. A held rollout never stalls, C's lift would be a
+// third template, and going back to B was no cancel while B's pod did not serve: a
+// deadlock. Back to B, when no pod runs C, changes no pod: a cancel.
+func TestBackFromATemplateNoPodRuns(t *testing.T) {
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	ds := v1alpha1.KindDaemonSet
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}
+	j := jr(9, jrev(A, time.Hour, 2*time.Minute, 50*time.Minute), jrev(B, 2*time.Minute, time.Minute, -1), jrev(C, time.Minute, 0, -1))
+	j.Kind, j.Held = ds, true
+	st := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: ds, Updated: 0, Target: 3, Available: 2, Want: 3, Total: 3}}
+	onDelete := st
+	onDelete.OnDelete, onDelete.Held = true, true
+	decideBack := func(bPods int32) Decision {
+		h := history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B, 2*time.Minute, 0), bPods), rev(3, C, time.Minute, 0)},
+			LastActivity: now.Add(-time.Minute)}
+		return show(t, "OnDelete C, back to B as RollingUpdate", Input{Operation: admissionv1.Update, Old: gen(wl(ds, 3, C, onDelete), 9),
+			New: gen(wl(ds, 3, B, st), 10), Now: now, Journal: j, History: h, Policies: policies})
+	}
+	if d := decideBack(1); len(d.Violations) != 0 {
+		t.Errorf("back to B, whose pod is live, from C that no pod runs was refused: %v", d.Violations)
+	}
+	// A B without live pods is no cancel: it would be a rollout of its own.
+	if d := decideBack(0); len(d.Violations) == 0 {
+		t.Error("back to B, which no pod runs either, was admitted as a cancel")
+	}
+}

@@ -1798,6 +1798,36 @@ var rolloutReplays = []struct {
 		{Kind: "notReady", N: 419, Replica: 1},
 		{Kind: "policy", N: 273, Replica: 0},
 	}},
+	// B stuck beside A, C current then held (a re-create, then OnDelete) before any pod ran it:
+	// back to B, whose pods are live but do not serve, is a cancel (nothing else leads out: a
+	// held rollout never stalls, and C's lift would be a third template). Seeds 30007, 13280.
+	{seed: 30007, ops: []mop{
+		{Kind: "editOld", N: 765, Replica: 0},
+		{Kind: "edit", N: 25, Replica: 0},
+		{Kind: "notReady", N: 709, Replica: 1},
+		{Kind: "restart", N: 425, Replica: 1},
+		{Kind: "tick", N: 994, Replica: 1},
+		{Kind: "relabel", N: 997, Replica: 1},
+		{Kind: "rollingUpdate", N: 383, Replica: 1},
+		{Kind: "editAs", N: 984, Replica: 0},
+		{Kind: "recreate", N: 639, Replica: 1},
+		{Kind: "onDelete", N: 206, Replica: 0},
+		{Kind: "strategy", N: 842, Replica: 1},
+	}},
+	{seed: 13280, ops: []mop{
+		{Kind: "tick", N: 985, Replica: 1},
+		{Kind: "restart", N: 21, Replica: 0},
+		{Kind: "edit", N: 930, Replica: 0},
+		{Kind: "deletePod", N: 393, Replica: 0},
+		{Kind: "tick", N: 328, Replica: 0},
+		{Kind: "editAs", N: 214, Replica: 1},
+		{Kind: "restart", N: 459, Replica: 1},
+		{Kind: "journalLost", N: 955, Replica: 0},
+		{Kind: "recreate", N: 417, Replica: 1},
+		{Kind: "restart", N: 454, Replica: 0},
+		{Kind: "onDelete", N: 526, Replica: 0},
+		{Kind: "restart", N: 796, Replica: 1},
+	}},
 }
 
 // TestRolloutModelCatchesBrokenDecisions is the explorer's own test: handed the escapes of

@@ -116,9 +116,26 @@ func revisionsOf(in Input, flags []v1alpha1.ArgMatchesReplicas, scale bool) revi
 		// every pod runs the old object's template, another one.
 		gone := in.Old != nil && in.TemplateChanged && !in.Old.Rollout.Mixed
 		r := in.History.Find(in.New.Template)
-		rs.cancel = r != nil && r.Serving > 0 && !gone
+		rs.cancel = r != nil && (r.Serving > 0 || (r.Live > 0 && neverRolled(in, rs.current))) && !gone
 	}
 	return rs
+}
+
+// neverRolled is a current revision that no pod runs, by the cache and by the old
+// object's status of its own generation: a template staged on a held workload after it
+// became current (a re-create, then OnDelete), or one held before its controller acted.
+// Going back to the revision it replaced changes no pod, whether or not that one's pods
+// serve (its rollout may be the stuck one): a cancel, else nothing but its stall would
+// lead out, and a held rollout never stalls.
+func neverRolled(in Input, cur *journal.Revision) bool {
+	if in.Old == nil || in.Old.Rollout.Progress.Unobserved != 0 || in.Old.Rollout.Progress.Updated != 0 {
+		return false
+	}
+	if sum, ok := in.Old.Template.Sum(); !ok || sum != cur.Template {
+		return false // the status counts the pods of another template
+	}
+	r := in.History.Find(in.Old.Template)
+	return r == nil || r.Live == 0
 }
 
 // stalled is a current rollout that kube declared stalled, or whose available pods have not
