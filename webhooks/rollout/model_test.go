@@ -1828,6 +1828,29 @@ var rolloutReplays = []struct {
 		{Kind: "onDelete", N: 526, Replica: 0},
 		{Kind: "restart", N: 796, Replica: 1},
 	}},
+	// A flag-following scale, an orphaning delete before its controller acted, the policy
+	// changed to one without the flag, and a re-create: the adopted pods' template is one the
+	// journal recorded as the same revision under the old flags; re-created with the template
+	// it had, it continues what was admitted (seeds 10798, 29495).
+	{seed: 10798, ops: []mop{
+		{Kind: "scale", N: 942, Replica: 1},
+		{Kind: "window", N: 800, Replica: 1},
+		{Kind: "recreate", N: 902, Replica: 1},
+		{Kind: "editOld", N: 34, Replica: 0},
+		{Kind: "policy", N: 19, Replica: 1},
+		{Kind: "recreate", N: 530, Replica: 1},
+		{Kind: "journalLost", N: 353, Replica: 1},
+		{Kind: "scale", N: 908, Replica: 1},
+		{Kind: "edit", N: 957, Replica: 0},
+	}},
+	{seed: 29495, ops: []mop{
+		{Kind: "resume", N: 126, Replica: 0},
+		{Kind: "scale", N: 246, Replica: 0},
+		{Kind: "tick", N: 780, Replica: 0},
+		{Kind: "scale", N: 537, Replica: 0},
+		{Kind: "policy", N: 341, Replica: 0},
+		{Kind: "recreate", N: 687, Replica: 0},
+	}},
 }
 
 // TestRolloutModelCatchesBrokenDecisions is the explorer's own test: handed the escapes of

@@ -99,9 +99,13 @@ func revisionsOf(in Input, flags []v1alpha1.ArgMatchesReplicas, scale bool) revi
 	// A template of the current one's shape is the same revision (a scale, I4); unless the
 	// old object is the current revision, when only isScale tells a scale from a flag change.
 	same := rs.current.Template == target
-	if prev := rs.timeline.Previous(); !same && in.Old == nil && rs.current.Template == "" && prev != nil {
-		// Re-created before the leader saw the delete: the template the journal last
-		// recorded is the template it had.
+	if prev := rs.timeline.Previous(); !same && in.Old == nil && rs.current.Pending && prev != nil && keepsTwo(in) {
+		// Re-created before the leader saw the delete (the current revision is unknown), or
+		// over pods of a revision the journal has not recorded as itself (one it recorded
+		// under a policy whose argsMatchReplicas flags made it a scale, since changed): the
+		// template the journal last recorded is the template the deleted workload had, and
+		// re-creating it with that template continues what was admitted. Unless it would be
+		// a third template with live pods (I7).
 		same = prev.Template == target || journal.Matches(prev, in.New.Template, flags)
 	}
 	if !same && (in.Old == nil || !journal.Matches(rs.current, in.Old.Template, nil)) {
@@ -280,4 +284,13 @@ func exempted(policyName string, grant *v1alpha1.TemporaryExemption, found []fin
 		refused = append(refused, f.rule+": "+f.message)
 	}
 	return decision.Exempted(policyName, grant, refused)
+}
+
+// keepsTwo is whether rolling out the request's template keeps at most two
+// templates with live pods (I7): it has live pods, or fewer than two others do.
+func keepsTwo(in Input) bool {
+	if r := in.History.Find(in.New.Template); r != nil && r.Live > 0 {
+		return true
+	}
+	return liveCount(in) < 2
 }
