@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -42,6 +43,8 @@ func deploymentRollout(l *Lean) Rollout {
 		Paused:           l.Spec.Paused,
 		Held:             l.Spec.Paused,
 		DeadlineExceeded: bool(s.Conditions),
+		// The API server defaults it to 600 s (pkg/apis/apps/v1/defaults.go).
+		ProgressDeadline: time.Duration(l.Spec.ProgressDeadlineSeconds.or(600)) * time.Second,
 		Progress: Progress{Kind: v1alpha1.KindDeployment, Updated: s.UpdatedReplicas, Target: want,
 			Available: s.AvailableReplicas, Want: want, Total: s.Replicas},
 	}

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,8 +41,12 @@ func TestDeploymentRollout(t *testing.T) {
 		t.Error("unobserved generation must be in progress, and may be mixed")
 	}
 	d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
-	if r := rolloutOf(t, d); !r.DeadlineExceeded {
-		t.Error("ProgressDeadlineExceeded not seen")
+	if r := rolloutOf(t, d); !r.DeadlineExceeded || r.ProgressDeadline != 600*time.Second {
+		t.Errorf("ProgressDeadlineExceeded not seen, or its deadline not kube's default of 600 s: %+v", r)
+	}
+	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](1)
+	if r := rolloutOf(t, d); r.ProgressDeadline != time.Second {
+		t.Errorf("progressDeadlineSeconds 1 read as %s", r.ProgressDeadline)
 	}
 }
 

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -127,6 +128,49 @@ func TestRegressionPartitionHeldEditScaleUp(t *testing.T) {
 	up2 := up
 	up2.Progress.Updated = 0
 	show(t, "control: scale 3->4 (observed status)", Input{Operation: admissionv1.Update, Old: gen(wl(sts, 3, C, obs), 11), New: gen(wl(sts, 4, C, up2), 12), Now: now, Journal: j, History: h, Policies: policies})
+}
+
+// Found by review: a Deployment's own progressDeadlineSeconds of 1 made kube declare every
+// rollout stalled at once, and the stall's way past settle, the windows and the
+// third-template check opened at will. kube's verdict counts only when its deadline is at
+// least the policy's stallAfter; below it the policy's own clock decides.
+func TestTinyProgressDeadlineIsNoStall(t *testing.T) {
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	dep := v1alpha1.KindDeployment
+	freeze := []v1alpha1.Window{{Name: "business-hours", Schedule: "0 9 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, Action: v1alpha1.WindowDeny}}
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules, Windows: freeze}}}
+	// B became current 20 s ago and rolls out: A serves 2 pods, B has 1 (a third template
+	// would have pods beside both).
+	h := history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B, 20*time.Second, 1), 1)}, LastActivity: now}
+	progress := workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 3, Want: 3, Total: 3}
+	stalledFor := func(deadline, idle time.Duration) Input {
+		b := jrev(B, idle, 0, -1)
+		b.Available = 1 // the journal saw B's one pod: nothing progressed since
+		j := jr(7, jrev(A, time.Hour, idle, 50*time.Minute), b)
+		r := workload.Rollout{InProgress: true, Mixed: true, DeadlineExceeded: true, ProgressDeadline: deadline, Progress: progress}
+		return Input{Operation: admissionv1.Update, Old: gen(wl(dep, 3, B, r), 7), New: gen(wl(dep, 3, C, r), 8),
+			Now: now, Journal: j, History: h, Policies: policies}
+	}
+	rulesOf := func(d Decision) []string {
+		var got []string
+		for _, v := range d.Violations {
+			got = append(got, v.Rule)
+		}
+		return got
+	}
+	// The attack: progressDeadlineSeconds 1, kube says "stalled" 20 s into the rollout.
+	if got := rulesOf(decide(t, stalledFor(time.Second, 20*time.Second))); !slices.Contains(got, RuleSettle) || !slices.Contains(got, RuleWindow) {
+		t.Errorf("a tiny progress deadline's verdict let a new template through: refused by %v, want settle and window", got)
+	}
+	// A genuine stall: kube's default deadline (600 s, longer than stallAfter) passed.
+	if got := rulesOf(decide(t, stalledFor(10*time.Minute, 20*time.Second))); len(got) != 0 {
+		t.Errorf("the fix of a rollout kube declared stalled after 600 s was refused: %v", got)
+	}
+	// And under the tiny deadline, once the policy's own stallAfter passed without progress.
+	if got := rulesOf(decide(t, stalledFor(time.Second, 6*time.Minute))); len(got) != 0 {
+		t.Errorf("the fix of a rollout stalled for the policy's stallAfter was refused: %v", got)
+	}
 }
 
 // Found by the 50,000-sequence run (seeds 13280, 21116, 30007): B rolls out and is stuck

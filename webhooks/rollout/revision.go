@@ -157,7 +157,10 @@ func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, t
 		if in.Old.Rollout.Held {
 			return false, 0
 		}
-		if in.Old.Rollout.DeadlineExceeded {
+		if r := &in.Old.Rollout; r.DeadlineExceeded && r.ProgressDeadline >= after {
+			// kube's verdict: no progress for its deadline, at least the policy's stallAfter.
+			// A shorter deadline is the workload's own setting (progressDeadlineSeconds: 1
+			// would make every rollout "stalled" at once): the policy's clock decides.
 			return true, 0
 		}
 		if in.Old.Rollout.Progress.Unobserved > 0 {
