@@ -1851,6 +1851,22 @@ var rolloutReplays = []struct {
 		{Kind: "policy", N: 341, Replica: 0},
 		{Kind: "recreate", N: 687, Replica: 0},
 	}},
+	// An edit, an orphaning delete before its controller acted, a re-create with that
+	// template: its first pod came 7 s after the edit, and minInterval, measured from the
+	// edit, let the next template's first pod come 14 s after it (seed 49943).
+	{seed: 49943, ops: []mop{
+		{Kind: "editOld", N: 44, Replica: 0},
+		{Kind: "editAs", N: 630, Replica: 0},
+		{Kind: "recreate", N: 963, Replica: 1},
+		{Kind: "tick", N: 13, Replica: 0},
+		{Kind: "editAs", N: 932, Replica: 1},
+		{Kind: "resume", N: 231, Replica: 1},
+		{Kind: "tick", N: 721, Replica: 0},
+		{Kind: "journalLost", N: 560, Replica: 1},
+		{Kind: "tick", N: 279, Replica: 1},
+		{Kind: "edit", N: 707, Replica: 0},
+		{Kind: "editAs", N: 245, Replica: 0},
+	}},
 }
 
 // TestRolloutModelCatchesBrokenDecisions is the explorer's own test: handed the escapes of
