@@ -138,11 +138,16 @@ type truth struct {
 	progressed    time.Time
 	bestAvailable int
 	left          map[int]time.Time // tag → when it stopped being current
-	returns       []time.Time       // when a return became current
-	heldSince     time.Time         // when the current hold began; zero when not held
-	// acted is a current tag that has had pods; before is the truth before it became
-	// current: a tag that was current without ever getting a pod never rolled out, and
-	// is forgotten.
+	// leftT is, by template (--server-count included), when it stopped being current, for
+	// the templates kube made a revision of: a policy without argsMatchReplicas flags tells
+	// a return by the whole template (I3), and one no controller acted on left no trace.
+	leftT     map[tmpl]time.Time
+	returns   []time.Time // when a return became current
+	heldSince time.Time   // when the current hold began; zero when not held
+	// acted is a current tag its controller has acted on (it had pods at a step of its
+	// controller while not held); before is the truth before it became current: a tag that
+	// was current without that never rolled out (a cancel included: kube saw no change),
+	// and is forgotten.
 	acted  bool
 	before *truth
 }
@@ -304,7 +309,7 @@ func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
 	w.t = tmpl{tag: 1, count: w.replicas}
 	w.actedT, w.current = w.t, w.t
 	w.nextTag = 2
-	w.tr = truth{cur: 1, curT: w.t, since: w.now, progressed: w.now, left: map[int]time.Time{}, acted: true}
+	w.tr = truth{cur: 1, curT: w.t, since: w.now, progressed: w.now, left: map[int]time.Time{}, leftT: map[tmpl]time.Time{}, acted: true}
 	w.policyAt, w.windowAt = w.now.Add(-time.Hour), w.now.Add(-time.Hour)
 	w.revisionFor(w.t)
 	// Start settled: every pod of tag 1 Ready, the journal recorded.
@@ -405,7 +410,7 @@ func (w *mworld) control() {
 		w.actedT = w.t
 	}
 	for _, p := range w.pods {
-		w.tr.acted = w.tr.acted || p.Template.tag == w.tr.cur
+		w.tr.acted = w.tr.acted || (p.Template.tag == w.tr.cur && !w.held())
 	}
 	w.checkLiveTemplates()
 	w.observeTruth()
@@ -916,6 +921,9 @@ func (w *mworld) started(rules *v1alpha1.RolloutRules) {
 		w.liftHold()
 	}
 	if !w.held() && w.t.tag == w.tr.cur {
+		if w.t != w.tr.curT {
+			w.leaves(w.tr.curT)
+		}
 		w.tr.curT = w.t
 	}
 	if w.held() || w.t.tag == w.tr.cur {
@@ -943,6 +951,9 @@ func (w *mworld) started(rules *v1alpha1.RolloutRules) {
 	stalled := !w.tr.finished && w.now.Sub(w.tr.progressed) >= mStall-mMaxLag
 	cancel := tag == w.tr.prev && !w.tr.finished && hasPods
 	left, was := w.tr.left[tag]
+	if rules != nil && len(rules.ArgsMatchReplicas) == 0 {
+		left, was = w.tr.leftT[w.t] // no flags: a return is to the whole template
+	}
 	isReturn := rules != nil && rules.RevertWindow != nil && was && w.now.Sub(left) < mRevert
 	staged := hasPods && tag != w.tr.prev && !cancel
 	if staged {
@@ -968,15 +979,23 @@ func (w *mworld) started(rules *v1alpha1.RolloutRules) {
 		}
 	}
 	before := w.tr
-	before.left, before.returns = maps.Clone(w.tr.left), slices.Clone(w.tr.returns)
-	w.tr.before, w.tr.acted = &before, hasPods // a cancel's revision has pods already
+	before.left, before.leftT, before.returns = maps.Clone(w.tr.left), maps.Clone(w.tr.leftT), slices.Clone(w.tr.returns)
+	w.tr.before, w.tr.acted = &before, false
 	if was && w.now.Sub(left) < mRevert {
 		w.tr.returns = append(w.tr.returns, w.now)
 	}
 	w.tr.left[w.tr.cur] = w.now
+	w.leaves(w.tr.curT)
 	w.tr.prev, w.tr.cur, w.tr.curT, w.tr.since = w.tr.cur, tag, w.t, w.now
 	w.tr.finished, w.tr.progressed, w.tr.bestAvailable = false, w.now, 0
 	w.tr.heldSince = time.Time{}
+}
+
+// leaves records that template t stopped being current now, if kube made a revision of it.
+func (w *mworld) leaves(t tmpl) {
+	if _, numbered := w.numbers[t]; numbered {
+		w.tr.leftT[t] = w.now
+	}
 }
 
 // checkStrategy is I5: an admitted update never makes the rollout's resolved
@@ -1866,6 +1885,51 @@ var rolloutReplays = []struct {
 		{Kind: "tick", N: 279, Replica: 1},
 		{Kind: "edit", N: 707, Replica: 0},
 		{Kind: "editAs", N: 245, Replica: 0},
+	}},
+	// A return counted by image where the policy has no argsMatchReplicas flags (a policy
+	// changed from one with them): I3 returns to a whole template, and only to one kube made a
+	// revision of (seeds 8221, 30975). A cancel then held and another template staged before
+	// its controller acted: kube never saw it, so it is no return (seed 10012). The model was
+	// wrong, not holdfast.
+	{seed: 8221, ops: []mop{
+		{Kind: "sync", N: 474, Replica: 1},
+		{Kind: "recreate", N: 173, Replica: 1},
+		{Kind: "rollingUpdate", N: 779, Replica: 1},
+		{Kind: "window", N: 291, Replica: 0},
+		{Kind: "rollingUpdate", N: 109, Replica: 1},
+		{Kind: "rollingUpdate", N: 548, Replica: 1},
+		{Kind: "scale", N: 345, Replica: 0},
+		{Kind: "policy", N: 339, Replica: 0},
+		{Kind: "tick", N: 68, Replica: 1},
+		{Kind: "editOld", N: 252, Replica: 1},
+	}},
+	{seed: 30975, ops: []mop{
+		{Kind: "policy", N: 563, Replica: 0},
+		{Kind: "resume", N: 677, Replica: 0},
+		{Kind: "editOld", N: 992, Replica: 0},
+		{Kind: "tick", N: 452, Replica: 0},
+		{Kind: "tick", N: 721, Replica: 1},
+		{Kind: "scale", N: 506, Replica: 0},
+		{Kind: "journalLost", N: 761, Replica: 0},
+		{Kind: "recreate", N: 137, Replica: 0},
+		{Kind: "tick", N: 454, Replica: 1},
+		{Kind: "sync", N: 818, Replica: 1},
+		{Kind: "editOld", N: 470, Replica: 0},
+		{Kind: "policy", N: 707, Replica: 0},
+	}},
+	{seed: 10012, ops: []mop{
+		{Kind: "edit", N: 410, Replica: 0},
+		{Kind: "recreate", N: 996, Replica: 0},
+		{Kind: "restart", N: 562, Replica: 0},
+		{Kind: "tick", N: 527, Replica: 1},
+		{Kind: "editOld", N: 660, Replica: 0},
+		{Kind: "edit", N: 634, Replica: 0},
+		{Kind: "editOld", N: 996, Replica: 0},
+		{Kind: "relabel", N: 590, Replica: 0},
+		{Kind: "scaleNoFlag", N: 25, Replica: 1},
+		{Kind: "onDelete", N: 193, Replica: 0},
+		{Kind: "editOld", N: 200, Replica: 0},
+		{Kind: "editAs", N: 945, Replica: 1},
 	}},
 }
 
