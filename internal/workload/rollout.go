@@ -80,6 +80,7 @@ func statefulSetRollout(l *Lean) Rollout {
 	r.InProgress = st.ObservedGeneration < l.Metadata.Generation ||
 		(st.UpdateRevision != st.CurrentRevision && st.UpdatedReplicas < target) || st.ReadyReplicas < want
 	r.Mixed = st.ObservedGeneration < l.Metadata.Generation || st.Replicas > st.UpdatedReplicas
+	r.CurrentIsUpdate = st.CurrentRevision != "" && st.CurrentRevision == st.UpdateRevision
 	return r
 }
 

@@ -66,6 +66,10 @@ type Rollout struct {
 	// or above its replicas. A template changed while held is staged: its rollout starts
 	// when the hold is lifted (resume, RollingUpdate, a lower partition).
 	Held bool
+	// CurrentIsUpdate is a StatefulSet whose status names one revision current and update:
+	// kube creates every ordinal from its template then, below a partition too
+	// (newVersionedStatefulSetPod).
+	CurrentIsUpdate bool
 	// Fresh is a status its controller has never written (observedGeneration 0): a workload
 	// created moments ago, which has not adopted yet what an orphaning delete of one of its
 	// name left behind.

@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/history"
@@ -200,5 +201,59 @@ func TestBackFromATemplateNoPodRuns(t *testing.T) {
 	// A B without live pods is no cancel: it would be a rollout of its own.
 	if d := decideBack(0); len(d.Violations) == 0 {
 		t.Error("back to B, which no pod runs either, was admitted as a cancel")
+	}
+}
+
+// A scale up of an OnDelete StatefulSet whose template no pod runs yet: kube gives the new
+// ordinal that template (newVersionedStatefulSetPod), so the scale starts its rollout and
+// is judged as a start: the windows hold it, as they hold an edit. Once the template has
+// pods, the scale starts nothing.
+func TestScaleOfAHeldStatefulSetStartsItsStagedTemplate(t *testing.T) {
+	B, C := template("B", "3"), template("C", "3")
+	sts := v1alpha1.KindStatefulSet
+	freeze := []v1alpha1.Window{{Name: "business-hours", Schedule: "0 9 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, Action: v1alpha1.WindowDeny}}
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules, Windows: freeze}}}
+	j := jr(9, jrev(B, time.Hour, 0, 50*time.Minute))
+	j.Kind, j.Held = sts, true
+	held := workload.Rollout{OnDelete: true, Held: true, Progress: workload.Progress{Kind: sts, Updated: 0, Target: 3, Available: 3, Want: 3, Total: 3}}
+	scaleUp := func(cPods int32) Decision {
+		h := history.History{Revisions: []history.Revision{live(rev(1, B, time.Hour, 3-cPods), 3-cPods), live(rev(2, C, 10*time.Minute, cPods), cPods)}}
+		old := gen(wl(sts, 3, C, held), 9)
+		old.Rollout.Progress.Updated = cPods
+		return show(t, "OnDelete, 3 → 4", Input{Operation: admissionv1.Update, Old: old, New: gen(wl(sts, 4, C, held), 10),
+			Now: now, Journal: j, History: h, Policies: policies})
+	}
+	if d := scaleUp(0); len(d.Violations) != 1 || d.Violations[0].Rule != RuleWindow || !d.Starts {
+		t.Errorf("a scale up that makes the first pod of a staged template in a Deny window: %v (starts %v), want the window's refusal", d.Violations, d.Starts)
+	}
+	if d := scaleUp(1); len(d.Violations) != 0 || d.Starts {
+		t.Errorf("a scale up of a template that has pods already was judged as a start: %v", d.Violations)
+	}
+}
+
+// A StatefulSet re-created held (a partition at its replicas) with a template its adopted
+// pods do not run, over fewer pods than its replicas: a created StatefulSet's current
+// revision is its update revision (getStatefulSetRevisions), so kube creates the missing
+// ordinals from the new template, partition notwithstanding. It is judged as a start
+// (here minInterval); over as many pods as its replicas it creates none, and starts nothing.
+func TestHeldCreateOverFewerPodsIsAStart(t *testing.T) {
+	B, C := template("B", "3"), template("C", "3")
+	sts := v1alpha1.KindStatefulSet
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
+		MinInterval: &metav1.Duration{Duration: time.Minute}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}
+	j := jr(4, jrev(B, 10*time.Second, 0, 5*time.Second))
+	j.Kind, j.Deleted = sts, ptr.To(now.Add(-2*time.Second))
+	held := workload.Rollout{Held: true, Progress: workload.Progress{Kind: sts, Target: 0, Want: 3}}
+	create := func(adopted int32) Decision {
+		h := history.History{Revisions: []history.Revision{live(rev(1, B, time.Minute, adopted), adopted)}}
+		return show(t, "CREATE held over B", Input{Operation: admissionv1.Create, New: gen(wl(sts, 3, C, held), 1), Now: now, Journal: j, History: h, Policies: policies})
+	}
+	if d := create(2); len(d.Violations) != 1 || d.Violations[0].Rule != RuleMinInterval {
+		t.Errorf("a held CREATE whose missing ordinal gets a new template 10 s after B: %v, want minInterval's refusal", d.Violations)
+	}
+	if d := create(3); len(d.Violations) != 0 {
+		t.Errorf("a held CREATE over as many pods as its replicas creates none, yet was refused: %v", d.Violations)
 	}
 }
