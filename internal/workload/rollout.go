@@ -76,9 +76,11 @@ func statefulSetRollout(l *Lean) Rollout {
 	}
 	r.Fresh = st.ObservedGeneration == 0
 	// Finished also needs every replica Ready: the controller updates the last pod before
-	// it is Ready.
-	r.InProgress = st.ObservedGeneration < l.Metadata.Generation ||
-		(st.UpdateRevision != st.CurrentRevision && st.UpdatedReplicas < target) || st.ReadyReplicas < want
+	// it is Ready. A status naming one revision current and update is no finished rollout
+	// while pods at or above the partition run another: a StatefulSet created over pods it
+	// adopts takes its update revision as current at once (getStatefulSetRevisions) and
+	// replaces them all the same (updateStatefulSet's rolling update).
+	r.InProgress = st.ObservedGeneration < l.Metadata.Generation || st.UpdatedReplicas < target || st.ReadyReplicas < want
 	r.Mixed = st.ObservedGeneration < l.Metadata.Generation || st.Replicas > st.UpdatedReplicas
 	r.CurrentIsUpdate = st.CurrentRevision != "" && st.CurrentRevision == st.UpdateRevision
 	return r

@@ -110,3 +110,16 @@ func TestProgressString(t *testing.T) {
 		}
 	}
 }
+
+// A StatefulSet created over pods it adopts names its update revision current at once
+// (kube's getStatefulSetRevisions) and replaces the adopted pods all the same: that status
+// is a rollout in progress, not a finished one.
+func TestStatefulSetCreatedOverAdoptedPodsRollsOut(t *testing.T) {
+	s := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3)}}
+	s.Generation = 1
+	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 1, ReadyReplicas: 3,
+		CurrentRevision: "kas-b", UpdateRevision: "kas-b"}
+	if r := rolloutOf(t, s); !r.InProgress || !r.CurrentIsUpdate {
+		t.Errorf("1 of 3 pods on the update revision: in progress, its template current; got %+v", r)
+	}
+}

@@ -1946,6 +1946,23 @@ var rolloutReplays = []struct {
 		{Kind: "editOld", N: 200, Replica: 0},
 		{Kind: "editAs", N: 945, Replica: 1},
 	}},
+	// A StatefulSet re-created over pods of another template: kube's status names its template
+	// current and update at once, and it replaces the adopted pods all the same; that status
+	// is no finished rollout (seed 34292).
+	{seed: 34292, ops: []mop{
+		{Kind: "tick", N: 157, Replica: 0},
+		{Kind: "editAs", N: 697, Replica: 0},
+		{Kind: "policy", N: 863, Replica: 1},
+		{Kind: "edit", N: 109, Replica: 1},
+		{Kind: "recreate", N: 267, Replica: 0},
+		{Kind: "editOld", N: 835, Replica: 1},
+		{Kind: "deletePod", N: 558, Replica: 1},
+		{Kind: "partition", N: 460, Replica: 0},
+		{Kind: "edit", N: 957, Replica: 0},
+		{Kind: "scaleNoFlag", N: 126, Replica: 0},
+		{Kind: "tick", N: 841, Replica: 0},
+		{Kind: "tick", N: 724, Replica: 0},
+	}},
 }
 
 // TestRolloutModelCatchesBrokenDecisions is the explorer's own test: handed the escapes of
