@@ -53,9 +53,9 @@ type RolloutRules struct {
 	// (every pod of the current revision available, no pod of another left) is sticky: a pod
 	// lost later is a health problem, not a rollout. Allowed nevertheless: a cancel (back to
 	// the revision the current one replaced, which still has pods) and the fix of a stalled
-	// rollout (ProgressDeadlineExceeded, or no more available pods for stallAfter). A template
-	// edited while paused or OnDelete is staged: its rollout starts, and is checked, when the
-	// hold is lifted.
+	// rollout (ProgressDeadlineExceeded under a progressDeadlineSeconds no shorter than
+	// stallAfter, or no more available pods for stallAfter). A template edited while paused
+	// or OnDelete is staged: its rollout starts, and is checked, when the hold is lifted.
 	// +optional
 	Settle *SettleRule `json:"settle,omitempty"`
 

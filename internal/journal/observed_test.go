@@ -206,3 +206,30 @@ func TestObserveRecordsFlipsKubeNumbered(t *testing.T) {
 		t.Errorf("A, recorded before kube numbered it, recorded again: %+v", next.Revisions)
 	}
 }
+
+// TestRecreatedOverAnUnbegunRollout: a workload deleted (orphaning) right after its
+// template changed, before its controller made one pod of it available, and re-created
+// with that template: the rollout begins when the new workload's controller acts, so the
+// revision counts as current from the leader's first look at it (seed 49943 of the
+// rollout model's 50,000-sequence run: minInterval had been measured from the deleted
+// workload's edit, 6 s before any pod of it existed).
+func TestRecreatedOverAnUnbegunRollout(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	w := agent(t, 3, 0, 3)
+	sum, _ := w.Template.Sum()
+	for _, available := range []int32{0, 1} {
+		j := &Journal{Kind: v1alpha1.KindDaemonSet, Namespace: "kube-system", Name: "konnectivity-agent", UID: "deleted-one", Deleted: ptr.To(t0.Add(time.Second)),
+			Revisions: []Revision{{Template: "older", Since: t0.Add(-time.Hour), Until: ptr.To(t0), Finished: ptr.To(t0.Add(-50 * time.Minute)), Progressed: t0.Add(-time.Hour)},
+				{Template: sum, Since: t0, Progressed: t0, Available: available}}}
+		next := Observe(j, w, history.History{}, nil, t0.Add(8*time.Second))
+		cur := next.Current()
+		want := t0.Add(8 * time.Second)
+		if available > 0 {
+			want = t0 // its rollout had begun: it keeps its times
+		}
+		if !cur.Since.Equal(want) || !cur.Progressed.Equal(want) || !next.Revisions[0].Until.Equal(want) {
+			t.Errorf("available %d: current since %s, progressed %s, the one before until %s; want all %s",
+				available, cur.Since, cur.Progressed, next.Revisions[0].Until, want)
+		}
+	}
+}

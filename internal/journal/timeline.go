@@ -420,6 +420,15 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 		if !numbered {
 			next.Observed = nil
 		}
+		if cur := next.Current(); j.Deleted != nil && j.UID != w.UID && cur != nil && cur.Finished == nil && cur.Available == 0 {
+			// Re-created over a rollout the deleted workload had not made one pod available
+			// of (its controller may not have acted on it at all): it rolls out from now, as
+			// the new workload's controller adopts and acts (minInterval, stallAfter).
+			cur.Since, cur.Progressed = now, now
+			if n := len(next.Revisions); n > 1 {
+				next.Revisions[n-2].Until = at(now)
+			}
+		}
 	} else {
 		next.Revisions = unknownSince(FromHistory(h, w.Kind), h, w.Rollout.Held || w.Rollout.InProgress, now)
 	}

@@ -53,10 +53,11 @@ type Workload[T comparable] struct {
 	HasCurrent bool
 	// OldTemplateOnCreate creates a missing StatefulSet ordinal on a template its other
 	// pods run whatever the strategy, instead of kube's rule (below a RollingUpdate's
-	// partition the current revision, otherwise the update revision). The rollout model
-	// tests set it: under kube's rule a held StatefulSet (OnDelete, or a partition at the
-	// replicas) still starts its new template on the ordinals it creates, a gap the rollout
-	// guard does not close yet (docs/invariants.md, "Known gaps").
+	// partition the current revision, otherwise the update revision). Only the replay's
+	// self-test sets it: under kube's rule a held StatefulSet (OnDelete, or a partition at
+	// the replicas) still starts its new template on the ordinals it creates, which the
+	// rollout guard judges as a start when a request makes them (a scale up, a CREATE) and
+	// names as a known gap when a side door does (docs/invariants.md, "Known gaps").
 	OldTemplateOnCreate bool
 	// MaxUnavailable and MaxSurge as resolved against the replicas (a DaemonSet's and
 	// StatefulSet's maxUnavailable is at least one).

@@ -36,6 +36,9 @@ type Lean struct {
 		Replicas        optInt32 `json:"replicas"`
 		Paused          bool     `json:"paused"`
 		MinReadySeconds int32    `json:"minReadySeconds"`
+		// ProgressDeadlineSeconds is a Deployment's: how long kube waits for progress
+		// before it declares the rollout stalled (Conditions).
+		ProgressDeadlineSeconds optInt32 `json:"progressDeadlineSeconds"`
 		// Strategy is a Deployment's; UpdateStrategy a StatefulSet's or DaemonSet's.
 		Strategy       strategy     `json:"strategy"`
 		UpdateStrategy strategy     `json:"updateStrategy"`
@@ -147,6 +150,7 @@ func leanOf(obj runtime.Object) (v1alpha1.WorkloadKind, *Lean, *corev1.PodTempla
 	case *appsv1.Deployment:
 		l.Spec.Replicas.set(o.Spec.Replicas)
 		l.Spec.Paused, l.Spec.MinReadySeconds = o.Spec.Paused, o.Spec.MinReadySeconds
+		l.Spec.ProgressDeadlineSeconds.set(o.Spec.ProgressDeadlineSeconds)
 		l.Spec.Strategy.Type = string(o.Spec.Strategy.Type)
 		if ru := o.Spec.Strategy.RollingUpdate; ru != nil {
 			l.Spec.Strategy.RollingUpdate.MaxUnavailable.set(ru.MaxUnavailable)
@@ -182,6 +186,7 @@ func leanOf(obj runtime.Object) (v1alpha1.WorkloadKind, *Lean, *corev1.PodTempla
 		st := &o.Status
 		l.Status.ObservedGeneration, l.Status.DesiredNumberScheduled = st.ObservedGeneration, st.DesiredNumberScheduled
 		l.Status.UpdatedNumberScheduled, l.Status.NumberAvailable = st.UpdatedNumberScheduled, st.NumberAvailable
+		l.Status.CurrentNumberScheduled = st.CurrentNumberScheduled
 		return v1alpha1.KindDaemonSet, l, &o.Spec.Template, nil
 	default:
 		return "", nil, nil, fmt.Errorf("unsupported workload type %T: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", obj)

@@ -32,7 +32,7 @@ func TestDecodeReadsAsTyped(t *testing.T) {
 	sts.Name, sts.Namespace, sts.Generation = "konnectivity", "tenant-a", 4
 	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: hosted.Spec.Template, MinReadySeconds: 10,
 		UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}},
-		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, UpdatedNumberScheduled: 5, NumberAvailable: 6}}
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, CurrentNumberScheduled: 6, UpdatedNumberScheduled: 5, NumberAvailable: 6}}
 	ds.Name, ds.Namespace = "agent", "kube-system"
 
 	cases := map[string]struct {
@@ -44,7 +44,7 @@ func TestDecodeReadsAsTyped(t *testing.T) {
 		"OnDelete DaemonSet":      {"DaemonSet", mustJSON(t, ds)},
 		// Names may be escaped; strings may hold escapes and non-ASCII; whitespace anywhere.
 		"escapes and whitespace": {"Deployment", `{ "metadata" : {"name":"d\u0031","labels":{"app":"x"}},
-			"sp\u0065c": {"replicas": 2, "strategy": {"rollingUpdate": {"maxSurge": "50%"}},
+			"sp\u0065c": {"replicas": 2, "progressDeadlineSeconds": 1, "strategy": {"rollingUpdate": {"maxSurge": "50%"}},
 			"template": { "spec" : { "containers" : [ {"n\u0061me": "srv", "args" : [ "--a=\u00e9", "--server-count" , "2", "--b=\"q\"", "--c=ü" ] },
 				null, {"name":"other","command":null} ] } } },
 			"status": {"conditions": [null, {"type":"Progressing","status":"False","reason":"ProgressDeadline\u0045xceeded"}]}}`},

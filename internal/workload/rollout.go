@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -42,6 +43,8 @@ func deploymentRollout(l *Lean) Rollout {
 		Paused:           l.Spec.Paused,
 		Held:             l.Spec.Paused,
 		DeadlineExceeded: bool(s.Conditions),
+		// The API server defaults it to 600 s (pkg/apis/apps/v1/defaults.go).
+		ProgressDeadline: time.Duration(l.Spec.ProgressDeadlineSeconds.or(600)) * time.Second,
 		Progress: Progress{Kind: v1alpha1.KindDeployment, Updated: s.UpdatedReplicas, Target: want,
 			Available: s.AvailableReplicas, Want: want, Total: s.Replicas},
 	}
@@ -73,10 +76,13 @@ func statefulSetRollout(l *Lean) Rollout {
 	}
 	r.Fresh = st.ObservedGeneration == 0
 	// Finished also needs every replica Ready: the controller updates the last pod before
-	// it is Ready.
-	r.InProgress = st.ObservedGeneration < l.Metadata.Generation ||
-		(st.UpdateRevision != st.CurrentRevision && st.UpdatedReplicas < target) || st.ReadyReplicas < want
+	// it is Ready. A status naming one revision current and update is no finished rollout
+	// while pods at or above the partition run another: a StatefulSet created over pods it
+	// adopts takes its update revision as current at once (getStatefulSetRevisions) and
+	// replaces them all the same (updateStatefulSet's rolling update).
+	r.InProgress = st.ObservedGeneration < l.Metadata.Generation || st.UpdatedReplicas < target || st.ReadyReplicas < want
 	r.Mixed = st.ObservedGeneration < l.Metadata.Generation || st.Replicas > st.UpdatedReplicas
+	r.CurrentIsUpdate = st.CurrentRevision != "" && st.CurrentRevision == st.UpdateRevision
 	return r
 }
 
@@ -96,7 +102,9 @@ func daemonSetRollout(l *Lean) Rollout {
 			Total: st.CurrentNumberScheduled, Unobserved: unobserved},
 		InProgress: st.ObservedGeneration < l.Metadata.Generation ||
 			st.UpdatedNumberScheduled < want || st.NumberAvailable < want,
-		Mixed: st.ObservedGeneration < l.Metadata.Generation || st.UpdatedNumberScheduled < want,
+		// A node without a pod runs no template: only a node whose oldest pod is not of the
+		// template (kube's updateDaemonSetStatus counts that one) shows another template.
+		Mixed: st.ObservedGeneration < l.Metadata.Generation || st.UpdatedNumberScheduled < st.CurrentNumberScheduled,
 	}
 }
 

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,8 +41,12 @@ func TestDeploymentRollout(t *testing.T) {
 		t.Error("unobserved generation must be in progress, and may be mixed")
 	}
 	d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
-	if r := rolloutOf(t, d); !r.DeadlineExceeded {
-		t.Error("ProgressDeadlineExceeded not seen")
+	if r := rolloutOf(t, d); !r.DeadlineExceeded || r.ProgressDeadline != 600*time.Second {
+		t.Errorf("ProgressDeadlineExceeded not seen, or its deadline not kube's default of 600 s: %+v", r)
+	}
+	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](1)
+	if r := rolloutOf(t, d); r.ProgressDeadline != time.Second {
+		t.Errorf("progressDeadlineSeconds 1 read as %s", r.ProgressDeadline)
 	}
 }
 
@@ -73,7 +78,7 @@ func TestStatefulSetRolloutPartition(t *testing.T) {
 
 func TestDaemonSetRollout(t *testing.T) {
 	d := &appsv1.DaemonSet{}
-	d.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, UpdatedNumberScheduled: 6, NumberAvailable: 5}
+	d.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, CurrentNumberScheduled: 6, UpdatedNumberScheduled: 6, NumberAvailable: 5}
 	if r := rolloutOf(t, d); !r.InProgress || r.Mixed {
 		t.Errorf("one updated pod not yet available: in progress, not mixed; got %+v", r)
 	}
@@ -81,6 +86,11 @@ func TestDaemonSetRollout(t *testing.T) {
 	if r := rolloutOf(t, d); !r.Mixed {
 		t.Error("a node still runs an older pod: mixed")
 	}
+	d.Status.CurrentNumberScheduled = 5
+	if r := rolloutOf(t, d); r.Mixed || !r.InProgress {
+		t.Errorf("a node without a pod runs no older one: in progress, not mixed; got %+v", r)
+	}
+	d.Status.CurrentNumberScheduled = 6
 	d.Status.UpdatedNumberScheduled = 6
 	d.Status.NumberAvailable = 6
 	if r := rolloutOf(t, d); r.InProgress {
@@ -98,5 +108,18 @@ func TestProgressString(t *testing.T) {
 		if got := p.String(); got != want {
 			t.Errorf("%+v reads %q, want %q", p, got, want)
 		}
+	}
+}
+
+// A StatefulSet created over pods it adopts names its update revision current at once
+// (kube's getStatefulSetRevisions) and replaces the adopted pods all the same: that status
+// is a rollout in progress, not a finished one.
+func TestStatefulSetCreatedOverAdoptedPodsRollsOut(t *testing.T) {
+	s := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3)}}
+	s.Generation = 1
+	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 1, ReadyReplicas: 3,
+		CurrentRevision: "kas-b", UpdateRevision: "kas-b"}
+	if r := rolloutOf(t, s); !r.InProgress || !r.CurrentIsUpdate {
+		t.Errorf("1 of 3 pods on the update revision: in progress, its template current; got %+v", r)
 	}
 }

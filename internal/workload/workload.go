@@ -3,6 +3,8 @@
 package workload
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -52,6 +54,9 @@ type Rollout struct {
 	// DeadlineExceeded is a Deployment whose Progressing condition is False with
 	// ProgressDeadlineExceeded: kube itself has declared the rollout stalled.
 	DeadlineExceeded bool
+	// ProgressDeadline is a Deployment's progressDeadlineSeconds: DeadlineExceeded says no
+	// progress for that long, and a workload sets it itself.
+	ProgressDeadline time.Duration
 	// Mixed is a status that shows pods (a DaemonSet: scheduled nodes) not running the
 	// template, or that is of an older generation and may: without it, no other revision
 	// has pods left to roll back to.
@@ -61,6 +66,10 @@ type Rollout struct {
 	// or above its replicas. A template changed while held is staged: its rollout starts
 	// when the hold is lifted (resume, RollingUpdate, a lower partition).
 	Held bool
+	// CurrentIsUpdate is a StatefulSet whose status names one revision current and update:
+	// kube creates every ordinal from its template then, below a partition too
+	// (newVersionedStatefulSetPod).
+	CurrentIsUpdate bool
 	// Fresh is a status its controller has never written (observedGeneration 0): a workload
 	// created moments ago, which has not adopted yet what an orphaning delete of one of its
 	// name left behind.

@@ -1,12 +1,14 @@
 package rollout
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/history"
@@ -127,4 +129,131 @@ func TestRegressionPartitionHeldEditScaleUp(t *testing.T) {
 	up2 := up
 	up2.Progress.Updated = 0
 	show(t, "control: scale 3->4 (observed status)", Input{Operation: admissionv1.Update, Old: gen(wl(sts, 3, C, obs), 11), New: gen(wl(sts, 4, C, up2), 12), Now: now, Journal: j, History: h, Policies: policies})
+}
+
+// Found by review: a Deployment's own progressDeadlineSeconds of 1 made kube declare every
+// rollout stalled at once, and the stall's way past settle, the windows and the
+// third-template check opened at will. kube's verdict counts only when its deadline is at
+// least the policy's stallAfter; below it the policy's own clock decides.
+func TestTinyProgressDeadlineIsNoStall(t *testing.T) {
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	dep := v1alpha1.KindDeployment
+	freeze := []v1alpha1.Window{{Name: "business-hours", Schedule: "0 9 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, Action: v1alpha1.WindowDeny}}
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules, Windows: freeze}}}
+	// B became current 20 s ago and rolls out: A serves 2 pods, B has 1 (a third template
+	// would have pods beside both).
+	h := history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B, 20*time.Second, 1), 1)}, LastActivity: now}
+	progress := workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 3, Want: 3, Total: 3}
+	stalledFor := func(deadline, idle time.Duration) Input {
+		b := jrev(B, idle, 0, -1)
+		b.Available = 1 // the journal saw B's one pod: nothing progressed since
+		j := jr(7, jrev(A, time.Hour, idle, 50*time.Minute), b)
+		r := workload.Rollout{InProgress: true, Mixed: true, DeadlineExceeded: true, ProgressDeadline: deadline, Progress: progress}
+		return Input{Operation: admissionv1.Update, Old: gen(wl(dep, 3, B, r), 7), New: gen(wl(dep, 3, C, r), 8),
+			Now: now, Journal: j, History: h, Policies: policies}
+	}
+	rulesOf := func(d Decision) []string {
+		var got []string
+		for _, v := range d.Violations {
+			got = append(got, v.Rule)
+		}
+		return got
+	}
+	// The attack: progressDeadlineSeconds 1, kube says "stalled" 20 s into the rollout.
+	if got := rulesOf(decide(t, stalledFor(time.Second, 20*time.Second))); !slices.Contains(got, RuleSettle) || !slices.Contains(got, RuleWindow) {
+		t.Errorf("a tiny progress deadline's verdict let a new template through: refused by %v, want settle and window", got)
+	}
+	// A genuine stall: kube's default deadline (600 s, longer than stallAfter) passed.
+	if got := rulesOf(decide(t, stalledFor(10*time.Minute, 20*time.Second))); len(got) != 0 {
+		t.Errorf("the fix of a rollout kube declared stalled after 600 s was refused: %v", got)
+	}
+	// And under the tiny deadline, once the policy's own stallAfter passed without progress.
+	if got := rulesOf(decide(t, stalledFor(time.Second, 6*time.Minute))); len(got) != 0 {
+		t.Errorf("the fix of a rollout stalled for the policy's stallAfter was refused: %v", got)
+	}
+}
+
+// Found by the 50,000-sequence run (seeds 13280, 21116, 30007): B rolls out and is stuck
+// (its one pod never Ready) beside A's pods, C becomes current and is held (a re-create,
+// then OnDelete) before any pod runs it. A held rollout never stalls, C's lift would be a
+// third template, and going back to B was no cancel while B's pod did not serve: a
+// deadlock. Back to B, when no pod runs C, changes no pod: a cancel.
+func TestBackFromATemplateNoPodRuns(t *testing.T) {
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	ds := v1alpha1.KindDaemonSet
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}
+	j := jr(9, jrev(A, time.Hour, 2*time.Minute, 50*time.Minute), jrev(B, 2*time.Minute, time.Minute, -1), jrev(C, time.Minute, 0, -1))
+	j.Kind, j.Held = ds, true
+	st := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: ds, Updated: 0, Target: 3, Available: 2, Want: 3, Total: 3}}
+	onDelete := st
+	onDelete.OnDelete, onDelete.Held = true, true
+	decideBack := func(bPods int32) Decision {
+		h := history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B, 2*time.Minute, 0), bPods), rev(3, C, time.Minute, 0)},
+			LastActivity: now.Add(-time.Minute)}
+		return show(t, "OnDelete C, back to B as RollingUpdate", Input{Operation: admissionv1.Update, Old: gen(wl(ds, 3, C, onDelete), 9),
+			New: gen(wl(ds, 3, B, st), 10), Now: now, Journal: j, History: h, Policies: policies})
+	}
+	if d := decideBack(1); len(d.Violations) != 0 {
+		t.Errorf("back to B, whose pod is live, from C that no pod runs was refused: %v", d.Violations)
+	}
+	// A B without live pods is no cancel: it would be a rollout of its own.
+	if d := decideBack(0); len(d.Violations) == 0 {
+		t.Error("back to B, which no pod runs either, was admitted as a cancel")
+	}
+}
+
+// A scale up of an OnDelete StatefulSet whose template no pod runs yet: kube gives the new
+// ordinal that template (newVersionedStatefulSetPod), so the scale starts its rollout and
+// is judged as a start: the windows hold it, as they hold an edit. Once the template has
+// pods, the scale starts nothing.
+func TestScaleOfAHeldStatefulSetStartsItsStagedTemplate(t *testing.T) {
+	B, C := template("B", "3"), template("C", "3")
+	sts := v1alpha1.KindStatefulSet
+	freeze := []v1alpha1.Window{{Name: "business-hours", Schedule: "0 9 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, Action: v1alpha1.WindowDeny}}
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules, Windows: freeze}}}
+	j := jr(9, jrev(B, time.Hour, 0, 50*time.Minute))
+	j.Kind, j.Held = sts, true
+	held := workload.Rollout{OnDelete: true, Held: true, Progress: workload.Progress{Kind: sts, Updated: 0, Target: 3, Available: 3, Want: 3, Total: 3}}
+	scaleUp := func(cPods int32) Decision {
+		h := history.History{Revisions: []history.Revision{live(rev(1, B, time.Hour, 3-cPods), 3-cPods), live(rev(2, C, 10*time.Minute, cPods), cPods)}}
+		old := gen(wl(sts, 3, C, held), 9)
+		old.Rollout.Progress.Updated = cPods
+		return show(t, "OnDelete, 3 → 4", Input{Operation: admissionv1.Update, Old: old, New: gen(wl(sts, 4, C, held), 10),
+			Now: now, Journal: j, History: h, Policies: policies})
+	}
+	if d := scaleUp(0); len(d.Violations) != 1 || d.Violations[0].Rule != RuleWindow || !d.Starts {
+		t.Errorf("a scale up that makes the first pod of a staged template in a Deny window: %v (starts %v), want the window's refusal", d.Violations, d.Starts)
+	}
+	if d := scaleUp(1); len(d.Violations) != 0 || d.Starts {
+		t.Errorf("a scale up of a template that has pods already was judged as a start: %v", d.Violations)
+	}
+}
+
+// A StatefulSet re-created held (a partition at its replicas) with a template its adopted
+// pods do not run, over fewer pods than its replicas: a created StatefulSet's current
+// revision is its update revision (getStatefulSetRevisions), so kube creates the missing
+// ordinals from the new template, partition notwithstanding. It is judged as a start
+// (here minInterval); over as many pods as its replicas it creates none, and starts nothing.
+func TestHeldCreateOverFewerPodsIsAStart(t *testing.T) {
+	B, C := template("B", "3"), template("C", "3")
+	sts := v1alpha1.KindStatefulSet
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
+		MinInterval: &metav1.Duration{Duration: time.Minute}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}
+	j := jr(4, jrev(B, 10*time.Second, 0, 5*time.Second))
+	j.Kind, j.Deleted = sts, ptr.To(now.Add(-2*time.Second))
+	held := workload.Rollout{Held: true, Progress: workload.Progress{Kind: sts, Target: 0, Want: 3}}
+	create := func(adopted int32) Decision {
+		h := history.History{Revisions: []history.Revision{live(rev(1, B, time.Minute, adopted), adopted)}}
+		return show(t, "CREATE held over B", Input{Operation: admissionv1.Create, New: gen(wl(sts, 3, C, held), 1), Now: now, Journal: j, History: h, Policies: policies})
+	}
+	if d := create(2); len(d.Violations) != 1 || d.Violations[0].Rule != RuleMinInterval {
+		t.Errorf("a held CREATE whose missing ordinal gets a new template 10 s after B: %v, want minInterval's refusal", d.Violations)
+	}
+	if d := create(3); len(d.Violations) != 0 {
+		t.Errorf("a held CREATE over as many pods as its replicas creates none, yet was refused: %v", d.Violations)
+	}
 }

@@ -100,7 +100,7 @@ func (s skipper) runs(check string) bool { return s == nil || !s(check) }
 // decideWithout is Decide without the checks skip names.
 func decideWithout(in Input, skip skipper) (Decision, error) {
 	var rs revisionState
-	if edits := in.Operation == admissionv1.Update && in.TemplateChanged; edits || MayStart(in) {
+	if edits := in.Operation == admissionv1.Update && in.TemplateChanged; edits || MayStart(in) || growsHeld(in) {
 		flags := flagsOf(in)
 		scale := false
 		if edits {
@@ -109,10 +109,15 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 				return Decision{}, err
 			}
 		}
-		if MayStart(in) {
+		switch {
+		case MayStart(in):
 			rs = revisionsOf(in, flags, scale && !liftsHold(in))
 			rs.scale = scale
-		} else {
+		case startsStaged(in):
+			// Held, yet kube creates the first pods of its template now: a start, whatever
+			// its flags (a scale that makes them is no scale of a template with pods).
+			rs = revisionsOf(in, flags, false)
+		default:
 			// A held workload's scale is judged too (I7): kube creates its template's pods
 			// once the hold lifts, or at once for a StatefulSet's ordinals above a partition.
 			rs = revisionState{flags: flags, scale: scale}
@@ -149,7 +154,7 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 		if skip.runs(RuleWindow) {
 			found = append(found, checkWindows(in, &p.Spec, &rs, resumes)...)
 		}
-		if (p.Spec.Rules.Concurrency != nil || p.Spec.Rules.SharedBudget != nil) && (rs.start || resumes) && !rs.cancel {
+		if (p.Spec.Rules.Concurrency != nil || p.Spec.Rules.SharedBudget != nil) && (rs.start || resumes) && !rs.cancel && MayStart(in) {
 			// Neither holds a rollback or the fix of a stalled rollout.
 			if stalled, _ := rs.stalled(in, p.Spec.Rules.Settle); !stalled {
 				if p.Spec.Rules.Concurrency != nil && skip.runs(RuleConcurrency) {

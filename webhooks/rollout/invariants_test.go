@@ -290,7 +290,7 @@ func TestWindowsHoldNewRolloutsOnly(t *testing.T) {
 		"a new revision in the freeze is refused": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 3, C, workload.Rollout{}), 8),
 			journal: finished, want: []string{RuleWindow}},
 		"a cancel passes": {old: gen(wl(dep, 3, B, rolling), 7), obj: gen(wl(dep, 3, A, rolling), 8), journal: bRolling, history: serving},
-		"the fix of a stalled rollout passes": {old: gen(wl(dep, 3, B, workload.Rollout{InProgress: true, DeadlineExceeded: true}), 7),
+		"the fix of a stalled rollout passes": {old: gen(wl(dep, 3, B, workload.Rollout{InProgress: true, DeadlineExceeded: true, ProgressDeadline: 10 * time.Minute}), 7),
 			obj: gen(wl(dep, 3, C, rolling), 8), journal: bRolling, history: serving},
 		"a scale passes": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 5, template("B", "5"), workload.Rollout{}), 8), journal: finished},
 		"the on-call engineer's exemption lets it through, on record": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 3, C, workload.Rollout{}), 8),

@@ -44,7 +44,8 @@ var RevisionRules = []string{RuleSettle, RuleMinInterval, RuleRevertWindow, Rule
 // StateRules names the rules of p whose verdict on the request reads the cluster's state,
 // when p applies to the request (not suspended, selecting the old or the new object, the
 // requester not exempt): those p enables, of StateReads, when the request may start a
-// rollout (MayStart) other than by a scale (I4, which starts nothing); settle, which counts
+// rollout (MayStart) other than by a scale (I4, which starts nothing), or grows a held
+// StatefulSet (growsHeld: concurrency and sharedBudget aside); settle, which counts
 // the templates with live pods, for an OnDelete workload's template edit and for a scale
 // whose flags change the template (templates.go); strategy, for a new DaemonSet whose
 // percentages resolve against the nodes it runs on (NeedsNodes). None otherwise, and then
@@ -72,7 +73,10 @@ func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
 			return nil, err
 		}
 	}
-	if !MayStart(in) || (scale && !liftsHold(in)) {
+	// A request that grows a held StatefulSet may start its staged template (startsStaged):
+	// whether it does, the cluster's pods say.
+	grows := growsHeld(in)
+	if (!MayStart(in) || (scale && !liftsHold(in))) && !grows {
 		if r.Settle != nil && (stagesEdit(in) || createsHeld(in) || scale) {
 			out = append(out, RuleSettle)
 		}
@@ -86,8 +90,8 @@ func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
 		{RuleMinInterval, r.MinInterval != nil},
 		{RuleRevertWindow, r.RevertWindow != nil},
 		{RuleWindow, len(p.Spec.Windows) > 0},
-		{RuleConcurrency, r.Concurrency != nil},
-		{budget.RuleSharedBudget, r.SharedBudget != nil && in.Operation == admissionv1.Update},
+		{RuleConcurrency, r.Concurrency != nil && MayStart(in)},
+		{budget.RuleSharedBudget, r.SharedBudget != nil && in.Operation == admissionv1.Update && MayStart(in)},
 	} {
 		if c.set {
 			out = append(out, c.rule)

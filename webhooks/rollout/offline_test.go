@@ -35,7 +35,7 @@ func TestStateRulesSplitTheDecision(t *testing.T) {
 	rollouts := []workload.Rollout{
 		{},
 		{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: v1alpha1.KindDeployment, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}},
-		{InProgress: true, DeadlineExceeded: true},
+		{InProgress: true, DeadlineExceeded: true, ProgressDeadline: 10 * time.Minute},
 		{Held: true, Paused: true},
 	}
 	agents := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.DisruptionPolicySpec{

@@ -99,9 +99,13 @@ func revisionsOf(in Input, flags []v1alpha1.ArgMatchesReplicas, scale bool) revi
 	// A template of the current one's shape is the same revision (a scale, I4); unless the
 	// old object is the current revision, when only isScale tells a scale from a flag change.
 	same := rs.current.Template == target
-	if prev := rs.timeline.Previous(); !same && in.Old == nil && rs.current.Template == "" && prev != nil {
-		// Re-created before the leader saw the delete: the template the journal last
-		// recorded is the template it had.
+	if prev := rs.timeline.Previous(); !same && in.Old == nil && rs.current.Pending && prev != nil && keepsTwo(in) {
+		// Re-created before the leader saw the delete (the current revision is unknown), or
+		// over pods of a revision the journal has not recorded as itself (one it recorded
+		// under a policy whose argsMatchReplicas flags made it a scale, since changed): the
+		// template the journal last recorded is the template the deleted workload had, and
+		// re-creating it with that template continues what was admitted. Unless it would be
+		// a third template with live pods (I7).
 		same = prev.Template == target || journal.Matches(prev, in.New.Template, flags)
 	}
 	if !same && (in.Old == nil || !journal.Matches(rs.current, in.Old.Template, nil)) {
@@ -116,9 +120,26 @@ func revisionsOf(in Input, flags []v1alpha1.ArgMatchesReplicas, scale bool) revi
 		// every pod runs the old object's template, another one.
 		gone := in.Old != nil && in.TemplateChanged && !in.Old.Rollout.Mixed
 		r := in.History.Find(in.New.Template)
-		rs.cancel = r != nil && r.Serving > 0 && !gone
+		rs.cancel = r != nil && (r.Serving > 0 || (r.Live > 0 && neverRolled(in, rs.current))) && !gone
 	}
 	return rs
+}
+
+// neverRolled is a current revision that no pod runs, by the cache and by the old
+// object's status of its own generation: a template staged on a held workload after it
+// became current (a re-create, then OnDelete), or one held before its controller acted.
+// Going back to the revision it replaced changes no pod, whether or not that one's pods
+// serve (its rollout may be the stuck one): a cancel, else nothing but its stall would
+// lead out, and a held rollout never stalls.
+func neverRolled(in Input, cur *journal.Revision) bool {
+	if in.Old == nil || in.Old.Rollout.Progress.Unobserved != 0 || in.Old.Rollout.Progress.Updated != 0 {
+		return false
+	}
+	if sum, ok := in.Old.Template.Sum(); !ok || sum != cur.Template {
+		return false // the status counts the pods of another template
+	}
+	r := in.History.Find(in.Old.Template)
+	return r == nil || r.Live == 0
 }
 
 // stalled is a current rollout that kube declared stalled, or whose available pods have not
@@ -136,7 +157,10 @@ func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, t
 		if in.Old.Rollout.Held {
 			return false, 0
 		}
-		if in.Old.Rollout.DeadlineExceeded {
+		if r := &in.Old.Rollout; r.DeadlineExceeded && r.ProgressDeadline >= after {
+			// kube's verdict: no progress for its deadline, at least the policy's stallAfter.
+			// A shorter deadline is the workload's own setting (progressDeadlineSeconds: 1
+			// would make every rollout "stalled" at once): the policy's clock decides.
 			return true, 0
 		}
 		if in.Old.Rollout.Progress.Unobserved > 0 {
@@ -263,4 +287,13 @@ func exempted(policyName string, grant *v1alpha1.TemporaryExemption, found []fin
 		refused = append(refused, f.rule+": "+f.message)
 	}
 	return decision.Exempted(policyName, grant, refused)
+}
+
+// keepsTwo is whether rolling out the request's template keeps at most two
+// templates with live pods (I7): it has live pods, or fewer than two others do.
+func keepsTwo(in Input) bool {
+	if r := in.History.Find(in.New.Template); r != nil && r.Live > 0 {
+		return true
+	}
+	return liveCount(in) < 2
 }

@@ -105,7 +105,7 @@ func TestDecideRolloutRules(t *testing.T) {
 			wantRules: []string{RuleSettle},
 		},
 		"settle: a Deployment past its progress deadline takes a fix": {
-			rules: settleOnly, old: wl(dep, 3, B, workload.Rollout{InProgress: true, DeadlineExceeded: true}), obj: wl(dep, 3, C, done),
+			rules: settleOnly, old: wl(dep, 3, B, workload.Rollout{InProgress: true, DeadlineExceeded: true, ProgressDeadline: 10 * time.Minute}), obj: wl(dep, 3, C, done),
 			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), rev(2, B, time.Minute, 0)}, LastActivity: now},
 		},
 		"settle: a StatefulSet with no pod activity for stallAfter takes a fix": {
@@ -188,7 +188,7 @@ func TestDecideRolloutRules(t *testing.T) {
 			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), rev(2, B, 5*time.Second, 1)}, LastActivity: now},
 		},
 		"revertWindow: back from a stalled B is allowed": {
-			rules: revertOnly, old: wl(dep, 3, B, workload.Rollout{InProgress: true, DeadlineExceeded: true}), obj: wl(dep, 3, A, done),
+			rules: revertOnly, old: wl(dep, 3, B, workload.Rollout{InProgress: true, DeadlineExceeded: true, ProgressDeadline: 10 * time.Minute}), obj: wl(dep, 3, A, done),
 			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 0), rev(2, B, 5*time.Minute, 0)}},
 		},
 		"revertWindow: measured from the successor of the reverted revision": {

@@ -24,7 +24,54 @@ import (
 // (an OnDelete workload's staged edit, a paused or partitioned one's), and an UPDATE whose
 // labels bring the workload into a policy's selection (entersSelection).
 func ReadsRevisions(in Input) bool {
-	return MayStart(in) || (in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged) || createsHeld(in) || entersSelection(in)
+	return MayStart(in) || (in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged) || createsHeld(in) || growsHeld(in) || entersSelection(in)
+}
+
+// growsHeld is a request after which kube creates pods of a held StatefulSet from its
+// template: a scale up of an OnDelete one (kube's newVersionedStatefulSetPod gives an
+// ordinal the update revision unless a partition keeps it below), or a CREATE of a held
+// one, whose missing ordinals get its template even under a partition (a created
+// StatefulSet's current revision is its update revision, getStatefulSetRevisions). Read
+// from the request alone: startsStaged says whether it starts a template.
+func growsHeld(in Input) bool {
+	if in.New == nil || in.New.Kind != v1alpha1.KindStatefulSet || !in.New.Rollout.Held || in.New.Replicas == nil {
+		return false
+	}
+	switch in.Operation {
+	case admissionv1.Create:
+		return true
+	case admissionv1.Update:
+		// Under a partition at its replicas the new ordinals get the current revision: its
+		// template when the status names it current (a StatefulSet created over what it
+		// adopts takes its update revision as current, getStatefulSetRevisions).
+		o := in.Old
+		return o != nil && o.Replicas != nil && *in.New.Replicas > *o.Replicas &&
+			(in.New.Rollout.OnDelete || (o.Rollout.CurrentIsUpdate && o.Rollout.Progress.Unobserved == 0 && !in.TemplateChanged))
+	}
+	return false
+}
+
+// startsStaged is a request that grows a held StatefulSet (growsHeld) whose template no
+// live pod runs (by the cache, and by the old object's status of its own generation):
+// kube's first pods of that template come from it, so it is judged as a start (settle,
+// minInterval, revertWindow, the windows, the third template), not left to a hold that
+// does not hold. A CREATE that adopts as many live pods as its replicas creates none.
+func startsStaged(in Input) bool {
+	if !growsHeld(in) {
+		return false
+	}
+	if r := in.History.Find(in.New.Template); r != nil && r.Live > 0 {
+		return false
+	}
+	if in.Old == nil {
+		var adopted int32
+		for i := range in.History.Revisions {
+			adopted += in.History.Revisions[i].Live
+		}
+		return adopted < *in.New.Replicas
+	}
+	p := in.Old.Rollout.Progress
+	return in.TemplateChanged || (p.Unobserved == 0 && p.Updated == 0)
 }
 
 // terminatingNote ends the refusals that count live pods: a pod stuck Terminating (on a
