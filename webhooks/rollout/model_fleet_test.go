@@ -1071,3 +1071,8 @@ func TestFleetLimitResolver(t *testing.T) {
 		}
 	}
 }
+
+// fleetChecks are the checks of Decide the mutation test hands to the fleet explorer: the
+// single explorer models one workload and no evictions, which no fleet limit or shared
+// budget binds.
+var fleetChecks = map[string]bool{RuleConcurrency: true, budget.RuleSharedBudget: true}
