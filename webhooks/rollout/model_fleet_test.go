@@ -16,6 +16,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,7 +67,10 @@ import (
 //   - L1: once every rollout has finished (the stalled ones fixed) and the drains stop, a
 //     further rollout is admitted within the bound docs/invariants.md states.
 
-var fleetModelSequences = flag.Int("rollout-fleet-model.sequences", 2000, "sequences the rollout fleet explorer runs (make fuzz runs more)")
+var (
+	fleetModelSequences = flag.Int("rollout-fleet-model.sequences", 2000, "sequences the rollout fleet explorer runs (make fuzz runs more)")
+	fleetModelTrace     = flag.Bool("rollout-fleet-model.trace", false, "print every request the fleet explorer sends, holdfast's answer and the pods")
+)
 
 const (
 	fLedgerNamespace = "holdfast-system"
@@ -87,7 +91,7 @@ func (o fop) String() string {
 }
 
 var fopKinds = []string{"edit", "edit", "edit", "editAs", "editOld", "scale", "evict", "evict", "evict", "evictEdit",
-	"tick", "tick", "sync", "policy"}
+	"race", "raceEvict", "raceStart", "tick", "tick", "sync", "policy"}
 
 // fconfig is what a sequence's seed draws: the workloads and the policies.
 type fconfig struct {
@@ -193,8 +197,11 @@ type fwl struct {
 	maxReady int
 	// evictions are when admitted evictions of Ready pods took effect.
 	evictions []time.Time
-	// excused is a group whose pods went down through a start F2 excuses, until it is whole.
+	// excused is a group whose pods went down through a start F2 excuses, or through
+	// evictions beside a scale down (below), until it is whole.
 	excused bool
+	// scaledDown is when the group's replicas were last lowered.
+	scaledDown time.Time
 }
 
 type fexcuse struct{ fleet, shared string }
@@ -224,7 +231,7 @@ type fworld struct {
 	ws         []*fwl
 	mode       v1alpha1.Mode
 	policyAt   time.Time
-	ledger     client.Client // the API server's Leases, the one store both guards' ledgers live in
+	ledger     *racingClient // the API server's Leases, the one store both guards' ledgers live in
 	reps       [2]*freplica
 	evictor    *fevictor
 	podSeq     int
@@ -248,8 +255,8 @@ func newFleet(seed uint64, broken func(Input) (Decision, error)) *fworld {
 		policyAt: mStart.Add(-time.Hour), nextTag: 2, checked: map[string]int{}, version: 1}
 	// The API server's object store, as client-go's tracker keeps it (resource versions,
 	// conflicts), without managed fields, which no ledger reads.
-	w.ledger = fake.NewClientBuilder().WithScheme(modelScheme).
-		WithObjectTracker(clienttesting.NewObjectTracker(modelScheme, serializer.NewCodecFactory(modelScheme).UniversalDecoder())).Build()
+	w.ledger = &racingClient{Client: fake.NewClientBuilder().WithScheme(modelScheme).
+		WithObjectTracker(clienttesting.NewObjectTracker(modelScheme, serializer.NewCodecFactory(modelScheme).UniversalDecoder())).Build()}
 	for i, kind := range cfg.kinds {
 		x := &fwl{kind: kind, ns: fmt.Sprintf("t%d", i), generation: 1, replicas: cfg.sizes[i], t: tmpl{tag: 1},
 			revisions: map[tmpl]int64{}, created: map[tmpl]time.Time{}, names: map[*mpod]string{}, goneAt: map[*mpod]time.Time{},
@@ -366,6 +373,15 @@ func (w *fworld) control() {
 		x.maxReady = max(x.maxReady, min(ready, x.want()))
 		if cur > x.best {
 			x.best, x.progressed = cur, w.now
+		}
+	}
+	if *fleetModelTrace {
+		for _, x := range w.ws {
+			var pods []string
+			for _, p := range x.pods {
+				pods = append(pods, fmt.Sprintf("%d/%d%s", p.Template.tag, p.Slot, map[bool]string{true: "R", false: "-"}[w.ready(p)]+map[bool]string{true: "T", false: ""}[p.Terminating]))
+			}
+			w.tracef("  %s %s/kas spec %d×%d down %d: %v", x.kind, x.ns, x.t.tag, x.replicas, w.down(x), pods)
 		}
 	}
 	w.checkFleet()
@@ -689,6 +705,12 @@ func (w *fworld) advance(d time.Duration) {
 	}
 }
 
+func (w *fworld) tracef(format string, args ...any) {
+	if *fleetModelTrace {
+		fmt.Printf("%s "+format+"\n", append([]any{w.now.Format("15:04:05")}, args...)...)
+	}
+}
+
 func (w *fworld) violate(format string, args ...any) {
 	w.violations = append(w.violations, fmt.Sprintf("%s after %d ops: ", w.now.Format("15:04:05"), len(w.ops))+fmt.Sprintf(format, args...))
 }
@@ -714,6 +736,7 @@ func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 		Object:   runtime.RawExtension{Raw: mustMarshal(newObj)}, OldObject: runtime.RawExtension{Raw: mustMarshal(oldObj)},
 	}}
 	resp := rep.handler.Handle(context.Background(), req)
+	w.tracef("%s %s/kas tag %d→%d replicas %d→%d by %s via %d: allowed=%t %s", x.kind, x.ns, beforeT.tag, x.t.tag, beforeReplicas, x.replicas, user, i, resp.Allowed, resp.Result.Message)
 	if !resp.Allowed {
 		if ex := (&mworld{now: w.now}).exception(user); ex != "" {
 			w.violate("%s (%s) was refused: %s", user, ex, resp.Result.Message)
@@ -724,6 +747,12 @@ func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 	w.version++
 	if x.t.tag != beforeT.tag {
 		w.started(x, beforeT, user)
+	}
+	if x.replicas < beforeReplicas {
+		x.scaledDown = w.now
+		if w.recentEvictions(x) > 0 {
+			x.excused = true // see evict
+		}
 	}
 	if x.replicas != beforeReplicas {
 		x.maxReady = 0
@@ -772,16 +801,23 @@ func (w *fworld) checkStartBudget(x *fwl) {
 		w.violate("F2: %s %s/kas started a rollout %s after an eviction of its pods, within the shared cooldown of %s",
 			x.kind, x.ns, w.now.Sub(last), w.cfg.cooldown)
 	}
-	recent := 0
-	for _, e := range x.evictions {
-		if w.now.Sub(e) < fGrace+5*time.Second {
-			recent++
-		}
-	}
+	recent := w.recentEvictions(x)
 	if limit := groupBudget(w.cfg.budget, x.want()); min(recent, w.down(x)) >= max(limit, 1) {
 		w.violate("F2: %s %s/kas started a rollout while %d of its pods evicted in the last %s were down, its whole shared budget of %d",
 			x.kind, x.ns, min(recent, w.down(x)), fGrace+5*time.Second, limit)
 	}
+}
+
+// recentEvictions counts the evictions of Ready pods of x whose pods may not be replaced
+// and Ready yet (termination and the slowest readiness).
+func (w *fworld) recentEvictions(x *fwl) int {
+	n := 0
+	for _, e := range x.evictions {
+		if w.now.Sub(e) < fGrace+5*time.Second {
+			n++
+		}
+	}
+	return n
 }
 
 // evict sends the eviction of pod p of x through the eviction guard (the real Handler and
@@ -799,11 +835,20 @@ func (w *fworld) evict(x *fwl, p *mpod) bool {
 		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: "eviction",
 		Namespace: x.ns, Name: x.names[p], Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: body}, DryRun: ptr.To(false),
 		UserInfo: authenticationv1.UserInfo{Username: fDrainer}}}
-	if !ev.h.Handle(context.Background(), req).Allowed {
+	resp := ev.h.Handle(context.Background(), req)
+	w.tracef("evict %s/%s (%v ready=%t): allowed=%t %s", x.ns, x.names[p], p.Template.tag, w.ready(p), resp.Allowed, resp.Result.Message)
+	if !resp.Allowed {
 		return false
 	}
 	if w.ready(p) {
 		x.evictions = append(x.evictions, w.now)
+	}
+	if !x.scaledDown.IsZero() && w.now.Sub(x.scaledDown) <= mMaxLag {
+		// A scale down shrinks the budget, and the eviction guard resolves it against the
+		// replicas its cache shows (as kube's disruption controller does, from a status that
+		// lags too): within a cache's lag of a scale down, evictions are admitted against the
+		// scale before it, and a scale down beside evictions leaves their pods down.
+		x.excused = true
 	}
 	p.Terminating = true
 	x.goneAt[p] = w.now.Add(fGrace)
@@ -843,6 +888,36 @@ func (w *fworld) step(op fop) {
 			w.advance(time.Duration(op.N%3) * time.Second)
 			edit(mOperator)
 		}
+	case "race":
+		// Two starts of different workloads through the two replicas at once: the second is
+		// decided and recorded between the first's read of the ledgers and its write.
+		y := w.ws[(op.W+1)%len(w.ws)]
+		w.ledger.onRead = func() {
+			tag := w.nextTag
+			w.nextTag++
+			w.send(1-i, y, func() { y.t = tmpl{tag: tag} }, mOperator)
+		}
+		edit(mOperator)
+		w.ledger.onRead = nil
+	case "raceEvict":
+		// An eviction of a pod of x decided while the start of x's rollout is.
+		if len(x.pods) > 0 {
+			p := x.pods[op.N%len(x.pods)]
+			w.ledger.onRead = func() { w.evict(x, p) }
+		}
+		edit(mOperator)
+		w.ledger.onRead = nil
+	case "raceStart":
+		// The start of x's rollout decided while an eviction of its pod is.
+		w.ledger.onRead = func() {
+			tag := w.nextTag
+			w.nextTag++
+			w.send(i, x, func() { x.t = tmpl{tag: tag} }, mOperator)
+		}
+		if len(x.pods) > 0 {
+			w.evict(x, x.pods[op.N%len(x.pods)])
+		}
+		w.ledger.onRead = nil
 	case "tick":
 		w.advance(time.Duration(1+op.N%20) * time.Second)
 	case "sync":
@@ -1045,7 +1120,14 @@ var fleetReplays = []struct {
 	ops  []fop
 }{}
 
+var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
+
 func TestRolloutFleetModelReplays(t *testing.T) {
+	if *fleetReplaySeed >= 0 {
+		w := generatedFleet(uint64(*fleetReplaySeed), nil, nil)
+		t.Logf("seed %d: %s", *fleetReplaySeed, strings.Join(w.violations, "\n"))
+		return
+	}
 	for i, c := range fleetReplays {
 		if w := replayFleet(c.seed, c.ops); len(w.violations) > 0 {
 			t.Errorf("replay %d (seed %d): %s", i, c.seed, strings.Join(w.violations, "\n"))
@@ -1076,3 +1158,21 @@ func TestFleetLimitResolver(t *testing.T) {
 // single explorer models one workload and no evictions, which no fleet limit or shared
 // budget binds.
 var fleetChecks = map[string]bool{RuleConcurrency: true, budget.RuleSharedBudget: true}
+
+// racingClient is the API server's store of Leases with a hook: onRead runs once, after the
+// next Lease is read and before the reader goes on, so that another request is decided and
+// recorded in between (the eviction explorer's ledgerStore.onRead).
+type racingClient struct {
+	client.Client
+	onRead func()
+}
+
+func (c *racingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.Client.Get(ctx, key, obj, opts...)
+	if _, ok := obj.(*coordinationv1.Lease); ok && c.onRead != nil {
+		f := c.onRead
+		c.onRead = nil
+		f()
+	}
+	return err
+}
