@@ -102,6 +102,7 @@ type fconfig struct {
 	shared       bool
 	minInterval  bool
 	revertWindow bool
+	window       int // index into modelWindows
 	budget       intstr.IntOrString
 	cooldown     time.Duration
 }
@@ -116,7 +117,7 @@ var (
 func fleetConfig(seed uint64) fconfig {
 	r := rand.New(rand.NewPCG(seed, 0xf1ee7))
 	c := fconfig{budget: fBudgets[r.IntN(len(fBudgets))], cooldown: fCooldowns[r.IntN(len(fCooldowns))],
-		minInterval: r.IntN(2) == 0, revertWindow: r.IntN(2) == 0}
+		minInterval: r.IntN(2) == 0, revertWindow: r.IntN(2) == 0, window: r.IntN(len(modelWindows))}
 	for range 2 + r.IntN(4) {
 		c.kinds = append(c.kinds, workload.Kinds()[r.IntN(3)])
 		c.sizes = append(c.sizes, 2+r.IntN(3))
@@ -515,7 +516,7 @@ func (w *fworld) objects() []client.Object {
 	objs := []client.Object{
 		&v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: fPolicy, UID: "rp-uid"}, Spec: v1alpha1.RolloutPolicySpec{
 			Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"guard": "on"}}},
-			Mode:    w.mode, Rules: rules, Exemptions: mExemptions}},
+			Mode:    w.mode, Rules: rules, Exemptions: mExemptions, Windows: modelWindows[w.cfg.window]}},
 		&v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: fBudget, UID: "dp-uid"}, Spec: dp},
 	}
 	for _, x := range w.ws {
@@ -987,6 +988,9 @@ func (w *fworld) operate() {
 		from = maxTime(from, last.Add(budget.EvictionLapse+budget.MaxClockSkew), last.Add(w.cfg.cooldown+budget.MaxClockSkew))
 	}
 	bound := from.Add(2*mMaxLag + 2*mRetry)
+	if _, wait := windowHolds(w.cfg.window, from); wait > 0 {
+		bound = bound.Add(wait) // a window holds new rollouts for at most this long
+	}
 	w.checked["L1"]++
 	for i := 0; ; i++ {
 		tag := w.nextTag
