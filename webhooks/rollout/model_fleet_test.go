@@ -448,8 +448,8 @@ func (w *fworld) down(x *fwl) int {
 }
 
 // rolloutUnavailable is what kube lets the workload's own rollout take down: a
-// Deployment's maxUnavailable (1 when both fenceposts are 0 is not reached: maxSurge is
-// 1), a StatefulSet's and DaemonSet's at least one.
+// Deployment's maxUnavailable (its maxSurge is 1, so kube's "1 when both are 0" never
+// applies), a StatefulSet's and DaemonSet's, at least one.
 func (x *fwl) rolloutUnavailable() int {
 	if x.kind == v1alpha1.KindDeployment {
 		return x.maxUnavail
@@ -1117,24 +1117,36 @@ func TestRolloutFleetModel(t *testing.T) {
 	}
 }
 
-// fleetReplays are sequences the fleet explorer printed: each once broke an outcome and
-// must hold now.
+// fleetReplays are fleet sequences that caught a mutant of the mutation test (Decide
+// without the check named): the full guard must hold their outcomes, the mutant must not.
 var fleetReplays = []struct {
-	seed uint64
-	ops  []fop
-}{}
+	seed  uint64
+	check string
+}{
+	{seed: 40, check: RuleConcurrency},
+	{seed: 5, check: budget.RuleSharedBudget},
+}
 
 var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
 
 func TestRolloutFleetModelReplays(t *testing.T) {
+	logf.SetLogger(logr.Discard())
 	if *fleetReplaySeed >= 0 {
 		w := generatedFleet(uint64(*fleetReplaySeed), nil, nil)
-		t.Logf("seed %d: %s", *fleetReplaySeed, strings.Join(w.violations, "\n"))
+		if len(w.violations) > 0 {
+			t.Errorf("seed %d: %s", *fleetReplaySeed, strings.Join(w.violations, "\n"))
+		}
 		return
 	}
-	for i, c := range fleetReplays {
-		if w := replayFleet(c.seed, c.ops); len(w.violations) > 0 {
-			t.Errorf("replay %d (seed %d): %s", i, c.seed, strings.Join(w.violations, "\n"))
+	for _, c := range fleetReplays {
+		if w := generatedFleet(c.seed, nil, nil); len(w.violations) > 0 {
+			t.Errorf("seed %d: %s", c.seed, strings.Join(w.violations, "\n"))
+		}
+		mutant := func(in Input) (Decision, error) {
+			return decideWithout(in, func(check string) bool { return check == c.check })
+		}
+		if w := generatedFleet(c.seed, mutant, nil); len(w.violations) == 0 {
+			t.Errorf("seed %d without %s broke no outcome", c.seed, c.check)
 		}
 	}
 }
