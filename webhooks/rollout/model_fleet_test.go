@@ -102,7 +102,8 @@ type fconfig struct {
 	shared       bool
 	minInterval  bool
 	revertWindow bool
-	window       int // index into modelWindows
+	window       int           // index into modelWindows
+	offset       time.Duration // when in the windows' two-minute cycle the sequence starts
 	budget       intstr.IntOrString
 	cooldown     time.Duration
 }
@@ -117,7 +118,12 @@ var (
 func fleetConfig(seed uint64) fconfig {
 	r := rand.New(rand.NewPCG(seed, 0xf1ee7))
 	c := fconfig{budget: fBudgets[r.IntN(len(fBudgets))], cooldown: fCooldowns[r.IntN(len(fCooldowns))],
-		minInterval: r.IntN(2) == 0, revertWindow: r.IntN(2) == 0, window: r.IntN(len(modelWindows))}
+		minInterval: r.IntN(2) == 0, revertWindow: r.IntN(2) == 0}
+	if r.IntN(2) == 0 {
+		// Half the sequences have windows, which hold every start for up to a minute.
+		c.window = 1 + r.IntN(len(modelWindows)-1)
+	}
+	c.offset = time.Duration(r.IntN(120)) * time.Second
 	for range 2 + r.IntN(4) {
 		c.kinds = append(c.kinds, workload.Kinds()[r.IntN(3)])
 		c.sizes = append(c.sizes, 2+r.IntN(3))
@@ -284,7 +290,7 @@ func newFleet(seed uint64, broken func(Input) (Decision, error)) *fworld {
 		x.observed, x.maxReady, x.live = x.generation, x.want(), []tmpl{x.t}
 		w.ws = append(w.ws, x)
 	}
-	w.now = w.now.Add(time.Minute)
+	w.now = w.now.Add(time.Minute + cfg.offset)
 	w.record()
 	for i := range w.reps {
 		c := clocktesting.NewFakePassiveClock(w.now)
@@ -1123,8 +1129,8 @@ var fleetReplays = []struct {
 	seed  uint64
 	check string
 }{
-	{seed: 40, check: RuleConcurrency},
-	{seed: 5, check: budget.RuleSharedBudget},
+	{seed: 0, check: RuleConcurrency},
+	{seed: 3, check: budget.RuleSharedBudget},
 }
 
 var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
