@@ -69,6 +69,7 @@ import (
 
 var (
 	fleetModelSequences = flag.Int("rollout-fleet-model.sequences", 2000, "sequences the rollout fleet explorer runs (make fuzz runs more)")
+	fleetModelFrom      = flag.Int("rollout-fleet-model.from", 0, "the first sequence the fleet explorer runs (to split a long run)")
 	fleetModelTrace     = flag.Bool("rollout-fleet-model.trace", false, "print every request the fleet explorer sends, holdfast's answer and the pods")
 )
 
@@ -202,8 +203,10 @@ type fwl struct {
 	// maxReady is the most pods Ready at once since the last scale: the pods a scale up
 	// adds are not disrupted before they ever served.
 	maxReady int
-	// evictions are when admitted evictions of Ready pods took effect.
-	evictions []time.Time
+	// evictions are when admitted evictions of Ready pods took effect; evictedSlots their
+	// pods' StatefulSet ordinals or DaemonSet nodes (-1 for a Deployment's).
+	evictions    []time.Time
+	evictedSlots []int
 	// excused is a group whose pods went down through a start F2 excuses, or through
 	// evictions beside a scale down (below), until it is whole.
 	excused bool
@@ -808,10 +811,9 @@ func (w *fworld) checkStartBudget(x *fwl) {
 		w.violate("F2: %s %s/kas started a rollout %s after an eviction of its pods, within the shared cooldown of %s",
 			x.kind, x.ns, w.now.Sub(last), w.cfg.cooldown)
 	}
-	recent := w.recentEvictions(x)
-	if limit := groupBudget(w.cfg.budget, x.want()); min(recent, w.down(x)) >= max(limit, 1) {
+	if n, limit := w.evictedDown(x), groupBudget(w.cfg.budget, x.want()); n >= max(limit, 1) {
 		w.violate("F2: %s %s/kas started a rollout while %d of its pods evicted in the last %s were down, its whole shared budget of %d",
-			x.kind, x.ns, min(recent, w.down(x)), fGrace+5*time.Second, limit)
+			x.kind, x.ns, n, fGrace+5*time.Second, limit)
 	}
 }
 
@@ -821,6 +823,22 @@ func (w *fworld) recentEvictions(x *fwl) int {
 	n := 0
 	for _, e := range x.evictions {
 		if w.now.Sub(e) < fGrace+5*time.Second {
+			n++
+		}
+	}
+	return n
+}
+
+// evictedDown counts the recent evictions of x whose pods are down: a StatefulSet ordinal
+// or a DaemonSet node without a Ready pod; for a Deployment, whose replacements have no
+// slot, as many as the group has pods down.
+func (w *fworld) evictedDown(x *fwl) int {
+	if x.kind == v1alpha1.KindDeployment {
+		return min(w.recentEvictions(x), w.down(x))
+	}
+	n := 0
+	for i, e := range x.evictions {
+		if w.now.Sub(e) < fGrace+5*time.Second && !slices.ContainsFunc(x.pods, func(p *mpod) bool { return p.Slot == x.evictedSlots[i] && w.ready(p) }) {
 			n++
 		}
 	}
@@ -848,7 +866,7 @@ func (w *fworld) evict(x *fwl, p *mpod) bool {
 		return false
 	}
 	if w.ready(p) {
-		x.evictions = append(x.evictions, w.now)
+		x.evictions, x.evictedSlots = append(x.evictions, w.now), append(x.evictedSlots, p.Slot)
 	}
 	if !x.scaledDown.IsZero() && w.now.Sub(x.scaledDown) <= mMaxLag {
 		// A scale down shrinks the budget, and the eviction guard resolves it against the
@@ -1059,13 +1077,14 @@ func (w *fworld) replayCase() string {
 type fleetResult struct {
 	sequences, steps, violations, deadlocks, maxSeen int
 	counts, checked                                  map[string]int
+	failed                                           []uint64 // the sequences that broke an outcome
 	first                                            *fworld
 }
 
 func exploreFleet(n int, broken func(Input) (Decision, error)) fleetResult {
 	logf.SetLogger(logr.Discard())
 	res := fleetResult{counts: map[string]int{}, checked: map[string]int{}}
-	for seed := range uint64(n) {
+	for seed := uint64(*fleetModelFrom); seed < uint64(*fleetModelFrom+n); seed++ {
 		w := generatedFleet(seed, broken, res.counts)
 		res.sequences++
 		res.steps += len(w.ops)
@@ -1075,6 +1094,7 @@ func exploreFleet(n int, broken func(Input) (Decision, error)) fleetResult {
 		}
 		if len(w.violations) > 0 {
 			res.violations += len(w.violations)
+			res.failed = append(res.failed, seed)
 			if res.first == nil {
 				res.first = w
 			}
@@ -1118,8 +1138,8 @@ func TestRolloutFleetModel(t *testing.T) {
 		}
 	}
 	if res.first != nil {
-		t.Errorf("%d invariant violations, %d deadlocks; the first sequence's:\n%s\nreplay it (TestRolloutFleetModelReplays):\n%s",
-			res.violations, res.deadlocks, strings.Join(res.first.violations, "\n"), res.first.replayCase())
+		t.Errorf("%d invariant violations, %d deadlocks in sequences %v; the first sequence's:\n%s\nreplay it (TestRolloutFleetModelReplays):\n%s",
+			res.violations, res.deadlocks, res.failed, strings.Join(res.first.violations, "\n"), res.first.replayCase())
 	}
 }
 
