@@ -782,6 +782,10 @@ func (w *fworld) started(x *fwl, before tmpl, user string) {
 	hasPods := slices.ContainsFunc(x.pods, func(p *mpod) bool { return p.Template.tag == x.t.tag })
 	switch {
 	case base != "":
+	case !x.unfinished(w):
+		// Every pod runs it already (a return before the template it leaves got a pod):
+		// kube starts nothing.
+		base = "starts nothing"
 	case w.stalled(x):
 		base = "the fix of a stalled rollout"
 	case x.t.tag == x.prev && x.unfinished(w) && hasPods:
