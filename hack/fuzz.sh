@@ -40,4 +40,10 @@ if ! go test -v -count=1 -timeout 60m -run '^TestRolloutModel$' ./webhooks/rollo
   grep -A 20 'invariant violations' "$log" | head -n 40
 fi
 grep '^RELIABILITY' "$log" || { echo "RELIABILITY rollout-model failed to run (see $log)"; status=1; }
+log="_output/fuzz/rollout-fleet-model.log"
+if ! go test -v -count=1 -timeout 60m -run '^TestRolloutFleetModel$' ./webhooks/rollout -args -rollout-fleet-model.sequences="$sequences" >"$log" 2>&1; then
+  status=1
+  grep -A 20 'invariant violations' "$log" | head -n 40
+fi
+grep '^RELIABILITY' "$log" || { echo "RELIABILITY rollout-fleet-model failed to run (see $log)"; status=1; }
 exit "$status"

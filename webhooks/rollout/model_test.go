@@ -28,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
@@ -2022,12 +2021,7 @@ func TestRolloutModelCatchesBrokenDecisions(t *testing.T) {
 
 // uncaughtMutants are the checks whose removal no outcome the explorer observes can catch,
 // each with the reason and the table test that holds it instead.
-var uncaughtMutants = map[string]string{
-	RuleConcurrency: "the explorer models one workload, and a fleet limit needs several: held by TestFleetLimit, " +
-		"TestInFlight and TestResumeIsAStartForTheFleet (fleet_test.go) and the e2e fleet tests",
-	budget.RuleSharedBudget: "the explorer models no evictions, and the shared budget counts them: held by TestSharedBudget " +
-		"and TestSharedBudgetInFlight (fleet_test.go)",
-}
+var uncaughtMutants = map[string]string{}
 
 // TestRolloutModelCatchesEveryMutant is the mutation test (docs/invariants.md, "How they
 // are proven"): each check of Decide removed in turn, the explorer must find an outcome
@@ -2041,8 +2035,16 @@ func TestRolloutModelCatchesEveryMutant(t *testing.T) {
 		mutant := func(in Input) (Decision, error) {
 			return decideWithout(in, func(c string) bool { return c == check })
 		}
-		at, first := -1, ""
+		at, first, explorer := -1, "", ""
+		if fleetChecks[check] {
+			// The fleet's checks need several workloads and evictions (model_fleet_test.go).
+			at, first = fleetCaught(*fleetModelSequences, mutant)
+			explorer = "fleet:"
+		}
 		for seed := range uint64(*rolloutModelSequences) {
+			if fleetChecks[check] {
+				break
+			}
 			w := generated(seed, mutant, nil)
 			if len(w.violations) > 0 {
 				at, first = int(seed), w.violations[0]
@@ -2055,7 +2057,7 @@ func TestRolloutModelCatchesEveryMutant(t *testing.T) {
 			t.Errorf("mutant %s is listed as uncaught (%s) but sequence %d caught it: %s", check, reason, at, first)
 		case at >= 0:
 			caught++
-			took = append(took, fmt.Sprintf("%s=%d", check, at+1))
+			took = append(took, fmt.Sprintf("%s=%s%d", check, explorer, at+1))
 			t.Logf("mutant %s caught by sequence %d: %s", check, at, first)
 		case listed:
 			took = append(took, fmt.Sprintf("%s=uncaught", check))

@@ -1,0 +1,1224 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clienttesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/kubemodel"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+	"github.com/holdfast-dev/holdfast/webhooks/eviction"
+)
+
+// The fleet explorer (docs/invariants.md, "The fleet"): the single explorer's model run for
+// 2–5 workloads at once (Deployments, StatefulSets and DaemonSets on internal/kubemodel's
+// controllers, one namespace each), selected by one generated RolloutPolicy with a fleet
+// limit (rules.concurrency, maxInFlight as a number or a percentage) and/or a shared budget
+// (rules.sharedBudget, naming a DisruptionPolicy over their pods), the other rules drawn as
+// the single explorer draws them. Template edits, scales, pods becoming Ready as the
+// sequence says, clock steps and evictions interleave; holdfast's real rollout Handler
+// (two replicas) decides the workload changes and the real eviction Handler decides the
+// evictions, both over one in-memory API server holding the ledgers (fleet starts, the
+// groups' evictions and rollout starts) as Leases with optimistic concurrency, as in
+// production. The outcome invariants are computed from the simulated pods and the clock:
+//
+//   - F1: the selected workloads with two or more templates having live pods, counting those
+//     whose rollout holdfast admitted under the limit, never exceed maxInFlight as
+//     fleetLimit resolves it (a percentage of the selected workloads rounded up, at least 1);
+//   - F2: a group's pods unavailable (not Ready or missing) never exceed the larger of its
+//     shared budget and the rollout's own maxUnavailable (kube paces a rollout's
+//     replacements by its strategy, counting evicted pods as unavailable); and no rollout
+//     the budget governs starts within the DisruptionPolicy's cooldown of an eviction of a
+//     Ready pod of its group, nor while evicted pods fill the budget;
+//   - L1: once every rollout has finished (the stalled ones fixed) and the drains stop, a
+//     further rollout is admitted within the bound docs/invariants.md states.
+
+var (
+	fleetModelSequences = flag.Int("rollout-fleet-model.sequences", 2000, "sequences the rollout fleet explorer runs (make fuzz runs more)")
+	fleetModelFrom      = flag.Int("rollout-fleet-model.from", 0, "the first sequence the fleet explorer runs (to split a long run)")
+	fleetModelTrace     = flag.Bool("rollout-fleet-model.trace", false, "print every request the fleet explorer sends, holdfast's answer and the pods")
+)
+
+const (
+	fLedgerNamespace = "holdfast-system"
+	fGrace           = 2 * time.Second // how long an evicted pod terminates
+	fPolicy          = "fleet"
+	fBudget          = "agents"
+	fDrainer         = "system:serviceaccount:kube-system:drainer"
+)
+
+// fop is one generated operation of the fleet explorer; a failing sequence prints as a list.
+type fop struct {
+	Kind       string
+	W, N, Repl int
+}
+
+func (o fop) String() string {
+	return fmt.Sprintf("{Kind: %q, W: %d, N: %d, Repl: %d},", o.Kind, o.W, o.N, o.Repl)
+}
+
+var fopKinds = []string{"edit", "edit", "edit", "editAs", "editOld", "scale", "evict", "evict", "evict", "evictEdit",
+	"race", "raceEvict", "raceStart", "tick", "tick", "sync", "policy"}
+
+// fconfig is what a sequence's seed draws: the workloads and the policies.
+type fconfig struct {
+	kinds        []v1alpha1.WorkloadKind
+	sizes        []int
+	maxUnavail   []int // a Deployment's strategy maxUnavailable (its maxSurge is 1)
+	concurrency  *intstr.IntOrString
+	shared       bool
+	minInterval  bool
+	revertWindow bool
+	window       int           // index into modelWindows
+	offset       time.Duration // when in the windows' two-minute cycle the sequence starts
+	budget       intstr.IntOrString
+	cooldown     time.Duration
+}
+
+var (
+	fMaxInFlights = []intstr.IntOrString{intstr.FromInt32(1), intstr.FromInt32(2), intstr.FromString("25%"),
+		intstr.FromString("34%"), intstr.FromString("50%"), intstr.FromString("60%")}
+	fBudgets   = []intstr.IntOrString{intstr.FromInt32(1), intstr.FromInt32(2), intstr.FromString("34%"), intstr.FromString("50%")}
+	fCooldowns = []time.Duration{0, 10 * time.Second, 20 * time.Second}
+)
+
+func fleetConfig(seed uint64) fconfig {
+	r := rand.New(rand.NewPCG(seed, 0xf1ee7))
+	c := fconfig{budget: fBudgets[r.IntN(len(fBudgets))], cooldown: fCooldowns[r.IntN(len(fCooldowns))],
+		minInterval: r.IntN(2) == 0, revertWindow: r.IntN(2) == 0}
+	if r.IntN(2) == 0 {
+		// Half the sequences have windows, which hold every start for up to a minute.
+		c.window = 1 + r.IntN(len(modelWindows)-1)
+	}
+	c.offset = time.Duration(r.IntN(120)) * time.Second
+	for range 2 + r.IntN(4) {
+		c.kinds = append(c.kinds, workload.Kinds()[r.IntN(3)])
+		c.sizes = append(c.sizes, 2+r.IntN(3))
+		c.maxUnavail = append(c.maxUnavail, r.IntN(2))
+	}
+	switch r.IntN(4) {
+	case 0:
+		c.shared = true
+	case 1:
+		c.concurrency = &fMaxInFlights[r.IntN(len(fMaxInFlights))]
+	default:
+		c.shared, c.concurrency = true, &fMaxInFlights[r.IntN(len(fMaxInFlights))]
+	}
+	return c
+}
+
+// fleetLimit is maxInFlight resolved as docs/fleet.md states, written apart from
+// policy.Resolve: a number as it is, a percentage of the selected workloads rounded up
+// (intstr's GetScaledValueFromIntOrPercent with roundUp), and at least 1.
+func fleetLimit(v intstr.IntOrString, selected int) int {
+	n := v.IntValue()
+	if v.Type == intstr.String {
+		var pct int
+		if _, err := fmt.Sscanf(v.StrVal, "%d%%", &pct); err != nil {
+			panic(err)
+		}
+		n = (pct*selected + 99) / 100
+	}
+	return max(n, 1)
+}
+
+// groupBudget is a DisruptionPolicy's maxUnavailable resolved as kube's disruption
+// controller resolves a PDB's (pkg/controller/disruption/disruption.go,
+// getExpectedScale and GetScaledValueFromIntOrPercent rounding up).
+func groupBudget(v intstr.IntOrString, expected int) int {
+	if v.Type == intstr.Int {
+		return v.IntValue()
+	}
+	var pct int
+	if _, err := fmt.Sscanf(v.StrVal, "%d%%", &pct); err != nil {
+		panic(err)
+	}
+	return (pct*expected + 99) / 100
+}
+
+// fwl is one workload of the fleet, its spec as the API server holds it and its pods.
+type fwl struct {
+	kind       v1alpha1.WorkloadKind
+	ns         string
+	generation int64
+	observed   int64
+	t          tmpl
+	replicas   int
+	nodes      []int
+	maxUnavail int
+	current    tmpl
+	sets       []*kubemodel.ReplicaSet[tmpl]
+	revisions  map[tmpl]int64
+	created    map[tmpl]time.Time
+	pods       []*mpod
+	names      map[*mpod]string
+	goneAt     map[*mpod]time.Time
+	broken     map[int]bool
+	journal    *journal.Journal
+
+	// What the outcome invariants keep, from the pods and the clock.
+	live []tmpl
+	// admitted is, per tag, why the outcome invariants excuse the start that made it the
+	// spec's template, per invariant ("" counts).
+	admitted map[int]fexcuse
+	prev     int // the tag the last start replaced
+	// The stall clock of the current template: when its Ready pods last rose (best).
+	progressed time.Time
+	best       int
+	lastStart  time.Time
+	// maxReady is the most pods Ready at once since the last scale: the pods a scale up
+	// adds are not disrupted before they ever served.
+	maxReady int
+	// evictions are when admitted evictions of Ready pods took effect; evictedSlots their
+	// pods' StatefulSet ordinals or DaemonSet nodes (-1 for a Deployment's).
+	evictions    []time.Time
+	evictedSlots []int
+	// excused is a group whose pods went down through a start F2 excuses, or through
+	// evictions beside a scale down (below), until it is whole.
+	excused bool
+	// scaledDown is when the group's replicas were last lowered.
+	scaledDown time.Time
+}
+
+type fexcuse struct{ fleet, shared string }
+
+type freplica struct {
+	reader  client.Reader
+	store   *journal.Store
+	synced  time.Time
+	clock   *clocktesting.FakePassiveClock
+	handler *Handler
+}
+
+type fevictor struct {
+	reader client.Reader
+	store  *journal.Store
+	synced time.Time
+	clock  *clocktesting.FakePassiveClock
+	h      *eviction.Handler
+}
+
+type fworld struct {
+	seed       uint64
+	cfg        fconfig
+	rng        *rand.Rand
+	now        time.Time
+	ops        []fop
+	ws         []*fwl
+	mode       v1alpha1.Mode
+	policyAt   time.Time
+	ledger     *racingClient // the API server's Leases, the one store both guards' ledgers live in
+	reps       [2]*freplica
+	evictor    *fevictor
+	podSeq     int
+	nextTag    int
+	lastRecord time.Time
+	store      *journal.Store // the journals as last recorded
+	truth      *utiltesting.MemReader
+	truthAt    time.Time
+	version    int
+	truthVer   int
+
+	violations []string
+	deadlock   bool
+	checked    map[string]int
+	maxSeen    int // the most counted workloads rolling at once
+}
+
+func newFleet(seed uint64, broken func(Input) (Decision, error)) *fworld {
+	cfg := fleetConfig(seed)
+	w := &fworld{seed: seed, cfg: cfg, rng: rand.New(rand.NewPCG(seed, 0xf7)), now: mStart, mode: v1alpha1.ModeEnforce,
+		policyAt: mStart.Add(-time.Hour), nextTag: 2, checked: map[string]int{}, version: 1}
+	// The API server's object store, as client-go's tracker keeps it (resource versions,
+	// conflicts), without managed fields, which no ledger reads.
+	w.ledger = &racingClient{Client: fake.NewClientBuilder().WithScheme(modelScheme).
+		WithObjectTracker(clienttesting.NewObjectTracker(modelScheme, serializer.NewCodecFactory(modelScheme).UniversalDecoder())).Build()}
+	for i, kind := range cfg.kinds {
+		x := &fwl{kind: kind, ns: fmt.Sprintf("t%d", i), generation: 1, replicas: cfg.sizes[i], t: tmpl{tag: 1},
+			revisions: map[tmpl]int64{}, created: map[tmpl]time.Time{}, names: map[*mpod]string{}, goneAt: map[*mpod]time.Time{},
+			broken: map[int]bool{}, admitted: map[int]fexcuse{}, progressed: w.now, prev: 1}
+		if kind == v1alpha1.KindDeployment {
+			x.maxUnavail = cfg.maxUnavail[i]
+		} else {
+			x.maxUnavail = 1
+		}
+		if kind == v1alpha1.KindDaemonSet {
+			for n := range cfg.sizes[i] {
+				x.nodes = append(x.nodes, n)
+			}
+		}
+		x.current = x.t
+		x.revisions[x.t], x.created[x.t] = 1, w.now
+		for s := range x.want() {
+			slot := s
+			if kind == v1alpha1.KindDeployment {
+				slot = -1
+			}
+			x.add(w, &mpod{Template: x.t, Slot: slot, Created: w.now, ReadyAt: w.now})
+		}
+		x.observed, x.maxReady, x.live = x.generation, x.want(), []tmpl{x.t}
+		w.ws = append(w.ws, x)
+	}
+	w.now = w.now.Add(time.Minute + cfg.offset)
+	w.record()
+	for i := range w.reps {
+		c := clocktesting.NewFakePassiveClock(w.now)
+		rep := &freplica{clock: c}
+		rep.handler = &Handler{Reader: utiltesting.ReaderFunc(func() client.Reader { return rep.reader }), Decoder: admission.NewDecoder(modelScheme),
+			Clock: c, Matcher: policy.NewMatcher(), decide: broken,
+			Ledgers: &budget.Ledgers{Live: w.ledger, Namespace: fLedgerNamespace, Identity: fmt.Sprintf("replica-%d", i)}}
+		w.reps[i] = rep
+		w.sync(i)
+	}
+	ev := &fevictor{clock: clocktesting.NewFakePassiveClock(w.now)}
+	ev.h = &eviction.Handler{Reader: utiltesting.ReaderFunc(func() client.Reader { return ev.reader }),
+		APIReader: utiltesting.ReaderFunc(func() client.Reader { return w.truthReader() }), Clock: ev.clock, Matcher: policy.NewMatcher(),
+		Ledgers: &budget.Ledgers{Live: w.ledger, Namespace: fLedgerNamespace, Identity: "replica-0"}, Holds: &eviction.Holds{}}
+	w.evictor = ev
+	w.syncEvictor()
+	return w
+}
+
+func (x *fwl) want() int {
+	if x.kind == v1alpha1.KindDaemonSet {
+		return len(x.nodes)
+	}
+	return x.replicas
+}
+
+func (x *fwl) add(w *fworld, p *mpod) *mpod {
+	w.podSeq++
+	x.names[p] = fmt.Sprintf("kas-%d", w.podSeq)
+	x.pods = append(x.pods, p)
+	return p
+}
+
+func (w *fworld) ready(p *mpod) bool {
+	return !p.Terminating && !p.ReadyAt.IsZero() && !w.now.Before(p.ReadyAt)
+}
+
+// kube is workload x as its controller reads it.
+func (w *fworld) kube(x *fwl) *kubemodel.Workload[tmpl] {
+	return &kubemodel.Workload[tmpl]{Kind: x.kind, Template: x.t, Replicas: x.replicas, Nodes: x.nodes, Current: x.current, HasCurrent: true,
+		Sets: x.sets, MaxUnavailable: x.maxUnavail, MaxSurge: 1, Pods: x.pods, Revisions: x.revisions, Ready: w.ready,
+		NewPod: func(t tmpl, slot int) *mpod {
+			p := &mpod{Template: t, Slot: slot, Created: w.now}
+			if !x.broken[t.tag] {
+				p.ReadyAt = w.now.Add(time.Duration(1+w.rng.IntN(4)) * time.Second)
+			}
+			w.podSeq++
+			x.names[p] = fmt.Sprintf("kas-%d", w.podSeq)
+			return p
+		}}
+}
+
+// control is one second of every workload's controller, then the outcome checks.
+func (w *fworld) control() {
+	for _, x := range w.ws {
+		x.pods = slices.DeleteFunc(x.pods, func(p *mpod) bool {
+			at, ok := x.goneAt[p]
+			if ok && !w.now.Before(at) {
+				delete(x.goneAt, p)
+				w.version++
+				return true
+			}
+			return false
+		})
+		if _, ok := x.created[x.t]; !ok {
+			x.created[x.t] = w.now
+		}
+		x.observed = x.generation
+		k := w.kube(x)
+		if k.Step() {
+			w.version++
+		}
+		x.pods, x.current, x.sets = k.Pods, k.Current, k.Sets
+		x.live = nil
+		ready, cur := 0, 0
+		for _, p := range x.pods {
+			if !slices.Contains(x.live, p.Template) {
+				x.live = append(x.live, p.Template)
+			}
+			if w.ready(p) {
+				ready++
+				if p.Template == x.t {
+					cur++
+				}
+			}
+		}
+		x.maxReady = max(x.maxReady, min(ready, x.want()))
+		if cur > x.best {
+			x.best, x.progressed = cur, w.now
+		}
+	}
+	if *fleetModelTrace {
+		for _, x := range w.ws {
+			var pods []string
+			for _, p := range x.pods {
+				pods = append(pods, fmt.Sprintf("%d/%d%s", p.Template.tag, p.Slot, map[bool]string{true: "R", false: "-"}[w.ready(p)]+map[bool]string{true: "T", false: ""}[p.Terminating]))
+			}
+			w.tracef("  %s %s/kas spec %d×%d down %d: %v", x.kind, x.ns, x.t.tag, x.replicas, w.down(x), pods)
+		}
+	}
+	w.checkFleet()
+	w.checkBudgets()
+}
+
+// rolling is a workload with two or more templates having live pods.
+func (x *fwl) rolling() bool { return len(x.live) >= 2 }
+
+// stalled is a rollout whose current template has had no more pods Ready for stallAfter
+// (less the leader's lag, which may see it late).
+func (w *fworld) stalled(x *fwl) bool {
+	return x.unfinished(w) && w.now.Sub(x.progressed) >= mStall-mMaxLag
+}
+
+// unfinished is a workload whose pods do not all run its template and are Ready.
+func (x *fwl) unfinished(w *fworld) bool {
+	n := 0
+	for _, p := range x.pods {
+		if p.Template != x.t || !w.ready(p) {
+			return true
+		}
+		n++
+	}
+	return n != x.want()
+}
+
+// checkFleet is F1.
+func (w *fworld) checkFleet() {
+	if w.cfg.concurrency == nil {
+		return
+	}
+	var counted []string
+	for i, x := range w.ws {
+		if a, ok := x.admitted[x.t.tag]; ok && a.fleet == "" && x.rolling() {
+			counted = append(counted, fmt.Sprintf("%s %s/kas %v", x.kind, w.ws[i].ns, x.live))
+		}
+	}
+	w.maxSeen = max(w.maxSeen, len(counted))
+	limit := fleetLimit(*w.cfg.concurrency, len(w.ws))
+	if len(counted) > 0 {
+		w.checked["F1"]++
+	}
+	if len(counted) > limit {
+		w.violate("F1: %d selected workloads roll out at once (%s), maxInFlight %s of %d is %d",
+			len(counted), strings.Join(counted, "; "), w.cfg.concurrency.String(), len(w.ws), limit)
+	}
+}
+
+// expected is the pods a group should have serving: its replicas (a DaemonSet's nodes),
+// less those a scale up added that never served yet.
+func (x *fwl) expected() int { return min(x.want(), x.maxReady) }
+
+// down is a group's pods unavailable: expected less the Ready ones not terminating.
+func (w *fworld) down(x *fwl) int {
+	ready := 0
+	for _, p := range x.pods {
+		if w.ready(p) {
+			ready++
+		}
+	}
+	return max(x.expected()-ready, 0)
+}
+
+// rolloutUnavailable is what kube lets the workload's own rollout take down: a
+// Deployment's maxUnavailable (its maxSurge is 1, so kube's "1 when both are 0" never
+// applies), a StatefulSet's and DaemonSet's, at least one.
+func (x *fwl) rolloutUnavailable() int {
+	if x.kind == v1alpha1.KindDeployment {
+		return x.maxUnavail
+	}
+	return max(x.maxUnavail, 1)
+}
+
+// checkBudgets is F2's budget half.
+func (w *fworld) checkBudgets() {
+	if !w.cfg.shared {
+		return
+	}
+	for _, x := range w.ws {
+		down := w.down(x)
+		if down == 0 {
+			x.excused = false
+			continue
+		}
+		w.checked["F2"]++
+		limit := max(groupBudget(w.cfg.budget, x.want()), x.rolloutUnavailable())
+		if down > limit && !x.excused && !w.stalled(x) {
+			w.violate("F2: %s %s/kas has %d pods unavailable, over its shared budget (%s of %d: %d, its rollout's own %d)",
+				x.kind, x.ns, down, w.cfg.budget.String(), x.want(), groupBudget(w.cfg.budget, x.want()), x.rolloutUnavailable())
+		}
+	}
+}
+
+// exception is the registry of what the fleet's outcome invariants excuse: an exempt
+// requester (the single explorer's registry), a policy in Warn, a policy changed less than
+// a cache's lag ago.
+func (w *fworld) exception(user string) string {
+	if ex := (&mworld{now: w.now}).exception(user); ex != "" {
+		return ex
+	}
+	if w.mode != v1alpha1.ModeEnforce {
+		return string(w.mode)
+	}
+	if w.now.Sub(w.policyAt) <= mMaxLag {
+		return "policy not yet in force"
+	}
+	return ""
+}
+
+// objects is the simulated cluster as the API server holds it.
+func (w *fworld) objects() []client.Object {
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: mStall}}}
+	if w.cfg.minInterval {
+		rules.MinInterval = &metav1.Duration{Duration: mMinInterval}
+	}
+	if w.cfg.revertWindow {
+		rules.RevertWindow = &metav1.Duration{Duration: mRevert}
+	}
+	if w.cfg.concurrency != nil {
+		rules.Concurrency = &v1alpha1.ConcurrencyRule{MaxInFlight: *w.cfg.concurrency}
+	}
+	if w.cfg.shared {
+		rules.SharedBudget = &v1alpha1.SharedBudget{DisruptionPolicy: fBudget}
+	}
+	dp := v1alpha1.DisruptionPolicySpec{Targets: v1alpha1.PodTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": mName}}},
+		Mode: v1alpha1.ModeEnforce, MaxUnavailable: ptr.To(w.cfg.budget)}
+	if w.cfg.cooldown > 0 {
+		dp.Cooldown = &metav1.Duration{Duration: w.cfg.cooldown}
+	}
+	objs := []client.Object{
+		&v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: fPolicy, UID: "rp-uid"}, Spec: v1alpha1.RolloutPolicySpec{
+			Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"guard": "on"}}},
+			Mode:    w.mode, Rules: rules, Exemptions: mExemptions, Windows: modelWindows[w.cfg.window]}},
+		&v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: fBudget, UID: "dp-uid"}, Spec: dp},
+	}
+	for _, x := range w.ws {
+		objs = append(objs, w.workloadObjects(x)...)
+	}
+	return objs
+}
+
+func (w *fworld) podTemplate(t tmpl) *corev1.PodTemplateSpec {
+	return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": mName}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: fmt.Sprintf("app:%d", t.tag)}}}}
+}
+
+// object is workload x as the API server holds it, its status as its controller last
+// wrote it.
+func (w *fworld) object(x *fwl) client.Object {
+	meta := metav1.ObjectMeta{Namespace: x.ns, Name: mName, UID: types.UID("uid-" + x.ns), Generation: x.generation,
+		Labels: map[string]string{"guard": "on"}}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": mName}}
+	tpl := *w.podTemplate(x.t)
+	all, updated := 0, 0
+	for _, p := range x.pods {
+		if w.ready(p) {
+			all++
+		}
+		if p.Template == x.t {
+			updated++
+		}
+	}
+	mu := ptr.To(intstr.FromInt32(int32(x.maxUnavail)))
+	switch x.kind {
+	case v1alpha1.KindDeployment:
+		return &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(x.replicas)), Selector: sel, Template: tpl,
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: mu, MaxSurge: ptr.To(intstr.FromInt32(1))}}},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: x.observed, Replicas: int32(len(x.pods)), UpdatedReplicas: int32(updated),
+				AvailableReplicas: int32(all), ReadyReplicas: int32(all)}}
+	case v1alpha1.KindStatefulSet:
+		rev := fmt.Sprintf("%s-%d-%d", mName, x.t.tag, x.t.count)
+		current := fmt.Sprintf("%s-%d-%d", mName, x.current.tag, x.current.count)
+		return &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(x.replicas)), Selector: sel, Template: tpl,
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(0)), MaxUnavailable: mu}}},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: x.observed, Replicas: int32(len(x.pods)), UpdatedReplicas: int32(updated),
+				ReadyReplicas: int32(all), AvailableReplicas: int32(all), CurrentRevision: current, UpdateRevision: rev}}
+	default:
+		return &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tpl,
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType, RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: mu}}},
+			Status: appsv1.DaemonSetStatus{ObservedGeneration: x.observed, DesiredNumberScheduled: int32(len(x.nodes)), CurrentNumberScheduled: int32(len(x.pods)),
+				UpdatedNumberScheduled: int32(updated), NumberAvailable: int32(all), NumberReady: int32(all)}}
+	}
+}
+
+// workloadObjects is workload x, its namespace, revisions and pods, as the API server
+// holds them (as mworld.objects, for one of several namespaces).
+func (w *fworld) workloadObjects(x *fwl) []client.Object {
+	owner := w.object(x)
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: x.ns, Labels: map[string]string{corev1.LabelMetadataName: x.ns}}}, owner}
+	refs := []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(string(x.kind)))}
+	rsOf := map[tmpl]*appsv1.ReplicaSet{}
+	for t, n := range x.revisions {
+		name := fmt.Sprintf("%s-%d-%d", mName, t.tag, t.count)
+		spec := w.podTemplate(t)
+		if x.kind == v1alpha1.KindDeployment {
+			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: x.ns, Name: name, UID: types.UID("rs-" + x.ns + name),
+				CreationTimestamp: metav1.NewTime(x.created[t]), OwnerReferences: refs,
+				Labels:      map[string]string{"app": mName, appsv1.DefaultDeploymentUniqueLabelKey: name},
+				Annotations: map[string]string{"deployment.kubernetes.io/revision": fmt.Sprint(n)}}, Spec: appsv1.ReplicaSetSpec{Template: *spec}}
+			rs.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
+			rsOf[t] = rs
+			objs = append(objs, rs)
+			continue
+		}
+		raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": spec}})
+		objs = append(objs, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: x.ns, Name: name, UID: types.UID("cr-" + x.ns + name),
+			CreationTimestamp: metav1.NewTime(x.created[t]), OwnerReferences: refs,
+			Labels: map[string]string{"app": mName, appsv1.ControllerRevisionHashLabelKey: name}},
+			Data: runtime.RawExtension{Raw: raw}, Revision: n})
+	}
+	for _, p := range x.pods {
+		name := fmt.Sprintf("%s-%d-%d", mName, p.Template.tag, p.Template.count)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: x.ns, Name: x.names[p], UID: types.UID(x.ns + "-" + x.names[p]),
+			CreationTimestamp: metav1.NewTime(p.Created), Labels: map[string]string{"app": mName}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if p.Slot >= 0 && x.kind == v1alpha1.KindDaemonSet {
+			pod.Spec.NodeName = fmt.Sprintf("node-%d", p.Slot)
+		}
+		if at, ok := x.goneAt[p]; ok {
+			pod.DeletionTimestamp = ptr.To(metav1.NewTime(at.Add(-fGrace)))
+		}
+		status, since := corev1.ConditionFalse, p.Created
+		if w.ready(p) {
+			status, since = corev1.ConditionTrue, p.ReadyAt
+		}
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(since)}}
+		if rs := rsOf[p.Template]; rs != nil {
+			pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
+			pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
+			if w.ready(p) {
+				rs.Status.AvailableReplicas++
+			}
+			rs.Status.Replicas++
+		} else {
+			pod.OwnerReferences = refs
+			pod.Labels[appsv1.ControllerRevisionHashLabelKey] = name
+		}
+		objs = append(objs, pod)
+	}
+	return objs
+}
+
+// truthReader is the cluster as it is now (built once per change and second).
+func (w *fworld) truthReader() *utiltesting.MemReader {
+	if w.truth == nil || !w.truthAt.Equal(w.now) || w.truthVer != w.version {
+		w.truth = utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, w.objects()...)
+		w.truthAt, w.truthVer = w.now, w.version
+	}
+	return w.truth
+}
+
+// record is the leader's journal recorder observing every workload.
+func (w *fworld) record() {
+	w.lastRecord = w.now
+	r := w.truthReader()
+	for _, x := range w.ws {
+		obj, _ := workload.New(x.kind)
+		if err := r.Get(context.Background(), client.ObjectKey{Namespace: x.ns, Name: mName}, obj); err != nil {
+			panic(err)
+		}
+		wl, err := workload.From(obj)
+		if err != nil {
+			panic(err)
+		}
+		h, err := history.Read(context.Background(), r, wl)
+		if err != nil {
+			panic(err)
+		}
+		x.journal = journal.Observe(x.journal, wl, h, nil, w.now)
+	}
+	w.store = w.journals()
+}
+
+// journals is the journals as the leader wrote them, as a replica's cache holds them
+// (read only: the replicas share one).
+func (w *fworld) journals() *journal.Store {
+	s := &journal.Store{}
+	for _, x := range w.ws {
+		cm, err := journal.Encode(x.journal, fLedgerNamespace)
+		if err != nil {
+			panic(err)
+		}
+		s.Add(cm)
+	}
+	return s
+}
+
+// sync gives rollout replica i the cluster and the journals as they are now.
+func (w *fworld) sync(i int) {
+	rep := w.reps[i]
+	rep.reader, rep.synced, rep.store = w.truthReader(), w.now, w.store
+	rep.handler.Journals = rep.store
+}
+
+func (w *fworld) syncEvictor() {
+	ev := w.evictor
+	ev.reader, ev.synced, ev.store = w.truthReader(), w.now, w.store
+	ev.h.Journals = ev.store
+}
+
+// advance moves the clock by d, one controller step a second; the recorder and the caches
+// lag at most mMaxLag.
+func (w *fworld) advance(d time.Duration) {
+	for end := w.now.Add(d); w.now.Before(end); {
+		w.now = w.now.Add(time.Second)
+		w.control()
+		if w.now.Sub(w.lastRecord) >= mMaxLag || w.rng.IntN(3) == 0 {
+			w.record()
+		}
+		for i, rep := range w.reps {
+			if w.now.Sub(rep.synced) >= mMaxLag || w.rng.IntN(4) == 0 {
+				w.sync(i)
+			}
+		}
+		if w.now.Sub(w.evictor.synced) >= mMaxLag || w.rng.IntN(4) == 0 {
+			w.syncEvictor()
+		}
+	}
+}
+
+func (w *fworld) tracef(format string, args ...any) {
+	if *fleetModelTrace {
+		fmt.Printf("%s "+format+"\n", append([]any{w.now.Format("15:04:05")}, args...)...)
+	}
+}
+
+func (w *fworld) violate(format string, args ...any) {
+	w.violations = append(w.violations, fmt.Sprintf("%s after %d ops: ", w.now.Format("15:04:05"), len(w.ops))+fmt.Sprintf(format, args...))
+}
+
+// send sends the change of workload x to next through rollout replica i; on admission
+// the API server stores it, and a start is noted for the outcome invariants.
+func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
+	beforeT, beforeReplicas := x.t, x.replicas
+	oldObj := w.object(x)
+	next()
+	if x.t == beforeT && x.replicas == beforeReplicas {
+		return true
+	}
+	x.generation++
+	newObj := w.object(x)
+	rep := w.reps[i]
+	rep.clock.SetTime(w.now)
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: types.UID(fmt.Sprint(len(w.ops))), Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: string(x.kind)},
+		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: workload.Resource(x.kind)},
+		Name:     mName, Namespace: x.ns, Operation: admissionv1.Update, DryRun: ptr.To(false),
+		UserInfo: authenticationv1.UserInfo{Username: user},
+		Object:   runtime.RawExtension{Raw: mustMarshal(newObj)}, OldObject: runtime.RawExtension{Raw: mustMarshal(oldObj)},
+	}}
+	resp := rep.handler.Handle(context.Background(), req)
+	w.tracef("%s %s/kas tag %d→%d replicas %d→%d by %s via %d: allowed=%t %s", x.kind, x.ns, beforeT.tag, x.t.tag, beforeReplicas, x.replicas, user, i, resp.Allowed, resp.Result.Message)
+	if !resp.Allowed {
+		if ex := (&mworld{now: w.now}).exception(user); ex != "" {
+			w.violate("%s (%s) was refused: %s", user, ex, resp.Result.Message)
+		}
+		x.t, x.replicas, x.generation = beforeT, beforeReplicas, x.generation-1
+		return false
+	}
+	w.version++
+	if x.t.tag != beforeT.tag {
+		w.started(x, beforeT, user)
+	}
+	if x.replicas < beforeReplicas {
+		x.scaledDown = w.now
+		if w.recentEvictions(x) > 0 {
+			x.excused = true // see evict
+		}
+	}
+	if x.replicas != beforeReplicas {
+		x.maxReady = 0
+		for _, p := range x.pods {
+			if w.ready(p) {
+				x.maxReady++
+			}
+		}
+		x.maxReady = min(x.maxReady, x.want())
+	}
+	return true
+}
+
+// started notes an admitted start: why the invariants excuse it, and F2's start half.
+func (w *fworld) started(x *fwl, before tmpl, user string) {
+	base := w.exception(user)
+	hasPods := slices.ContainsFunc(x.pods, func(p *mpod) bool { return p.Template.tag == x.t.tag })
+	switch {
+	case base != "":
+	case !x.unfinished(w):
+		// Every pod runs it already (a return before the template it leaves got a pod):
+		// kube starts nothing.
+		base = "starts nothing"
+	case w.stalled(x):
+		base = "the fix of a stalled rollout"
+	case x.t.tag == x.prev && x.unfinished(w) && hasPods:
+		base = "a cancel"
+	}
+	a := fexcuse{fleet: base, shared: base}
+	if a.shared == "" && w.cfg.shared {
+		w.checkStartBudget(x)
+	}
+	if base != "" && w.cfg.shared {
+		x.excused = true
+	}
+	x.admitted[x.t.tag] = a
+	x.prev, x.best, x.progressed, x.lastStart = before.tag, 0, w.now, w.now
+}
+
+// checkStartBudget is F2's start half: a rollout the shared budget governs does not start
+// within the cooldown of an eviction of a Ready pod of its group, nor while pods evicted
+// in the last moments (their replacements not Ready yet) fill the budget.
+func (w *fworld) checkStartBudget(x *fwl) {
+	if len(x.evictions) == 0 {
+		return
+	}
+	w.checked["F2start"]++
+	last := x.evictions[len(x.evictions)-1]
+	if w.cfg.cooldown > 0 && w.now.Sub(last) < w.cfg.cooldown {
+		w.violate("F2: %s %s/kas started a rollout %s after an eviction of its pods, within the shared cooldown of %s",
+			x.kind, x.ns, w.now.Sub(last), w.cfg.cooldown)
+	}
+	if n, limit := w.evictedDown(x), groupBudget(w.cfg.budget, x.want()); n >= max(limit, 1) {
+		w.violate("F2: %s %s/kas started a rollout while %d of its pods evicted in the last %s were down, its whole shared budget of %d",
+			x.kind, x.ns, n, fGrace+5*time.Second, limit)
+	}
+}
+
+// recentEvictions counts the evictions of Ready pods of x whose pods may not be replaced
+// and Ready yet (termination and the slowest readiness).
+func (w *fworld) recentEvictions(x *fwl) int {
+	n := 0
+	for _, e := range x.evictions {
+		if w.now.Sub(e) < fGrace+5*time.Second {
+			n++
+		}
+	}
+	return n
+}
+
+// evictedDown counts the recent evictions of x whose pods are down: a StatefulSet ordinal
+// or a DaemonSet node without a Ready pod; for a Deployment, whose replacements have no
+// slot, as many as the group has pods down.
+func (w *fworld) evictedDown(x *fwl) int {
+	if x.kind == v1alpha1.KindDeployment {
+		return min(w.recentEvictions(x), w.down(x))
+	}
+	n := 0
+	for i, e := range x.evictions {
+		if w.now.Sub(e) < fGrace+5*time.Second && !slices.ContainsFunc(x.pods, func(p *mpod) bool { return p.Slot == x.evictedSlots[i] && w.ready(p) }) {
+			n++
+		}
+	}
+	return n
+}
+
+// evict sends the eviction of pod p of x through the eviction guard (the real Handler and
+// Decide); an admitted one makes the pod terminate.
+func (w *fworld) evict(x *fwl, p *mpod) bool {
+	if p.Terminating {
+		return false
+	}
+	ev := w.evictor
+	ev.clock.SetTime(w.now)
+	body := mustMarshal(&policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: x.ns, Name: x.names[p]}})
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "e",
+		Kind:     metav1.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: "eviction",
+		Namespace: x.ns, Name: x.names[p], Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: body}, DryRun: ptr.To(false),
+		UserInfo: authenticationv1.UserInfo{Username: fDrainer}}}
+	resp := ev.h.Handle(context.Background(), req)
+	w.tracef("evict %s/%s (%v ready=%t): allowed=%t %s", x.ns, x.names[p], p.Template.tag, w.ready(p), resp.Allowed, resp.Result.Message)
+	if !resp.Allowed {
+		return false
+	}
+	if w.ready(p) {
+		x.evictions, x.evictedSlots = append(x.evictions, w.now), append(x.evictedSlots, p.Slot)
+	}
+	if !x.scaledDown.IsZero() && w.now.Sub(x.scaledDown) <= mMaxLag {
+		// A scale down shrinks the budget, and the eviction guard resolves it against the
+		// replicas its cache shows (as kube's disruption controller does, from a status that
+		// lags too): within a cache's lag of a scale down, evictions are admitted against the
+		// scale before it, and a scale down beside evictions leaves their pods down.
+		x.excused = true
+	}
+	p.Terminating = true
+	x.goneAt[p] = w.now.Add(fGrace)
+	w.version++
+	return true
+}
+
+func (w *fworld) step(op fop) {
+	w.ops = append(w.ops, op)
+	x := w.ws[op.W%len(w.ws)]
+	i := op.Repl % 2
+	edit := func(user string) {
+		tag := w.nextTag
+		w.nextTag++
+		x.broken[tag] = op.N%6 == 0
+		w.send(i, x, func() { x.t = tmpl{tag: tag} }, user)
+	}
+	switch op.Kind {
+	case "edit":
+		edit(mOperator)
+	case "editAs":
+		edit([]string{mBreakGlass, mOnCall, mOperator}[op.N%3])
+	case "editOld":
+		if tag := 1 + op.N%max(1, w.nextTag-1); x.revisions[tmpl{tag: tag}] > 0 {
+			w.send(i, x, func() { x.t = tmpl{tag: tag} }, mOperator)
+		}
+	case "scale":
+		if n := 2 + op.N%3; x.kind != v1alpha1.KindDaemonSet && n != x.replicas {
+			w.send(i, x, func() { x.replicas = n }, mOperator)
+		}
+	case "evict", "evictEdit":
+		if len(x.pods) > 0 {
+			w.evict(x, x.pods[op.N%len(x.pods)])
+		}
+		if op.Kind == "evictEdit" {
+			// A drain and a release at once: the rollout right after the eviction.
+			w.advance(time.Duration(op.N%3) * time.Second)
+			edit(mOperator)
+		}
+	case "race":
+		// Two starts of different workloads through the two replicas at once: the second is
+		// decided and recorded between the first's read of the ledgers and its write.
+		y := w.ws[(op.W+1)%len(w.ws)]
+		w.ledger.onRead = func() {
+			tag := w.nextTag
+			w.nextTag++
+			w.send(1-i, y, func() { y.t = tmpl{tag: tag} }, mOperator)
+		}
+		edit(mOperator)
+		w.ledger.onRead = nil
+	case "raceEvict":
+		// An eviction of a pod of x decided while the start of x's rollout is.
+		if len(x.pods) > 0 {
+			p := x.pods[op.N%len(x.pods)]
+			w.ledger.onRead = func() { w.evict(x, p) }
+		}
+		edit(mOperator)
+		w.ledger.onRead = nil
+	case "raceStart":
+		// The start of x's rollout decided while an eviction of its pod is.
+		w.ledger.onRead = func() {
+			tag := w.nextTag
+			w.nextTag++
+			w.send(i, x, func() { x.t = tmpl{tag: tag} }, mOperator)
+		}
+		if len(x.pods) > 0 {
+			w.evict(x, x.pods[op.N%len(x.pods)])
+		}
+		w.ledger.onRead = nil
+	case "tick":
+		w.advance(time.Duration(1+op.N%20) * time.Second)
+	case "sync":
+		if op.N%3 == 2 {
+			w.syncEvictor()
+		} else {
+			w.sync(i)
+		}
+	case "policy":
+		w.mode = []v1alpha1.Mode{v1alpha1.ModeEnforce, v1alpha1.ModeEnforce, v1alpha1.ModeWarn}[op.N%3]
+		w.policyAt = w.now
+		w.version++
+	}
+}
+
+// operate is the scripted operator of L1. It fixes every rollout whose template never
+// gets Ready (the fix of a stalled rollout, which neither the fleet limit nor the shared
+// budget holds), waits until every rollout has finished, then wants a new template on one
+// workload, retrying every mRetry: it must be admitted within the bound
+// docs/invariants.md states.
+func (w *fworld) operate() {
+	rolloutTime := 0
+	for _, x := range w.ws {
+		rolloutTime = max(rolloutTime, x.want()+1)
+	}
+	settle := time.Duration(rolloutTime) * 6 * time.Second
+	deadline := w.now.Add(max(mStall, mMinInterval) + settle + 2*mMaxLag + 2*mRetry)
+	for i := 0; ; i++ {
+		fixed := true
+		for _, x := range w.ws {
+			if !x.broken[x.t.tag] {
+				continue
+			}
+			tag := w.nextTag
+			w.nextTag++
+			if !w.send(i%2, x, func() { x.t = tmpl{tag: tag} }, mOperator) {
+				fixed = false
+			}
+		}
+		if fixed {
+			break
+		}
+		if w.now.After(deadline) {
+			w.deadlock = true
+			w.violate("L1: the fix of a stalled rollout was still refused %s after the operator first tried", deadline.Sub(w.now))
+			return
+		}
+		w.advance(mRetry)
+	}
+	for end := w.now.Add(settle + mMaxLag); slices.ContainsFunc(w.ws, func(x *fwl) bool { return x.unfinished(w) }); w.advance(time.Second) {
+		if w.now.After(end) {
+			w.deadlock = true
+			w.violate("L1: rollouts of working templates did not finish within %s", settle)
+			return
+		}
+	}
+	x := w.ws[w.rng.IntN(len(w.ws))]
+	// The bound: minInterval after its last start, and the group's last eviction counting
+	// in flight for EvictionLapse+MaxClockSkew (even once its pod is replaced) or within
+	// the cooldown (+ the skew), then the leader's and a cache's lag and a retry.
+	from := w.now
+	if w.cfg.minInterval {
+		from = maxTime(from, x.lastStart.Add(mMinInterval))
+	}
+	if len(x.evictions) > 0 && w.cfg.shared {
+		last := x.evictions[len(x.evictions)-1]
+		from = maxTime(from, last.Add(budget.EvictionLapse+budget.MaxClockSkew), last.Add(w.cfg.cooldown+budget.MaxClockSkew))
+	}
+	bound := from.Add(2*mMaxLag + 2*mRetry)
+	if _, wait := windowHolds(w.cfg.window, from); wait > 0 {
+		bound = bound.Add(wait) // a window holds new rollouts for at most this long
+	}
+	w.checked["L1"]++
+	for i := 0; ; i++ {
+		tag := w.nextTag
+		w.nextTag++
+		if w.send(i%2, x, func() { x.t = tmpl{tag: tag} }, mOperator) {
+			return
+		}
+		if w.now.After(bound) {
+			w.deadlock = true
+			w.violate("L1: %s %s/kas's new template was still refused %s after every rollout finished", x.kind, x.ns, w.now.Sub(bound)+bound.Sub(from))
+			return
+		}
+		w.advance(mRetry)
+	}
+}
+
+func maxTime(t time.Time, more ...time.Time) time.Time {
+	for _, m := range more {
+		if m.After(t) {
+			t = m
+		}
+	}
+	return t
+}
+
+// generatedFleet runs fleet sequence seed: 6–15 operations, then the scripted operator.
+func generatedFleet(seed uint64, broken func(Input) (Decision, error), counts map[string]int) *fworld {
+	w := newFleet(seed, broken)
+	gen := rand.New(rand.NewPCG(seed, 0xf1))
+	for range 6 + gen.IntN(10) {
+		op := fop{Kind: fopKinds[gen.IntN(len(fopKinds))], W: gen.IntN(5), N: gen.IntN(1000), Repl: gen.IntN(2)}
+		if counts != nil {
+			counts[op.Kind]++
+		}
+		w.step(op)
+	}
+	w.operate()
+	return w
+}
+
+func replayFleet(seed uint64, ops []fop) *fworld {
+	w := newFleet(seed, nil)
+	for _, op := range ops {
+		w.step(op)
+	}
+	w.operate()
+	return w
+}
+
+func (w *fworld) replayCase() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "{seed: %d, ops: []fop{\n", w.seed)
+	for _, op := range w.ops {
+		b.WriteString("\t" + op.String() + "\n")
+	}
+	b.WriteString("}},\n")
+	return b.String()
+}
+
+type fleetResult struct {
+	sequences, steps, violations, deadlocks, maxSeen int
+	counts, checked                                  map[string]int
+	failed                                           []uint64 // the sequences that broke an outcome
+	first                                            *fworld
+}
+
+func exploreFleet(n int, broken func(Input) (Decision, error)) fleetResult {
+	logf.SetLogger(logr.Discard())
+	res := fleetResult{counts: map[string]int{}, checked: map[string]int{}}
+	for seed := uint64(*fleetModelFrom); seed < uint64(*fleetModelFrom+n); seed++ {
+		w := generatedFleet(seed, broken, res.counts)
+		res.sequences++
+		res.steps += len(w.ops)
+		res.maxSeen = max(res.maxSeen, w.maxSeen)
+		for k, v := range w.checked {
+			res.checked[k] += v
+		}
+		if len(w.violations) > 0 {
+			res.violations += len(w.violations)
+			res.failed = append(res.failed, seed)
+			if res.first == nil {
+				res.first = w
+			}
+		}
+		if w.deadlock {
+			res.deadlocks++
+		}
+	}
+	return res
+}
+
+// fleetCaught is the first of n fleet sequences whose outcome the mutant breaks, or -1.
+func fleetCaught(n int, mutant func(Input) (Decision, error)) (int, string) {
+	for seed := range uint64(n) {
+		if w := generatedFleet(seed, mutant, nil); len(w.violations) > 0 {
+			return int(seed), w.violations[0]
+		}
+	}
+	return -1, ""
+}
+
+func TestRolloutFleetModel(t *testing.T) {
+	res := exploreFleet(*fleetModelSequences, nil)
+	fmt.Printf("RELIABILITY rollout-fleet-model sequences=%d steps=%d invariantViolations=%d deadlocks=%d\n",
+		res.sequences, res.steps, res.violations, res.deadlocks)
+	var checked, shares []string
+	for _, k := range slices.Sorted(maps.Keys(res.checked)) {
+		checked = append(checked, fmt.Sprintf("%s=%d", k, res.checked[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(res.counts)) {
+		shares = append(shares, fmt.Sprintf("%s=%d", k, res.counts[k]))
+		if float64(res.counts[k]) < 0.01*float64(res.steps) {
+			t.Errorf("operation %s is %d of %d steps, under 1%%", k, res.counts[k], res.steps)
+		}
+	}
+	fmt.Printf("RELIABILITY rollout-fleet-model-checked %s maxInFlightSeen=%d\n", strings.Join(checked, " "), res.maxSeen)
+	fmt.Printf("RELIABILITY rollout-fleet-model-operations %s\n", strings.Join(shares, " "))
+	for _, inv := range []string{"F1", "F2", "F2start", "L1"} {
+		if res.checked[inv] < 10 {
+			t.Errorf("invariant %s judged %d outcomes, want at least 10", inv, res.checked[inv])
+		}
+	}
+	if res.first != nil {
+		t.Errorf("%d invariant violations, %d deadlocks in sequences %v; the first sequence's:\n%s\nreplay it (TestRolloutFleetModelReplays):\n%s",
+			res.violations, res.deadlocks, res.failed, strings.Join(res.first.violations, "\n"), res.first.replayCase())
+	}
+}
+
+// fleetReplays are fleet sequences that caught a mutant of the mutation test (Decide
+// without the check named): the full guard must hold their outcomes, the mutant must not.
+var fleetReplays = []struct {
+	seed  uint64
+	check string
+}{
+	{seed: 0, check: RuleConcurrency},
+	{seed: 3, check: budget.RuleSharedBudget},
+}
+
+var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
+
+func TestRolloutFleetModelReplays(t *testing.T) {
+	logf.SetLogger(logr.Discard())
+	if *fleetReplaySeed >= 0 {
+		w := generatedFleet(uint64(*fleetReplaySeed), nil, nil)
+		if len(w.violations) > 0 {
+			t.Errorf("seed %d: %s", *fleetReplaySeed, strings.Join(w.violations, "\n"))
+		}
+		return
+	}
+	for _, c := range fleetReplays {
+		if w := generatedFleet(c.seed, nil, nil); len(w.violations) > 0 {
+			t.Errorf("seed %d: %s", c.seed, strings.Join(w.violations, "\n"))
+		}
+		mutant := func(in Input) (Decision, error) {
+			return decideWithout(in, func(check string) bool { return check == c.check })
+		}
+		if w := generatedFleet(c.seed, mutant, nil); len(w.violations) == 0 {
+			t.Errorf("seed %d without %s broke no outcome", c.seed, c.check)
+		}
+	}
+}
+
+// TestFleetLimitResolver holds the explorer's own resolver to the documented rounding.
+func TestFleetLimitResolver(t *testing.T) {
+	for _, c := range []struct {
+		v        intstr.IntOrString
+		selected int
+		want     int
+	}{
+		{intstr.FromInt32(2), 5, 2}, {intstr.FromString("30%"), 9, 3}, {intstr.FromString("34%"), 5, 2},
+		{intstr.FromString("25%"), 2, 1}, {intstr.FromString("1%"), 3, 1}, {intstr.FromString("60%"), 4, 3},
+	} {
+		if got := fleetLimit(c.v, c.selected); got != c.want {
+			t.Errorf("fleetLimit(%s, %d) = %d, want %d", c.v.String(), c.selected, got, c.want)
+		}
+		if got := int(policy.Resolve(policy.MaxInFlight, "", &c.v, int32(c.selected))); got != c.want {
+			t.Errorf("policy.Resolve(%s, %d) = %d, the documented rounding gives %d", c.v.String(), c.selected, got, c.want)
+		}
+	}
+}
+
+// fleetChecks are the checks of Decide the mutation test hands to the fleet explorer: the
+// single explorer models one workload and no evictions, which no fleet limit or shared
+// budget binds.
+var fleetChecks = map[string]bool{RuleConcurrency: true, budget.RuleSharedBudget: true}
+
+// racingClient is the API server's store of Leases with a hook: onRead runs once, after the
+// next Lease is read and before the reader goes on, so that another request is decided and
+// recorded in between (the eviction explorer's ledgerStore.onRead).
+type racingClient struct {
+	client.Client
+	onRead func()
+}
+
+func (c *racingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.Client.Get(ctx, key, obj, opts...)
+	if _, ok := obj.(*coordinationv1.Lease); ok && c.onRead != nil {
+		f := c.onRead
+		c.onRead = nil
+		f()
+	}
+	return err
+}
