@@ -70,8 +70,10 @@ func startsStaged(in Input) bool {
 		}
 		return adopted < *in.New.Replicas
 	}
+	// A status its controller wrote before the last change (Unobserved) counts the pods of
+	// the template before it: nothing says the staged one has pods, so the scale starts it.
 	p := in.Old.Rollout.Progress
-	return in.TemplateChanged || (p.Unobserved == 0 && p.Updated == 0)
+	return in.TemplateChanged || p.Unobserved != 0 || p.Updated == 0
 }
 
 // terminatingNote ends the refusals that count live pods: a pod stuck Terminating (on a
