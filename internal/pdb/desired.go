@@ -139,7 +139,9 @@ type Coverage struct {
 func Conflict(m *policy.Matcher, w workload.Meta, desired *policyv1.PodDisruptionBudget, pdbs []policyv1.PodDisruptionBudget, others []workload.Meta) *Coverage {
 	for i := range pdbs {
 		p := &pdbs[i]
-		if Managed(p) || p.Namespace != w.Namespace || p.Spec.Selector == nil {
+		// Only the workload's own generated PDB is no conflict: a label is no proof (a
+		// tenant can write holdfast's managed-by label on a PDB of its own).
+		if (Managed(p) && p.Name == Name(w.Ref)) || p.Namespace != w.Namespace || p.Spec.Selector == nil {
 			continue
 		}
 		if ok, err := m.Matches(p.Spec.Selector, w.PodLabels); err == nil && ok {

@@ -131,6 +131,11 @@ func TestConflict(t *testing.T) {
 	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{user}, nil); c == nil || c.By == nil || c.By.Name != "user" {
 		t.Errorf("a user PDB over the same pods is a conflict, by that PDB: %+v", c)
 	}
+	forged := user
+	forged.Labels = map[string]string{ManagedByLabel: ManagedBy}
+	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{forged}, nil); c == nil {
+		t.Error("a PDB that only wears holdfast's managed-by label is someone else's, and a conflict")
+	}
 	unselecting := user
 	unselecting.Spec.Selector = nil
 	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{unselecting}, nil); c != nil {
