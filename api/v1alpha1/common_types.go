@@ -121,7 +121,7 @@ type Window struct {
 	// elapsed time, so a window that spans a daylight-saving change ends an hour earlier or
 	// later on the clock.
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
 	Duration metav1.Duration `json:"duration"`
 
 	// timeZone is an IANA time zone such as Europe/Berlin; UTC when unset.

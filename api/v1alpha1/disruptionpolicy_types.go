@@ -81,7 +81,7 @@ type DisruptionPolicySpec struct {
 	// cooldown needs.
 	// +optional
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
 	Cooldown *metav1.Duration `json:"cooldown,omitempty"`
 
 	// unhealthyPodEvictionPolicy says when a pod that is not Ready may be evicted, as in a
@@ -113,7 +113,7 @@ type DisruptionPolicySpec struct {
 	// allowing because of it.
 	// +optional
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
 	MaxHold *metav1.Duration `json:"maxHold,omitempty"`
 }
 
@@ -227,6 +227,6 @@ type Requester struct {
 	// cooldown is this requester's least time between evictions.
 	// +optional
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
 	Cooldown *metav1.Duration `json:"cooldown,omitempty"`
 }

@@ -64,7 +64,7 @@ type RolloutRules struct {
 	// unfinished rollout, and a return within revertWindow, are not new revisions.
 	// +optional
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
 	MinInterval *metav1.Duration `json:"minInterval,omitempty"`
 
 	// revertWindow (I3) limits returns: a change back to a pod template that stopped being
@@ -74,7 +74,7 @@ type RolloutRules struct {
 	// minInterval), or an exempt requester.
 	// +optional
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
 	RevertWindow *metav1.Duration `json:"revertWindow,omitempty"`
 
 	// strategy lints the shape of a workload's rollout strategy and pods, on create and
@@ -198,7 +198,7 @@ type SettleRule struct {
 	// +optional
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
 	StallAfter *metav1.Duration `json:"stallAfter,omitempty"`
 }
 
