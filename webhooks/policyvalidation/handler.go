@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -62,7 +64,7 @@ func (h *Handler) Handle(_ context.Context, req admission.Request) admission.Res
 		if err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored %s: %w", req.Kind.Kind, err))
 		}
-		errs = ratchet(errs, validation.ValidateEvaluable(old))
+		errs = ratchet(errs, validation.ValidateEvaluable(old), old.Object, u.Object)
 	}
 	if len(errs) > 0 {
 		status := apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind(req.Kind.Kind).GroupKind(), name, errs).Status()
@@ -86,16 +88,56 @@ func decode(raw []byte, kind string) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// ratchet keeps the errors of an update that the stored policy did not have: the same
-// error at the same field with the same value is one the update left as it was.
-func ratchet(errs, stored field.ErrorList) field.ErrorList {
+// ratchet keeps the errors of an update that the stored policy did not have, as the API
+// server ratchets: an error is dropped only when the stored policy has the same error and
+// the value at its field is unchanged (so an invalid value moved to another key, or
+// another invalid value at the same place, is refused).
+func ratchet(errs, stored field.ErrorList, old, obj map[string]any) field.ErrorList {
 	var out field.ErrorList
 	for _, e := range errs {
-		if !slices.ContainsFunc(stored, func(s *field.Error) bool {
+		had := slices.ContainsFunc(stored, func(s *field.Error) bool {
 			return s.Type == e.Type && s.Field == e.Field && s.Detail == e.Detail && equality.Semantic.DeepEqual(s.BadValue, e.BadValue)
-		}) {
+		})
+		before, okBefore := valueAt(old, e.Field)
+		after, okAfter := valueAt(obj, e.Field)
+		if !had || okBefore != okAfter || !equality.Semantic.DeepEqual(before, after) {
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// valueAt is the value at a field path as field.Path writes it ("spec.windows[0].schedule",
+// "spec.targets.selector.matchLabels"), false when there is none.
+func valueAt(obj map[string]any, path string) (any, bool) {
+	var cur any = obj
+	for _, part := range strings.Split(path, ".") {
+		name, rest, _ := strings.Cut(part, "[")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[name]; !ok {
+			return nil, false
+		}
+		for rest != "" {
+			idx, tail, _ := strings.Cut(rest, "]")
+			rest = strings.TrimPrefix(tail, "[")
+			switch v := cur.(type) {
+			case []any:
+				i, err := strconv.Atoi(idx)
+				if err != nil || i < 0 || i >= len(v) {
+					return nil, false
+				}
+				cur = v[i]
+			case map[string]any:
+				if cur, ok = v[idx]; !ok {
+					return nil, false
+				}
+			default:
+				return nil, false
+			}
+		}
+	}
+	return cur, true
 }

@@ -101,6 +101,10 @@ func TestUpdatesAreRatchetedLikeTheSchema(t *testing.T) {
 		return &v1alpha1.DisruptionPolicy{Spec: v1alpha1.DisruptionPolicySpec{Suspend: suspend, Targets: v1alpha1.PodTargets{
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{key: "x"}}}}}
 	}
+	labelled := func(key, value string, suspend bool) *v1alpha1.DisruptionPolicy {
+		return &v1alpha1.DisruptionPolicy{Spec: v1alpha1.DisruptionPolicySpec{Suspend: suspend, Targets: v1alpha1.PodTargets{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{key: value}}}}}
+	}
 	update := func(old, obj any) admission.Response {
 		rawOld, _ := json.Marshal(old)
 		raw, _ := json.Marshal(obj)
@@ -119,6 +123,8 @@ func TestUpdatesAreRatchetedLikeTheSchema(t *testing.T) {
 		"breaking a valid policy":                   {old: policy("tier", false), obj: policy(bad, false)},
 		"changing the invalid key to another":       {old: policy(bad, false), obj: policy(worse, true)},
 		"a stored policy that is not a JSON object": {old: nil, obj: policy(bad, true)},
+		"an invalid value moved to another key":     {old: labelled("app", "a b", false), obj: labelled("tier", "a b", false)},
+		"an invalid value left as it was":           {old: labelled("app", "a b", false), obj: labelled("app", "a b", true), allowed: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			resp := update(c.old, c.obj)
