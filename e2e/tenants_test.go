@@ -104,13 +104,33 @@ func TestRecreatedOutsideTheSelectionCannotReturnMidRollout(t *testing.T) {
 			}); err != nil {
 				t.Fatalf("the rollout to B never finished")
 			}
+			// One template now, its rollout finished: the entry still counts as the change
+			// from the revision the journal of its name recorded (A), so a minInterval holds it.
+			setMinInterval := func(d *metav1.Duration) {
+				if err := updateStored(ctx, c, p, func(p *v1alpha1.RolloutPolicy) { p.Spec.Rules.MinInterval = d }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			setMinInterval(&metav1.Duration{Duration: time.Hour})
+			probeUntilRefused(ctx, t, func() error {
+				err := relabel(client.DryRunAll)
+				if err != nil && !strings.Contains(err.Error(), "minInterval") {
+					t.Fatalf("relabelling B in within minInterval of A: %v, want a minInterval refusal", err)
+				}
+				return err
+			})
+			if err := relabel(); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "outside the selection") {
+				t.Fatalf("relabelling B in within minInterval of A: %v, want 403 saying the change was made outside the selection", err)
+			}
+			setMinInterval(nil)
+
 			finishedAt := time.Now()
 			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 				return relabel() == nil, nil
 			}); err != nil {
 				t.Fatalf("the relabel once one template runs: %v, want admitted (log: %s)", relabel(client.DryRunAll), holdfastLog)
 			}
-			fmt.Printf("SCENARIO recreate-outside-selection relabelRefusedMidRollout=true relabelAdmittedAfterSeconds=%.1f admittedDryRunsBeforeRefusal=%d\n",
+			fmt.Printf("SCENARIO recreate-outside-selection relabelRefusedMidRollout=true relabelRefusedWithinMinInterval=true relabelAdmittedAfterSeconds=%.1f admittedDryRunsBeforeRefusal=%d\n",
 				time.Since(finishedAt).Seconds(), admittedProbes)
 			return ctx
 		}).Feature()

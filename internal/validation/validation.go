@@ -11,7 +11,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,22 +97,16 @@ func ValidateEvaluable(u *unstructured.Unstructured) field.ErrorList {
 
 // evaluable decodes u into its type and checks what holdfast evaluates.
 func evaluable(u *unstructured.Unstructured) (client.Object, field.ErrorList) {
-	var obj client.Object
+	var newObj func() client.Object
 	switch u.GetKind() {
 	case "RolloutPolicy":
-		obj = &v1alpha1.RolloutPolicy{}
+		newObj = func() client.Object { return &v1alpha1.RolloutPolicy{} }
 	case "DisruptionPolicy":
-		obj = &v1alpha1.DisruptionPolicy{}
+		newObj = func() client.Object { return &v1alpha1.DisruptionPolicy{} }
 	default:
 		return nil, field.ErrorList{field.NotSupported(field.NewPath("kind"), u.GetKind(), []string{"RolloutPolicy", "DisruptionPolicy"})}
 	}
-	raw, err := json.Marshal(u.Object)
-	if err != nil {
-		return nil, field.ErrorList{field.InternalError(nil, err)}
-	}
-	if err := jsonv2.Unmarshal(raw, obj); err != nil {
-		return nil, field.ErrorList{decodeError(err, u.Object)}
-	}
+	obj, errs := decodeAll(u.Object, newObj)
 	var windows []v1alpha1.Window
 	var nsSel, sel *metav1.LabelSelector
 	switch p := obj.(type) {
@@ -120,14 +116,111 @@ func evaluable(u *unstructured.Unstructured) (client.Object, field.ErrorList) {
 		windows, nsSel, sel = p.Spec.Windows, p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector
 	}
 	targets := field.NewPath("spec", "targets")
-	var errs field.ErrorList
-	errs = append(errs, validateSelector(nsSel, targets.Child("namespaceSelector"))...)
-	errs = append(errs, validateSelector(sel, targets.Child("selector"))...)
-	errs = append(errs, policy.ValidateWindows(windows)...)
+	var checked field.ErrorList
+	checked = append(checked, validateSelector(nsSel, targets.Child("namespaceSelector"))...)
+	checked = append(checked, validateSelector(sel, targets.Child("selector"))...)
+	checked = append(checked, policy.ValidateWindows(windows)...)
+	for _, e := range checked {
+		// A value that did not decode was read as its zero value: its field's error is
+		// the decode error, not what the checks make of the zero.
+		if !slices.ContainsFunc(errs, func(d *field.Error) bool { return within(e.Field, d.Field) }) {
+			errs = append(errs, e)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return obj, nil
+}
+
+// maxDecodeErrors bounds the errors decodeAll reports of one policy.
+const maxDecodeErrors = 32
+
+// decodeAll decodes doc into a new object and reports every value holdfast's types cannot
+// hold, not only the first the decoder meets: each is read as null (its zero value) and
+// the decode runs again. So the webhook's ratchet sees each error a stored policy has (a
+// fix of one of two is admitted), and the checks after decoding still run on the rest (an
+// invalid window added beside a stored undecodable value is refused). doc is not changed.
+func decodeAll(doc map[string]any, newObj func() client.Object) (client.Object, field.ErrorList) {
+	var errs field.ErrorList
+	copied := false
+	for range maxDecodeErrors {
+		raw, err := json.Marshal(doc)
+		if err != nil {
+			return newObj(), append(errs, field.InternalError(nil, err))
+		}
+		obj := newObj() // a failed decode leaves parts set
+		if err = jsonv2.Unmarshal(raw, obj); err == nil {
+			return obj, errs
+		}
+		errs = append(errs, decodeError(err, doc))
+		if !copied {
+			// A copy to change, decoded as the API server decodes (integers as int64).
+			doc, copied = map[string]any{}, true
+			if err := utiljson.Unmarshal(raw, &doc); err != nil {
+				return newObj(), append(errs, field.InternalError(nil, err))
+			}
+		}
+		if !nullAt(doc, err) {
+			return newObj(), errs
+		}
+	}
+	return newObj(), errs
+}
+
+// nullAt replaces the value at the decode error's JSON pointer by null; false when there
+// is none to replace (an error of the whole object).
+func nullAt(doc map[string]any, err error) bool {
+	var se *jsonv2.SemanticError
+	if !errors.As(err, &se) {
+		return false
+	}
+	var parent any = doc
+	var last string
+	first := true
+	for tok := range se.JSONPointer.Tokens() {
+		if !first {
+			parent = childOf(parent, last)
+		}
+		last, first = tok, false
+	}
+	if first {
+		return false
+	}
+	switch v := parent.(type) {
+	case map[string]any:
+		if _, ok := v[last]; !ok || v[last] == nil {
+			return false
+		}
+		v[last] = nil
+	case []any:
+		i, err := strconv.Atoi(last)
+		if err != nil || i < 0 || i >= len(v) || v[i] == nil {
+			return false
+		}
+		v[i] = nil
+	default:
+		return false
+	}
+	return true
+}
+
+// childOf is the value under tok in a JSON object or array, nil when there is none.
+func childOf(v any, tok string) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return v[tok]
+	case []any:
+		if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(v) {
+			return v[i]
+		}
+	}
+	return nil
+}
+
+// within is whether field path p is at or under path under, as field.Path writes them.
+func within(p, under string) bool {
+	return p == under || strings.HasPrefix(p, under+".") || strings.HasPrefix(p, under+"[")
 }
 
 // validateSelector refuses a selector holdfast cannot evaluate: such a policy would object

@@ -140,3 +140,51 @@ func TestUpdatesAreRatchetedLikeTheSchema(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryUndecodableValueIsRatchetedApart: a policy stored under an earlier schema with
+// values holdfast's types cannot hold (a cooldown beyond 290 years) has each reported, not
+// only the first: fixing one of two is admitted, and a window added beside them that does
+// not parse is refused rather than hidden behind the stored decode error.
+func TestEveryUndecodableValueIsRatchetedApart(t *testing.T) {
+	h := &Handler{}
+	const huge = "99999999999999h"
+	policy := func(cooldown, minReady any, schedule string) map[string]any {
+		spec := map[string]any{"targets": map[string]any{}, "cooldown": cooldown, "minReadySeconds": minReady}
+		if schedule != "" {
+			spec["windows"] = []any{map[string]any{"schedule": schedule, "duration": "1h", "action": "Deny"}}
+		}
+		return map[string]any{"apiVersion": "holdfast.dev/v1alpha1", "kind": "DisruptionPolicy", "metadata": map[string]any{"name": "p"}, "spec": spec}
+	}
+	update := func(old, obj any) admission.Response {
+		rawOld, _ := json.Marshal(old)
+		raw, _ := json.Marshal(obj)
+		return h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Operation: admissionv1.Update, Name: "p", Kind: metav1.GroupVersionKind{Group: "holdfast.dev", Version: "v1alpha1", Kind: "DisruptionPolicy"},
+			Object: runtime.RawExtension{Raw: raw}, OldObject: runtime.RawExtension{Raw: rawOld}}})
+	}
+	stored := policy(huge, int64(1)<<40, "")
+	for name, c := range map[string]struct {
+		obj  any
+		want string // the field refused, "" when admitted
+	}{
+		"fixing the first of two":                  {obj: policy("1m", int64(1)<<40, "")},
+		"fixing the second of two":                 {obj: policy(huge, int64(5), "")},
+		"left as they were":                        {obj: policy(huge, int64(1)<<40, "")},
+		"a window that does not parse beside them": {obj: policy(huge, int64(1)<<40, "0 25 * * *"), want: "spec.windows[0].schedule"},
+		"the second changed to another bad value":  {obj: policy(huge, int64(1)<<41, ""), want: "spec.minReadySeconds"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := update(stored, c.obj)
+			if c.want == "" {
+				if !resp.Allowed {
+					t.Fatalf("refused: %v", resp.Result)
+				}
+				return
+			}
+			if resp.Allowed || resp.Result.Code != http.StatusUnprocessableEntity ||
+				!slices.ContainsFunc(resp.Result.Details.Causes, func(cause metav1.StatusCause) bool { return cause.Field == c.want }) {
+				t.Fatalf("got allowed=%t %v, want 422 naming %s", resp.Allowed, resp.Result, c.want)
+			}
+		})
+	}
+}

@@ -167,6 +167,7 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 		}
 		if selectsNew && !selectedOld && in.Operation == admissionv1.Update && skip.runs(RuleSelection) {
 			found = append(found, checkEntering(in)...)
+			found = append(found, checkEnteredChange(in, &p.Spec)...)
 		}
 		if selectedOld && !selectsNew && in.Operation == admissionv1.Update && skip.runs(RuleSelection) {
 			// Otherwise a relabel, then a free change, walks around every rule.

@@ -7,10 +7,12 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -76,6 +78,73 @@ func TestEnteringTheSelectionBringsItsState(t *testing.T) {
 			if len(d.Violations) != 1 || d.Violations[0].Rule != RuleSelection || !strings.Contains(d.Violations[0].Message, c.refused) ||
 				!strings.Contains(d.Violations[0].Message, "roll it back") {
 				t.Fatalf("got %v, want one selection violation naming %q and the way out", d.Violations, c.refused)
+			}
+		})
+	}
+}
+
+// TestEnteringWithAChangeMadeOutsideCountsAsTheChange: the tenant's walk with a finished
+// rollout (orphan the guarded workload, re-create it unselected with a new template, let
+// it roll out, relabel it back in) is judged against the journal of its name, which the
+// delete retired but kept: the entry counts as the change from the revision the policy
+// last saw, so minInterval, revertWindow and the windows hold across it. The template the
+// journal recorded enters freely, and so does a change older than every rule.
+func TestEnteringWithAChangeMadeOutsideCountsAsTheChange(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	dep := v1alpha1.KindDeployment
+	guarded := map[string]string{"tier": "control-plane"}
+	finished := workload.Rollout{Progress: workload.Progress{Kind: dep, Updated: 3, Target: 3, Available: 3, Want: 3, Total: 3}}
+	one := history.History{Revisions: []history.Revision{live(rev(1, B, time.Minute, 3), 3)}}
+	sumOf := func(tpl *corev1.PodTemplateSpec) string {
+		s, ok := wl(dep, 3, tpl, finished).Template.Sum()
+		if !ok {
+			t.Fatal("template does not decode")
+		}
+		return s
+	}
+	at := func(ago time.Duration) *time.Time { t := now.Add(-ago); return &t }
+	deleted := now.Add(-2 * time.Minute)
+	// journalOf is the retired journal: first was current until replaced, the last current since.
+	journalOf := func(revs ...journal.Revision) *journal.Journal {
+		return &journal.Journal{Kind: dep, Namespace: "ns", Name: "web", UID: "deleted-uid", Deleted: &deleted, Revisions: revs}
+	}
+	recent := journalOf(journal.Revision{Template: sumOf(A), Since: now.Add(-10 * time.Minute), Finished: at(8 * time.Minute)})
+	old := journalOf(journal.Revision{Template: sumOf(A), Since: now.Add(-3 * time.Hour), Finished: at(3 * time.Hour)})
+	flapped := journalOf(
+		journal.Revision{Template: sumOf(B), Since: now.Add(-5 * time.Hour), Until: at(3 * time.Hour), Finished: at(5 * time.Hour)},
+		journal.Revision{Template: sumOf(A), Since: now.Add(-3 * time.Hour), Finished: at(3 * time.Hour)})
+	freeze := []v1alpha1.Window{{Name: "business-hours", Schedule: "0 9 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, Action: v1alpha1.WindowDeny}}
+	for name, c := range map[string]struct {
+		rules   v1alpha1.RolloutRules
+		windows []v1alpha1.Window
+		j       *journal.Journal
+		refused string // the rule, "" when admitted
+	}{
+		"within minInterval of the recorded revision": {rules: v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Hour}}, j: recent, refused: RuleMinInterval},
+		"after minInterval":                           {rules: v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Hour}}, j: old},
+		"back to the template it replaced (flapping)": {rules: v1alpha1.RolloutRules{RevertWindow: &metav1.Duration{Duration: 6 * time.Hour}}, j: flapped, refused: RuleRevertWindow},
+		"back after the revert window":                {rules: v1alpha1.RolloutRules{RevertWindow: &metav1.Duration{Duration: 2 * time.Hour}}, j: flapped},
+		"inside a Deny window":                        {rules: v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Minute}}, windows: freeze, j: old, refused: RuleWindow},
+		"with the template the journal recorded":      {rules: v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Hour}}, windows: freeze, j: journalOf(journal.Revision{Template: sumOf(B), Since: now.Add(-time.Minute), Finished: at(0)})},
+		"with no journal of its name":                 {rules: v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Hour}}, windows: freeze},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
+				Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: guarded}}, Rules: c.rules, Windows: c.windows}}
+			oldW, newW := wl(dep, 3, B, finished), wl(dep, 3, B, finished)
+			newW.Labels = guarded
+			in := Input{Operation: admissionv1.Update, Old: oldW, New: newW, Now: now, Policies: []v1alpha1.RolloutPolicy{p},
+				Journal: c.j, History: one}
+			d := decide(t, in)
+			if c.refused == "" {
+				if len(d.Violations) > 0 {
+					t.Fatalf("refused: %v", d.Violations)
+				}
+				return
+			}
+			if len(d.Violations) != 1 || d.Violations[0].Rule != c.refused || !strings.Contains(d.Violations[0].Message, "outside the selection") ||
+				!strings.Contains(d.Violations[0].Message, "relabel it after") {
+				t.Fatalf("got %v, want one %s violation saying the change was made outside and when to relabel", d.Violations, c.refused)
 			}
 		})
 	}
