@@ -7,6 +7,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/pdb"
 	"k8s.io/utils/clock"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,7 +61,9 @@ func (r *PDBGenerator) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&policyv1.PodDisruptionBudget{}, inNamespace, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[pdb.ManagedByLabel] != pdb.ManagedBy
 		}))).
-		WatchesMetadata(ns, handler.EnqueueRequestsFromMapFunc(r.workloadsOfNamespace), builder.WithPredicates(predicate.LabelChangedPredicate{}))
+		WatchesMetadata(ns, handler.EnqueueRequestsFromMapFunc(r.workloadsOfNamespace), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		// Another PDB may cover pods by labels their template lacks: a relabelled pod.
+		Watches(&corev1.Pod{}, inNamespace, builder.WithPredicates(podRelabelled()))
 	for _, k := range workload.Kinds() {
 		if k != r.Kind {
 			other, _ := workload.New(k)
@@ -77,6 +80,20 @@ func podLabelsChanged() predicate.Funcs {
 		b, _ := workload.MetaOf(e.ObjectNew)
 		return !equality.Semantic.DeepEqual(a.PodLabels, b.PodLabels)
 	}}
+}
+
+// podRelabelled passes a pod's label changes only: kube adds the labels of its own (the
+// pod-template-hash) when it creates a pod, and its controller's changes pass as their
+// workload's; a label written on a live pod is the rare change seen only here.
+func podRelabelled() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !equality.Semantic.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+		},
+	}
 }
 
 func (r *PDBGenerator) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {

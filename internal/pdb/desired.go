@@ -131,33 +131,50 @@ type Coverage struct {
 	Weakens bool
 }
 
+// Namespace is what Conflict reads of the workload's namespace.
+type Namespace struct {
+	PDBs []policyv1.PodDisruptionBudget
+	// Workloads are the namespace's workloads; the workload itself may be among them.
+	Workloads []workload.Meta
+	// Pods are the labels of the workload's live pods. kube matches a PDB against pods, and
+	// a pod carries labels its template does not (pod-template-hash,
+	// controller-revision-hash, statefulset.kubernetes.io/pod-name, a tenant's own).
+	Pods []map[string]string
+}
+
 // Conflict is why the workload must not get a generated PDB, or nil: another PDB, not
 // holdfast's, already covers its pods (kube's eviction API answers 500 when two PDBs cover
 // a pod; a PDB covers the pods its selector matches, `selector: {}` every pod of its
 // namespace, no selector none), or its selector would also cover another workload's pods.
 // desired is the PDB the policies want, against which another PDB's strictness is judged.
-func Conflict(m *policy.Matcher, w workload.Meta, desired *policyv1.PodDisruptionBudget, pdbs []policyv1.PodDisruptionBudget, others []workload.Meta) *Coverage {
-	for i := range pdbs {
-		p := &pdbs[i]
+func Conflict(m *policy.Matcher, w workload.Meta, desired *policyv1.PodDisruptionBudget, ns Namespace) *Coverage {
+	for i := range ns.PDBs {
+		p := &ns.PDBs[i]
 		// Only the workload's own generated PDB is no conflict: a label is no proof (a
 		// tenant can write holdfast's managed-by label on a PDB of its own).
 		if (Managed(p) && p.Name == Name(w.Ref)) || p.Namespace != w.Namespace || p.Spec.Selector == nil {
 			continue
 		}
-		if ok, err := m.Matches(p.Spec.Selector, w.PodLabels); err == nil && ok {
-			c := &Coverage{By: p, Message: fmt.Sprintf("PodDisruptionBudget %s/%s already covers the pods of %s %s", p.Namespace, p.Name, w.Kind, w.Name)}
-			if desired != nil {
-				theirs, ours := Allowed(&p.Spec, w.Expected), Allowed(&desired.Spec, w.Expected)
-				if theirs > ours {
-					c.Weakens = true
-					c.Message += fmt.Sprintf(" and allows %d of its %d pods down at once, more than the policy's %d: while holdfast is down, "+
-						"that PodDisruptionBudget is the only floor; make it as strict as the policy or delete it", theirs, w.Expected, ours)
-				}
-			}
-			return c
+		if !covers(m, p.Spec.Selector, w.PodLabels, ns.Pods) {
+			continue
 		}
+		c := &Coverage{By: p, Message: fmt.Sprintf("PodDisruptionBudget %s/%s already covers the pods of %s %s", p.Namespace, p.Name, w.Kind, w.Name)}
+		if desired != nil {
+			theirs, ours := allowedOf(m, p, w, ns.Workloads), Allowed(&desired.Spec, w.Expected)
+			if theirs > ours {
+				c.Weakens = true
+				c.Message += fmt.Sprintf(" and allows %d of its %d pods down at once, more than the policy's %d", theirs, w.Expected, ours)
+			} else if unhealthyOf(&desired.Spec) == policyv1.IfHealthyBudget && unhealthyOf(&p.Spec) == policyv1.AlwaysAllow {
+				c.Weakens = true
+				c.Message += " and lets its unhealthy pods be evicted whatever the budget (unhealthyPodEvictionPolicy: AlwaysAllow), where the policy's IfHealthyBudget does not"
+			}
+			if c.Weakens {
+				c.Message += ": while holdfast is down, that PodDisruptionBudget is the only floor; make it as strict as the policy or delete it"
+			}
+		}
+		return c
 	}
-	for _, o := range others {
+	for _, o := range ns.Workloads {
 		if o.UID == w.UID || o.Namespace != w.Namespace {
 			continue
 		}
@@ -166,6 +183,54 @@ func Conflict(m *policy.Matcher, w workload.Meta, desired *policyv1.PodDisruptio
 		}
 	}
 	return nil
+}
+
+// covers is whether a PDB's selector matches the workload's template labels or any of its
+// live pods' labels.
+func covers(m *policy.Matcher, sel *metav1.LabelSelector, template map[string]string, pods []map[string]string) bool {
+	if ok, err := m.Matches(sel, template); err == nil && ok {
+		return true
+	}
+	return slices.ContainsFunc(pods, func(l map[string]string) bool {
+		ok, err := m.Matches(sel, l)
+		return err == nil && ok
+	})
+}
+
+// allowedOf is how many of the workload's pods another PDB lets be disrupted at once when
+// all are healthy, as kube's disruption controller resolves it over every pod it covers
+// (getExpectedPodCount): a maxUnavailable or a percentage resolves against the scale of
+// every workload it covers (a PDB over two workloads lets more of one go than its own count
+// would), and kube cannot scale a DaemonSet, so such a PDB over one allows no disruption at
+// all (failSafe). Its budget is shared, so at most the workload's own count goes.
+func allowedOf(m *policy.Matcher, p *policyv1.PodDisruptionBudget, w workload.Meta, all []workload.Meta) int32 {
+	covered := []workload.Meta{w}
+	for _, o := range all {
+		if o.UID == w.UID || o.Namespace != w.Namespace {
+			continue
+		}
+		if ok, err := m.Matches(p.Spec.Selector, o.PodLabels); err == nil && ok {
+			covered = append(covered, o)
+		}
+	}
+	scaled := p.Spec.MaxUnavailable != nil || (p.Spec.MinAvailable != nil && p.Spec.MinAvailable.Type == intstr.String)
+	var expected int32
+	for _, c := range covered {
+		if scaled && c.Kind == v1alpha1.KindDaemonSet {
+			return 0
+		}
+		expected += c.Expected
+	}
+	return min(Allowed(&p.Spec, expected), w.Expected)
+}
+
+// unhealthyOf is a PDB's unhealthyPodEvictionPolicy, IfHealthyBudget when unset as kube
+// reads it.
+func unhealthyOf(spec *policyv1.PodDisruptionBudgetSpec) policyv1.UnhealthyPodEvictionPolicyType {
+	if spec.UnhealthyPodEvictionPolicy == nil {
+		return policyv1.IfHealthyBudget
+	}
+	return *spec.UnhealthyPodEvictionPolicy
 }
 
 // Allowed is how many of expected pods a PDB lets be disrupted at once when all are

@@ -125,34 +125,34 @@ func TestConflict(t *testing.T) {
 	elsewhere := user
 	elsewhere.Namespace = "other"
 
-	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{ours, elsewhere}, nil); c != nil {
+	if c := Conflict(nil, w, &ours, Namespace{PDBs: []policyv1.PodDisruptionBudget{ours, elsewhere}}); c != nil {
 		t.Errorf("holdfast's own PDB and PDBs of other namespaces are no conflict: %s", c.Message)
 	}
-	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{user}, nil); c == nil || c.By == nil || c.By.Name != "user" {
+	if c := Conflict(nil, w, &ours, Namespace{PDBs: []policyv1.PodDisruptionBudget{user}}); c == nil || c.By == nil || c.By.Name != "user" {
 		t.Errorf("a user PDB over the same pods is a conflict, by that PDB: %+v", c)
 	}
 	forged := user
 	forged.Labels = map[string]string{ManagedByLabel: ManagedBy}
-	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{forged}, nil); c == nil {
+	if c := Conflict(nil, w, &ours, Namespace{PDBs: []policyv1.PodDisruptionBudget{forged}}); c == nil {
 		t.Error("a PDB that only wears holdfast's managed-by label is someone else's, and a conflict")
 	}
 	unselecting := user
 	unselecting.Spec.Selector = nil
-	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{unselecting}, nil); c != nil {
+	if c := Conflict(nil, w, &ours, Namespace{PDBs: []policyv1.PodDisruptionBudget{unselecting}}); c != nil {
 		t.Errorf("a PDB without a selector covers no pod (kube's PDB API): %s", c.Message)
 	}
 	everything := user
 	everything.Spec.Selector = &metav1.LabelSelector{}
-	if c := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{everything}, nil); c == nil {
+	if c := Conflict(nil, w, &ours, Namespace{PDBs: []policyv1.PodDisruptionBudget{everything}}); c == nil {
 		t.Error("selector: {} covers every pod of its namespace, these included")
 	}
 	sibling := agent("DaemonSet", 6)
 	sibling.UID, sibling.Name = "s", "agent-ds"
-	if c := Conflict(nil, w, &ours, nil, []workload.Meta{w, sibling}); c == nil || c.By != nil || c.Weakens {
+	if c := Conflict(nil, w, &ours, Namespace{Workloads: []workload.Meta{w, sibling}}); c == nil || c.By != nil || c.Weakens {
 		t.Errorf("a selector that covers another workload's pods is a conflict, by no PDB: %+v", c)
 	}
 	sibling.PodLabels = map[string]string{"app": "other"}
-	if c := Conflict(nil, w, &ours, nil, []workload.Meta{w, sibling}); c != nil {
+	if c := Conflict(nil, w, &ours, Namespace{Workloads: []workload.Meta{w, sibling}}); c != nil {
 		t.Errorf("no overlap, no conflict: %s", c.Message)
 	}
 }
@@ -186,7 +186,7 @@ func TestAnotherPDBWeakensTheFloor(t *testing.T) {
 			if got := Allowed(&other.Spec, w.Expected); got != c.allowed {
 				t.Errorf("Allowed = %d, want %d", got, c.allowed)
 			}
-			got := Conflict(nil, w, &ours, []policyv1.PodDisruptionBudget{other}, nil)
+			got := Conflict(nil, w, &ours, Namespace{PDBs: []policyv1.PodDisruptionBudget{other}})
 			if got == nil || got.Weakens != c.weakens {
 				t.Fatalf("got %+v, want a conflict that weakens: %t", got, c.weakens)
 			}
@@ -229,5 +229,80 @@ func TestLongNamesFit(t *testing.T) {
 	if got := Desired(agent(v1alpha1.KindDeployment, 3), []*v1alpha1.DisruptionPolicy{long}); got == nil ||
 		len(validation.IsValidLabelValue(got.Labels[PolicyLabel])) > 0 {
 		t.Errorf("the PDB of a policy with a 70-character name: %+v", got)
+	}
+}
+
+// TestAnotherPDBIsJudgedAsKubeJudgesIt: another PDB is matched against the pods as kube
+// matches it, and its budget resolved as kube's disruption controller resolves it, so that
+// neither a second PDB (500s on every eviction) nor a weaker floor goes unseen:
+//   - a selector on a label only the pods carry (pod-template-hash) covers them;
+//   - an integer minAvailable over two workloads counts both's pods, so it lets all of one go;
+//   - a maxUnavailable over a DaemonSet's pods allows nothing (kube cannot scale a
+//     DaemonSet: its failSafe), which is no weaker floor;
+//   - AlwaysAllow for unhealthy pods is weaker than a policy's IfHealthyBudget.
+func TestAnotherPDBIsJudgedAsKubeJudgesIt(t *testing.T) {
+	pdbOver := func(sel map[string]string, mut func(*policyv1.PodDisruptionBudgetSpec)) policyv1.PodDisruptionBudget {
+		p := policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "theirs"},
+			Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}, MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
+		if mut != nil {
+			mut(&p.Spec)
+		}
+		return p
+	}
+	dep := agent("Deployment", 3)
+	other := agent("Deployment", 3)
+	other.Name, other.UID, other.Selector = "other", "o", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}
+	other.PodLabels = map[string]string{"app": "other", "tier": "node"}
+	ds := agent("DaemonSet", 6)
+	hashed := []map[string]string{{"app": "agent", "tier": "node", "pod-template-hash": "5d8f"}}
+	ifHealthy := func(s *v1alpha1.DisruptionPolicySpec) {
+		s.UnhealthyPodEvictionPolicy = ptr.To(policyv1.IfHealthyBudget)
+	}
+	for name, c := range map[string]struct {
+		w       workload.Meta
+		policy  *v1alpha1.DisruptionPolicy
+		pdb     policyv1.PodDisruptionBudget
+		ns      Namespace
+		covers  bool
+		weakens bool
+	}{
+		"a selector on pod-template-hash covers the live pods": {w: dep, pdb: pdbOver(map[string]string{"pod-template-hash": "5d8f"}, nil),
+			ns: Namespace{Pods: hashed}, covers: true},
+		"a pod-template-hash no pod has covers nothing": {w: dep, pdb: pdbOver(map[string]string{"pod-template-hash": "0000"}, nil),
+			ns: Namespace{Pods: hashed}},
+		"minAvailable 3 over two workloads of 3 lets all of one go": {w: dep, pdb: pdbOver(map[string]string{"tier": "node"}, func(s *policyv1.PodDisruptionBudgetSpec) {
+			s.MaxUnavailable, s.MinAvailable = nil, ptr.To(intstr.FromInt32(3))
+		}), ns: Namespace{Workloads: []workload.Meta{dep, other}}, covers: true, weakens: true},
+		"minAvailable 3 over its own 3 pods lets none go": {w: dep, pdb: pdbOver(map[string]string{"app": "agent"}, func(s *policyv1.PodDisruptionBudgetSpec) {
+			s.MaxUnavailable, s.MinAvailable = nil, ptr.To(intstr.FromInt32(3))
+		}), ns: Namespace{Workloads: []workload.Meta{dep, other}}, covers: true},
+		"maxUnavailable 50% over a DaemonSet's pods allows nothing": {w: ds, pdb: pdbOver(map[string]string{"app": "agent"}, func(s *policyv1.PodDisruptionBudgetSpec) {
+			s.MaxUnavailable = ptr.To(intstr.FromString("50%"))
+		}), covers: true},
+		"minAvailable 1 over a DaemonSet's 6 pods lets 5 go": {w: ds, pdb: pdbOver(map[string]string{"app": "agent"}, func(s *policyv1.PodDisruptionBudgetSpec) {
+			s.MaxUnavailable, s.MinAvailable = nil, ptr.To(intstr.FromInt32(1))
+		}), covers: true, weakens: true},
+		"AlwaysAllow against the policy's IfHealthyBudget": {w: dep, policy: agentPolicy("a", intstr.FromInt32(1), ifHealthy),
+			pdb: pdbOver(map[string]string{"app": "agent"}, func(s *policyv1.PodDisruptionBudgetSpec) {
+				s.UnhealthyPodEvictionPolicy = ptr.To(policyv1.AlwaysAllow)
+			}), covers: true, weakens: true},
+		"unset (IfHealthyBudget) against the policy's IfHealthyBudget": {w: dep, policy: agentPolicy("a", intstr.FromInt32(1), ifHealthy),
+			pdb: pdbOver(map[string]string{"app": "agent"}, nil), covers: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := c.policy
+			if p == nil {
+				p = agentPolicy("a", intstr.FromInt32(1), nil)
+			}
+			ours := Desired(c.w, []*v1alpha1.DisruptionPolicy{p})
+			c.ns.PDBs = []policyv1.PodDisruptionBudget{c.pdb}
+			got := Conflict(nil, c.w, ours, c.ns)
+			if (got != nil) != c.covers {
+				t.Fatalf("conflict %+v, want covered: %t", got, c.covers)
+			}
+			if got != nil && got.Weakens != c.weakens {
+				t.Fatalf("weakens %t (%s), want %t", got.Weakens, got.Message, c.weakens)
+			}
+		})
 	}
 }

@@ -3,8 +3,10 @@ package pdb
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -37,7 +39,16 @@ func Plan(ctx context.Context, c client.Reader, m *policy.Matcher, w workload.Me
 	if err := c.List(ctx, &pdbs, client.InNamespace(w.Namespace)); err != nil {
 		return nil, nil, err
 	}
-	var others []workload.Meta
+	ns := Namespace{PDBs: pdbs.Items}
+	if sel, err := metav1.LabelSelectorAsSelector(w.Selector); err == nil {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(w.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return nil, nil, err
+		}
+		for i := range pods.Items {
+			ns.Pods = append(ns.Pods, pods.Items[i].Labels)
+		}
+	}
 	for _, k := range workload.Kinds() {
 		list, _ := workload.NewList(k)
 		if err := c.List(ctx, list, client.InNamespace(w.Namespace)); err != nil {
@@ -46,11 +57,11 @@ func Plan(ctx context.Context, c client.Reader, m *policy.Matcher, w workload.Me
 		objs, _ := meta.ExtractList(list)
 		for _, o := range objs {
 			if ow, ok := workload.MetaOf(o); ok {
-				others = append(others, ow)
+				ns.Workloads = append(ns.Workloads, ow)
 			}
 		}
 	}
-	if conflict := Conflict(m, w, desired, pdbs.Items, others); conflict != nil {
+	if conflict := Conflict(m, w, desired, ns); conflict != nil {
 		return nil, conflict, nil
 	}
 	return desired, nil, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -267,6 +268,45 @@ func TestPDBNotGeneratedOverAnotherWorkloadsPods(t *testing.T) {
 	// wide's selector (tier=agent) also covers other's pods: its PDB must go.
 	eventually(t, "overlapping PDB removed", func() bool { return pdbOf(t, ns, "Deployment", "wide") == nil })
 	eventually(t, "the narrow workload keeps its own", func() bool { return pdbOf(t, ns, "Deployment", "other") != nil })
+}
+
+// TestPDBNotGeneratedOverPodsAnotherPDBCoversByTheirOwnLabels: kube matches a PDB against
+// pods, which carry labels their template does not (pod-template-hash). A PDB on such a
+// label covers the live pods, so holdfast keeps no second PDB over them (kube would answer
+// 500 to every eviction); once the pod no longer carries it, the floor comes back.
+func TestPDBNotGeneratedOverPodsAnotherPDBCoversByTheirOwnLabels(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	generatingPolicy(t, ns, intstr.FromInt32(1))
+	d := agentDeployment(ns, "agent", 3)
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "PDB created", func() bool { return pdbOf(t, ns, "Deployment", "agent") != nil })
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-5d8f-x",
+		Labels: map[string]string{"app": "agent", "tier": "agent", "pod-template-hash": "5d8f"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "registry.example/agent:a"}}}}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	hashed := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "by-hash"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod-template-hash": "5d8f"}}}}
+	if err := k8s.Create(ctx, hashed); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "holdfast's PDB deleted: the other covers a live pod", func() bool { return pdbOf(t, ns, "Deployment", "agent") == nil })
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		pod.Labels["pod-template-hash"] = "0000"
+		return k8s.Update(ctx, pod)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the floor back once no pod carries the label", func() bool { return pdbOf(t, ns, "Deployment", "agent") != nil })
 }
 
 // TestPDBGeneratorRestart runs a second, freshly started generator beside the first, as
