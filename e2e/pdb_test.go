@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -107,6 +110,110 @@ func TestPDBFloor(t *testing.T) {
 			fmt.Printf("SCENARIO pdb-floor webhook=down maxUnavailableSeen=%d budget=1\n", res.MaxUnavailable)
 			if res.MaxUnavailable > 1 || drained != len(agentNodes) {
 				t.Errorf("want at most 1 agent unavailable and %d nodes drained; got %+v, drained %d", len(agentNodes), res, drained)
+			}
+			return ctx
+		}).Feature()
+	testenv.Test(t, f)
+}
+
+// TestAnotherPDBBeforeAndAfterTheFloor: another PodDisruptionBudget over guarded pods, on
+// the kwok cluster with kube's disruption controller. One created before the workload keeps
+// holdfast from generating a second; after the floor, a weaker one is refused at admission,
+// a stricter one is admitted and the floor steps back, and when it goes the floor returns.
+// Meanwhile a drain evicts the pods over and over: kube answers 500 to an eviction of a pod
+// two PDBs cover, and the drain must never see one (holdfast defers it while both exist).
+func TestAnotherPDBBeforeAndAfterTheFloor(t *testing.T) {
+	const agents = 3
+	f := features.New("another pdb").
+		Assess("no second PDB, no weaker floor, no 500", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := newClient(t, cfg)
+			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			ns := newNamespace(ctx, t, c, "other-pdb")
+			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) { s.PDB = &v1alpha1.PDBGeneration{Generate: true} })
+			userPDB := func(name, app string, maxUnavailable intstr.IntOrString) *policyv1.PodDisruptionBudget {
+				return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+					Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &maxUnavailable,
+						Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}
+			}
+			deploy := func(name string) {
+				d := utiltesting.MakeDeployment(ns, name).Replicas(agents).Obj()
+				d.Spec.Template = quickPods(d.Spec.Template)
+				if err := c.Create(ctx, d); err != nil {
+					t.Fatal(err)
+				}
+				waitReadyPods(ctx, t, c, ns, name, agents)
+			}
+			generated := func(name string) bool {
+				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: pdb.Name(workload.Ref{Kind: v1alpha1.KindDeployment, Name: name})}, &policyv1.PodDisruptionBudget{})
+				return err == nil
+			}
+
+			// Before the floor: the other PDB is there first, and holdfast never adds one.
+			if err := c.Create(ctx, userPDB("early", "early", intstr.FromInt32(1))); err != nil {
+				t.Fatal(err)
+			}
+			deploy("early")
+			deploy("agent")
+			waitPDB(ctx, t, c, ns, workload.Ref{Kind: v1alpha1.KindDeployment, Name: "agent"}, func(*policyv1.PodDisruptionBudget) bool { return true })
+			if generated("early") {
+				t.Fatal("holdfast generated a second PDB over pods another covers")
+			}
+
+			// After the floor: weaker is refused, as strict is admitted.
+			err := c.Create(ctx, userPDB("all-at-once", "agent", intstr.FromString("100%")))
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "pdbFloor") {
+				t.Fatalf("a PDB letting every agent go: %v, want 403 from the floor's rule", err)
+			}
+			var admitted, deferred, failed500 atomic.Int32
+			drainCtx, stopDrain := context.WithCancel(ctx)
+			drained := make(chan struct{})
+			go func() {
+				defer close(drained)
+				for drainCtx.Err() == nil {
+					var pods corev1.PodList
+					if err := c.List(drainCtx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "agent"}); err != nil {
+						continue
+					}
+					for _, p := range pods.Items {
+						if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+							continue
+						}
+						err := cs.PolicyV1().Evictions(ns).Evict(drainCtx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Name}})
+						switch {
+						case err == nil:
+							admitted.Add(1)
+						case apierrors.IsTooManyRequests(err):
+							deferred.Add(1)
+						case apierrors.IsInternalError(err) || strings.Contains(err.Error(), "more than one PodDisruptionBudget"):
+							failed500.Add(1)
+							t.Errorf("evicting %s: %v", p.Name, err)
+						}
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}()
+			strict := userPDB("strict", "agent", intstr.FromInt32(1))
+			if err := c.Create(ctx, strict); err != nil {
+				t.Fatalf("a PDB as strict as the policy: %v", err)
+			}
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				return !generated("agent"), nil
+			}); err != nil {
+				t.Fatal("the generated floor never stepped back")
+			}
+			time.Sleep(2 * time.Second)
+			if err := c.Delete(ctx, strict); err != nil {
+				t.Fatal(err)
+			}
+			waitPDB(ctx, t, c, ns, workload.Ref{Kind: v1alpha1.KindDeployment, Name: "agent"}, func(*policyv1.PodDisruptionBudget) bool { return true })
+			time.Sleep(2 * time.Second)
+			stopDrain()
+			<-drained
+			fmt.Printf("SCENARIO another-pdb weakerRefused=true evictionsAdmitted=%d deferred=%d answered500=%d\n",
+				admitted.Load(), deferred.Load(), failed500.Load())
+			if admitted.Load() == 0 {
+				t.Error("the drain evicted nothing: it proved nothing")
 			}
 			return ctx
 		}).Feature()

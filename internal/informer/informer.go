@@ -61,6 +61,11 @@ func List(ctx context.Context, r client.Reader, list client.ObjectList) error {
 	return r.List(ctx, list, readOnlyList...)
 }
 
+// ListIn lists the objects of one namespace, without copying them.
+func ListIn(ctx context.Context, r client.Reader, list client.ObjectList, namespace string) error {
+	return r.List(ctx, list, &client.ListOptions{Namespace: namespace, UnsafeDisableDeepCopy: &readOnly})
+}
+
 // ListOwned lists the objects in namespace whose controller has the UID owner (by
 // OwnerIndex), without copying them.
 func ListOwned(ctx context.Context, r client.Reader, list client.ObjectList, namespace string, owner types.UID) error {

@@ -22,10 +22,12 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
-// Paths of holdfast's webhooks, as webhooks/rollout and webhooks/eviction serve them.
+// Paths of holdfast's webhooks, as webhooks/rollout, webhooks/eviction and webhooks/floor
+// serve them.
 const (
 	RolloutPath  = "/validate-rollout"
 	EvictionPath = "/validate-eviction"
+	FloorPath    = "/validate-pdb"
 )
 
 // Entry types: the last labels of an entry's name, <policy>-<hash>.<type>.
@@ -33,6 +35,7 @@ const (
 	TypeRollout  = "rollout.holdfast.dev"
 	TypeScale    = "scale.holdfast.dev"
 	TypeEviction = "eviction.holdfast.dev"
+	TypeFloor    = "pdb.holdfast.dev"
 )
 
 // Name is the scoped configuration's name beside the installed one, anchor.
@@ -77,6 +80,13 @@ type Key struct {
 var matchSpecOrLabels = admissionregistrationv1.MatchCondition{
 	Name:       "spec-or-label-changes",
 	Expression: "request.operation == 'CREATE' || object.spec != oldObject.spec || object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({})",
+}
+
+// matchSpec keeps metadata-only updates of a PDB away from the floor's webhook (its
+// status has its own subresource, which the entry's rule does not name).
+var matchSpec = admissionregistrationv1.MatchCondition{
+	Name:       "spec-changes",
+	Expression: "request.operation == 'CREATE' || object.spec != oldObject.spec",
 }
 
 // Entries is the webhook entries the policies need, sorted by name, and what they mean for
@@ -154,6 +164,30 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 			NamespaceSelector: nsSel,
 			SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
 			TimeoutSeconds:    ptr.To(s.Eviction.TimeoutSeconds),
+		})
+	}
+	for i := range evictions {
+		p := &evictions[i]
+		if p.Spec.Suspend || p.Spec.PDB == nil || !p.Spec.PDB.Generate || len(b.outcome(Key{Kind: "DisruptionPolicy", Name: p.Name}).Invalid) > 0 {
+			continue
+		}
+		// The floor's entry: PDBs created or changed in the namespaces the policy selects
+		// (webhooks/floor). It fails open whatever the policy says: a PDB refused while
+		// holdfast is down would keep a tenant from protecting its own workloads, and one
+		// admitted then is reported (FloorWeakened) once holdfast is back.
+		nsSel, _ := b.selectors(p.Spec.Targets.NamespaceSelector, nil)
+		b.add(Key{Kind: "DisruptionPolicy", Name: p.Name}, TypeFloor, admissionregistrationv1.ValidatingWebhook{
+			ClientConfig: b.client(FloorPath),
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"policy"}, APIVersions: []string{"v1"},
+					Resources: []string{"poddisruptionbudgets"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+			}},
+			FailurePolicy:     ptr.To(admissionregistrationv1.Ignore),
+			NamespaceSelector: nsSel,
+			SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNone),
+			TimeoutSeconds:    ptr.To(s.Eviction.TimeoutSeconds),
+			MatchConditions:   []admissionregistrationv1.MatchCondition{matchSpec},
 		})
 	}
 	out := b.entries

@@ -139,6 +139,36 @@ func TestEvictionEntrySelectsNamespaces(t *testing.T) {
 	}
 }
 
+// TestFloorEntryForGeneratingPolicies: a policy that generates PDBs has the floor's entry,
+// PDB CREATEs and spec UPDATEs in the namespaces it selects, failing open whatever the
+// policy's failurePolicy; one that generates none has no such entry.
+func TestFloorEntryForGeneratingPolicies(t *testing.T) {
+	p := v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.DisruptionPolicySpec{
+		FailurePolicy: ptr.To(v1alpha1.FailurePolicyFail), PDB: &v1alpha1.PDBGeneration{Generate: true},
+		Targets: v1alpha1.PodTargets{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kube-system"}},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "konnectivity-agent"}}}}}
+	ws, outcomes := Entries(nil, []v1alpha1.DisruptionPolicy{p}, settings)
+	floor := byType(ws, TypeFloor)
+	if len(floor) != 1 || len(byType(ws, TypeEviction)) != 1 {
+		t.Fatalf("want one eviction and one floor entry: %+v", ws)
+	}
+	w := floor[0]
+	if r := w.Rules[0]; r.APIGroups[0] != "policy" || r.Resources[0] != "poddisruptionbudgets" || len(r.Operations) != 2 {
+		t.Errorf("rule %+v, want policy/v1 poddisruptionbudgets CREATE and UPDATE", r)
+	}
+	if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.ClientConfig.Service.Path != FloorPath || w.ObjectSelector != nil ||
+		w.NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "kube-system" || len(w.MatchConditions) != 1 {
+		t.Errorf("entry %+v: want Ignore, the floor's path, the policy's namespaces and the spec condition", w)
+	}
+	if !slices.Contains(outcomes[Key{Kind: "DisruptionPolicy", Name: "agents"}].Entries, w.Name) {
+		t.Errorf("the policy's outcome does not name the floor entry: %+v", outcomes)
+	}
+	p.Spec.PDB.Generate = false
+	if ws, _ := Entries(nil, []v1alpha1.DisruptionPolicy{p}, settings); len(byType(ws, TypeFloor)) != 0 {
+		t.Errorf("a policy that generates no PDB has a floor entry: %+v", ws)
+	}
+}
+
 func TestPoliciesSelectingAlikeShareAnEntry(t *testing.T) {
 	a, b := rolloutPolicy("a", nil), rolloutPolicy("b", nil)
 	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings)

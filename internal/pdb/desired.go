@@ -129,6 +129,12 @@ type Coverage struct {
 	// Weakens is true when By allows more disruptions of the workload's pods than the
 	// policy's budget: the floor while holdfast is down is then By, weaker than the policy.
 	Weakens bool
+	// Allows is how many of the workload's pods By lets go at once, and AlwaysAllow that By
+	// lets its unhealthy pods go where the policy does not (set with By and a desired PDB).
+	Allows      int32
+	AlwaysAllow bool
+	// Weakness says how By is weaker than the policy, when it Weakens.
+	Weakness string
 }
 
 // Namespace is what Conflict reads of the workload's namespace.
@@ -161,15 +167,15 @@ func Conflict(m *policy.Matcher, w workload.Meta, desired *policyv1.PodDisruptio
 		c := &Coverage{By: p, Message: fmt.Sprintf("PodDisruptionBudget %s/%s already covers the pods of %s %s", p.Namespace, p.Name, w.Kind, w.Name)}
 		if desired != nil {
 			theirs, ours := allowedOf(m, p, w, ns.Workloads), Allowed(&desired.Spec, w.Expected)
+			c.Allows = theirs
+			c.AlwaysAllow = unhealthyOf(&desired.Spec) == policyv1.IfHealthyBudget && unhealthyOf(&p.Spec) == policyv1.AlwaysAllow
 			if theirs > ours {
-				c.Weakens = true
-				c.Message += fmt.Sprintf(" and allows %d of its %d pods down at once, more than the policy's %d", theirs, w.Expected, ours)
-			} else if unhealthyOf(&desired.Spec) == policyv1.IfHealthyBudget && unhealthyOf(&p.Spec) == policyv1.AlwaysAllow {
-				c.Weakens = true
-				c.Message += " and lets its unhealthy pods be evicted whatever the budget (unhealthyPodEvictionPolicy: AlwaysAllow), where the policy's IfHealthyBudget does not"
+				c.Weakness = fmt.Sprintf("allows %d of its %d pods down at once, more than the policy's %d", theirs, w.Expected, ours)
+			} else if c.AlwaysAllow {
+				c.Weakness = "lets its unhealthy pods be evicted whatever the budget (unhealthyPodEvictionPolicy: AlwaysAllow), where the policy's IfHealthyBudget does not"
 			}
-			if c.Weakens {
-				c.Message += ": while holdfast is down, that PodDisruptionBudget is the only floor; make it as strict as the policy or delete it"
+			if c.Weakens = c.Weakness != ""; c.Weakens {
+				c.Message += " and " + c.Weakness + ": while holdfast is down, that PodDisruptionBudget is the only floor; make it as strict as the policy or delete it"
 			}
 		}
 		return c

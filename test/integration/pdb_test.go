@@ -149,17 +149,29 @@ func TestPDBGeneratedForDeployment(t *testing.T) {
 				meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionPDBConflict) &&
 				meta.IsStatusConditionFalse(p.Status.Conditions, v1alpha1.ConditionFloorWeakened)
 		})
-		// The tenant's attack: the user PDB lets every pod go. holdfast still generates no
-		// second PDB (kube would answer 500 to every eviction), and says the floor is weaker.
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(user), user); err != nil {
-				return err
-			}
-			user.Spec.MinAvailable, user.Spec.MaxUnavailable = nil, ptr.To(intstr.FromString("100%"))
-			return k8s.Update(ctx, user)
-		})
-		if err != nil {
+		// The tenant's attack: the user PDB lets every pod go. In Enforce the floor's
+		// webhook refuses it; under Warn (or while holdfast is down) it is stored, holdfast
+		// still generates no second PDB (kube would answer 500 to every eviction), and says
+		// the floor is weaker.
+		weaken := func() error {
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(user), user); err != nil {
+					return err
+				}
+				user.Spec.MinAvailable, user.Spec.MaxUnavailable = nil, ptr.To(intstr.FromString("100%"))
+				return k8s.Update(ctx, user)
+			})
+		}
+		if err := weaken(); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), policy.Name) {
+			t.Fatalf("weakening the user PDB under an enforcing policy: %v, want 403 naming the policy", err)
+		}
+		setDisruptionMode(t, policy, v1alpha1.ModeWarn)
+		warnings.take()
+		if err := weaken(); err != nil {
 			t.Fatal(err)
+		}
+		if w := warnings.take(); len(w) == 0 || !strings.Contains(strings.Join(w, " "), "allows 3 of its 3 pods") {
+			t.Errorf("weakening it under Warn warned %q, want the weakness named", w)
 		}
 		eventually(t, "FloorWeakened reported, naming the PDB and the way out", func() bool {
 			p := &v1alpha1.DisruptionPolicy{}
@@ -307,6 +319,78 @@ func TestPDBNotGeneratedOverPodsAnotherPDBCoversByTheirOwnLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the floor back once no pod carries the label", func() bool { return pdbOf(t, ns, "Deployment", "agent") != nil })
+}
+
+// setDisruptionMode changes a DisruptionPolicy's mode and waits until it is in force.
+func setDisruptionMode(t *testing.T, p *v1alpha1.DisruptionPolicy, mode v1alpha1.Mode) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		p.Spec.Mode = mode
+		return k8s.Update(context.Background(), p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	intercepted(t, p)
+}
+
+// TestWeakerPDBRefusedAtAdmission: through the real API server, a PodDisruptionBudget that
+// would cover the pods of a workload an enforcing policy generates a floor for is refused
+// when it is weaker than the policy (naming the policy, the rule and the weakness), and
+// admitted when it is at least as strict (the generated floor then steps back); an update
+// that weakens it is refused, one that makes it stricter is admitted; a PDB over pods no
+// policy guards is never judged.
+func TestWeakerPDBRefusedAtAdmission(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	policy := generatingPolicy(t, ns, intstr.FromInt32(1))
+	if err := k8s.Create(ctx, agentDeployment(ns, "agent", 4)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "PDB created", func() bool { return pdbOf(t, ns, "Deployment", "agent") != nil })
+	user := func(name string, sel map[string]string, maxUnavailable intstr.IntOrString) *policyv1.PodDisruptionBudget {
+		return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &maxUnavailable, Selector: &metav1.LabelSelector{MatchLabels: sel}}}
+	}
+	agentPods := map[string]string{"app": "agent"}
+	err := k8s.Create(ctx, user("all-at-once", agentPods, intstr.FromString("100%")))
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), policy.Name) || !strings.Contains(err.Error(), "pdbFloor") ||
+		!strings.Contains(err.Error(), "allows 4 of its 4 pods down at once, more than the policy's 1") {
+		t.Fatalf("a PDB letting every pod go: %v, want 403 naming the policy, the rule and the weakness", err)
+	}
+	if err := k8s.Create(ctx, user("elsewhere", map[string]string{"app": "unguarded"}, intstr.FromString("100%"))); err != nil {
+		t.Fatalf("a PDB over pods no policy guards: %v", err)
+	}
+	strict := user("strict", agentPods, intstr.FromInt32(1))
+	if err := k8s.Create(ctx, strict); err != nil {
+		t.Fatalf("a PDB as strict as the policy: %v", err)
+	}
+	eventually(t, "the generated floor steps back", func() bool { return pdbOf(t, ns, "Deployment", "agent") == nil })
+	set := func(mut func(*policyv1.PodDisruptionBudgetSpec)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(strict), strict); err != nil {
+				return err
+			}
+			mut(&strict.Spec)
+			return k8s.Update(ctx, strict)
+		})
+	}
+	if err := set(func(s *policyv1.PodDisruptionBudgetSpec) { s.MaxUnavailable = ptr.To(intstr.FromInt32(2)) }); !apierrors.IsForbidden(err) {
+		t.Fatalf("weakening it to 2 at once: %v, want 403", err)
+	}
+	if err := set(func(s *policyv1.PodDisruptionBudgetSpec) {
+		s.UnhealthyPodEvictionPolicy = ptr.To(policyv1.AlwaysAllow)
+	}); err != nil {
+		t.Fatalf("AlwaysAllow against a policy whose unhealthy pods may go anyway (its default): %v", err)
+	}
+	if err := set(func(s *policyv1.PodDisruptionBudgetSpec) {
+		s.MaxUnavailable, s.MinAvailable = nil, ptr.To(intstr.FromInt32(4))
+	}); err != nil {
+		t.Fatalf("making it stricter: %v", err)
+	}
 }
 
 // TestPDBGeneratorRestart runs a second, freshly started generator beside the first, as

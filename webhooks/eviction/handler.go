@@ -14,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -29,6 +30,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/pdb"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -146,6 +148,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		return respond(d)
 	}
+	if both, err := twoFloors(ctx, h.Reader, h.APIReader, pod); err != nil {
+		return h.fail(err)
+	} else if both != "" {
+		return finish(retryLater(fmt.Sprintf("PodDisruptionBudgets %s both cover pod %s/%s, so kube would answer 500 to its eviction; "+
+			"holdfast's generated one steps back within seconds", both, pod.Namespace, pod.Name)))
+	}
 	lctx, cancel := h.Ledgers.Bound(ctx)
 	defer cancel()
 	if !in.Pod.Ready && in.Group != nil {
@@ -192,6 +200,52 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	return finish(retryLater("the group's eviction ledger is contended"))
+}
+
+// twoFloors names the PodDisruptionBudgets when holdfast's generated floor and another both
+// cover a pod whose eviction kube checks against PDBs (pkg/registry/core/pod/storage,
+// EvictionREST.Create: a pod neither terminal, Pending nor terminating): kube answers 500
+// ("more than one PodDisruptionBudget") after admission, and a drain gives up on a 500.
+// It happens for the moments between another PDB's creation and the generator stepping
+// back; a 429 makes the drain retry past them. Two PDBs of others' are kube's to answer.
+// When the cache shows the floor over the pod, the API server is asked (live): a PDB
+// created a moment ago is what this is for, and the cache may not hold it yet.
+func twoFloors(ctx context.Context, cached, live client.Reader, pod *corev1.Pod) (string, error) {
+	if p := pod.Status.Phase; p == corev1.PodSucceeded || p == corev1.PodFailed || p == corev1.PodPending || pod.DeletionTimestamp != nil {
+		return "", nil
+	}
+	covering := func(r client.Reader) ([]string, bool, error) {
+		var pdbs policyv1.PodDisruptionBudgetList
+		if err := informer.ListIn(ctx, r, &pdbs, pod.Namespace); err != nil {
+			return nil, false, fmt.Errorf("listing the PodDisruptionBudgets of namespace %s: %w", pod.Namespace, err)
+		}
+		var names []string
+		generated := false
+		for i := range pdbs.Items {
+			p := &pdbs.Items[i]
+			if p.Spec.Selector == nil {
+				continue
+			}
+			if sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector); err == nil && sel.Matches(labels.Set(pod.Labels)) {
+				names = append(names, p.Name)
+				generated = generated || pdb.Managed(p)
+			}
+		}
+		return names, generated, nil
+	}
+	names, generated, err := covering(cached)
+	if err != nil || !generated {
+		return "", err
+	}
+	if live != nil {
+		if names, generated, err = covering(live); err != nil {
+			return "", err
+		}
+	}
+	if len(names) < 2 || !generated {
+		return "", nil
+	}
+	return strings.Join(names, " and "), nil
 }
 
 // heldTooLong warns, on the pod and its node, when the pod's evictions have been deferred

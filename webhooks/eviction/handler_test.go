@@ -6,10 +6,16 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/internal/pdb"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 func evictionRequest(kind, resource, sub, name string, body string) admission.Request {
@@ -39,5 +45,48 @@ func TestBadEvictionRequests(t *testing.T) {
 				t.Errorf("response = %+v, want 400 with a reason", resp.Result)
 			}
 		})
+	}
+}
+
+// TestTwoFloorsDeferTheEviction: while holdfast's generated PDB and another cover a pod
+// kube checks against PDBs, kube would answer 500 to its eviction (a drain gives up on a
+// 500): holdfast defers it instead, until the generator steps back. Two PDBs of others',
+// and pods kube evicts without a PDB check, are left to kube.
+func TestTwoFloorsDeferTheEviction(t *testing.T) {
+	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent-1", Labels: map[string]string{"app": "agent"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	pending := running.DeepCopy()
+	pending.Status.Phase = corev1.PodPending
+	over := func(name string, managed bool, sel map[string]string) *policyv1.PodDisruptionBudget {
+		p := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name},
+			Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}}}
+		if managed {
+			p.Labels = pdb.Owned("agents")
+		}
+		return p
+	}
+	agent := map[string]string{"app": "agent"}
+	for name, c := range map[string]struct {
+		pod  *corev1.Pod
+		pdbs []client.Object
+		want string
+	}{
+		"the floor and another":            {pod: running, pdbs: []client.Object{over("floor", true, agent), over("theirs", false, agent)}, want: "floor and theirs"},
+		"the floor alone":                  {pod: running, pdbs: []client.Object{over("floor", true, agent), over("other-pods", false, map[string]string{"app": "x"})}},
+		"two of others":                    {pod: running, pdbs: []client.Object{over("a", false, agent), over("b", false, agent)}},
+		"a Pending pod kube evicts freely": {pod: pending, pdbs: []client.Object{over("floor", true, agent), over("theirs", false, agent)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := twoFloors(context.Background(), utiltesting.NewMemReader(nil, c.pdbs...), nil, c.pod)
+			if err != nil || got != c.want {
+				t.Errorf("twoFloors = %q, %v; want %q", got, err, c.want)
+			}
+		})
+	}
+	// The cache shows the floor alone; the API server already has the other PDB.
+	floor, theirs := over("floor", true, agent), over("theirs", false, agent)
+	got, err := twoFloors(context.Background(), utiltesting.NewMemReader(nil, floor), utiltesting.NewMemReader(nil, floor, theirs), running)
+	if err != nil || got != "floor and theirs" {
+		t.Errorf("a PDB the cache does not hold yet: twoFloors = %q, %v; want it read live", got, err)
 	}
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/review"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
+	"github.com/holdfast-dev/holdfast/webhooks/floor"
 	"github.com/holdfast-dev/holdfast/webhooks/policyvalidation"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
@@ -202,6 +203,10 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 		workload.DecodeObject))
 	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{Handler: evictionHandler, RecoverPanic: ptr.To(true)}, nil))
 
+	srv.Register(floor.Path, review.NewWebhook(&admission.Webhook{
+		Handler:      &floor.Handler{Reader: mgr.GetCache(), Matcher: s.Matcher, Clock: clock.RealClock{}},
+		RecoverPanic: ptr.To(true),
+	}, nil))
 	srv.Register(policyvalidation.Path, review.NewWebhook(&admission.Webhook{
 		Handler:      &policyvalidation.Handler{},
 		RecoverPanic: ptr.To(true),
