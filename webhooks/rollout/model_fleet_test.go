@@ -33,7 +33,6 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
-	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/kubemodel"
@@ -610,19 +609,7 @@ func (w *fworld) record() {
 	w.lastRecord = w.now
 	r := w.truthReader()
 	for _, x := range w.ws {
-		obj, _ := workload.New(x.kind)
-		if err := r.Get(context.Background(), client.ObjectKey{Namespace: x.ns, Name: mName}, obj); err != nil {
-			panic(err)
-		}
-		wl, err := workload.From(obj)
-		if err != nil {
-			panic(err)
-		}
-		h, err := history.Read(context.Background(), r, wl)
-		if err != nil {
-			panic(err)
-		}
-		x.journal = journal.Observe(x.journal, wl, h, nil, w.now)
+		x.journal = observe(r, x.kind, x.ns, x.journal, nil, w.now)
 	}
 	w.store = w.journals()
 }

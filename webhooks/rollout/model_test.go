@@ -758,9 +758,14 @@ func (w *mworld) record() {
 		}
 		return
 	}
-	r := w.truthReader()
-	obj, _ := workload.New(w.kind)
-	if err := r.Get(context.Background(), client.ObjectKey{Namespace: mNamespace, Name: mName}, obj); err != nil {
+	w.journal = observe(w.truthReader(), w.kind, mNamespace, w.journal, rules.ArgsMatchReplicas, w.now)
+}
+
+// observe is the leader's recorder observing the workload of kind in ns, as r holds it
+// and its revisions, into its journal j (nil for none yet).
+func observe(r client.Reader, kind v1alpha1.WorkloadKind, ns string, j *journal.Journal, flags []v1alpha1.ArgMatchesReplicas, now time.Time) *journal.Journal {
+	obj, _ := workload.New(kind)
+	if err := r.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: mName}, obj); err != nil {
 		panic(err)
 	}
 	wl, err := workload.From(obj)
@@ -771,7 +776,7 @@ func (w *mworld) record() {
 	if err != nil {
 		panic(err)
 	}
-	w.journal = journal.Observe(w.journal, wl, h, rules.ArgsMatchReplicas, w.now)
+	return journal.Observe(j, wl, h, flags, now)
 }
 
 // sync gives replica i the cluster and the journal as they are now.
