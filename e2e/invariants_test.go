@@ -33,20 +33,6 @@ import (
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
-// settlePolicyIn guards the namespace's workloads with settle (and the --server-count
-// rule, by which waitEnforced sees the policy in force).
-func settlePolicyIn(ctx context.Context, t *testing.T, c client.Client, ns string) {
-	t.Helper()
-	p := utiltesting.MakeRolloutPolicy(ns).ArgMatchesReplicas("konnectivity-server", "--server-count").
-		NamespaceSelector(map[string]string{corev1.LabelMetadataName: ns}).Obj()
-	p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
-	if err := c.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
-	waitEnforced(ctx, t, c, ns)
-}
-
 // waitJournal waits until holdfast's leader's journal of the workload is as want says.
 func waitJournal(ctx context.Context, t *testing.T, c client.Client, kind v1alpha1.WorkloadKind, ns, name string, want func(*journal.Journal) bool) {
 	t.Helper()
@@ -182,14 +168,7 @@ func TestOrphaningDeleteAndRecreate(t *testing.T) {
 			waitJournal(ctx, t, c, v1alpha1.KindDeployment, ns, d.Name, func(j *journal.Journal) bool {
 				return len(j.Revisions) == 2 && j.Current().Finished == nil // B recorded, rolling out
 			})
-			if err := c.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
-				t.Fatal(err)
-			}
-			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-				return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(d), &appsv1.Deployment{})), nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			deleteOrphaning(ctx, t, c, d)
 
 			recreate := func(image string) error {
 				n := utiltesting.MakeDeployment(ns, "kas").Replicas(3).Obj()

@@ -27,20 +27,6 @@ import (
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
-// policyIn guards the namespace's workloads with the rules rules sets (and the
-// --server-count rule, by which waitEnforced sees the policy in force).
-func policyIn(ctx context.Context, t *testing.T, c client.Client, ns string, rules func(*v1alpha1.RolloutRules)) {
-	t.Helper()
-	p := utiltesting.MakeRolloutPolicy(ns).ArgMatchesReplicas("konnectivity-server", "--server-count").
-		NamespaceSelector(map[string]string{corev1.LabelMetadataName: ns}).Obj()
-	rules(&p.Spec.Rules)
-	if err := c.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
-	waitEnforced(ctx, t, c, ns)
-}
-
 // readyAt is when the pod became Ready; zero while it is not.
 func readyAt(p *corev1.Pod) time.Time {
 	for _, c := range p.Status.Conditions {
@@ -65,7 +51,7 @@ func TestDaemonSetStallWhileNodesJoin(t *testing.T) {
 		Assess("the fix of a stuck rollout passes while the cluster grows", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := newClient(t, cfg)
 			ns := newNamespace(ctx, t, c, "ds-stall-join")
-			policyIn(ctx, t, c, ns, func(r *v1alpha1.RolloutRules) {
+			policyIn(ctx, t, c, ns, nil, func(r *v1alpha1.RolloutRules) {
 				r.Settle = &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: stallAfter}}
 			})
 			nodePool(ctx, t, c, pool)
@@ -245,7 +231,7 @@ func TestRevertWindowWithTheJournalBehind(t *testing.T) {
 		Assess("the second return within the window is refused", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := newClient(t, cfg)
 			ns := newNamespace(ctx, t, c, "flip-lag")
-			policyIn(ctx, t, c, ns, func(r *v1alpha1.RolloutRules) { r.RevertWindow = &metav1.Duration{Duration: window} })
+			policyIn(ctx, t, c, ns, nil, func(r *v1alpha1.RolloutRules) { r.RevertWindow = &metav1.Duration{Duration: window} })
 			dep := utiltesting.MakeDeployment(ns, "web").Replicas(3).Obj()
 			a, b := dep.Spec.Template.Spec.Containers[0].Image, "registry.example/main:b"
 			if err := c.Create(ctx, dep); err != nil {

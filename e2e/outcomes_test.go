@@ -261,11 +261,7 @@ func TestPartitionedCanaryGetsNoThirdTemplate(t *testing.T) {
 			waitOrdinals(ctx, t, c, ns, "web", b, b, b)
 			// Every pod runs B: C is admitted within a bound.
 			rolled := time.Now()
-			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-				return update(image(cc)) == nil, nil
-			}); err != nil {
-				t.Fatalf("the edit to C once every pod runs B: %v, want admitted (log: %s)", update(image(cc), client.DryRunAll), holdfastLog)
-			}
+			retryUntilAdmitted(ctx, t, "the edit to C once every pod runs B", func(opts ...client.UpdateOption) error { return update(image(cc), opts...) })
 			admittedAfter := time.Since(rolled).Seconds()
 			waitOrdinals(ctx, t, c, ns, "web", cc, cc, cc)
 			res := templates.Stop()
@@ -331,11 +327,7 @@ func TestFlagFollowingScaleDuringRollout(t *testing.T) {
 			}); err != nil {
 				t.Fatalf("the rollout to B was refused: %v", err)
 			}
-			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-				return len(liveTemplates(ctx, t, c, ns, d.Name, templateHash)) == 2, nil
-			}); err != nil {
-				t.Fatalf("B's pods never joined A's")
-			}
+			waitLiveTemplates(ctx, t, c, ns, d.Name, templateHash, 2) // B's pods join A's
 			admittedProbes := probeUntilRefused(ctx, t, func() error { return update(scale(4), client.DryRunAll) })
 			refused := update(scale(4))
 			live := len(liveTemplates(ctx, t, c, ns, d.Name, templateHash))
@@ -344,30 +336,14 @@ func TestFlagFollowingScaleDuringRollout(t *testing.T) {
 			}
 
 			// The rollout finishes: the scale is admitted within a bound.
-			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-				cur := &appsv1.Deployment{}
-				if err := c.Get(ctx, client.ObjectKeyFromObject(d), cur); err != nil {
-					return false, err
-				}
-				return deploymentFinished(cur) && len(liveTemplates(ctx, t, c, ns, d.Name, templateHash)) == 1, nil
-			}); err != nil {
-				t.Fatalf("the rollout to B never finished")
-			}
+			waitRolledOut(ctx, t, c, d)
 			finishedAt := time.Now()
-			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-				return update(scale(4)) == nil, nil
-			}); err != nil {
-				t.Fatalf("the scale to 4 once the rollout finished: %v, want admitted (log: %s)", update(scale(4), client.DryRunAll), holdfastLog)
-			}
+			retryUntilAdmitted(ctx, t, "the scale to 4 once the rollout finished", func(opts ...client.UpdateOption) error { return update(scale(4), opts...) })
 			admittedAfter := time.Since(finishedAt).Seconds()
 			// B@4 rolls out, its pods as slow as B's: a scale on to 5 would be a third
 			// template (A, B@3, B@4, B@5 in the finding) and is refused; the scale back to 3
 			// returns to B@3, which still has pods, and is admitted.
-			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-				return len(liveTemplates(ctx, t, c, ns, d.Name, templateHash)) == 2, nil
-			}); err != nil {
-				t.Fatalf("B@4's pods never joined B@3's")
-			}
+			waitLiveTemplates(ctx, t, c, ns, d.Name, templateHash, 2) // B@4's pods join B@3's
 			probeUntilRefused(ctx, t, func() error { return update(scale(5), client.DryRunAll) })
 			if err := update(scale(5)); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "finish or roll back first") {
 				t.Fatalf("a scale to 5 while B@3 and B@4 have pods: %v, want 403 (finish or roll back first)", err)
@@ -375,14 +351,8 @@ func TestFlagFollowingScaleDuringRollout(t *testing.T) {
 			if err := update(scale(3)); err != nil {
 				t.Fatalf("the scale back to 3, a template that still has pods: %v, want admitted", err)
 			}
-			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-				cur := &appsv1.Deployment{}
-				if err := c.Get(ctx, client.ObjectKeyFromObject(d), cur); err != nil {
-					return false, err
-				}
-				return deploymentFinished(cur) && *cur.Spec.Replicas == 3 && len(liveTemplates(ctx, t, c, ns, d.Name, templateHash)) == 1, nil
-			}); err != nil {
-				t.Fatalf("the scale back to 3 never settled")
+			if cur := waitRolledOut(ctx, t, c, d); *cur.Spec.Replicas != 3 {
+				t.Fatalf("the scale back to 3 settled at %d replicas", *cur.Spec.Replicas)
 			}
 			res := templates.Stop()
 			fmt.Printf("SCENARIO flag-scale-during-rollout refusedWhileRolling=true scaleBackAdmitted=true admittedAfterSeconds=%.1f admittedDryRunsBeforeRefusal=%d maxTemplatesLive=%d templates=%d\n",
@@ -429,6 +399,17 @@ func probeUntilRefused(ctx context.Context, t *testing.T, probe func() error) in
 	return admitted
 }
 
+// retryUntilAdmitted repeats the change until it is admitted (holdfast's cache sees what
+// frees it a moment after the cluster shows it), for at most 30 s.
+func retryUntilAdmitted(ctx context.Context, t *testing.T, what string, change func(...client.UpdateOption) error) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return change() == nil, nil
+	}); err != nil {
+		t.Fatalf("%s: %v, want admitted (log: %s)", what, change(client.DryRunAll), holdfastLog)
+	}
+}
+
 // liveTemplates is the set of templates (by hashLabel) of the live pods labelled app=name.
 func liveTemplates(ctx context.Context, t *testing.T, c client.Client, ns, name, hashLabel string) map[string]bool {
 	t.Helper()
@@ -443,6 +424,47 @@ func liveTemplates(ctx context.Context, t *testing.T, c client.Client, ns, name,
 		}
 	}
 	return out
+}
+
+// waitLiveTemplates waits until the live pods labelled app=name run n templates (by
+// hashLabel).
+func waitLiveTemplates(ctx context.Context, t *testing.T, c client.Client, ns, name, hashLabel string, n int) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return len(liveTemplates(ctx, t, c, ns, name, hashLabel)) == n, nil
+	}); err != nil {
+		t.Fatalf("the live pods of %s/%s run templates %v, want %d", ns, name, liveTemplates(ctx, t, c, ns, name, hashLabel), n)
+	}
+}
+
+// waitRolledOut waits until the Deployment's rollout has finished, as kube's status says,
+// and its live pods run one template; it returns the Deployment as it is then.
+func waitRolledOut(ctx context.Context, t *testing.T, c client.Client, d *appsv1.Deployment) *appsv1.Deployment {
+	t.Helper()
+	cur := &appsv1.Deployment{}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(d), cur); err != nil {
+			return false, err
+		}
+		return deploymentFinished(cur) && len(liveTemplates(ctx, t, c, d.Namespace, d.Name, templateHash)) == 1, nil
+	}); err != nil {
+		t.Fatalf("the rollout of %s/%s never finished: %v", d.Namespace, d.Name, err)
+	}
+	return cur
+}
+
+// deleteOrphaning deletes the workload with --cascade=orphan, and waits until it is gone
+// (its revisions and pods stay).
+func deleteOrphaning(ctx context.Context, t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))), nil
+	}); err != nil {
+		t.Fatalf("the orphaning delete of %s/%s never finished", obj.GetNamespace(), obj.GetName())
+	}
 }
 
 // waitOrdinals waits until the StatefulSet's pods are exactly ordinals 0..n-1, each Ready

@@ -8,16 +8,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/test/harness"
-	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // TestKamajiStorm replays the field's operator storm with and without holdfast.
@@ -40,16 +36,12 @@ func TestKamajiStorm(t *testing.T) {
 		Assess("with holdfast the storm settles into at most two revisions", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := newClient(t, cfg)
 			ns := newNamespace(ctx, t, c, "storm-on")
-			p := utiltesting.MakeRolloutPolicy(ns).ArgMatchesReplicas("konnectivity-server", "--server-count").
-				NamespaceSelector(map[string]string{corev1.LabelMetadataName: ns}).Obj()
-			p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
-			p.Spec.Rules.RevertWindow = &metav1.Duration{Duration: 10 * time.Minute}
-			// So that GEN1 finishing early cannot let GEN3 in before GEN4 (I2).
-			p.Spec.Rules.MinInterval = &metav1.Duration{Duration: 10 * time.Second}
-			if err := c.Create(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			waitEnforced(ctx, t, c, ns)
+			policyIn(ctx, t, c, ns, nil, func(r *v1alpha1.RolloutRules) {
+				r.Settle = &v1alpha1.SettleRule{}
+				r.RevertWindow = &metav1.Duration{Duration: 10 * time.Minute}
+				// So that GEN1 finishing early cannot let GEN3 in before GEN4 (I2).
+				r.MinInterval = &metav1.Duration{Duration: 10 * time.Second}
+			})
 			res, err := harness.RunStorm(ctx, c, ns, t.Logf)
 			if err != nil {
 				t.Fatal(err)
@@ -69,27 +61,4 @@ func TestKamajiStorm(t *testing.T) {
 			return ctx
 		}).Feature()
 	testenv.Test(t, f)
-}
-
-func newNamespace(ctx context.Context, t *testing.T, c client.Client, prefix string) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: envconf.RandomName(prefix, 16)}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
-
-// waitEnforced waits until holdfast's cache has the namespace's policy: a dry-run create
-// that breaks its --server-count rule is denied.
-func waitEnforced(ctx context.Context, t *testing.T, c client.Client, ns string) {
-	t.Helper()
-	probe := utiltesting.MakeDeployment(ns, "probe").Replicas(2).Container("konnectivity-server", "--server-count=1").Obj()
-	deadline := time.Now().Add(20 * time.Second)
-	for !apierrors.IsForbidden(c.Create(ctx, probe.DeepCopy(), client.DryRunAll)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("holdfast never enforced the policy in %s (log: %s)", ns, holdfastLog)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

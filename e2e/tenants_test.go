@@ -10,11 +10,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -36,20 +34,7 @@ func TestRecreatedOutsideTheSelectionCannotReturnMidRollout(t *testing.T) {
 		Assess("the relabel back in waits for one template", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := newClient(t, cfg)
 			ns := newNamespace(ctx, t, c, "tenant-walk")
-			guarded := map[string]string{"tier": "control-plane"}
-			p := utiltesting.MakeRolloutPolicy(ns).ArgMatchesReplicas("konnectivity-server", "--server-count").
-				NamespaceSelector(map[string]string{corev1.LabelMetadataName: ns}).Selector(guarded).Obj()
-			p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
-			if err := c.Create(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
-			probe := utiltesting.MakeDeployment(ns, "probe").Label("tier", "control-plane").Replicas(2).Container("konnectivity-server", "--server-count=1").Obj()
-			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-				return apierrors.IsForbidden(c.Create(ctx, probe.DeepCopy(), client.DryRunAll)), nil
-			}); err != nil {
-				t.Fatalf("holdfast never enforced the policy (log: %s)", holdfastLog)
-			}
+			p := policyIn(ctx, t, c, ns, map[string]string{"tier": "control-plane"}, func(r *v1alpha1.RolloutRules) { r.Settle = &v1alpha1.SettleRule{} })
 
 			d := utiltesting.MakeDeployment(ns, "kas").Label("tier", "control-plane").Replicas(3).Container("konnectivity-server", "--server-count=3").Obj()
 			d.Spec.Template = quickPods(d.Spec.Template)
@@ -62,14 +47,7 @@ func TestRecreatedOutsideTheSelectionCannotReturnMidRollout(t *testing.T) {
 			waitJournal(ctx, t, c, v1alpha1.KindDeployment, ns, d.Name, finished)
 
 			// Orphan it, and re-create it unselected with template B, whose pods are slow.
-			if err := c.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
-				t.Fatal(err)
-			}
-			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-				return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(d), &appsv1.Deployment{})), nil
-			}); err != nil {
-				t.Fatal("the orphaning delete never finished")
-			}
+			deleteOrphaning(ctx, t, c, d)
 			again := utiltesting.MakeDeployment(ns, "kas").Replicas(3).Container("konnectivity-server", "--server-count=3").Obj()
 			again.Spec.Template = quickPods(again.Spec.Template)
 			again.Spec.Strategy = d.Spec.Strategy
@@ -80,11 +58,7 @@ func TestRecreatedOutsideTheSelectionCannotReturnMidRollout(t *testing.T) {
 			if err := c.Create(ctx, again); err != nil {
 				t.Fatalf("the re-create outside the selection: %v (nothing guards it)", err)
 			}
-			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-				return len(liveTemplates(ctx, t, c, ns, d.Name, templateHash)) == 2, nil
-			}); err != nil {
-				t.Fatalf("B's pods never joined the adopted ones")
-			}
+			waitLiveTemplates(ctx, t, c, ns, d.Name, templateHash, 2) // B's pods join the adopted ones
 			relabel := func(opts ...client.UpdateOption) error {
 				return updateStored(ctx, c, again, func(d *appsv1.Deployment) { d.Labels["tier"] = "control-plane" }, opts...)
 			}
@@ -95,15 +69,7 @@ func TestRecreatedOutsideTheSelectionCannotReturnMidRollout(t *testing.T) {
 				t.Fatalf("relabelling it back in while %d templates have pods: %v, want 403 naming the way out", len(liveTemplates(ctx, t, c, ns, d.Name, templateHash)), err)
 			}
 
-			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-				cur := &appsv1.Deployment{}
-				if err := c.Get(ctx, client.ObjectKeyFromObject(again), cur); err != nil {
-					return false, err
-				}
-				return deploymentFinished(cur) && len(liveTemplates(ctx, t, c, ns, d.Name, templateHash)) == 1, nil
-			}); err != nil {
-				t.Fatalf("the rollout to B never finished")
-			}
+			waitRolledOut(ctx, t, c, again)
 			// One template now, its rollout finished: the entry still counts as the change
 			// from the revision the journal of its name recorded (A), so a minInterval holds it.
 			setMinInterval := func(d *metav1.Duration) {
@@ -125,11 +91,7 @@ func TestRecreatedOutsideTheSelectionCannotReturnMidRollout(t *testing.T) {
 			setMinInterval(nil)
 
 			finishedAt := time.Now()
-			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-				return relabel() == nil, nil
-			}); err != nil {
-				t.Fatalf("the relabel once one template runs: %v, want admitted (log: %s)", relabel(client.DryRunAll), holdfastLog)
-			}
+			retryUntilAdmitted(ctx, t, "the relabel once one template runs", relabel)
 			fmt.Printf("SCENARIO recreate-outside-selection relabelRefusedMidRollout=true relabelRefusedWithinMinInterval=true relabelAdmittedAfterSeconds=%.1f admittedDryRunsBeforeRefusal=%d\n",
 				time.Since(finishedAt).Seconds(), admittedProbes)
 			return ctx

@@ -12,11 +12,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/holdfast-dev/holdfast/hack/internal/crds"
 )
 
 const (
@@ -28,38 +29,31 @@ const (
 )
 
 func main() {
-	if err := run(filepath.Join("config", "crd", "bases")); err != nil {
+	if err := run(crds.Dir); err != nil {
 		fmt.Fprintln(os.Stderr, "crdbounds:", err)
 		os.Exit(1)
 	}
 }
 
 func run(dir string) error {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in %s: %v", dir, err)
+	files, err := crds.Read(dir)
+	if err != nil {
+		return err
 	}
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
+		crd := &f.CRD
 		for _, v := range crd.Spec.Versions {
 			if v.Schema != nil {
 				bound(v.Schema.OpenAPIV3Schema)
 			}
 		}
-		out, err := yaml.Marshal(&crd)
+		out, err := yaml.Marshal(crd)
 		if err != nil {
 			return err
 		}
 		// controller-gen's form: a document separator, and no status.
 		out = append([]byte("---\n"), bytes.Replace(out, []byte("status:\n  acceptedNames:\n    kind: \"\"\n    plural: \"\"\n  conditions: null\n  storedVersions: null\n"), nil, 1)...)
-		if err := os.WriteFile(f, out, 0o644); err != nil {
+		if err := os.WriteFile(f.Path, out, 0o644); err != nil {
 			return err
 		}
 	}

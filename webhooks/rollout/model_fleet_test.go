@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -34,7 +33,6 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
-	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/kubemodel"
@@ -487,10 +485,10 @@ func (w *fworld) checkBudgets() {
 }
 
 // exception is the registry of what the fleet's outcome invariants excuse: an exempt
-// requester (the single explorer's registry), a policy in Warn, a policy changed less than
-// a cache's lag ago.
+// requester (exemption, the single explorer's registry), a policy in Warn, a policy
+// changed less than a cache's lag ago.
 func (w *fworld) exception(user string) string {
-	if ex := (&mworld{now: w.now}).exception(user); ex != "" {
+	if ex := exemption(user, w.now); ex != "" {
 		return ex
 	}
 	if w.mode != v1alpha1.ModeEnforce {
@@ -564,8 +562,7 @@ func (w *fworld) object(x *fwl) client.Object {
 			Status: appsv1.DeploymentStatus{ObservedGeneration: x.observed, Replicas: int32(len(x.pods)), UpdatedReplicas: int32(updated),
 				AvailableReplicas: int32(all), ReadyReplicas: int32(all)}}
 	case v1alpha1.KindStatefulSet:
-		rev := fmt.Sprintf("%s-%d-%d", mName, x.t.tag, x.t.count)
-		current := fmt.Sprintf("%s-%d-%d", mName, x.current.tag, x.current.count)
+		rev, current := revisionName(x.t), revisionName(x.current)
 		return &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(x.replicas)), Selector: sel, Template: tpl,
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(0)), MaxUnavailable: mu}}},
@@ -580,61 +577,22 @@ func (w *fworld) object(x *fwl) client.Object {
 }
 
 // workloadObjects is workload x, its namespace, revisions and pods, as the API server
-// holds them (as mworld.objects, for one of several namespaces).
+// holds them (mworkload, as mworld.objects, for one of several namespaces; a DaemonSet's
+// pods on their nodes, an evicted pod terminating).
 func (w *fworld) workloadObjects(x *fwl) []client.Object {
 	owner := w.object(x)
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: x.ns, Labels: map[string]string{corev1.LabelMetadataName: x.ns}}}, owner}
 	refs := []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(string(x.kind)))}
-	rsOf := map[tmpl]*appsv1.ReplicaSet{}
-	for t, n := range x.revisions {
-		name := fmt.Sprintf("%s-%d-%d", mName, t.tag, t.count)
-		spec := w.podTemplate(t)
-		if x.kind == v1alpha1.KindDeployment {
-			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: x.ns, Name: name, UID: types.UID("rs-" + x.ns + name),
-				CreationTimestamp: metav1.NewTime(x.created[t]), OwnerReferences: refs,
-				Labels:      map[string]string{"app": mName, appsv1.DefaultDeploymentUniqueLabelKey: name},
-				Annotations: map[string]string{"deployment.kubernetes.io/revision": fmt.Sprint(n)}}, Spec: appsv1.ReplicaSetSpec{Template: *spec}}
-			rs.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
-			rsOf[t] = rs
-			objs = append(objs, rs)
-			continue
-		}
-		raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": spec}})
-		objs = append(objs, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: x.ns, Name: name, UID: types.UID("cr-" + x.ns + name),
-			CreationTimestamp: metav1.NewTime(x.created[t]), OwnerReferences: refs,
-			Labels: map[string]string{"app": mName, appsv1.ControllerRevisionHashLabelKey: name}},
-			Data: runtime.RawExtension{Raw: raw}, Revision: n})
-	}
-	for _, p := range x.pods {
-		name := fmt.Sprintf("%s-%d-%d", mName, p.Template.tag, p.Template.count)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: x.ns, Name: x.names[p], UID: types.UID(x.ns + "-" + x.names[p]),
-			CreationTimestamp: metav1.NewTime(p.Created), Labels: map[string]string{"app": mName}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-		if p.Slot >= 0 && x.kind == v1alpha1.KindDaemonSet {
-			pod.Spec.NodeName = fmt.Sprintf("node-%d", p.Slot)
-		}
-		if at, ok := x.goneAt[p]; ok {
-			pod.DeletionTimestamp = ptr.To(metav1.NewTime(at.Add(-fGrace)))
-		}
-		status, since := corev1.ConditionFalse, p.Created
-		if w.ready(p) {
-			status, since = corev1.ConditionTrue, p.ReadyAt
-		}
-		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(since)}}
-		if rs := rsOf[p.Template]; rs != nil {
-			pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
-			pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
-			if w.ready(p) {
-				rs.Status.AvailableReplicas++
+	return append(objs, mworkload{ns: x.ns, kind: x.kind, owners: refs, revisions: x.revisions, created: x.created, template: w.podTemplate,
+		uidPrefix: x.ns, pods: x.pods, ready: w.ready, pod: func(_ int, p *mpod, pod *corev1.Pod) {
+			pod.Name, pod.UID = x.names[p], types.UID(x.ns+"-"+x.names[p])
+			if p.Slot >= 0 && x.kind == v1alpha1.KindDaemonSet {
+				pod.Spec.NodeName = fmt.Sprintf("node-%d", p.Slot)
 			}
-			rs.Status.Replicas++
-		} else {
-			pod.OwnerReferences = refs
-			pod.Labels[appsv1.ControllerRevisionHashLabelKey] = name
-		}
-		objs = append(objs, pod)
-	}
-	return objs
+			if at, ok := x.goneAt[p]; ok {
+				pod.DeletionTimestamp = ptr.To(metav1.NewTime(at.Add(-fGrace)))
+			}
+		}}.objects()...)
 }
 
 // truthReader is the cluster as it is now (built once per change and second).
@@ -651,19 +609,7 @@ func (w *fworld) record() {
 	w.lastRecord = w.now
 	r := w.truthReader()
 	for _, x := range w.ws {
-		obj, _ := workload.New(x.kind)
-		if err := r.Get(context.Background(), client.ObjectKey{Namespace: x.ns, Name: mName}, obj); err != nil {
-			panic(err)
-		}
-		wl, err := workload.From(obj)
-		if err != nil {
-			panic(err)
-		}
-		h, err := history.Read(context.Background(), r, wl)
-		if err != nil {
-			panic(err)
-		}
-		x.journal = journal.Observe(x.journal, wl, h, nil, w.now)
+		x.journal = observe(r, x.kind, x.ns, x.journal, nil, w.now)
 	}
 	w.store = w.journals()
 }
@@ -748,7 +694,7 @@ func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 	resp := rep.handler.Handle(context.Background(), req)
 	w.tracef("%s %s/kas tag %d→%d replicas %d→%d by %s via %d: allowed=%t %s", x.kind, x.ns, beforeT.tag, x.t.tag, beforeReplicas, x.replicas, user, i, resp.Allowed, resp.Result.Message)
 	if !resp.Allowed {
-		if ex := (&mworld{now: w.now}).exception(user); ex != "" {
+		if ex := exemption(user, w.now); ex != "" {
 			w.violate("%s (%s) was refused: %s", user, ex, resp.Result.Message)
 		}
 		x.t, x.replicas, x.generation = beforeT, beforeReplicas, x.generation-1

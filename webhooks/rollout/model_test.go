@@ -215,7 +215,7 @@ type admission7 struct {
 	settle      bool   // a settle policy was in force
 	minInterval bool   // a minInterval policy was in force
 	window      string // a window that held new rollouts was in force
-	excuse      string // why the outcome invariants excuse what it rolls out (mworld.exception)
+	excuse      string // why the outcome invariants excuse what it rolls out (exemption)
 	returns     bool   // a return within revertWindow, which I2 does not hold
 	// grows is a request that grew a held StatefulSet (a scale up under OnDelete, a
 	// CREATE) while no pod ran its template: kube's first pods of it come from that
@@ -286,14 +286,14 @@ func windowHolds(i int, now time.Time) (bool, time.Duration) {
 	return false, 0
 }
 
-// exception is the one registry of requests the outcome invariants excuse, read by every
-// check: an exempt requester (the model's own reading of mExemptions) and a policy that
-// was not in force.
-func (w *mworld) exception(user string) string {
+// exemption is the one registry of requesters the outcome invariants of both explorers
+// excuse, read by every check: the model's own reading of mExemptions at now (not
+// holdfast's policy package), "" for a requester it does not exempt.
+func exemption(user string, now time.Time) string {
 	switch {
 	case user == mBreakGlass:
 		return "exempt"
-	case user == mOnCall && w.now.Before(mOnCallUntil):
+	case user == mOnCall && now.Before(mOnCallUntil):
 		return "exempt until " + mOnCallUntil.Format("15:04:05")
 	}
 	return ""
@@ -578,50 +578,10 @@ func (w *mworld) objects() []client.Object {
 		objs = append(objs, owner)
 		refs = []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(string(w.kind)))}
 	}
-	rsOf := map[tmpl]*appsv1.ReplicaSet{}
-	for t, n := range w.numbers {
-		name := fmt.Sprintf("%s-%d-%d", mName, t.tag, t.count)
-		spec := w.podTemplate(t)
-		if w.kind == v1alpha1.KindDeployment {
-			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: mNamespace, Name: name, UID: types.UID("rs-" + name),
-				CreationTimestamp: metav1.NewTime(w.created[t]), OwnerReferences: refs,
-				Labels:      map[string]string{"app": mName, appsv1.DefaultDeploymentUniqueLabelKey: name},
-				Annotations: map[string]string{"deployment.kubernetes.io/revision": fmt.Sprint(n)}}, Spec: appsv1.ReplicaSetSpec{Template: *spec}}
-			rs.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
-			rsOf[t] = rs
-			objs = append(objs, rs)
-			continue
-		}
-		raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": spec}})
-		cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: mNamespace, Name: name, UID: types.UID("cr-" + name),
-			CreationTimestamp: metav1.NewTime(w.created[t]), OwnerReferences: refs,
-			Labels: map[string]string{"app": mName, appsv1.ControllerRevisionHashLabelKey: name}},
-			Data: runtime.RawExtension{Raw: raw}, Revision: n}
-		objs = append(objs, cr)
-	}
-	for i, p := range w.pods {
-		name := fmt.Sprintf("%s-%d-%d", mName, p.Template.tag, p.Template.count)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mNamespace, Name: fmt.Sprintf("pod-%d", i), UID: types.UID(fmt.Sprintf("pod-%d-%d", i, p.Created.UnixNano())),
-			CreationTimestamp: metav1.NewTime(p.Created), Labels: map[string]string{"app": mName}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-		status, since := corev1.ConditionFalse, p.Created
-		if w.ready(p) {
-			status, since = corev1.ConditionTrue, p.ReadyAt
-		}
-		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(since)}}
-		if rs := rsOf[p.Template]; rs != nil {
-			pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
-			pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
-			if w.ready(p) {
-				rs.Status.AvailableReplicas++
-			}
-			rs.Status.Replicas++
-		} else {
-			pod.OwnerReferences = refs
-			pod.Labels[appsv1.ControllerRevisionHashLabelKey] = name
-		}
-		objs = append(objs, pod)
-	}
+	objs = append(objs, mworkload{ns: mNamespace, kind: w.kind, owners: refs, revisions: w.numbers, created: w.created, template: w.podTemplate,
+		pods: w.pods, ready: w.ready, pod: func(i int, p *mpod, pod *corev1.Pod) {
+			pod.Name, pod.UID = fmt.Sprintf("pod-%d", i), types.UID(fmt.Sprintf("pod-%d-%d", i, p.Created.UnixNano()))
+		}}.objects()...)
 	for i, o := range objs {
 		if _, err := history.Fingerprint(o); err != nil {
 			panic(err)
@@ -630,6 +590,77 @@ func (w *mworld) objects() []client.Object {
 	}
 	return objs
 }
+
+// mworkload is one modelled workload as the cache builder reads it: where it lives, its
+// controller reference (none after an orphaning delete), its revisions and pods, and what
+// an explorer models of a pod beyond them (pod names it and gives its UID).
+type mworkload struct {
+	ns        string
+	kind      v1alpha1.WorkloadKind
+	owners    []metav1.OwnerReference
+	revisions map[tmpl]int64 // the templates' revision numbers
+	created   map[tmpl]time.Time
+	template  func(tmpl) *corev1.PodTemplateSpec
+	uidPrefix string // before the revisions' UIDs
+	pods      []*mpod
+	ready     func(*mpod) bool
+	pod       func(i int, p *mpod, pod *corev1.Pod)
+}
+
+// objects is the workload's revisions and pods as the API server holds them: a
+// Deployment's ReplicaSets (their pods owned by them, counted in their status), another
+// kind's ControllerRevisions (their pods owned by the workload), each named by its template
+// and carrying kube's hash label, every pod Running with its Ready condition.
+func (m mworkload) objects() []client.Object {
+	var objs []client.Object
+	rsOf := map[tmpl]*appsv1.ReplicaSet{}
+	for t, n := range m.revisions {
+		name := revisionName(t)
+		spec := m.template(t)
+		if m.kind == v1alpha1.KindDeployment {
+			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: name, UID: types.UID("rs-" + m.uidPrefix + name),
+				CreationTimestamp: metav1.NewTime(m.created[t]), OwnerReferences: m.owners,
+				Labels:      map[string]string{"app": mName, appsv1.DefaultDeploymentUniqueLabelKey: name},
+				Annotations: map[string]string{"deployment.kubernetes.io/revision": fmt.Sprint(n)}}, Spec: appsv1.ReplicaSetSpec{Template: *spec}}
+			rs.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
+			rsOf[t] = rs
+			objs = append(objs, rs)
+			continue
+		}
+		raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": spec}})
+		objs = append(objs, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: name, UID: types.UID("cr-" + m.uidPrefix + name),
+			CreationTimestamp: metav1.NewTime(m.created[t]), OwnerReferences: m.owners,
+			Labels: map[string]string{"app": mName, appsv1.ControllerRevisionHashLabelKey: name}},
+			Data: runtime.RawExtension{Raw: raw}, Revision: n})
+	}
+	for i, p := range m.pods {
+		name := revisionName(p.Template)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, CreationTimestamp: metav1.NewTime(p.Created), Labels: map[string]string{"app": mName}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		m.pod(i, p, pod)
+		status, since := corev1.ConditionFalse, p.Created
+		if m.ready(p) {
+			status, since = corev1.ConditionTrue, p.ReadyAt
+		}
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(since)}}
+		if rs := rsOf[p.Template]; rs != nil {
+			pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
+			pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
+			if m.ready(p) {
+				rs.Status.AvailableReplicas++
+			}
+			rs.Status.Replicas++
+		} else {
+			pod.OwnerReferences = m.owners
+			pod.Labels[appsv1.ControllerRevisionHashLabelKey] = name
+		}
+		objs = append(objs, pod)
+	}
+	return objs
+}
+
+// revisionName is the name of a template's revision, and its value of kube's hash label.
+func revisionName(t tmpl) string { return fmt.Sprintf("%s-%d-%d", mName, t.tag, t.count) }
 
 func (w *mworld) podTemplate(t tmpl) *corev1.PodTemplateSpec {
 	c := []corev1.Container{{Name: "app", Image: fmt.Sprintf("app:%d", t.tag)}}
@@ -675,8 +706,7 @@ func (w *mworld) object() client.Object {
 		}
 		// The controller's current revision, as updateStatefulSetStatus writes it: after a
 		// CREATE its update revision (getStatefulSetRevisions), whatever the pods it adopted run.
-		rev := fmt.Sprintf("%s-%d-%d", mName, w.t.tag, w.t.count)
-		current := fmt.Sprintf("%s-%d-%d", mName, w.current.tag, w.current.count)
+		rev, current := revisionName(w.t), revisionName(w.current)
 		return &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(w.replicas)), Selector: sel, Template: tpl, UpdateStrategy: st},
 			Status: appsv1.StatefulSetStatus{ObservedGeneration: w.observed, Replicas: int32(len(w.pods)), UpdatedReplicas: int32(updated), ReadyReplicas: int32(all),
 				AvailableReplicas: int32(all), CurrentRevision: current, UpdateRevision: rev}}
@@ -728,9 +758,14 @@ func (w *mworld) record() {
 		}
 		return
 	}
-	r := w.truthReader()
-	obj, _ := workload.New(w.kind)
-	if err := r.Get(context.Background(), client.ObjectKey{Namespace: mNamespace, Name: mName}, obj); err != nil {
+	w.journal = observe(w.truthReader(), w.kind, mNamespace, w.journal, rules.ArgsMatchReplicas, w.now)
+}
+
+// observe is the leader's recorder observing the workload of kind in ns, as r holds it
+// and its revisions, into its journal j (nil for none yet).
+func observe(r client.Reader, kind v1alpha1.WorkloadKind, ns string, j *journal.Journal, flags []v1alpha1.ArgMatchesReplicas, now time.Time) *journal.Journal {
+	obj, _ := workload.New(kind)
+	if err := r.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: mName}, obj); err != nil {
 		panic(err)
 	}
 	wl, err := workload.From(obj)
@@ -741,7 +776,7 @@ func (w *mworld) record() {
 	if err != nil {
 		panic(err)
 	}
-	w.journal = journal.Observe(w.journal, wl, h, rules.ArgsMatchReplicas, w.now)
+	return journal.Observe(j, wl, h, flags, now)
 }
 
 // sync gives replica i the cluster and the journal as they are now.
@@ -810,7 +845,7 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 		w.trace = append(w.trace, fmt.Sprintf("%s %s via %d: allowed=%t %s", w.now.Format("15:04:05"), op, i, resp.Allowed, msg))
 	}
 	if !resp.Allowed {
-		if ex := w.exception(user); ex != "" && modelPolicies[w.policy] != nil {
+		if ex := exemption(user, w.now); ex != "" && modelPolicies[w.policy] != nil {
 			w.violate("%s (%s) was refused: %s", user, ex, resp.Result.Message)
 		}
 		restore(w, &before)
@@ -831,7 +866,7 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 // template or the replicas changed) means pods whose flag is wrong once the rollout is over.
 func (w *mworld) checkServerCount(before *mworld) {
 	rules := w.rules()
-	if rules == nil || len(rules.ArgsMatchReplicas) == 0 || w.kind == v1alpha1.KindDaemonSet || w.exception(w.user) != "" || !w.exists {
+	if rules == nil || len(rules.ArgsMatchReplicas) == 0 || w.kind == v1alpha1.KindDaemonSet || exemption(w.user, w.now) != "" || !w.exists {
 		return
 	}
 	if w.t.count != w.replicas && (w.t != before.t || w.replicas != before.replicas || !before.exists) {
@@ -868,8 +903,8 @@ func (w *mworld) noteAdmitted(before *mworld) {
 	}
 	a.grows = a.grows || grows
 	switch {
-	case w.exception(w.user) != "":
-		a.excuse = w.exception(w.user)
+	case exemption(w.user, w.now) != "":
+		a.excuse = exemption(w.user, w.now)
 	case a.excuse != "":
 	case !before.tr.finished && w.now.Sub(before.tr.progressed) >= mStall-mMaxLag:
 		a.excuse = "stalled"
@@ -975,7 +1010,7 @@ func (w *mworld) started(rules *v1alpha1.RolloutRules) {
 		// its rollout began then, with no request to judge.
 		w.gaps["stagedTemplatePods"]++
 	}
-	if rules != nil && w.exception(w.user) == "" && !staged {
+	if rules != nil && exemption(w.user, w.now) == "" && !staged {
 		if rules.Settle != nil && !w.tr.finished && !cancel && !stalled {
 			w.violate("I1: tag %d admitted while tag %d still rolls out (not stalled, not a cancel)", tag, w.tr.cur)
 		}
