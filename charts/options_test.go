@@ -16,6 +16,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 )
 
 // TestRenderAsDependency renders the chart as the dependency of an umbrella chart that
@@ -260,6 +261,64 @@ func TestRenderNamesAndPodMetadata(t *testing.T) {
 		if slices.Contains(r.Resources, "validatingwebhookconfigurations") && (slices.Contains(r.Verbs, "update") || slices.Contains(r.Verbs, "patch")) &&
 			!slices.Equal(r.ResourceNames, []string{"guard"}) && !slices.Equal(r.ResourceNames, []string{"guard-guards"}) {
 			t.Errorf("the ClusterRole may update webhook configurations %v, want only guard and guard-guards", r.ResourceNames)
+		}
+	}
+}
+
+// TestRenderSecurityContext: the pod's and the container's securityContext and extra
+// flags are values. The defaults are restricted (assertRestricted, TestRenderDefaults); an
+// OpenShift-style install unsets the user and group, which the platform assigns, and
+// keeps everything else; extra flags follow the chart's, so that a repeated flag wins.
+func TestRenderSecurityContext(t *testing.T) {
+	objs, err := render(t, "holdfast-system", map[string]any{
+		"podSecurityContext": map[string]any{"runAsUser": nil, "runAsGroup": nil},
+		"extraArgs":          []any{"--v=2", "--pprof-bind-address=:6060"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	typed(t, objs["Deployment/holdfast"], &d)
+	pod := d.Spec.Template.Spec
+	assertRestricted(t, &pod)
+	if psc := pod.SecurityContext; psc.RunAsUser != nil || psc.RunAsGroup != nil {
+		t.Errorf("runAsUser %v, runAsGroup %v: want both unset", psc.RunAsUser, psc.RunAsGroup)
+	}
+	args := pod.Containers[0].Args
+	if n := len(args); n < 3 || !slices.Equal(args[n-2:], []string{"--v=2", "--pprof-bind-address=:6060"}) || args[0] != "serve" {
+		t.Errorf("args %v: want serve first and the extra flags last", args)
+	}
+
+	// The defaults, spelled out: non-root 65532, no privilege escalation, a read-only root
+	// filesystem, every capability dropped, seccomp RuntimeDefault.
+	def, err := render(t, "holdfast-system", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed(t, def["Deployment/holdfast"], &d)
+	want := corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	if diff := cmp.Diff(&want, d.Spec.Template.Spec.SecurityContext); diff != "" {
+		t.Errorf("default pod securityContext (-want +got):\n%s", diff)
+	}
+	wantC := corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	if diff := cmp.Diff(&wantC, d.Spec.Template.Spec.Containers[0].SecurityContext); diff != "" {
+		t.Errorf("default container securityContext (-want +got):\n%s", diff)
+	}
+
+	// The schema refuses what is no securityContext or flag: a misspelt key, a wrong type,
+	// an argument that is not a flag.
+	for name, vals := range map[string]map[string]any{
+		"misspelt":         {"securityContext": map[string]any{"readOnlyRootFileSystem": true}},
+		"not a boolean":    {"securityContext": map[string]any{"privileged": "no"}},
+		"negative user":    {"podSecurityContext": map[string]any{"runAsUser": -1}},
+		"seccomp type":     {"podSecurityContext": map[string]any{"seccompProfile": map[string]any{"type": "Default"}}},
+		"arg without flag": {"extraArgs": []any{"v=2"}},
+		"args not a list":  {"extraArgs": "--v=2"},
+	} {
+		if _, err := render(t, "holdfast-system", vals); err == nil {
+			t.Errorf("%s: accepted", name)
 		}
 	}
 }

@@ -59,20 +59,18 @@ func kustomize(dir string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// CRDs returns the CustomResourceDefinitions the chart installs from its crds/ directory,
-// which Helm applies before rendering templates.
-func CRDs() ([]*unstructured.Unstructured, error) {
-	c, err := loader.Load(Dir())
+// CRDs returns the CustomResourceDefinitions the chart renders with values (nil: the
+// defaults), as `helm install` and `helm upgrade` apply them.
+func CRDs(values map[string]any) ([]*unstructured.Unstructured, error) {
+	objs, err := Render("holdfast-system", values)
 	if err != nil {
 		return nil, err
 	}
 	var out []*unstructured.Unstructured
-	for _, f := range c.CRDObjects() {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(f.File.Data, &u.Object); err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Filename, err)
+	for _, u := range objs {
+		if u.GetKind() == "CustomResourceDefinition" {
+			out = append(out, u)
 		}
-		out = append(out, u)
 	}
 	return out, nil
 }

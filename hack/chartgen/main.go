@@ -1,9 +1,11 @@
 // Command chartgen copies what controller-gen generates from the code's markers into the
-// Helm chart, so that the chart and config/ cannot drift: the CRDs into crds/, the RBAC
-// rules and webhook rules into templates/_generated.tpl, and the sample policies into
-// files/samples/. `make manifests` runs it
-// and `make verify` fails on any diff. A rule limited to holdfast's own objects by name
-// (resourceNames: [holdfast], as config/ names them) gets the release's name in the chart.
+// Helm chart, so that the chart and config/ cannot drift: the CRDs into files/crds/ (which
+// templates/crds.yaml renders, so that `helm upgrade` applies them; a chart's crds/
+// directory is installed once and never upgraded), the RBAC rules and webhook rules into
+// templates/_generated.tpl, and the sample policies into files/samples/. `make manifests`
+// runs it and `make verify` fails on any diff. A rule limited to holdfast's own objects by
+// name (resourceNames: [holdfast], as config/ names them) gets the release's name in the
+// chart; one naming holdfast's CRDs keeps their names, which no release changes.
 package main
 
 import (
@@ -11,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -26,36 +29,16 @@ func main() {
 }
 
 func run(config, chart string) error {
-	crds, err := filepath.Glob(filepath.Join(config, "crd", "bases", "*.yaml"))
-	if err != nil {
+	// crds/ held them before templates/crds.yaml did; a chart with both would have Helm
+	// create each CRD twice on install.
+	if err := os.RemoveAll(filepath.Join(chart, "crds")); err != nil {
 		return err
 	}
-	for _, f := range crds {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(chart, "crds", filepath.Base(f)), raw, 0o644); err != nil {
-			return err
-		}
-	}
-
-	samples, err := filepath.Glob(filepath.Join(config, "samples", "*.yaml"))
-	if err != nil {
+	if err := copyAll(filepath.Join(config, "crd", "bases"), filepath.Join(chart, "files", "crds")); err != nil {
 		return err
 	}
-	dir := filepath.Join(chart, "files", "samples")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := copyAll(filepath.Join(config, "samples"), filepath.Join(chart, "files", "samples")); err != nil {
 		return err
-	}
-	for _, f := range samples {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), raw, 0o644); err != nil {
-			return err
-		}
 	}
 
 	var out bytes.Buffer
@@ -113,16 +96,47 @@ func run(config, chart string) error {
 	return os.WriteFile(filepath.Join(chart, "templates", "_generated.tpl"), out.Bytes(), 0o644)
 }
 
+// copyAll makes dir hold exactly the YAML files of from.
+func copyAll(from, dir string) error {
+	files, err := filepath.Glob(filepath.Join(from, "*.yaml"))
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), raw, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ownName is what config/ names holdfast's objects; in the chart they carry the release's
 // name, holdfast.fullname.
 const ownName = "holdfast"
 
+// crdSuffix ends the names of holdfast's CRDs (<plural>.holdfast.dev), which are the
+// same in every release.
+const crdSuffix = ".holdfast.dev"
+
 // templateOwnNames replaces ownName in the rules' resourceNames with the chart's name for
-// holdfast's objects (keeping a suffix, as in holdfast-guards), and refuses any other
-// name: the chart could not know it.
+// holdfast's objects (keeping a suffix, as in holdfast-guards), keeps the names of
+// holdfast's CRDs, and refuses any other name: the chart could not know it.
 func templateOwnNames(rules []rbacv1.PolicyRule) error {
 	for i, r := range rules {
 		for j, name := range r.ResourceNames {
+			if slices.Equal(r.Resources, []string{"customresourcedefinitions"}) && strings.HasSuffix(name, crdSuffix) {
+				continue
+			}
 			suffix, ok := strings.CutPrefix(name, ownName)
 			if !ok || (suffix != "" && !strings.HasPrefix(suffix, "-")) {
 				return fmt.Errorf("role.yaml: resourceNames %q in a rule for %v: only holdfast's own objects (%q, or %q and a suffix) can be named", name, r.Resources, ownName, ownName+"-")

@@ -18,7 +18,7 @@ import (
 
 // TestChartAppliesToTheAPIServer sends every object the chart renders to the real API
 // server (server-side dry run): each must pass its validation, the webhook configuration's
-// matchConditions and the RBAC rules included.
+// matchConditions, the RBAC rules and the CRDs (applied over the suite's) included.
 func TestChartAppliesToTheAPIServer(t *testing.T) {
 	for name, values := range map[string]map[string]any{
 		"defaults":         nil,
@@ -33,7 +33,12 @@ func TestChartAppliesToTheAPIServer(t *testing.T) {
 			}
 			for _, u := range objs {
 				apart(u)
-				if err := k8s.Create(context.Background(), u, client.DryRunAll); err != nil {
+				err := k8s.Create(context.Background(), u, client.DryRunAll)
+				if u.GetKind() == "CustomResourceDefinition" {
+					// The suite installed them: applied over, as helm upgrade does.
+					err = k8s.Patch(context.Background(), u, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner("helm"))
+				}
+				if err != nil {
 					t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
 				}
 			}

@@ -37,6 +37,15 @@
   - get
   - update
 - apiGroups:
+  - apiextensions.k8s.io
+  resourceNames:
+  - disruptionpolicies.holdfast.dev
+  - rolloutpolicies.holdfast.dev
+  resources:
+  - customresourcedefinitions
+  verbs:
+  - get
+- apiGroups:
   - apps
   resources:
   - controllerrevisions

@@ -116,6 +116,8 @@ type Shared struct {
 	Webhooks *controller.WebhookMetrics
 	Sweeper  *controller.SweeperMetrics
 	Policies *controller.PolicyMetrics
+	// CRDsOutdated is 1 when the start-up check found an installed CRD lacking fields.
+	CRDsOutdated prometheus.Gauge
 	// Journals are the revision journals, fed by the ConfigMap informer, which decisions
 	// and the policy status read.
 	Journals *journal.Store
@@ -148,8 +150,12 @@ func NewShared(reg prometheus.Registerer) (*Shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering the policies' metrics: %w", err)
 	}
+	crds, err := NewCRDsOutdated(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the CRD check's metric: %w", err)
+	}
 	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w, Sweeper: sw, Policies: pm,
-		Journals: &journal.Store{Metrics: j, Log: ctrl.Log.WithName("journal")}}, nil
+		CRDsOutdated: crds, Journals: &journal.Store{Metrics: j, Log: ctrl.Log.WithName("journal")}}, nil
 }
 
 // Setup registers holdfast's webhooks and its controllers with one manager (SetupWebhooks
@@ -161,8 +167,9 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options, s *Shared) error
 	return SetupControllers(mgr, o, s)
 }
 
-// SetupWebhooks registers holdfast's webhooks and readiness checks with the manager and
-// starts the informers decisions read, so that readiness waits for them to sync.
+// SetupWebhooks registers holdfast's webhooks and readiness checks with the manager,
+// starts the informers decisions read, so that readiness waits for them to sync, and
+// compares the installed CRDs with this build's (CRDCheck).
 func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Shared) error {
 	if err := informer.IndexOwners(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
@@ -211,6 +218,16 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 		Handler:      &policyvalidation.Handler{},
 		RecoverPanic: ptr.To(true),
 	}, nil))
+
+	// Every replica compares the installed CRDs with its own, once (CRDCheck).
+	crds, err := NewCRDReader(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(&CRDCheck{Reader: crds, Events: mgr.GetEventRecorder("holdfast"), Outdated: s.CRDsOutdated,
+		Log: mgr.GetLogger().WithName("crds")}); err != nil {
+		return err
+	}
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
