@@ -127,16 +127,43 @@ type SharedBudget struct {
 type ConcurrencyRule struct {
 	// maxInFlight is how many other selected workloads may have an unfinished rollout (by
 	// settle's definition of finished) when one starts a new revision: a number, or a
-	// percentage of the selected workloads rounded up, at least 1. A start beyond it is
-	// refused (403), naming the workloads in flight. A CREATE is never refused by it, but
-	// counts as in flight until its rollout finishes. A cancel (rollback to the revision
-	// still serving) and the fix of a stalled rollout are never held by it. A stalled
-	// rollout keeps its slot, so that a failing release stops spreading once maxInFlight
-	// workloads have stalled, like a circuit breaker; its rollback or fix frees the slot when
-	// it finishes. A paused or OnDelete workload is not in flight.
+	// percentage of the selected workloads that have served (had an available pod), rounded
+	// up, at least 1 and at most maxInFlightCap. A start beyond it is refused (403), naming
+	// the workloads in flight. A CREATE is never refused by it. A workload that has never
+	// served holds no slot (it has nothing to disrupt, and a tenant's never-Ready dummies
+	// must not capture the fleet). A cancel (rollback to the revision still serving) and
+	// the fix of a stalled rollout are never held by it. A stalled rollout keeps its slot
+	// for stalledSlotLifetime, so that a failing release stops spreading once maxInFlight
+	// workloads have stalled, like a circuit breaker; its rollback or fix frees the slot
+	// when it finishes. A paused or OnDelete workload is not in flight.
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[0-9]+%$')",message="must be a positive number of workloads or a percentage such as 10%"
 	MaxInFlight intstr.IntOrString `json:"maxInFlight"`
+
+	// maxInFlightCap is the most a percentage maxInFlight resolves to, whatever the number
+	// of selected workloads: workloads created to raise the count cannot raise the limit
+	// past it. Unset: no cap.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxInFlightCap *int32 `json:"maxInFlightCap,omitempty"`
+
+	// maxInFlightPerNamespace is how many workloads of one namespace may be in flight at
+	// once: a start is refused while that many others of its namespace are, so that one
+	// tenant's rollouts (or stalled releases) cannot hold every slot of the fleet. Unset:
+	// only maxInFlight.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxInFlightPerNamespace *int32 `json:"maxInFlightPerNamespace,omitempty"`
+
+	// stalledSlotLifetime is how long a stalled rollout keeps its slot after it stalled
+	// (settle.stallAfter without progress): after it, the rollout no longer counts as in
+	// flight, and a Warning Event (StalledSlotReleased) on the workload says so. "0s"
+	// keeps the slot until the rollout is fixed or rolled back.
+	// +optional
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
+	StalledSlotLifetime *metav1.Duration `json:"stalledSlotLifetime,omitempty"`
 }
 
 // StrategyRule lists the shape requirements of guarded workloads; unset fields check nothing.

@@ -6,6 +6,7 @@ package controller
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -121,7 +122,22 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		names := r.Journals.Unfinished(selected, journal.StallAfter(p.Spec.Rules.Settle), now)
+		var names []string
+		for _, slot := range r.Journals.FleetSlots(p, selected, now) {
+			if !slot.Released {
+				names = append(names, slot.Name())
+				continue
+			}
+			// The breaker lets the fleet go on: say so where the workload's owner looks.
+			if obj, err := workload.New(slot.Ref.Kind); err == nil {
+				obj.SetNamespace(slot.Ref.Namespace)
+				obj.SetName(slot.Ref.Name)
+				obj.SetUID(slot.Ref.UID)
+				r.Events.Warn(obj, "slot/"+p.Name, now, "StalledSlotReleased", fmt.Sprintf(
+					"the rollout stalled at %s and no longer holds a slot of RolloutPolicy %s's maxInFlight after its stalledSlotLifetime of %s; "+
+						"roll it back or fix it", slot.StalledSince.UTC().Format(time.RFC3339), p.Name, journal.SlotLifetime(p.Spec.Rules.Concurrency)))
+			}
+		}
 		slices.Sort(names)
 		status.InFlight, status.InFlightWorkloads = ptr.To(int32(len(names))), names[:min(len(names), 20)]
 		if len(names) > 0 && (next.IsZero() || next.After(now.Add(inFlightResync))) {

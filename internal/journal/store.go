@@ -143,21 +143,75 @@ func (s *Store) add(obj any) {
 // StalledMark ends the name of a workload whose unfinished rollout has stalled.
 const StalledMark = " (stalled)"
 
-// Unfinished names (kind namespace/name) the workloads among refs whose rollouts are
-// unfinished as their journals recorded them: not finished, not held, not deleted. Those
-// without progress for stallAfter end in StalledMark.
-func (s *Store) Unfinished(refs []workload.Ref, stallAfter time.Duration, now time.Time) []string {
-	var out []string
+// Slot is a workload's hold on a fleet limit's slot (rules.concurrency): its rollout is
+// unfinished as its journal recorded it (not finished, not held, not deleted) and it has
+// served (Journal.Served).
+type Slot struct {
+	Ref workload.Ref
+	// Stalled is a rollout without progress for stallAfter; Released one stalled for longer
+	// than the slot lifetime after that, which no longer holds its slot.
+	Stalled, Released bool
+	// StalledSince is when it stalled (its last progress plus stallAfter).
+	StalledSince time.Time
+}
+
+// Name is the slot's workload as messages and statuses name it (kind namespace/name),
+// marked when stalled.
+func (s Slot) Name() string {
+	if s.Stalled {
+		return s.Ref.String() + StalledMark
+	}
+	return s.Ref.String()
+}
+
+// Slots lists the slots the workloads among refs hold or held: each with an unfinished
+// rollout that has served. A stalled one is Released once lifetime has passed since it
+// stalled; lifetime 0 never releases it.
+func (s *Store) Slots(refs []workload.Ref, stallAfter, lifetime time.Duration, now time.Time) []Slot {
+	var out []Slot
 	for _, w := range refs {
-		cur := s.Get(w.Kind, w.Namespace, w.Name).Rolling()
-		if cur == nil {
+		j := s.Get(w.Kind, w.Namespace, w.Name)
+		cur := j.Rolling()
+		if cur == nil || !j.Served() {
 			continue
 		}
-		name := w.String()
-		if now.Sub(cur.Progressed) >= stallAfter {
-			name += StalledMark
-		}
-		out = append(out, name)
+		slot := Slot{Ref: w, StalledSince: cur.Progressed.Add(stallAfter)}
+		slot.Stalled = !now.Before(slot.StalledSince)
+		slot.Released = slot.Stalled && lifetime > 0 && now.Sub(slot.StalledSince) >= lifetime
+		out = append(out, slot)
 	}
 	return out
+}
+
+// Served is whether the journal's workload has ever served: a revision whose rollout
+// finished, or with a pod seen available. A workload whose pods never became available
+// (created with an image that never starts) disrupts nothing by rolling out.
+func (j *Journal) Served() bool {
+	if j == nil {
+		return false
+	}
+	for i := range j.Revisions {
+		if r := &j.Revisions[i]; r.Finished != nil || r.Available > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// FleetSlots are the slots the workloads among refs hold or held under the policy's fleet
+// limit: Slots with its settle.stallAfter and concurrency.stalledSlotLifetime.
+func (s *Store) FleetSlots(p *v1alpha1.RolloutPolicy, refs []workload.Ref, now time.Time) []Slot {
+	return s.Slots(refs, StallAfter(p.Spec.Rules.Settle), SlotLifetime(p.Spec.Rules.Concurrency), now)
+}
+
+// DefaultStalledSlotLifetime is concurrency.stalledSlotLifetime's default, as the CRD sets it.
+const DefaultStalledSlotLifetime = time.Hour
+
+// SlotLifetime is how long a stalled rollout keeps its slot under the rule (0: until it is
+// fixed); unset is the CRD's default, which the API server fills in.
+func SlotLifetime(r *v1alpha1.ConcurrencyRule) time.Duration {
+	if r == nil || r.StalledSlotLifetime == nil {
+		return DefaultStalledSlotLifetime
+	}
+	return r.StalledSlotLifetime.Duration
 }

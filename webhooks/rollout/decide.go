@@ -129,7 +129,9 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 	resumes := in.Operation == admissionv1.Update && MayStart(in) && rs.current != nil &&
 		((in.Old.Rollout.Held && rs.current.Finished == nil) || lowersPartition(in))
 	rs.resumes = resumes
-	d := Decision{Starts: rs.start || resumes || (MayStart(in) && in.Operation == admissionv1.Create)}
+	// A CREATE starts what it adopts: a workload of fresh pods has never served, and holds
+	// no slot of a fleet limit nor spends a shared budget (rules.concurrency).
+	d := Decision{Starts: rs.start || resumes || (MayStart(in) && in.Operation == admissionv1.Create && len(liveRevisions(in.History)) > 0)}
 	for i := range in.Policies {
 		p := &in.Policies[i]
 		exempt, grant := policy.ExemptAt(p.Spec.Exemptions, in.User, in.Now)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
+
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/journal"
@@ -25,43 +27,93 @@ const maxNamed = 5
 
 // Fleet is what a policy with a concurrency rule sees of the other workloads it selects.
 type Fleet struct {
-	// Selected counts the workloads the policy selects, this one included.
+	// Selected counts the workloads the policy selects that have served, this one
+	// included: what a percentage maxInFlight resolves against.
 	Selected int
-	// InFlight names the others whose rollouts are unfinished, stalled ones marked.
+	// InFlight names the others whose rollouts hold slots, stalled ones marked.
 	InFlight []string
 	// Starts are the policy's ledger, as read.
 	Starts []budget.Start
 }
 
-// checkConcurrency holds a start while maxInFlight others are in flight.
+// checkConcurrency holds a start while maxInFlight others are in flight, or
+// maxInFlightPerNamespace others of its namespace.
 func checkConcurrency(in Input, p *v1alpha1.RolloutPolicy) []finding {
 	r := p.Spec.Rules.Concurrency
 	f := in.Fleets[p.Name]
-	limit := int(policy.Resolve(policy.MaxInFlight, "", &r.MaxInFlight, int32(f.Selected)))
-	if len(f.InFlight) < limit {
+	limit := Limit(r, f.Selected)
+	if len(f.InFlight) >= limit {
+		return []finding{{rule: RuleConcurrency, field: templatePath, message: fmt.Sprintf(
+			"%s: %d of the %d workloads the policy selects that have served are rolling out (%s), and at most %d may at once (maxInFlight %s%s); "+
+				"retry in 30s, after one finishes; a rollback to the revision still serving, or the fix of a stalled rollout, is never held",
+			in.New, len(f.InFlight), f.Selected, named(f.InFlight), limit, r.MaxInFlight.String(), capped(r))}}
+	}
+	if r.MaxInFlightPerNamespace == nil {
 		return nil
 	}
-	named := f.InFlight[:min(len(f.InFlight), maxNamed)]
-	more := ""
-	if len(f.InFlight) > maxNamed {
-		more = fmt.Sprintf(" and %d more", len(f.InFlight)-maxNamed)
+	var mine []string
+	for _, name := range f.InFlight {
+		if ref, ok := workload.ParseRef(strings.TrimSuffix(name, journal.StalledMark)); ok && ref.Namespace == in.New.Namespace {
+			mine = append(mine, name)
+		}
+	}
+	if len(mine) < int(*r.MaxInFlightPerNamespace) {
+		return nil
 	}
 	return []finding{{rule: RuleConcurrency, field: templatePath, message: fmt.Sprintf(
-		"%s: %d of the %d workloads the policy selects are rolling out (%s%s), and at most %s may at once; "+
+		"%s: %d workloads of namespace %s are rolling out (%s), and at most %d of one namespace may at once (maxInFlightPerNamespace); "+
 			"retry in 30s, after one finishes; a rollback to the revision still serving, or the fix of a stalled rollout, is never held",
-		in.New, len(f.InFlight), f.Selected, strings.Join(named, ", "), more, r.MaxInFlight.String())}}
+		in.New, len(mine), in.New.Namespace, named(mine), *r.MaxInFlightPerNamespace)}}
 }
 
-// InFlight lists the workloads among selected whose rollouts are unfinished as their
-// journals recorded them (journal.Unfinished), and those starts record that no journal
+// Limit is maxInFlight resolved against the selected workloads that have served: a number
+// as it is; a percentage rounded up, at least 1 and at most maxInFlightCap.
+func Limit(r *v1alpha1.ConcurrencyRule, selected int) int {
+	limit := int(policy.Resolve(policy.MaxInFlight, "", &r.MaxInFlight, int32(selected)))
+	if r.MaxInFlight.Type == intstr.String && r.MaxInFlightCap != nil {
+		limit = min(limit, int(*r.MaxInFlightCap))
+	}
+	return limit
+}
+
+func capped(r *v1alpha1.ConcurrencyRule) string {
+	if r.MaxInFlight.Type == intstr.String && r.MaxInFlightCap != nil {
+		return fmt.Sprintf(", at most %d", *r.MaxInFlightCap)
+	}
+	return ""
+}
+
+// named lists the first maxNamed names, and how many more.
+func named(names []string) string {
+	out := strings.Join(names[:min(len(names), maxNamed)], ", ")
+	if len(names) > maxNamed {
+		out += fmt.Sprintf(" and %d more", len(names)-maxNamed)
+	}
+	return out
+}
+
+// Served counts the workloads among selected that have served (journal.Journal.Served),
+// self (kind namespace/name) always.
+func Served(selected []workload.Ref, journals *journal.Store, self string) int {
+	n := 0
+	for _, w := range selected {
+		if w.String() == self || journals.Get(w.Kind, w.Namespace, w.Name).Served() {
+			n++
+		}
+	}
+	return max(n, 1)
+}
+
+// InFlight lists the workloads among selected whose rollouts hold slots as their journals
+// recorded them (Slots, less those released), and those starts record that no journal
 // shows yet, leaving out self; sorted.
 func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *journal.Store, starts []budget.Start, self string, now time.Time) []string {
 	seen := map[string]bool{self: true}
 	var out []string
-	for _, name := range journals.Unfinished(selected, journal.StallAfter(p.Spec.Rules.Settle), now) {
-		if !seen[strings.TrimSuffix(name, journal.StalledMark)] {
-			seen[strings.TrimSuffix(name, journal.StalledMark)] = true
-			out = append(out, name)
+	for _, s := range journals.FleetSlots(p, selected, now) {
+		if name := s.Ref.String(); !s.Released && !seen[name] {
+			seen[name] = true
+			out = append(out, s.Name())
 		}
 	}
 	for _, s := range starts {
@@ -73,7 +125,7 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 			continue
 		}
 		if cur := journals.Get(ref.Kind, ref.Namespace, ref.Name).Current(); cur != nil && cur.Template == s.Template {
-			continue // the journal shows it: counted above, or finished
+			continue // the journal shows it: counted above, finished, released or never served
 		}
 		seen[s.Workload] = true
 		out = append(out, s.Workload)

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,9 @@ func TestFleetLimit(t *testing.T) {
 		history  history.History
 		inFlight []string
 		selected int
-		want     bool // held
+		// limitCap and perNamespace set maxInFlightCap and maxInFlightPerNamespace.
+		limitCap, perNamespace int32
+		want                   bool // held
 	}{
 		"a start with the limit reached is held": {max: intstr.FromInt32(3), old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done),
 			history: finished, inFlight: three, selected: 9, want: true},
@@ -60,6 +63,15 @@ func TestFleetLimit(t *testing.T) {
 			history: finished, inFlight: three, selected: 9},
 		"a CREATE is never held": {max: intstr.FromInt32(1), op: admissionv1.Create, obj: wl(dep, 3, A, done),
 			inFlight: three, selected: 9},
+		"maxInFlightCap bounds a percentage: 50% of 20 is 10, capped at 3": {max: intstr.FromString("50%"), limitCap: 3,
+			old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, inFlight: three, selected: 20, want: true},
+		"maxInFlightCap leaves room below it": {max: intstr.FromString("50%"), limitCap: 4,
+			old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, inFlight: three, selected: 20},
+		"maxInFlightPerNamespace holds a tenant at its share": {max: intstr.FromInt32(5), perNamespace: 1,
+			old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, selected: 9, want: true,
+			inFlight: []string{"Deployment t1/kube-apiserver", "Deployment tenant-a/etcd (stalled)"}},
+		"maxInFlightPerNamespace leaves other tenants' slots": {max: intstr.FromInt32(5), perNamespace: 1,
+			old: wl(dep, 3, A, done), obj: wl(dep, 3, B, done), history: finished, selected: 9, inFlight: three},
 	} {
 		t.Run(name, func(t *testing.T) {
 			op := tc.op
@@ -67,6 +79,12 @@ func TestFleetLimit(t *testing.T) {
 				op = admissionv1.Update
 			}
 			p := fleetPolicy(tc.max)
+			if tc.limitCap > 0 {
+				p.Spec.Rules.Concurrency.MaxInFlightCap = &tc.limitCap
+			}
+			if tc.perNamespace > 0 {
+				p.Spec.Rules.Concurrency.MaxInFlightPerNamespace = &tc.perNamespace
+			}
 			d := decide(t, Input{Operation: op, Old: tc.old, New: tc.obj, History: tc.history, Now: now, TemplateChanged: tc.old != nil && tc.old.Template != tc.obj.Template,
 				User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p},
 				Fleets: map[string]Fleet{p.Name: {Selected: tc.selected, InFlight: tc.inFlight}}})
@@ -74,7 +92,7 @@ func TestFleetLimit(t *testing.T) {
 			for _, v := range d.Violations {
 				if v.Rule == RuleConcurrency {
 					held = true
-					if d.Action() != decision.Deny || !strings.Contains(v.Message, "Deployment t1/kube-apiserver") || !strings.Contains(v.Message, "retry in") {
+					if d.Action() != decision.Deny || !strings.Contains(v.Message, tc.inFlight[len(tc.inFlight)-1]) || !strings.Contains(v.Message, "retry in") {
 						t.Errorf("the refusal must deny, name the workloads in flight and a retry: %v", v)
 					}
 				}
@@ -106,11 +124,15 @@ func TestInFlight(t *testing.T) {
 		return s
 	}
 	a, b, x := sum("a"), sum("b"), sum("x")
-	put("t1", journal.Revision{Template: b, Since: now.Add(-time.Minute), Progressed: now.Add(-10 * time.Second)})
+	put("t1", journal.Revision{Template: b, Since: now.Add(-time.Minute), Progressed: now.Add(-10 * time.Second), Available: 2})
 	put("t2", journal.Revision{Template: b, Since: now.Add(-time.Hour), Finished: &finishedAt})
-	put("t3", journal.Revision{Template: b, Since: now.Add(-time.Hour), Progressed: now.Add(-time.Hour)})
+	put("t3", journal.Revision{Template: b, Since: now.Add(-time.Hour), Progressed: now.Add(-time.Hour), Available: 1})
 	put("t4", journal.Revision{Template: a, Since: now.Add(-time.Hour), Finished: &finishedAt})
-	selected := []workload.Ref{ref("t1"), ref("t2"), ref("t3"), ref("t4"), ref("self")}
+	// Never served (created with an image that never starts): holds no slot, whatever its age.
+	put("t6", journal.Revision{Template: b, Since: now.Add(-time.Hour), Progressed: now.Add(-time.Hour)})
+	// Stalled for longer than the slot lifetime (1h by default) after stallAfter: released.
+	put("t7", journal.Revision{Template: b, Since: now.Add(-2 * time.Hour), Progressed: now.Add(-2 * time.Hour), Available: 3})
+	selected := []workload.Ref{ref("t1"), ref("t2"), ref("t3"), ref("t4"), ref("t6"), ref("t7"), ref("self")}
 	p := fleetPolicy(intstr.FromInt32(3))
 	starts := []budget.Start{
 		{Workload: "Deployment t4/kube-apiserver", Template: b, At: now.Add(-time.Second)},     // not journaled yet: in flight
@@ -122,6 +144,15 @@ func TestInFlight(t *testing.T) {
 	want := []string{"Deployment t1/kube-apiserver", "Deployment t3/kube-apiserver (stalled)", "Deployment t4/kube-apiserver"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("in flight = %v, want %v", got, want)
+	}
+	if got := Served(selected, store, "Deployment self/kube-apiserver"); got != 6 {
+		t.Errorf("served = %d, want 6 (all but t6, which never had a pod available; self counted)", got)
+	}
+	forever := fleetPolicy(intstr.FromInt32(3))
+	forever.Spec.Rules.Concurrency.StalledSlotLifetime = &metav1.Duration{}
+	got = InFlight(&forever, selected, store, nil, "Deployment self/kube-apiserver", now)
+	if want := "Deployment t7/kube-apiserver (stalled)"; !slices.Contains(got, want) {
+		t.Errorf("with stalledSlotLifetime 0s, in flight = %v, want %s kept", got, want)
 	}
 	if got := budget.WithStart(starts, budget.Start{Workload: "Deployment t4/kube-apiserver", Template: sum("c"), At: now}); len(got) != 3 {
 		t.Errorf("WithStart = %v, want the lapsed start and t4's earlier one replaced", got)

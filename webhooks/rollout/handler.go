@@ -270,7 +270,7 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 			}
 			ledgers[p.Name], starts = l, l.Records
 		}
-		in.Fleets[p.Name] = Fleet{Selected: max(len(selected), 1), Starts: starts,
+		in.Fleets[p.Name] = Fleet{Selected: Served(selected, h.Journals, in.New.Ref.String()), Starts: starts,
 			InFlight: InFlight(p, selected, h.Journals, starts, in.New.Ref.String(), in.Now)}
 	}
 	return ledgers, nil

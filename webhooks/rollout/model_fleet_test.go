@@ -55,8 +55,10 @@ import (
 // production. The outcome invariants are computed from the simulated pods and the clock:
 //
 //   - F1: the selected workloads with two or more templates having live pods, counting those
-//     whose rollout holdfast admitted under the limit, never exceed maxInFlight as
-//     fleetLimit resolves it (a percentage of the selected workloads rounded up, at least 1);
+//     whose rollout holdfast admitted under the limit and leaving out those stalled for
+//     longer than stalledSlotLifetime (drawn, as maxInFlightCap is), never exceed
+//     maxInFlight as fleetLimit resolves it (a percentage of the selected workloads rounded
+//     up, at most the cap, at least 1);
 //   - F2: a group's pods unavailable (not Ready or missing) never exceed the larger of its
 //     shared budget and the rollout's own maxUnavailable (kube paces a rollout's
 //     replacements by its strategy, counting evicted pods as unavailable); and no rollout
@@ -105,6 +107,10 @@ type fconfig struct {
 	offset       time.Duration // when in the windows' two-minute cycle the sequence starts
 	budget       intstr.IntOrString
 	cooldown     time.Duration
+	// slotLifetime is concurrency.stalledSlotLifetime (nil: the default, 1h; 0: forever),
+	// and limitCap its maxInFlightCap (0: none).
+	slotLifetime *time.Duration
+	limitCap     int
 }
 
 var (
@@ -112,6 +118,9 @@ var (
 		intstr.FromString("34%"), intstr.FromString("50%"), intstr.FromString("60%")}
 	fBudgets   = []intstr.IntOrString{intstr.FromInt32(1), intstr.FromInt32(2), intstr.FromString("34%"), intstr.FromString("50%")}
 	fCooldowns = []time.Duration{0, 10 * time.Second, 20 * time.Second}
+	// fSlotLifetimes: unset (the 1h default), 0s (kept until fixed), and lifetimes a
+	// sequence outlives.
+	fSlotLifetimes = []*time.Duration{nil, ptr.To(time.Duration(0)), ptr.To(time.Second), ptr.To(15 * time.Second)}
 )
 
 func fleetConfig(seed uint64) fconfig {
@@ -136,13 +145,19 @@ func fleetConfig(seed uint64) fconfig {
 	default:
 		c.shared, c.concurrency = true, &fMaxInFlights[r.IntN(len(fMaxInFlights))]
 	}
+	// Drawn last, so that the draws above stay what they were for every seed.
+	c.slotLifetime = fSlotLifetimes[r.IntN(len(fSlotLifetimes))]
+	if r.IntN(2) == 0 {
+		c.limitCap = 1 + r.IntN(2)
+	}
 	return c
 }
 
 // fleetLimit is maxInFlight resolved as docs/fleet.md states, written apart from
 // policy.Resolve: a number as it is, a percentage of the selected workloads rounded up
-// (intstr's GetScaledValueFromIntOrPercent with roundUp), and at least 1.
-func fleetLimit(v intstr.IntOrString, selected int) int {
+// (intstr's GetScaledValueFromIntOrPercent with roundUp) and at most limitCap when set,
+// and at least 1.
+func fleetLimit(v intstr.IntOrString, selected, limitCap int) int {
 	n := v.IntValue()
 	if v.Type == intstr.String {
 		var pct int
@@ -150,6 +165,9 @@ func fleetLimit(v intstr.IntOrString, selected int) int {
 			panic(err)
 		}
 		n = (pct*selected + 99) / 100
+		if limitCap > 0 {
+			n = min(n, limitCap)
+		}
 	}
 	return max(n, 1)
 }
@@ -405,6 +423,17 @@ func (w *fworld) stalled(x *fwl) bool {
 	return x.unfinished(w) && w.now.Sub(x.progressed) >= mStall-mMaxLag
 }
 
+// released is a stalled rollout that no longer holds its slot: stalled for longer than
+// concurrency.stalledSlotLifetime (less the leader's lag, which may date its last
+// progress early).
+func (w *fworld) released(x *fwl) bool {
+	lifetime := journal.DefaultStalledSlotLifetime
+	if w.cfg.slotLifetime != nil {
+		lifetime = *w.cfg.slotLifetime
+	}
+	return lifetime > 0 && x.unfinished(w) && w.now.Sub(x.progressed) >= mStall+lifetime-mMaxLag
+}
+
 // unfinished is a workload whose pods do not all run its template and are Ready.
 func (x *fwl) unfinished(w *fworld) bool {
 	n := 0
@@ -424,12 +453,18 @@ func (w *fworld) checkFleet() {
 	}
 	var counted []string
 	for i, x := range w.ws {
+		if w.released(x) {
+			if x.rolling() {
+				w.checked["F1released"]++
+			}
+			continue // stalled beyond its slot's lifetime: the breaker lets the fleet go on
+		}
 		if a, ok := x.admitted[x.t.tag]; ok && a.fleet == "" && x.rolling() {
 			counted = append(counted, fmt.Sprintf("%s %s/kas %v", x.kind, w.ws[i].ns, x.live))
 		}
 	}
 	w.maxSeen = max(w.maxSeen, len(counted))
-	limit := fleetLimit(*w.cfg.concurrency, len(w.ws))
+	limit := fleetLimit(*w.cfg.concurrency, len(w.ws), w.cfg.limitCap)
 	if len(counted) > 0 {
 		w.checked["F1"]++
 	}
@@ -511,6 +546,12 @@ func (w *fworld) objects() []client.Object {
 	}
 	if w.cfg.concurrency != nil {
 		rules.Concurrency = &v1alpha1.ConcurrencyRule{MaxInFlight: *w.cfg.concurrency}
+		if w.cfg.slotLifetime != nil {
+			rules.Concurrency.StalledSlotLifetime = &metav1.Duration{Duration: *w.cfg.slotLifetime}
+		}
+		if w.cfg.limitCap > 0 {
+			rules.Concurrency.MaxInFlightCap = ptr.To(int32(w.cfg.limitCap))
+		}
 	}
 	if w.cfg.shared {
 		rules.SharedBudget = &v1alpha1.SharedBudget{DisruptionPolicy: fBudget}
@@ -1082,7 +1123,7 @@ func TestRolloutFleetModel(t *testing.T) {
 	}
 	fmt.Printf("RELIABILITY rollout-fleet-model-checked %s maxInFlightSeen=%d\n", strings.Join(checked, " "), res.maxSeen)
 	fmt.Printf("RELIABILITY rollout-fleet-model-operations %s\n", strings.Join(shares, " "))
-	for _, inv := range []string{"F1", "F2", "F2start", "L1"} {
+	for _, inv := range []string{"F1", "F1released", "F2", "F2start", "L1"} {
 		if res.checked[inv] < 10 {
 			t.Errorf("invariant %s judged %d outcomes, want at least 10", inv, res.checked[inv])
 		}
@@ -1127,21 +1168,27 @@ func TestRolloutFleetModelReplays(t *testing.T) {
 	}
 }
 
-// TestFleetLimitResolver holds the explorer's own resolver to the documented rounding.
+// TestFleetLimitResolver holds the explorer's own resolver to the documented rounding and
+// cap, and Limit to it.
 func TestFleetLimitResolver(t *testing.T) {
 	for _, c := range []struct {
-		v        intstr.IntOrString
-		selected int
-		want     int
+		v                  intstr.IntOrString
+		selected, limitCap int
+		want               int
 	}{
-		{intstr.FromInt32(2), 5, 2}, {intstr.FromString("30%"), 9, 3}, {intstr.FromString("34%"), 5, 2},
-		{intstr.FromString("25%"), 2, 1}, {intstr.FromString("1%"), 3, 1}, {intstr.FromString("60%"), 4, 3},
+		{intstr.FromInt32(2), 5, 0, 2}, {intstr.FromString("30%"), 9, 0, 3}, {intstr.FromString("34%"), 5, 0, 2},
+		{intstr.FromString("25%"), 2, 0, 1}, {intstr.FromString("1%"), 3, 0, 1}, {intstr.FromString("60%"), 4, 0, 3},
+		{intstr.FromString("60%"), 4, 2, 2}, {intstr.FromString("25%"), 2, 2, 1}, {intstr.FromInt32(3), 9, 1, 3},
 	} {
-		if got := fleetLimit(c.v, c.selected); got != c.want {
-			t.Errorf("fleetLimit(%s, %d) = %d, want %d", c.v.String(), c.selected, got, c.want)
+		if got := fleetLimit(c.v, c.selected, c.limitCap); got != c.want {
+			t.Errorf("fleetLimit(%s, %d, cap %d) = %d, want %d", c.v.String(), c.selected, c.limitCap, got, c.want)
 		}
-		if got := int(policy.Resolve(policy.MaxInFlight, "", &c.v, int32(c.selected))); got != c.want {
-			t.Errorf("policy.Resolve(%s, %d) = %d, the documented rounding gives %d", c.v.String(), c.selected, got, c.want)
+		r := &v1alpha1.ConcurrencyRule{MaxInFlight: c.v}
+		if c.limitCap > 0 {
+			r.MaxInFlightCap = ptr.To(int32(c.limitCap))
+		}
+		if got := Limit(r, c.selected); got != c.want {
+			t.Errorf("Limit(%s, %d, cap %d) = %d, the documented rounding gives %d", c.v.String(), c.selected, c.limitCap, got, c.want)
 		}
 	}
 }
