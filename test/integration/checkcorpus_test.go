@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -433,9 +434,25 @@ func evicted(r *corpusRun, obj client.Object) client.Object {
 // blocker is a workload of the group's fleet whose rollout is in flight.
 func blocker(r *corpusRun) {
 	r.t.Helper()
+	ctx := context.Background()
 	b := corpusWorkload(v1alpha1.KindDeployment, r.ns, "blocker")
-	if err := k8s.Create(context.Background(), b); err != nil {
+	if err := k8s.Create(ctx, b); err != nil {
 		r.t.Fatalf("creating the workload in flight: %v", err)
+	}
+	// It must have served to hold a slot (a workload whose pods never became available
+	// holds none): its first revision rolls out, then a second starts.
+	writeFinishedStatus(r.t, b)
+	r.journaled(b, true)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := &appsv1.Deployment{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), d); err != nil {
+			return err
+		}
+		d.Spec.Template.Spec.Containers[0].Image = "registry.example/blocker:2"
+		return k8s.Update(ctx, d)
+	})
+	if err != nil {
+		r.t.Fatalf("starting the rollout in flight: %v", err)
 	}
 	r.journaled(b, false)
 }
