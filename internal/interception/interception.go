@@ -9,7 +9,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -28,14 +30,18 @@ const (
 	RolloutPath  = "/validate-rollout"
 	EvictionPath = "/validate-eviction"
 	FloorPath    = "/validate-pdb"
+	// NamespacePath serves namespace relabels that bring workloads into a RolloutPolicy's
+	// selection (webhooks/rollout NamespaceHandler).
+	NamespacePath = "/validate-namespace"
 )
 
 // Entry types: the last labels of an entry's name, <policy>-<hash>.<type>.
 const (
-	TypeRollout  = "rollout.holdfast.dev"
-	TypeScale    = "scale.holdfast.dev"
-	TypeEviction = "eviction.holdfast.dev"
-	TypeFloor    = "pdb.holdfast.dev"
+	TypeRollout   = "rollout.holdfast.dev"
+	TypeScale     = "scale.holdfast.dev"
+	TypeEviction  = "eviction.holdfast.dev"
+	TypeFloor     = "pdb.holdfast.dev"
+	TypeNamespace = "namespace.holdfast.dev"
 )
 
 // Name is the scoped configuration's name beside the installed one, anchor.
@@ -128,6 +134,28 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 			TimeoutSeconds:    ptr.To(s.Rollout.TimeoutSeconds),
 			MatchConditions:   []admissionregistrationv1.MatchCondition{matchSpecOrLabels},
 		})
+		if sel := p.Spec.Targets.NamespaceSelector; sel != nil && (len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0) {
+			// Namespace relabels that change the policy's selection of the namespace: its
+			// objectSelector matches the old labels or the new ones, and the condition
+			// passes only a change of selection, so that Pod Security or mesh label edits
+			// never reach holdfast. It fails open whatever the policy says: a namespace
+			// relabel refused while holdfast is down would block whoever onboards namespaces.
+			objSel, _ := b.selectors(sel, nil)
+			b.add(key, TypeNamespace, admissionregistrationv1.ValidatingWebhook{
+				ClientConfig: b.client(NamespacePath),
+				Rules: []admissionregistrationv1.RuleWithOperations{{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+						Resources: []string{"namespaces"}, Scope: ptr.To(admissionregistrationv1.ClusterScope)},
+				}},
+				FailurePolicy:  ptr.To(admissionregistrationv1.Ignore),
+				ObjectSelector: objSel,
+				SideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNone),
+				TimeoutSeconds: ptr.To(s.Rollout.TimeoutSeconds),
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "selection-changes",
+					Expression: SelectsCEL(sel, "object") + " != " + SelectsCEL(sel, "oldObject")}},
+			})
+		}
 		// A Scale carries no labels: its entry selects by namespace alone, and only for
 		// the rules that read the replicas.
 		if len(scales) > 0 && (p.Spec.Rules.Strategy != nil || len(p.Spec.Rules.ArgsMatchReplicas) > 0) {
@@ -327,4 +355,38 @@ func (o *Outcome) String() string {
 			strings.Join(o.Invalid, " and "))
 	}
 	return fmt.Sprintf("the API server sends the requests this policy guards through %s", strings.Join(o.Entries, ", "))
+}
+
+// SelectsCEL is a CEL expression over the labels of the object named by root ("object",
+// "oldObject") that is true when sel selects them, as a label selector selects: every
+// matchLabels pair and every requirement (NotIn and DoesNotExist match an absent key). sel
+// must be valid (Entries leaves out policies whose selectors are not).
+func SelectsCEL(sel *metav1.LabelSelector, root string) string {
+	labels := root + ".metadata.?labels.orValue({})"
+	var terms []string
+	for _, k := range slices.Sorted(maps.Keys(sel.MatchLabels)) {
+		terms = append(terms, fmt.Sprintf("(%s in %s && %s[%s] == %s)", strconv.Quote(k), labels, labels, strconv.Quote(k), strconv.Quote(sel.MatchLabels[k])))
+	}
+	for _, r := range sel.MatchExpressions {
+		k := strconv.Quote(r.Key)
+		values := make([]string, len(r.Values))
+		for i, v := range r.Values {
+			values[i] = strconv.Quote(v)
+		}
+		list := "[" + strings.Join(values, ", ") + "]"
+		switch r.Operator {
+		case metav1.LabelSelectorOpIn:
+			terms = append(terms, fmt.Sprintf("(%s in %s && %s[%s] in %s)", k, labels, labels, k, list))
+		case metav1.LabelSelectorOpNotIn:
+			terms = append(terms, fmt.Sprintf("(!(%s in %s) || !(%s[%s] in %s))", k, labels, labels, k, list))
+		case metav1.LabelSelectorOpExists:
+			terms = append(terms, fmt.Sprintf("(%s in %s)", k, labels))
+		case metav1.LabelSelectorOpDoesNotExist:
+			terms = append(terms, fmt.Sprintf("!(%s in %s)", k, labels))
+		}
+	}
+	if len(terms) == 0 {
+		return "true"
+	}
+	return "(" + strings.Join(terms, " && ") + ")"
 }

@@ -1,13 +1,16 @@
 package interception
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
@@ -54,9 +57,13 @@ func TestRolloutEntrySelectsWhatThePolicySelects(t *testing.T) {
 	p := rolloutPolicy("hosted-control-planes", func(s *v1alpha1.RolloutPolicySpec) {
 		s.Targets.Kinds = []v1alpha1.WorkloadKind{v1alpha1.KindDeployment}
 	})
-	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{p}, nil, settings)
-	if len(ws) != 1 {
-		t.Fatalf("want one workload entry (no rule reads the replicas, so no scale entry), got %+v", ws)
+	all, outcomes := Entries([]v1alpha1.RolloutPolicy{p}, nil, settings)
+	if len(byType(all, TypeNamespace)) != 1 {
+		t.Errorf("want the namespace relabel entry of a policy with a namespaceSelector: %+v", all)
+	}
+	ws := byType(all, TypeRollout)
+	if len(ws) != 1 || len(byType(all, TypeScale)) != 0 {
+		t.Fatalf("want one workload entry (no rule reads the replicas, so no scale entry), got %+v", all)
 	}
 	w := ws[0]
 	if !strings.HasPrefix(w.Name, "hosted-control-planes-") || !strings.HasSuffix(w.Name, "."+TypeRollout) {
@@ -92,7 +99,7 @@ func TestRolloutEntrySelectsWhatThePolicySelects(t *testing.T) {
 		t.Error("the anchor's client config was changed in place")
 	}
 	o := outcomes[Key{Kind: "RolloutPolicy", Name: p.Name}]
-	if o == nil || !slices.Equal(o.Entries, []string{w.Name}) || len(o.Invalid) != 0 {
+	if o == nil || !slices.Equal(o.Entries, []string{all[0].Name, w.Name}) || len(o.Invalid) != 0 {
 		t.Errorf("outcome %+v", o)
 	}
 }
@@ -172,15 +179,15 @@ func TestFloorEntryForGeneratingPolicies(t *testing.T) {
 func TestPoliciesSelectingAlikeShareAnEntry(t *testing.T) {
 	a, b := rolloutPolicy("a", nil), rolloutPolicy("b", nil)
 	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings)
-	if len(ws) != 1 {
-		t.Fatalf("want one shared entry, got %d", len(ws))
+	if len(ws) != 2 || len(byType(ws, TypeRollout)) != 1 || len(byType(ws, TypeNamespace)) != 1 {
+		t.Fatalf("want one shared rollout entry and one shared namespace entry, got %d", len(ws))
 	}
 	if !slices.Equal(outcomes[Key{"RolloutPolicy", "a"}].Entries, outcomes[Key{"RolloutPolicy", "b"}].Entries) {
 		t.Errorf("outcomes %+v", outcomes)
 	}
 	b.Spec.FailurePolicy = ptr.To(v1alpha1.FailurePolicyFail)
-	if ws, _ := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings); len(ws) != 2 {
-		t.Errorf("policies that fail differently need entries of their own: %d", len(ws))
+	if ws, _ := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings); len(byType(ws, TypeRollout)) != 2 || len(byType(ws, TypeNamespace)) != 1 {
+		t.Errorf("policies that fail differently need rollout entries of their own (the namespace entry always fails open): %d", len(ws))
 	}
 }
 
@@ -212,8 +219,8 @@ func TestPoliciesWithInvalidSelectorsGetNoEntry(t *testing.T) {
 	dp := v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bad-agents"}, Spec: v1alpha1.DisruptionPolicySpec{
 		Targets: v1alpha1.PodTargets{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}}}
 	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{p, rolloutPolicy("good", nil)}, []v1alpha1.DisruptionPolicy{dp}, settings)
-	if len(ws) != 1 || !slices.Equal(outcomes[Key{"RolloutPolicy", "good"}].Entries, []string{ws[0].Name}) {
-		t.Fatalf("want only the valid policy's entry: %+v", ws)
+	if len(ws) != 2 || !slices.Equal(outcomes[Key{"RolloutPolicy", "good"}].Entries, []string{ws[0].Name, ws[1].Name}) {
+		t.Fatalf("want only the valid policy's entries: %+v", ws)
 	}
 	o := outcomes[Key{"RolloutPolicy", "bad"}]
 	if o == nil || len(o.Entries) != 0 || !slices.Equal(o.Invalid, []string{"spec.targets.namespaceSelector", "spec.targets.selector"}) ||
@@ -248,7 +255,60 @@ func TestEntriesDoNotDependOnListOrder(t *testing.T) {
 	a, b := rolloutPolicy("a", nil), rolloutPolicy("b", nil)
 	ab, _ := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings)
 	ba, _ := Entries([]v1alpha1.RolloutPolicy{b, a}, nil, settings)
-	if len(ab) != 1 || len(ba) != 1 || ab[0].Name != ba[0].Name {
-		t.Errorf("entries %v and %v", ab[0].Name, ba[0].Name)
+	if len(ab) != 2 || len(ba) != 2 || ab[0].Name != ba[0].Name || ab[1].Name != ba[1].Name {
+		t.Errorf("entries %v and %v", ab, ba)
+	}
+}
+
+// TestSelectsCELIsTheLabelSelector: the namespace entry's condition, evaluated by CEL as
+// the API server evaluates matchConditions, selects exactly the labels the policy's
+// namespaceSelector does, absent keys and absent labels included.
+func TestSelectsCELIsTheLabelSelector(t *testing.T) {
+	env, err := cel.NewEnv(cel.Variable("object", cel.DynType), cel.OptionalTypes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "true"}, MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"gold", "silver"}},
+		{Key: "frozen", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"yes"}},
+		{Key: "owner", Operator: metav1.LabelSelectorOpExists},
+		{Key: "legacy", Operator: metav1.LabelSelectorOpDoesNotExist},
+	}}
+	ast, iss := env.Compile(SelectsCEL(sel, "object"))
+	if iss.Err() != nil {
+		t.Fatal(iss.Err())
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := metav1.LabelSelectorAsSelector(sel)
+	base := map[string]string{"tenant": "true", "tier": "gold", "owner": "a"}
+	with := func(k, v string) map[string]string {
+		m := maps.Clone(base)
+		if v == "" {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	for _, l := range []map[string]string{nil, {}, base, with("tier", "bronze"), with("tier", ""), with("frozen", "yes"), with("frozen", "no"),
+		with("owner", ""), with("legacy", "1"), with("tenant", "false"), with("tenant", "")} {
+		meta := map[string]any{"name": "ns"}
+		if l != nil {
+			labels := map[string]any{}
+			for k, v := range l {
+				labels[k] = v
+			}
+			meta["labels"] = labels
+		}
+		out, _, err := prg.Eval(map[string]any{"object": map[string]any{"metadata": meta}})
+		if err != nil {
+			t.Fatalf("%v: %v", l, err)
+		}
+		if got := out.Value().(bool); got != want.Matches(k8slabels.Set(l)) {
+			t.Errorf("labels %v: CEL says %t, the selector %t", l, got, !got)
+		}
 	}
 }

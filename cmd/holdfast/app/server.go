@@ -209,6 +209,8 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	srv.Register(rollout.Path, review.NewWebhook(&admission.Webhook{Handler: rolloutHandler, RecoverPanic: ptr.To(true)},
 		workload.DecodeObject))
 	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{Handler: evictionHandler, RecoverPanic: ptr.To(true)}, nil))
+	srv.Register(rollout.NamespacePath, review.NewWebhook(&admission.Webhook{Handler: admission.HandlerFunc(rolloutHandler.HandleNamespace),
+		RecoverPanic: ptr.To(true)}, nil))
 
 	srv.Register(floor.Path, review.NewWebhook(&admission.Webhook{
 		Handler:      &floor.Handler{Reader: mgr.GetCache(), Matcher: s.Matcher, Clock: clock.RealClock{}},

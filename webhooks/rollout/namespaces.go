@@ -1,0 +1,132 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/interception"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// NamespacePath is where HandleNamespace is served.
+const NamespacePath = interception.NamespacePath
+
+// HandleNamespace judges a namespace UPDATE whose labels bring workloads into a
+// RolloutPolicy's selection (platform admins and GitOps relabel namespaces; tenants
+// cannot): each workload it brings in is judged on what it brings, as a workload's own
+// relabel is (checkEntering, checkEnteredChange), so that moving a namespace out, changing
+// its workloads freely and moving it back is no way around a policy. Moving a namespace
+// out of a selection is not refused (it is an administrator's change to what policies
+// cover), and a DELETE is never sent. The scoped entry sends only the relabels that change
+// a policy's selection of the namespace (interception.SelectsCEL). Everything is read from
+// the cache, workload by workload; a request that runs out of time answers "retry", never
+// "allow". The identity that onboards namespaces is exempted in the policy as any
+// requester is (spec.exemptions).
+func (h *Handler) HandleNamespace(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	if req.Kind.Group != "" || req.Kind.Kind != "Namespace" {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("unsupported kind %s: this webhook judges namespace relabels", req.Kind))
+	}
+	var ns, old corev1.Namespace
+	if err := json.Unmarshal(req.Object.Raw, &ns); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the namespace: %w", err))
+	}
+	if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored namespace: %w", err))
+	}
+	var policies v1alpha1.RolloutPolicyList
+	if err := informer.List(ctx, h.Reader, &policies); err != nil {
+		return retryNamespace(err)
+	}
+	now := h.Clock.Now()
+	var vs decision.Violations
+	for i := range policies.Items {
+		p := &policies.Items[i]
+		exempt, grant := policy.ExemptAt(p.Spec.Exemptions, req.UserInfo, now)
+		if p.Spec.Suspend || (exempt && grant == nil) {
+			continue
+		}
+		found, err := h.entering(ctx, p, &ns, old.Labels, req, now)
+		if err != nil {
+			return retryNamespace(err)
+		}
+		if grant != nil && len(found) > 0 {
+			vs = append(vs, exempted(p.Name, grant, found))
+			continue
+		}
+		for _, f := range found {
+			vs = append(vs, decision.Violation{Policy: p.Name, Rule: f.rule, Action: decision.ActionFor(p.Spec.Mode), Field: f.field,
+				Message: fmt.Sprintf("relabelling namespace %s: %s", ns.Name, f.message)})
+		}
+	}
+	vs.SortByPolicy()
+	return Respond(Decision{Violations: vs})
+}
+
+// entering judges, under one policy, each workload of the namespace that its new labels
+// bring into the policy's selection.
+func (h *Handler) entering(ctx context.Context, p *v1alpha1.RolloutPolicy, ns *corev1.Namespace, oldLabels map[string]string,
+	req admission.Request, now time.Time) ([]finding, error) {
+	var out []finding
+	for _, k := range workload.Targeted(p.Spec.Targets) {
+		list, _ := workload.NewList(k)
+		if err := informer.ListIn(ctx, h.Reader, list, ns.Name); err != nil {
+			return nil, err
+		}
+		objs, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, err
+		}
+		for _, obj := range objs {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			o, ok := obj.(client.Object)
+			if !ok {
+				continue
+			}
+			selectsNew, err1 := h.Matcher.Selects(p.Spec.Targets, k, ns.Labels, o.GetLabels())
+			selectedOld, err2 := h.Matcher.Selects(p.Spec.Targets, k, oldLabels, o.GetLabels())
+			if err1 != nil || err2 != nil || !selectsNew || selectedOld {
+				continue
+			}
+			w, err := workload.From(o)
+			if err != nil {
+				continue // not a workload holdfast can read: nothing it could judge
+			}
+			in := Input{Operation: admissionv1.Update, Old: w, New: w, NamespaceLabels: ns.Labels, User: req.UserInfo,
+				Policies: []v1alpha1.RolloutPolicy{*p}, Matcher: h.Matcher, Now: now}
+			if err := h.readRevisions(ctx, &in); err != nil {
+				return nil, err
+			}
+			for _, f := range append(checkEntering(in), checkEnteredChange(in, &p.Spec)...) {
+				f.field = field.NewPath("metadata", "labels")
+				out = append(out, f)
+			}
+		}
+	}
+	return out, nil
+}
+
+// retryNamespace answers a namespace relabel holdfast could not judge in time: never an
+// allow of what a policy may forbid, never a 500.
+func retryNamespace(err error) admission.Response {
+	return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
+		"holdfast could not read the workloads the new labels bring into a RolloutPolicy's selection (%w); retry in a few seconds", err))
+}
