@@ -88,11 +88,14 @@ var matchSpecOrLabels = admissionregistrationv1.MatchCondition{
 	Expression: "request.operation == 'CREATE' || object.spec != oldObject.spec || object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({})",
 }
 
-// matchSpec keeps metadata-only updates of a PDB away from the floor's webhook (its
-// status has its own subresource, which the entry's rule does not name).
+// matchSpec keeps updates of a PDB that change neither its spec nor what makes it
+// holdfast's floor (its labels and owners) away from the floor's webhook (its status has
+// its own subresource, which the entry's rule does not name).
 var matchSpec = admissionregistrationv1.MatchCondition{
-	Name:       "spec-changes",
-	Expression: "request.operation == 'CREATE' || object.spec != oldObject.spec",
+	Name: "spec-or-ownership-changes",
+	Expression: "request.operation == 'CREATE' || object.spec != oldObject.spec || " +
+		"object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({}) || " +
+		"object.metadata.?ownerReferences.orValue([]) != oldObject.metadata.?ownerReferences.orValue([])",
 }
 
 // Entries is the webhook entries the policies need, sorted by name, and what they mean for

@@ -576,8 +576,8 @@ func missedReturn(h history.History, cur *Revision, t *workload.Template) (strin
 }
 
 // Retention is how long a deleted workload's journal is kept: as long as any policy's
-// rules look back (revertWindow, minInterval, stallAfter), so that a delete and re-create
-// finds it.
+// rules look back (revertWindow, minInterval, stallAfter) or its windows last, so that a
+// delete and re-create finds it.
 func Retention(policies []v1alpha1.RolloutPolicy) time.Duration {
 	var keep time.Duration
 	for i := range policies {
@@ -589,6 +589,11 @@ func Retention(policies []v1alpha1.RolloutPolicy) time.Duration {
 		}
 		if r.Settle != nil {
 			keep = max(keep, StallAfter(r.Settle))
+		}
+		// A workload re-created outside the selection during a window is judged against
+		// its journal when it returns (checkEnteredChange): keep it as long as one lasts.
+		for _, w := range policies[i].Spec.Windows {
+			keep = max(keep, w.Duration.Duration)
 		}
 	}
 	return keep

@@ -119,6 +119,17 @@ func budget(p *v1alpha1.DisruptionPolicy, w workload.Meta) int32 {
 // Managed reports a PDB holdfast generated.
 func Managed(p *policyv1.PodDisruptionBudget) bool { return p.Labels[ManagedByLabel] == ManagedBy }
 
+// Generated reports a PDB that is a workload's generated floor: holdfast's label, a
+// controller reference to a workload, and the name Name gives that workload. A label alone
+// is no proof: a tenant can write it on a PDB of its own.
+func Generated(p *policyv1.PodDisruptionBudget) bool {
+	ref := metav1.GetControllerOf(p)
+	if !Managed(p) || ref == nil || ref.APIVersion != appsv1.SchemeGroupVersion.String() {
+		return false
+	}
+	return p.Name == Name(workload.Ref{Kind: v1alpha1.WorkloadKind(ref.Kind), Namespace: p.Namespace, Name: ref.Name, UID: ref.UID})
+}
+
 // Coverage is why a workload gets no generated PDB.
 type Coverage struct {
 	// Message says why, naming what covers the pods.
@@ -169,7 +180,12 @@ func Conflict(m *policy.Matcher, w workload.Meta, desired *policyv1.PodDisruptio
 			theirs, ours := allowedOf(m, p, w, ns.Workloads), Allowed(&desired.Spec, w.Expected)
 			c.Allows = theirs
 			c.AlwaysAllow = unhealthyOf(&desired.Spec) == policyv1.IfHealthyBudget && unhealthyOf(&p.Spec) == policyv1.AlwaysAllow
-			if theirs > ours {
+			if n, of := partly(m, p.Spec.Selector, w.PodLabels, ns.Pods); n < of {
+				// It covers some pods (one ordinal, a relabelled pod): holdfast's floor must
+				// step back for all of them (two PDBs over one pod is a 500), and the rest have none.
+				c.Allows = w.Expected
+				c.Weakness = fmt.Sprintf("covers only %d of its %d pods, so the others have no floor", n, of)
+			} else if theirs > ours {
 				c.Weakness = fmt.Sprintf("allows %d of its %d pods down at once, more than the policy's %d", theirs, w.Expected, ours)
 			} else if c.AlwaysAllow {
 				c.Weakness = "lets its unhealthy pods be evicted whatever the budget (unhealthyPodEvictionPolicy: AlwaysAllow), where the policy's IfHealthyBudget does not"
@@ -201,6 +217,20 @@ func covers(m *policy.Matcher, sel *metav1.LabelSelector, template map[string]st
 		ok, err := m.Matches(sel, l)
 		return err == nil && ok
 	})
+}
+
+// partly counts the live pods a selector covers, of all of them; every one when it
+// matches the template's labels (then it covers the pods to come too).
+func partly(m *policy.Matcher, sel *metav1.LabelSelector, template map[string]string, pods []map[string]string) (n, of int) {
+	if ok, err := m.Matches(sel, template); err == nil && ok {
+		return len(pods), len(pods)
+	}
+	for _, l := range pods {
+		if ok, err := m.Matches(sel, l); err == nil && ok {
+			n++
+		}
+	}
+	return n, len(pods)
 }
 
 // allowedOf is how many of the workload's pods another PDB lets be disrupted at once when

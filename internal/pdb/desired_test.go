@@ -306,3 +306,28 @@ func TestAnotherPDBIsJudgedAsKubeJudgesIt(t *testing.T) {
 		})
 	}
 }
+
+// TestAPDBOverSomePodsWeakensTheFloor: a PDB over one ordinal (or one relabelled pod)
+// makes holdfast's floor step back for every pod (two PDBs over one pod is kube's 500),
+// and the other pods are left with none: that weakens the floor, however strict it is.
+func TestAPDBOverSomePodsWeakensTheFloor(t *testing.T) {
+	w := agent("StatefulSet", 3)
+	ours := Desired(w, []*v1alpha1.DisruptionPolicy{agentPolicy("a", intstr.FromInt32(1), nil)})
+	pods := []map[string]string{
+		{"app": "agent", "tier": "node", "statefulset.kubernetes.io/pod-name": "agent-0"},
+		{"app": "agent", "tier": "node", "statefulset.kubernetes.io/pod-name": "agent-1"},
+		{"app": "agent", "tier": "node", "statefulset.kubernetes.io/pod-name": "agent-2"},
+	}
+	one := policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "db-0"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"statefulset.kubernetes.io/pod-name": "agent-0"}}}}
+	c := Conflict(nil, w, ours, Namespace{PDBs: []policyv1.PodDisruptionBudget{one}, Pods: pods})
+	if c == nil || !c.Weakens || !strings.Contains(c.Message, "covers only 1 of its 3 pods") {
+		t.Fatalf("a PDB over one ordinal: %+v, want a weakening naming the pods left without a floor", c)
+	}
+	all := one
+	all.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}
+	if c := Conflict(nil, w, ours, Namespace{PDBs: []policyv1.PodDisruptionBudget{all}, Pods: pods}); c == nil || c.Weakens {
+		t.Fatalf("a stricter PDB over every pod: %+v, want coverage that holds the floor", c)
+	}
+}

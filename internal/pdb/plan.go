@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,6 +130,16 @@ func Weakenings(ctx context.Context, c client.Reader, m *policy.Matcher, candida
 		}
 		if ns.Pods, err = podLabels(ctx, c, w); err != nil {
 			return nil, err
+		}
+		if Generated(candidate) && candidate.Name == Name(w.Ref) {
+			// Holdfast's own floor: what the generator writes is Desired; anything else is
+			// someone's edit of the floor (the generator reverts it, but a label dropped at
+			// once would make it someone else's PDB and keep the edit).
+			if desired := Desired(w, generating); desired != nil && !equality.Semantic.DeepEqual(candidate.Spec, desired.Spec) {
+				out = append(out, Weakening{Policy: generating[0], Workload: w, Coverage: &Coverage{By: candidate, Weakens: true,
+					Allows: Allowed(&candidate.Spec, w.Expected), Weakness: "is holdfast's generated floor, whose spec only holdfast writes (it reverts any other)"}})
+			}
+			continue
 		}
 		for _, p := range generating {
 			desired := Desired(w, []*v1alpha1.DisruptionPolicy{p})

@@ -189,8 +189,13 @@ func nullAt(doc map[string]any, err error) bool {
 	}
 	switch v := parent.(type) {
 	case map[string]any:
-		if _, ok := v[last]; !ok || v[last] == nil {
+		value, ok := v[last]
+		if !ok {
 			return false
+		}
+		if value == nil {
+			delete(v, last) // null does not decode into every type (metav1.Duration); absent does
+			return true
 		}
 		v[last] = nil
 	case []any:

@@ -112,9 +112,20 @@ func TestPDBGeneratedForDeployment(t *testing.T) {
 		t.Errorf("owner %+v, labels %v", got.OwnerReferences, got.Labels)
 	}
 
-	t.Run("a hand edit is reverted", func(t *testing.T) {
+	t.Run("a hand edit is refused under Enforce, and reverted under Warn", func(t *testing.T) {
 		got.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(3))
-		if err := k8s.Update(ctx, got); err != nil {
+		if err := k8s.Update(ctx, got); !apierrors.IsForbidden(err) {
+			t.Fatalf("editing the generated floor under Enforce: %v, want 403", err)
+		}
+		setDisruptionMode(t, policy, v1alpha1.ModeWarn)
+		defer setDisruptionMode(t, policy, v1alpha1.ModeEnforce)
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
+				return err
+			}
+			got.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(3))
+			return k8s.Update(ctx, got)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "edit reverted", func() bool {
@@ -351,12 +362,22 @@ func TestWeakerPDBRefusedAtAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "PDB created", func() bool { return pdbOf(t, ns, "Deployment", "agent") != nil })
+	// holdfast's own floor is written by holdfast only: an edit that weakens it is refused
+	// (else dropping its label at once would keep the edit as someone else's PDB).
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		floor := pdbOf(t, ns, "Deployment", "agent")
+		floor.Spec.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+		return k8s.Update(ctx, floor)
+	})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "generated floor") {
+		t.Fatalf("weakening holdfast's generated PDB in place: %v, want 403", err)
+	}
 	user := func(name string, sel map[string]string, maxUnavailable intstr.IntOrString) *policyv1.PodDisruptionBudget {
 		return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &maxUnavailable, Selector: &metav1.LabelSelector{MatchLabels: sel}}}
 	}
 	agentPods := map[string]string{"app": "agent"}
-	err := k8s.Create(ctx, user("all-at-once", agentPods, intstr.FromString("100%")))
+	err = k8s.Create(ctx, user("all-at-once", agentPods, intstr.FromString("100%")))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), policy.Name) || !strings.Contains(err.Error(), "pdbFloor") ||
 		!strings.Contains(err.Error(), "allows 4 of its 4 pods down at once, more than the policy's 1") {
 		t.Fatalf("a PDB letting every pod go: %v, want 403 naming the policy, the rule and the weakness", err)

@@ -148,7 +148,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		return respond(d)
 	}
-	if both, err := twoFloors(ctx, h.Reader, h.APIReader, pod); err != nil {
+	if both, err := twoFloors(ctx, h.Reader, h.APIReader, pod, start); err != nil {
 		return h.fail(err)
 	} else if both != "" {
 		return finish(retryLater(fmt.Sprintf("PodDisruptionBudgets %s both cover pod %s/%s, so kube would answer 500 to its eviction; "+
@@ -202,15 +202,21 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	return finish(retryLater("the group's eviction ledger is contended"))
 }
 
+// overlapGrace is how long after the newest of two PDBs over a pod holdfast defers its
+// evictions (twoFloors): the generator steps back within seconds.
+const overlapGrace = time.Minute
+
 // twoFloors names the PodDisruptionBudgets when holdfast's generated floor and another both
 // cover a pod whose eviction kube checks against PDBs (pkg/registry/core/pod/storage,
 // EvictionREST.Create: a pod neither terminal, Pending nor terminating): kube answers 500
 // ("more than one PodDisruptionBudget") after admission, and a drain gives up on a 500.
 // It happens for the moments between another PDB's creation and the generator stepping
-// back; a 429 makes the drain retry past them. Two PDBs of others' are kube's to answer.
+// back; a 429 makes the drain retry past them, for at most overlapGrace after the newest
+// PDB was created. Two PDBs of others' (a forged managed-by label included) are kube's to
+// answer.
 // When the cache shows the floor over the pod, the API server is asked (live): a PDB
 // created a moment ago is what this is for, and the cache may not hold it yet.
-func twoFloors(ctx context.Context, cached, live client.Reader, pod *corev1.Pod) (string, error) {
+func twoFloors(ctx context.Context, cached, live client.Reader, pod *corev1.Pod, now time.Time) (string, error) {
 	if p := pod.Status.Phase; p == corev1.PodSucceeded || p == corev1.PodFailed || p == corev1.PodPending || pod.DeletionTimestamp != nil {
 		return "", nil
 	}
@@ -220,7 +226,7 @@ func twoFloors(ctx context.Context, cached, live client.Reader, pod *corev1.Pod)
 			return nil, false, fmt.Errorf("listing the PodDisruptionBudgets of namespace %s: %w", pod.Namespace, err)
 		}
 		var names []string
-		generated := false
+		generated, newest := false, time.Time{}
 		for i := range pdbs.Items {
 			p := &pdbs.Items[i]
 			if p.Spec.Selector == nil {
@@ -228,10 +234,15 @@ func twoFloors(ctx context.Context, cached, live client.Reader, pod *corev1.Pod)
 			}
 			if sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector); err == nil && sel.Matches(labels.Set(pod.Labels)) {
 				names = append(names, p.Name)
-				generated = generated || pdb.Managed(p)
+				generated = generated || pdb.Generated(p)
+				if t := p.CreationTimestamp.Time; t.After(newest) {
+					newest = t
+				}
 			}
 		}
-		return names, generated, nil
+		// Only for the moments the generator takes to step back: a pair of PDBs older
+		// than that is no race of holdfast's, and deferring it would hold a drain forever.
+		return names, generated && now.Sub(newest) < overlapGrace, nil
 	}
 	names, generated, err := covering(cached)
 	if err != nil || !generated {
