@@ -453,16 +453,15 @@ func respondDelete(d Decision, pod *corev1.Pod) admission.Response {
 	if d.Action() != decision.Deny {
 		return decision.Allowed(d.Violations)
 	}
-	msg := fmt.Sprintf("holdfast: the delete of pod %s/%s is guarded as its eviction is: %s; "+
-		"evict the pod instead (the eviction API, or kubectl drain without --disable-eviction), which waits for the budget and retries",
-		pod.Namespace, pod.Name, d.Denial())
-	code := http.StatusTooManyRequests
+	msg := "holdfast: the delete of pod " + pod.Namespace + "/" + pod.Name + " is guarded as its eviction is: " + d.Denial() +
+		"; evict the pod instead (the eviction API, or kubectl drain without --disable-eviction), which waits for the budget and retries"
+	code, reason := int32(http.StatusTooManyRequests), metav1.StatusReasonTooManyRequests
 	if d.Never() {
-		code = http.StatusForbidden
+		code, reason = http.StatusForbidden, metav1.StatusReasonForbidden
 	}
-	err := apierrors.NewGenericServerResponse(code, "delete", schema.GroupResource{Resource: "pods"}, pod.Name, msg, 0, false)
-	err.ErrStatus.Message = msg
-	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: CauseType, Message: msg}}
+	// No RetryAfterSeconds: the API server sets the Retry-After header from it.
+	err := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg,
+		Details: &metav1.StatusDetails{Name: pod.Name, Kind: "pods", Causes: []metav1.StatusCause{{Type: CauseType, Message: msg}}}}}
 	return decision.Denied(err, d.Violations)
 }
 
