@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +190,19 @@ func TestDeleteRefusalShape(t *testing.T) {
 	}
 	if h, req := deleteScene(t, false); !h.Handle(context.Background(), req).Allowed {
 		t.Error("a delete under a policy without guardDeletes was held")
+	}
+	// A node this replica's cache has not seen yet (one that joined a moment ago) is no
+	// lost node: its pods serve.
+	h, req = deleteScene(t, true)
+	objs, _ := agentGroup(nil)
+	objs = slices.DeleteFunc(objs, func(o client.Object) bool { _, node := o.(*corev1.Node); return node })
+	p := &v1alpha1.DisruptionPolicy{}
+	if err := h.Reader.Get(context.Background(), client.ObjectKey{Name: "agents"}, p); err != nil {
+		t.Fatal(err)
+	}
+	h.Reader = utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, append(objs, p)...)
+	if resp := h.Handle(context.Background(), req); resp.Allowed {
+		t.Error("a delete of a pod on a node missing from the cache was let through")
 	}
 	for _, taint := range []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady, corev1.TaintNodeOutOfService} {
 		h, req := deleteScene(t, true, corev1.Taint{Key: taint, Effect: corev1.TaintEffectNoExecute})

@@ -429,10 +429,9 @@ func nodeLost(ctx context.Context, r client.Reader, pod *corev1.Pod) (bool, erro
 	}
 	node := &corev1.Node{}
 	if err := informer.Get(ctx, r, client.ObjectKey{Name: pod.Spec.NodeName}, node); err != nil {
-		if apierrors.IsNotFound(err) {
-			return true, nil // the node is gone: the pod serves nothing
-		}
-		return false, err
+		// A node missing from the cache may be one that joined a moment ago: its pods serve.
+		// Pods of a node deleted for good are the pod garbage collector's to delete.
+		return false, client.IgnoreNotFound(err)
 	}
 	for _, t := range node.Spec.Taints {
 		if slices.Contains(lostNodeTaints, t.Key) {
