@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -24,7 +27,8 @@ import (
 )
 
 // TestKubesDeletesNeverHeld: under a DisruptionPolicy with guardDeletes and an hour's
-// cooldown, after an eviction a person's delete of a Ready agent is held (429), while the
+// cooldown, after an eviction a person's delete of a Ready agent is held (429), and so is
+// kubectl drain --disable-eviction (it stops, told to evict instead), while the
 // deletes the controller-manager makes on its service-account credentials are not: a
 // scale-down (the ReplicaSet controller) completes, and so does the deletion of the
 // namespace (the namespace controller and the garbage collector), each well inside the
@@ -53,6 +57,20 @@ func TestKubesDeletesNeverHeld(t *testing.T) {
 			}
 			if err := cs.CoreV1().Pods(ns).Delete(ctx, pods[1].Name, metav1.DeleteOptions{}); !apierrors.IsTooManyRequests(err) {
 				t.Fatalf("kubectl delete pod inside the cooldown: %v, want 429", err)
+			}
+			// kubectl drain --disable-eviction of the node, limited to this namespace's pods
+			// (the nodes are shared with other tests): it stops at the held delete, and says
+			// how to evict instead.
+			h := &drain.Helper{Ctx: ctx, Client: cs, Force: true, GracePeriodSeconds: -1, IgnoreAllDaemonSets: true, DeleteEmptyDirData: true,
+				DisableEviction: true, Timeout: time.Minute, Out: io.Discard, ErrOut: io.Discard,
+				AdditionalFilters: []drain.PodFilter{func(p corev1.Pod) drain.PodDeleteStatus {
+					if p.Namespace != ns {
+						return drain.MakePodDeleteStatusSkip()
+					}
+					return drain.MakePodDeleteStatusOkay()
+				}}}
+			if err := drain.RunNodeDrain(h, pods[1].Spec.NodeName); !apierrors.IsTooManyRequests(err) || !strings.Contains(err.Error(), "evict the pod instead") {
+				t.Fatalf("kubectl drain --disable-eviction inside the cooldown: %v, want it stopped by a 429 that says to evict instead", err)
 			}
 
 			start := time.Now()
