@@ -10,11 +10,13 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,6 +44,20 @@ func grantDelete(t *testing.T, ns string, users ...string) {
 	}
 	if err := k8s.Create(context.Background(), rb); err != nil {
 		t.Fatal(err)
+	}
+	// The API server's RBAC authorizer reads bindings from its cache: wait until it allows.
+	for _, u := range users {
+		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: u,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Resource: "pods"}}}
+			if err := k8s.Create(ctx, sar); err != nil {
+				return false, err
+			}
+			return sar.Status.Allowed, nil
+		})
+		if err != nil {
+			t.Fatalf("%s is never allowed to delete pods in %s: %v", u, ns, err)
+		}
 	}
 }
 
