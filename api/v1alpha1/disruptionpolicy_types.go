@@ -107,6 +107,19 @@ type DisruptionPolicySpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	Requesters []Requester `json:"requesters,omitempty"`
 
+	// guardDeletes extends the policy to DELETEs of the pods it selects (kubectl delete pod,
+	// kubectl drain --disable-eviction): a delete of a Ready pod is held by the same budget,
+	// cooldown, windows and requester entries as its eviction, and once admitted counts as
+	// one (one budget, both ways). A refusal is 429 without Retry-After (403 when the budget
+	// is zero) and says to evict instead. Never held, and most never sent to holdfast: deletes
+	// of pods terminating, terminal, Pending or not Ready, or on a NotReady node; deletes by
+	// the kubelet, kube's controllers, the scheduler, holdfast and the identities holdfast
+	// is told never to hold (Karpenter's), and by the policy's exemptions. The entry that
+	// sends deletes fails open unless failurePolicy says Fail, which refuses every guarded
+	// delete while holdfast does not answer.
+	// +optional
+	GuardDeletes bool `json:"guardDeletes,omitempty"`
+
 	// maxHold is how long a pod's eviction may be deferred without a break before holdfast
 	// warns (a Warning Event on the pod and its node, holdfast_eviction_held_seconds), so
 	// that operators act before a platform forces the drain. holdfast never starts

@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/holdfast-dev/holdfast/internal/interception"
 )
 
 // options are the command-line settings of the holdfast server.
@@ -35,6 +37,7 @@ type options struct {
 	rolloutTimeout         int32
 	evictionFailurePolicy  string
 	evictionTimeout        int32
+	neverHeldDeleters      []string
 }
 
 func defaultOptions() *options {
@@ -60,6 +63,7 @@ func defaultOptions() *options {
 		rolloutTimeout:         3,
 		evictionFailurePolicy:  "Ignore",
 		evictionTimeout:        3,
+		neverHeldDeleters:      interception.DefaultNeverHeldDeleters,
 	}
 }
 
@@ -86,6 +90,7 @@ func (o *options) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&o.rolloutFailurePolicy, "rollout-failure-policy", o.rolloutFailurePolicy, "failurePolicy (Fail or Ignore) of the workload and scale webhook entries of policies that set none.")
 	fs.Int32Var(&o.rolloutTimeout, "rollout-timeout-seconds", o.rolloutTimeout, "timeoutSeconds (1-30) of the workload and scale webhook entries.")
 	fs.StringVar(&o.evictionFailurePolicy, "eviction-failure-policy", o.evictionFailurePolicy, "failurePolicy (Fail or Ignore) of the eviction webhook entries of policies that set none.")
+	fs.StringSliceVar(&o.neverHeldDeleters, "never-held-deleters", o.neverHeldDeleters, "users whose pod DELETEs are never sent to holdfast, beside kube's own (guardDeletes): Karpenter's service account, whose deletes come at a NodeClaim's deadline.")
 	fs.Int32Var(&o.evictionTimeout, "eviction-timeout-seconds", o.evictionTimeout, "timeoutSeconds (1-30) of the eviction webhook entries.")
 	fs.DurationVar(&o.gracefulShutdownPeriod, "graceful-shutdown-timeout", o.gracefulShutdownPeriod, "How long to drain in-flight requests and stop runnables on SIGTERM.")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", o.shutdownDelay, "On SIGTERM, how long to keep serving with readiness failing, so that Services and the API server stop sending requests before the webhook server closes.")

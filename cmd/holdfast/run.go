@@ -91,9 +91,10 @@ func run(_ context.Context, o *options) error {
 		return fmt.Errorf("reading the host name for this replica's identity: %w", err)
 	}
 	so := app.Options{Namespace: o.namespace, Identity: identity, Webhooks: app.WebhookOptions{
-		Anchor:   o.webhookConfigName,
-		Rollout:  interception.Defaults{FailurePolicy: admissionregistrationv1.FailurePolicyType(o.rolloutFailurePolicy), TimeoutSeconds: o.rolloutTimeout},
-		Eviction: interception.Defaults{FailurePolicy: admissionregistrationv1.FailurePolicyType(o.evictionFailurePolicy), TimeoutSeconds: o.evictionTimeout},
+		Anchor:            o.webhookConfigName,
+		Rollout:           interception.Defaults{FailurePolicy: admissionregistrationv1.FailurePolicyType(o.rolloutFailurePolicy), TimeoutSeconds: o.rolloutTimeout},
+		Eviction:          interception.Defaults{FailurePolicy: admissionregistrationv1.FailurePolicyType(o.evictionFailurePolicy), TimeoutSeconds: o.evictionTimeout},
+		NeverHeldDeleters: o.neverHeldDeleters,
 	}}
 	shared, err := app.NewShared(metrics.Registry)
 	if err != nil {

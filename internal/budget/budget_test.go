@@ -2,6 +2,7 @@ package budget_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -265,5 +266,45 @@ func TestSweepsThePreviousReleasesLedgers(t *testing.T) {
 		if err := store.Get(context.Background(), key, &coordinationv1.Lease{}); err != nil {
 			t.Errorf("%s: %v", key.Name, err)
 		}
+	}
+}
+
+// TestDeleteRecordStoredForm: an admitted pod DELETE is recorded in the group's ledger as
+// an eviction with one field added ("via":"delete"), so a replica of the previous release,
+// which decodes the records into pod, uid, at and by, counts it as an eviction during an
+// upgrade, and this release reads it back as a delete.
+func TestDeleteRecordStoredForm(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New(nil)
+	a, _ := replicas(store)
+	g, err := a.ReadGroup(ctx, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := budget.Eviction{Pod: "konnectivity-agent-7xq2d", UID: "1c2d3e4f-0000-4000-8000-00000000a001", At: t0, By: replicaA, Via: budget.ViaDelete}
+	if err := g.RecordEviction(ctx, a, deleted, budget.MinRetention); err != nil {
+		t.Fatal(err)
+	}
+	raw := storedLease(t, store, budget.GroupKey(ns, agent)).Annotations[budget.EvictionsAnnotation]
+	const want = `[{"pod":"konnectivity-agent-7xq2d","uid":"1c2d3e4f-0000-4000-8000-00000000a001","at":"2026-11-30T12:00:00.123456789Z","by":"holdfast-6f9c7d8b5-2xk4p","via":"delete"}]`
+	if raw != want {
+		t.Errorf("stored records:\n got %s\nwant %s", raw, want)
+	}
+	// The previous release's record type (release 5648181), decoded as it decodes it.
+	var previous []struct {
+		Pod string    `json:"pod"`
+		UID types.UID `json:"uid"`
+		At  time.Time `json:"at"`
+		By  string    `json:"by,omitempty"`
+	}
+	if err := json.Unmarshal([]byte(raw), &previous); err != nil || len(previous) != 1 || previous[0].UID != deleted.UID || !previous[0].At.Equal(t0) {
+		t.Errorf("the previous release reads %+v (%v), want the delete as an eviction", previous, err)
+	}
+	g, err = a.ReadGroup(ctx, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]budget.Eviction{deleted}, g.Records); diff != "" {
+		t.Errorf("records read back (-want +got):\n%s", diff)
 	}
 }

@@ -35,7 +35,14 @@ type Eviction struct {
 	At  time.Time `json:"at"`
 	// By is the replica that admitted it, whose clock At is read on.
 	By string `json:"by,omitempty"`
+	// Via is how the pod was taken down: "" an eviction, ViaDelete a DELETE of the pod
+	// (DisruptionPolicy guardDeletes). A release that does not know the field reads a
+	// delete as an eviction, which counts alike.
+	Via string `json:"via,omitempty"`
 }
+
+// ViaDelete marks a record of an admitted pod DELETE.
+const ViaDelete = "delete"
 
 // RolloutStart is a start of a workload's rollout that shares budgets, as its group's
 // ledger records it.

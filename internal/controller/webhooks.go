@@ -43,6 +43,8 @@ type WebhookConfiguration struct {
 	// Namespace is holdfast's own, never intercepted.
 	Namespace         string
 	Rollout, Eviction interception.Defaults
+	// NeverHeldDeleters are users whose pod DELETEs no entry sends (Settings).
+	NeverHeldDeleters []string
 	// NarrowAfter is how long entries that policies no longer need stay beside their
 	// replacements, so that no API server is left without either; 0 means 2 s.
 	NarrowAfter time.Duration
@@ -105,7 +107,8 @@ func (r *WebhookConfiguration) sync(ctx context.Context, rollouts []v1alpha1.Rol
 		return nil, reconcile.Result{}, fmt.Errorf("the installed webhook configuration %s has no webhook to say how the API server reaches holdfast", r.Anchor)
 	}
 	want, outcomes := interception.Entries(rollouts, evictions, interception.Settings{
-		Namespace: r.Namespace, Client: anchor.Webhooks[0].ClientConfig, Rollout: r.Rollout, Eviction: r.Eviction})
+		Namespace: r.Namespace, Client: anchor.Webhooks[0].ClientConfig, Rollout: r.Rollout, Eviction: r.Eviction,
+		NeverHeldDeleters: r.NeverHeldDeleters})
 	owner := metav1.OwnerReference{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingWebhookConfiguration",
 		Name: anchor.Name, UID: anchor.UID}
 

@@ -29,9 +29,11 @@ import (
 const (
 	RolloutPath  = "/validate-rollout"
 	EvictionPath = "/validate-eviction"
-	FloorPath    = "/validate-pdb"
+	// DeletePath serves pod DELETEs with the eviction guard's handler.
+	DeletePath = "/validate-pod-delete"
+	FloorPath  = "/validate-pdb"
 	// NamespacePath serves namespace relabels that bring workloads into a RolloutPolicy's
-	// selection (webhooks/rollout NamespaceHandler).
+	// selection (webhooks/rollout HandleNamespace).
 	NamespacePath = "/validate-namespace"
 )
 
@@ -40,6 +42,7 @@ const (
 	TypeRollout   = "rollout.holdfast.dev"
 	TypeScale     = "scale.holdfast.dev"
 	TypeEviction  = "eviction.holdfast.dev"
+	TypeDelete    = "delete.holdfast.dev"
 	TypeFloor     = "pdb.holdfast.dev"
 	TypeNamespace = "namespace.holdfast.dev"
 )
@@ -64,6 +67,69 @@ type Settings struct {
 	Client   admissionregistrationv1.WebhookClientConfig
 	Rollout  Defaults
 	Eviction Defaults
+	// NeverHeldDeleters are users whose pod DELETEs are never sent to holdfast, beside
+	// kube's own (KubeDeleters), e.g. Karpenter's service account, whose deletes come at
+	// a NodeClaim's deadline, after its evictions were refused for as long as it waits.
+	NeverHeldDeleters []string
+}
+
+// KubeDeleters are the users whose pod DELETEs kube makes itself and holdfast never holds
+// (besides the kubelets, system:node:*): the controller-manager, as itself or as the
+// service accounts its controllers use (--use-service-account-credentials; the names of
+// plugin/pkg/auth/authorizer/rbac/bootstrappolicy/controller_policy.go whose roles may
+// delete pods, and the garbage collector and namespace controller, which delete pods
+// through their owners and namespaces), and the scheduler (preemption). The taint
+// eviction controller runs as node-controller.
+var KubeDeleters = []string{
+	"system:kube-controller-manager",
+	"system:kube-scheduler",
+	"system:serviceaccount:kube-system:cronjob-controller",
+	"system:serviceaccount:kube-system:daemon-set-controller",
+	"system:serviceaccount:kube-system:device-taint-eviction-controller",
+	"system:serviceaccount:kube-system:generic-garbage-collector",
+	"system:serviceaccount:kube-system:job-controller",
+	"system:serviceaccount:kube-system:namespace-controller",
+	"system:serviceaccount:kube-system:node-controller",
+	"system:serviceaccount:kube-system:persistent-volume-binder",
+	"system:serviceaccount:kube-system:pod-garbage-collector",
+	"system:serviceaccount:kube-system:replicaset-controller",
+	"system:serviceaccount:kube-system:replication-controller",
+	"system:serviceaccount:kube-system:resource-claim-controller",
+	"system:serviceaccount:kube-system:statefulset-controller",
+}
+
+// DefaultNeverHeldDeleters are Settings.NeverHeldDeleters' default: Karpenter's service
+// account where its chart installs it.
+var DefaultNeverHeldDeleters = []string{
+	"system:serviceaccount:karpenter:karpenter",
+	"system:serviceaccount:kube-system:karpenter",
+}
+
+// matchServingPod keeps deletes of pods that serve nothing away from holdfast: pods
+// already terminating, terminal (Succeeded, Failed), Pending, or not Ready. A DELETE's
+// oldObject is the pod as stored; its node is not in it, so a pod on a NotReady node that
+// the node lifecycle controller has not yet marked not Ready is decided by the handler.
+var matchServingPod = admissionregistrationv1.MatchCondition{
+	Name: "pod-serving",
+	Expression: "!has(oldObject.metadata.deletionTimestamp) && oldObject.status.?phase.orValue('') == 'Running' && " +
+		"oldObject.status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'True')",
+}
+
+// matchDeleter keeps kube's own deleters, holdfast's (any service account of its
+// namespace) and the configured ones away from holdfast.
+func (b *builder) matchDeleter() admissionregistrationv1.MatchCondition {
+	users := append(slices.Clone(KubeDeleters), b.s.NeverHeldDeleters...)
+	slices.Sort(users)
+	users = slices.Compact(users)
+	quoted := make([]string, len(users))
+	for i, u := range users {
+		quoted[i] = strconv.Quote(u)
+	}
+	return admissionregistrationv1.MatchCondition{
+		Name: "not-kube-or-holdfast",
+		Expression: fmt.Sprintf("!request.userInfo.username.startsWith('system:node:') && !request.userInfo.username.startsWith(%s) && !(request.userInfo.username in [%s])",
+			strconv.Quote("system:serviceaccount:"+b.s.Namespace+":"), strings.Join(quoted, ", ")),
+	}
 }
 
 // Outcome is what the entries mean for one policy, for its Intercepted condition.
@@ -195,6 +261,33 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 			NamespaceSelector: nsSel,
 			SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
 			TimeoutSeconds:    ptr.To(s.Eviction.TimeoutSeconds),
+		})
+	}
+	for i := range evictions {
+		p := &evictions[i]
+		key := Key{Kind: "DisruptionPolicy", Name: p.Name}
+		if p.Spec.Suspend || !p.Spec.GuardDeletes || len(b.outcome(key).Invalid) > 0 {
+			continue
+		}
+		// Pod DELETEs carry the pod: the entry selects by its labels too. It fails open
+		// unless the policy says Fail (then every guarded delete is refused while holdfast
+		// does not answer), whatever the evictions' default: a delete has no floor to
+		// keep, and Ignore keeps holdfast off the path of every kubectl delete pod.
+		fp := failurePolicy(p.Spec.FailurePolicy, Defaults{FailurePolicy: admissionregistrationv1.Ignore})
+		nsSel, objSel := b.selectors(p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector)
+		b.add(key, TypeDelete, admissionregistrationv1.ValidatingWebhook{
+			ClientConfig: b.client(DeletePath),
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+					Resources: []string{"pods"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+			}},
+			FailurePolicy:     &fp,
+			NamespaceSelector: nsSel,
+			ObjectSelector:    objSel,
+			SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
+			TimeoutSeconds:    ptr.To(s.Eviction.TimeoutSeconds),
+			MatchConditions:   []admissionregistrationv1.MatchCondition{matchServingPod, b.matchDeleter()},
 		})
 	}
 	for i := range evictions {

@@ -14,7 +14,8 @@ import (
 // (Name of the installed one): their names, which follow what they select, and their
 // content, for a rollout policy with a scale entry, one with a name too long to keep and a
 // selector holdfast cannot evaluate (it has no entry: it selects nothing), and an eviction
-// policy that generates PDBs (so it has the floor's entry too). A leader of one
+// policy that generates PDBs and guards deletes (so it has the floor's and the pod DELETE
+// entries too). A leader of one
 // release that names or builds an entry otherwise than another's widens and narrows the
 // configuration at each change of leader.
 func TestEntriesStoredForm(t *testing.T) {
@@ -26,8 +27,9 @@ func TestEntriesStoredForm(t *testing.T) {
 		s.Targets.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
 	})
 	evictions := v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.DisruptionPolicySpec{
-		PDB:     &v1alpha1.PDBGeneration{Generate: true},
-		Targets: v1alpha1.PodTargets{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}}}}}
+		PDB:          &v1alpha1.PDBGeneration{Generate: true},
+		GuardDeletes: true,
+		Targets:      v1alpha1.PodTargets{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}}}}}
 	ws, _ := Entries([]v1alpha1.RolloutPolicy{scaled, invalid}, []v1alpha1.DisruptionPolicy{evictions}, settings)
 	golden.AssertJSON(t, "testdata/entries.golden", map[string]any{"configuration": Name("holdfast"), "webhooks": ws})
 }

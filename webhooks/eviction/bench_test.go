@@ -77,3 +77,55 @@ func BenchmarkEvictionUnselected(b *testing.B) {
 		again()
 	}
 }
+
+// guardedScene is a retrying drain of a guarded DaemonSet agent whose group's budget is
+// spent (agentGroup): the eviction, or the DELETE of the pod under guardDeletes, is read,
+// matched, grouped, checked against the group's ledger and deferred. The body is the
+// AdmissionReview the API server sends for it, at path.
+func guardedScene(tb testing.TB, deleting bool) (http.Handler, string, []byte) {
+	tb.Helper()
+	h, req := deleteScene(tb, true)
+	req.DryRun = ptr.To(false)
+	path := DeletePath
+	if !deleting {
+		path = Path
+		raw, err := json.Marshal(&policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		req.Kind = metav1.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}
+		req.SubResource, req.Operation = "eviction", admissionv1.Create
+		req.Object, req.OldObject = runtime.RawExtension{Raw: raw}, runtime.RawExtension{}
+		req.Options = runtime.RawExtension{Raw: []byte(`{"kind":"CreateOptions","apiVersion":"meta.k8s.io/v1"}`)}
+	}
+	body, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &req.AdmissionRequest})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h.Matcher = policy.NewMatcher()
+	return review.NewWebhook(&admission.Webhook{Handler: h}, nil), path, body
+}
+
+func benchmarkGuarded(b *testing.B, deleting bool) {
+	h, path, body := guardedScene(b, deleting)
+	again := utiltesting.Repeat(h, path, body)
+	rec := again()
+	var ar admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &ar); err != nil || ar.Response == nil || ar.Response.Allowed || ar.Response.Result.Code != http.StatusTooManyRequests {
+		b.Fatalf("want deferred (429), got %s (%v)", rec.Body.String(), err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		again()
+	}
+}
+
+// BenchmarkEvictionGuarded measures a deferred eviction of a guarded pod, from request
+// body to response body.
+func BenchmarkEvictionGuarded(b *testing.B) { benchmarkGuarded(b, false) }
+
+// BenchmarkDeleteGuarded measures a deferred DELETE of the same pod under guardDeletes:
+// the API server sends the whole pod (oldObject) and the handler reads its node.
+func BenchmarkDeleteGuarded(b *testing.B) { benchmarkGuarded(b, true) }

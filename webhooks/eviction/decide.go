@@ -52,6 +52,12 @@ type Input struct {
 	// Identity is this replica's, as it signs records; Now is its clock.
 	Identity string
 	Now      time.Time
+	// Delete is a DELETE of the pod rather than its eviction: only the policies with
+	// guardDeletes apply, and a pod that serves nothing is never held.
+	Delete bool
+	// NodeLost is a pod on a node the node lifecycle controller has tainted not-ready,
+	// unreachable or out of service: deleting it is the documented recovery.
+	NodeLost bool
 }
 
 // margin is how much older than it looks a record may be, read on this replica's clock.
@@ -101,9 +107,15 @@ func Decide(in Input) Decision {
 	if in.Pod.Terminating || in.Pod.Phase == corev1.PodSucceeded || in.Pod.Phase == corev1.PodFailed || in.Pod.Phase == corev1.PodPending {
 		return d
 	}
+	// A delete of a pod that serves nothing takes nothing down, whatever
+	// unhealthyPodEvictionPolicy says: the force delete of a stuck pod, or of one on a dead
+	// node, is how it is recovered.
+	if in.Delete && (!in.Pod.Ready || in.NodeLost) {
+		return d
+	}
 	for i := range in.Policies {
 		p := &in.Policies[i]
-		if p.Spec.Suspend {
+		if p.Spec.Suspend || in.Delete && !p.Spec.GuardDeletes {
 			continue
 		}
 		exempt, grant := policy.ExemptAt(p.Spec.Exemptions, in.User, in.Now)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +39,11 @@ import (
 // Path is where the eviction webhook is served.
 const Path = interception.EvictionPath
 
+// DeletePath is where the same handler is served for pod DELETEs (DisruptionPolicy
+// guardDeletes): one decision and one ledger for both ways down, and the API server's and
+// controller-runtime's per-path metrics tell the two apart.
+const DeletePath = interception.DeletePath
+
 // CauseType marks holdfast's refusals ("never") of evictions; deferrals carry kube's
 // DisruptionBudget cause so that drains retry them, with a message that names holdfast.
 const CauseType metav1.CauseType = "holdfast.dev/DisruptionPolicy"
@@ -45,7 +51,8 @@ const CauseType metav1.CauseType = "holdfast.dev/DisruptionPolicy"
 // ledgerAttempts bounds the optimistic-concurrency retries on the group's ledger.
 const ledgerAttempts = 5
 
-// Handler decides evictions of the pods DisruptionPolicies select.
+// Handler decides evictions of the pods DisruptionPolicies select, and the DELETEs of those
+// whose policies guard deletes.
 type Handler struct {
 	// Reader reads policies, namespaces, pods and their owners from informer caches.
 	Reader client.Reader
@@ -83,11 +90,31 @@ var _ admission.Handler = &Handler{}
 // Handle implements admission.Handler.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := h.Clock.Now()
+	if req.Operation == admissionv1.Delete {
+		return h.handle(ctx, req, start, nil)
+	}
 	ev, err := h.decode(req)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	dryRun := (req.DryRun != nil && *req.DryRun) || (ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll))
+	return h.handle(ctx, req, start, ev)
+}
+
+// handle decides an eviction (ev) or, when ev is nil, a DELETE of the pod.
+func (h *Handler) handle(ctx context.Context, req admission.Request, start time.Time, ev *policyv1.Eviction) admission.Response {
+	deleting := ev == nil
+	var deleted *corev1.Pod
+	if deleting {
+		var err error
+		if deleted, err = decodeDelete(req); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+	}
+	dryRun := (req.DryRun != nil && *req.DryRun) || (ev != nil && ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll))
+	kind := "eviction"
+	if deleting {
+		kind = "delete"
+	}
 
 	var policies v1alpha1.DisruptionPolicyList
 	if err := informer.List(ctx, h.Reader, &policies); err != nil {
@@ -99,21 +126,30 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	// Objects missing from this replica's cache may be new ones it has not seen yet:
 	// confirm with the API server before treating them as gone.
 	reader := fallbackReader{cached: h.Reader, live: h.APIReader}
-	pod := &corev1.Pod{}
-	if err := informer.Get(ctx, reader, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			return admission.Allowed("") // the API server answers 404 itself
+	pod := deleted // a DELETE carries the pod as the API server holds it
+	if pod == nil {
+		pod = &corev1.Pod{}
+		if err := informer.Get(ctx, reader, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
+			if apierrors.IsNotFound(err) {
+				return admission.Allowed("") // the API server answers 404 itself
+			}
+			return h.fail(err)
 		}
-		return h.fail(err)
 	}
 	nsLabels, err := policy.NamespaceLabels(ctx, h.Reader, req.Namespace)
 	if err != nil {
 		return h.fail(err)
 	}
 	in := Input{Pod: workload.PodOf(pod), PodLabels: pod.Labels, NamespaceLabels: nsLabels,
-		Policies: policies.Items, Matcher: h.Matcher, User: req.UserInfo, Identity: h.Ledgers.Self(), Now: start}
+		Policies: policies.Items, Matcher: h.Matcher, User: req.UserInfo, Identity: h.Ledgers.Self(), Now: start, Delete: deleting}
 	if !selectsAny(in) {
 		return admission.Allowed("") // the fast path: no policy selects the pod
+	}
+	if deleting {
+		// What the entry's matchConditions cannot see: the pod's node.
+		if in.NodeLost, err = nodeLost(ctx, h.Reader, pod); err != nil {
+			return h.fail(err)
+		}
 	}
 	if in.Group, err = workload.GroupOf(ctx, reader, pod); err != nil {
 		return h.fail(fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
@@ -126,29 +162,43 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	finish := func(d Decision) admission.Response {
 		h.Metrics.observe(d, in, h.Clock.Since(start))
 		if len(d.Violations) > 0 {
-			logf.FromContext(ctx).Info("Eviction policy violated", "pod", klog.KObj(pod), "action", d.Action().String(), "dryRun", dryRun,
+			logf.FromContext(ctx).Info("Eviction policy violated", "pod", klog.KObj(pod), "request", kind, "action", d.Action().String(), "dryRun", dryRun,
 				"violations", d.Messages(decision.Audit))
+		}
+		reason := "Eviction"
+		if deleting {
+			reason = "Delete"
 		}
 		switch a := d.Action(); {
 		case dryRun:
 		case a == decision.Deny && d.Never():
-			h.Events.Warn(pod, "eviction", in.Now, "EvictionRefused", d.Denial())
+			h.Events.Warn(pod, kind, in.Now, reason+"Refused", d.Denial())
 		case a == decision.Deny:
-			h.Events.Warn(pod, "eviction", in.Now, "EvictionDeferred", d.Denial())
-			h.heldTooLong(pod, d, policies.Items, in.Now)
+			h.Events.Warn(pod, kind, in.Now, reason+"Deferred", d.Denial())
+			if !deleting {
+				h.heldTooLong(pod, d, policies.Items, in.Now)
+			}
 		case a == decision.Warn:
-			h.Events.Warn(pod, "eviction", in.Now, "EvictionWarning", strings.Join(d.Messages(decision.Warn), "; "))
+			h.Events.Warn(pod, kind, in.Now, reason+"Warning", strings.Join(d.Messages(decision.Warn), "; "))
 		case a == decision.Audit:
-			h.Events.Normal(pod, "eviction", in.Now, "EvictionAudit", strings.Join(d.Messages(decision.Audit), "; "))
+			h.Events.Normal(pod, kind, in.Now, reason+"Audit", strings.Join(d.Messages(decision.Audit), "; "))
 		}
-		if a := d.Action(); a != decision.Deny && !dryRun {
+		if a := d.Action(); a != decision.Deny && !dryRun && !deleting {
 			if held, ok := h.Holds.Ended(pod.UID, in.Now); ok {
 				h.Metrics.held(held)
 			}
 		}
+		if deleting {
+			return respondDelete(d, pod)
+		}
 		return respond(d)
 	}
-	if both, err := twoFloors(ctx, h.Reader, h.APIReader, pod, start); err != nil {
+	if deleting && (!in.Pod.Ready || in.NodeLost) {
+		return finish(decideWith(h.decide, in)) // never held, never recorded
+	}
+	if deleting {
+		// kube checks no PodDisruptionBudget on a DELETE: two floors do not matter.
+	} else if both, err := twoFloors(ctx, h.Reader, h.APIReader, pod, start); err != nil {
 		return h.fail(err)
 	} else if both != "" {
 		return finish(retryLater(fmt.Sprintf("PodDisruptionBudgets %s both cover pod %s/%s, so kube would answer 500 to its eviction; "+
@@ -188,7 +238,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		if d.Action() == decision.Deny || dryRun || !d.Counts || g.Ledger == nil || in.Recorded() {
 			return finish(d)
 		}
-		err = g.RecordEviction(lctx, h.Ledgers, budget.Eviction{Pod: pod.Name, UID: pod.UID, At: in.Now, By: h.Ledgers.Self()}, keep)
+		rec := budget.Eviction{Pod: pod.Name, UID: pod.UID, At: in.Now, By: h.Ledgers.Self()}
+		if deleting {
+			rec.Via = budget.ViaDelete
+		}
+		err = g.RecordEviction(lctx, h.Ledgers, rec, keep)
 		switch {
 		case err == nil:
 			return finish(d)
@@ -328,6 +382,9 @@ func (r fallbackReader) List(ctx context.Context, list client.ObjectList, opts .
 
 func selectsAny(in Input) bool {
 	for _, p := range in.Policies {
+		if in.Delete && !p.Spec.GuardDeletes {
+			continue
+		}
 		if ok, _ := in.Matcher.SelectsPods(p.Spec.Targets, in.NamespaceLabels, in.PodLabels); ok {
 			return true
 		}
@@ -351,6 +408,71 @@ func (h *Handler) decode(req admission.Request) (*policyv1.Eviction, error) {
 		return nil, fmt.Errorf("the Eviction is in namespace %q but the request is for namespace %q", ev.Namespace, req.Namespace)
 	}
 	return ev, nil
+}
+
+// decodeDelete reads the pod a DELETE removes, as the API server holds it (oldObject).
+func decodeDelete(req admission.Request) (*corev1.Pod, error) {
+	if req.Kind.Kind != "Pod" || req.Resource.Resource != "pods" || req.SubResource != "" {
+		return nil, fmt.Errorf("unsupported DELETE of %s %s/%s: this webhook guards pods", req.Kind.Kind, req.Resource.Resource, req.SubResource)
+	}
+	pod := &corev1.Pod{}
+	if err := apijson.Unmarshal(req.OldObject.Raw, pod); err != nil {
+		return nil, fmt.Errorf("decoding the deleted pod: %w", err)
+	}
+	if pod.Name != req.Name || pod.Namespace != req.Namespace {
+		return nil, fmt.Errorf("the deleted object is pod %s/%s but the request is for pod %s/%s", pod.Namespace, pod.Name, req.Namespace, req.Name)
+	}
+	return pod, nil
+}
+
+// lostNodeTaints are the taints kube's node lifecycle controller puts on a node whose
+// kubelet stopped reporting Ready (pkg/controller/nodelifecycle, doNoExecuteTaintingPass
+// and doNoScheduleTaintingPass), and the out-of-service taint operators put on a node that
+// is down for good.
+var lostNodeTaints = []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, corev1.TaintNodeOutOfService}
+
+// nodeLost reports a pod on a node tainted as not Ready, unreachable or out of service
+// (the lean node cache keeps taints, not conditions). A DELETE's oldObject carries no
+// node, so no matchCondition can tell this.
+func nodeLost(ctx context.Context, r client.Reader, pod *corev1.Pod) (bool, error) {
+	if pod.Spec.NodeName == "" {
+		return false, nil
+	}
+	node := &corev1.Node{}
+	if err := informer.Get(ctx, r, client.ObjectKey{Name: pod.Spec.NodeName}, node); err != nil {
+		// A node missing from the cache may be one that joined a moment ago: its pods serve.
+		// Pods of a node deleted for good are the pod garbage collector's to delete.
+		return false, client.IgnoreNotFound(err)
+	}
+	for _, t := range node.Spec.Taints {
+		if slices.Contains(lostNodeTaints, t.Key) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// respondDelete maps a decision on a DELETE. "Not now" is 429 without Retry-After:
+// client-go retries a 429 that carries one up to ten times inside the call (a DELETE
+// included), which would stall kubectl unseen, while a 429 without it returns at once, is
+// apierrors.IsTooManyRequests (a temporary refusal, which controllers requeue with
+// backoff) and is not mistaken for RBAC's 403. A budget of zero is 403, as for evictions.
+// The message names the policy and the way to go through the budget that waits and
+// retries: the eviction API.
+func respondDelete(d Decision, pod *corev1.Pod) admission.Response {
+	if d.Action() != decision.Deny {
+		return decision.Allowed(d.Violations)
+	}
+	msg := "holdfast: the delete of pod " + pod.Namespace + "/" + pod.Name + " is guarded as its eviction is: " + d.Denial() +
+		"; evict the pod instead (the eviction API, or kubectl drain without --disable-eviction), which waits for the budget and retries"
+	code, reason := int32(http.StatusTooManyRequests), metav1.StatusReasonTooManyRequests
+	if d.Never() {
+		code, reason = http.StatusForbidden, metav1.StatusReasonForbidden
+	}
+	// No RetryAfterSeconds: the API server sets the Retry-After header from it.
+	err := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg,
+		Details: &metav1.StatusDetails{Name: pod.Name, Kind: "pods", Causes: []metav1.StatusCause{{Type: CauseType, Message: msg}}}}}
+	return decision.Denied(err, d.Violations)
 }
 
 // respond maps a decision: a deferral is 429 with kube's DisruptionBudget cause and a

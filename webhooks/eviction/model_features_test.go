@@ -209,7 +209,7 @@ func optionsOf(c modelConfig) []string {
 // policySpec is the DisruptionPolicy a sequence starts with.
 func policySpec(c modelConfig) v1alpha1.DisruptionPolicySpec {
 	spec := v1alpha1.DisruptionPolicySpec{Mode: c.Mode, MaxUnavailable: ptr.To(c.Budget), MinReadySeconds: c.MinReady,
-		UnhealthyPodEvictionPolicy: ptr.To(c.Unhealthy), Windows: c.Windows,
+		UnhealthyPodEvictionPolicy: ptr.To(c.Unhealthy), Windows: c.Windows, GuardDeletes: true,
 		Targets: v1alpha1.PodTargets{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "guarded", Operator: metav1.LabelSelectorOpExists}}}}}
 	if c.Cooldown > 0 {
 		spec.Cooldown = &metav1.Duration{Duration: c.Cooldown}

@@ -86,7 +86,11 @@ func (o modelOp) String() string {
 		o.Kind, o.Pod, o.Pod2, o.Replica, o.Drainer, o.DryRun, o.Millis, o.Variant)
 }
 
-var opKinds = []string{"evict", "evict", "evict", "race", "tick", "tick", "notReady", "recover", "sync", "apiError", "policy", "pause", "sweep", "rollout", "evictUnready"}
+var opKinds = []string{"evict", "evict", "evict", "delete", "race", "tick", "tick", "notReady", "recover", "sync", "apiError", "policy", "pause", "sweep", "rollout", "evictUnready"}
+
+// opKindsBeforeDeletes are opKinds as the explorer drew them before pod DELETEs were
+// guarded: the generated sequences replayed by seed were found with them.
+var opKindsBeforeDeletes = slices.DeleteFunc(slices.Clone(opKinds), func(k string) bool { return k == "delete" })
 
 // identityOf is the index of the identity named.
 func identityOf(name string) int {
@@ -99,16 +103,19 @@ func identityOf(name string) int {
 }
 
 type modelConfig struct {
-	Seed      uint64
-	Kind      v1alpha1.WorkloadKind // the guarded Deployment or StatefulSet
-	Replicas  int32
-	Nodes     int
-	Budget    intstr.IntOrString
-	Cooldown  time.Duration
-	MinReady  int32
-	Unhealthy policyv1.UnhealthyPodEvictionPolicyType
-	Offsets   [2]time.Duration
-	Lags      [2]time.Duration
+	Seed uint64
+	// BeforeDeletes generates operations as the explorer did before it sent DELETEs
+	// (opKindsBeforeDeletes), to replay the sequences of a seed found then.
+	BeforeDeletes bool
+	Kind          v1alpha1.WorkloadKind // the guarded Deployment or StatefulSet
+	Replicas      int32
+	Nodes         int
+	Budget        intstr.IntOrString
+	Cooldown      time.Duration
+	MinReady      int32
+	Unhealthy     policyv1.UnhealthyPodEvictionPolicyType
+	Offsets       [2]time.Duration
+	Lags          [2]time.Duration
 
 	// The policy's other options (model_features_test.go).
 	Start         time.Time
@@ -726,6 +733,13 @@ func (w *world) violate(format string, args ...any) {
 // the outcome invariants against the cluster. It returns the answer's HTTP code (200 for
 // an eviction that took effect).
 func (w *world) evict(i int, p *mpod, dryRun bool, who int) int32 {
+	return w.takeDown(i, p, dryRun, who, false)
+}
+
+// takeDown is evict, or when deleting a DELETE of the pod (guardDeletes, on in every
+// generated policy): the API server sends the pod as oldObject and checks no PDB after
+// holdfast; the same budget, cooldown and windows must hold both ways.
+func (w *world) takeDown(i int, p *mpod, dryRun bool, who int, deleting bool) int32 {
 	r := w.replicas[i]
 	if w.now.Sub(r.synced) > w.cfg.Lags[i] {
 		w.sync(i)
@@ -738,6 +752,18 @@ func (w *world) evict(i int, p *mpod, dryRun bool, who int) int32 {
 		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: "eviction",
 		Namespace: modelNamespace, Name: p.name, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: body}, DryRun: ptr.To(dryRun),
 		UserInfo: identities[who].user}}
+	if deleting {
+		for _, o := range w.objects() {
+			if pod, ok := o.(*corev1.Pod); ok && pod.Name == p.name {
+				raw, _ := json.Marshal(pod)
+				req.Kind, req.SubResource, req.Operation = metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, "", admissionv1.Delete
+				req.Object, req.OldObject = runtime.RawExtension{}, runtime.RawExtension{Raw: raw}
+			}
+		}
+		if req.Operation != admissionv1.Delete {
+			return http.StatusNotFound // the API server answers 404 without asking holdfast
+		}
+	}
 	specs := w.inForce()
 	wasReady, longNotReady := p.ready(w.now), p.longNotReady(w.now)
 	// An eviction takes a pod down when every policy in force counts it available.
@@ -751,7 +777,7 @@ func (w *world) evict(i int, p *mpod, dryRun bool, who int) int32 {
 	})
 	resp := r.handler.Handle(context.Background(), req)
 	if *modelTrace {
-		fmt.Printf("%s r%d %s evict %s (%s ready=%v avail=%v) -> %v %v\n", w.now.Format("15:04:05.0"), i, identities[who].name, p.name, p.uid, p.ready(w.now), p.available(w.now, w.cfg.MinReady), resp.Allowed, resp.Result.Message)
+		fmt.Printf("%s r%d %s %s %s (%s ready=%v avail=%v) -> %v %v\n", w.now.Format("15:04:05.0"), i, identities[who].name, map[bool]string{false: "evict", true: "delete"}[deleting], p.name, p.uid, p.ready(w.now), p.available(w.now, w.cfg.MinReady), resp.Allowed, resp.Result.Message)
 		for _, q := range w.pods {
 			fmt.Printf("   %s %s t%d node%d ready=%v term=%v slot=%v readyAt=%s\n", q.name, q.uid, q.template, q.node, q.ready(w.now), q.terminating, q.slot, q.readyAt.Format("15:04:05.0"))
 		}
@@ -761,7 +787,9 @@ func (w *world) evict(i int, p *mpod, dryRun bool, who int) int32 {
 		code = resp.Result.Code
 	}
 	guarded := p.g.guarded && !p.terminating && slices.Contains(w.pods, p)
-	w.held(i, p, code, dryRun, armed)
+	if !deleting {
+		w.held(i, p, code, dryRun, armed) // maxHold watches evictions
+	}
 	// What no answer may ever be: holdfast's own fault or a bad request; a refusal (403)
 	// only of a Ready pod by a budget written as no pod at all, for the policy or the
 	// requester (never a percentage of a group that expects no pods).
@@ -835,13 +863,14 @@ func (w *world) evict(i int, p *mpod, dryRun bool, who int) int32 {
 			w.violate("E8: eviction of Ready pod %s admitted while %s, which shares the budget, rolls out with pods unavailable", p.name, p.g.name)
 		}
 	}
-	if exception == "" && !wasReady && ifHealthy && stable {
+	// A DELETE of a pod that serves nothing is never held, under IfHealthyBudget either.
+	if exception == "" && !wasReady && ifHealthy && stable && !deleting {
 		w.checked["E3"]++
 		if down, budget := w.unavailable(p.g), w.budgetOf(p.g, specs, -1); down > budget {
 			w.violate("E3: not-Ready pod %s evicted under IfHealthyBudget while %s has %d pods unavailable, over its budget of %d", p.name, p.g.name, down, budget)
 		}
 	}
-	if !w.kubeAdmits(p, dryRun) {
+	if !deleting && !w.kubeAdmits(p, dryRun) {
 		if !dryRun {
 			w.refused = w.now
 		}
@@ -1086,6 +1115,11 @@ func (w *world) step(op modelOp) {
 		if p := w.pick(op.Pod); p != nil {
 			w.evict(op.Replica, p, op.DryRun, identityOf(op.Drainer))
 		}
+	case "delete":
+		// kubectl delete pod, or a drain with --disable-eviction.
+		if p := w.pick(op.Pod); p != nil {
+			w.takeDown(op.Replica, p, op.DryRun, identityOf(op.Drainer), true)
+		}
 	case "race":
 		// Two evictions of pods of one group through both replicas: the second runs to its
 		// end between the first's ledger read and its write.
@@ -1258,8 +1292,8 @@ func (w *world) drain() {
 	}
 }
 
-func generate(r *rand.Rand) modelOp {
-	op := modelOp{Kind: opKinds[r.IntN(len(opKinds))], Pod: r.IntN(64), Pod2: r.IntN(64), Replica: r.IntN(2),
+func generate(r *rand.Rand, kinds []string) modelOp {
+	op := modelOp{Kind: kinds[r.IntN(len(kinds))], Pod: r.IntN(64), Pod2: r.IntN(64), Replica: r.IntN(2),
 		Drainer: identities[r.IntN(len(identities))].name, DryRun: r.IntN(10) == 0,
 		Millis: 200 + r.IntN(8000), Variant: r.IntN(8)}
 	return op
@@ -1312,7 +1346,11 @@ func runSeed(cfg modelConfig, m mutant, counts map[string]int) (*world, int) {
 	}
 	steps := 4 + w.rng.IntN(9)
 	for range steps {
-		op := generate(w.rng)
+		kinds := opKinds
+		if cfg.BeforeDeletes {
+			kinds = opKindsBeforeDeletes
+		}
+		op := generate(w.rng, kinds)
 		counts[op.Kind]++
 		w.step(op)
 	}
@@ -1566,7 +1604,9 @@ func TestEvictionModelReplays(t *testing.T) {
 	// the same through the other replica, whose clock differs (8242, of the 50,000 make fuzz
 	// runs), and an exempt eviction admitted unrecorded while the ledger failed (9132).
 	for _, seed := range []uint64{47, 777, 929, 1316, 8242, 9132} {
-		if w, _ := runSeed(configFor(seed), mutant{}, map[string]int{}); len(w.violations) > 0 || w.stuck {
+		cfg := configFor(seed)
+		cfg.BeforeDeletes = true
+		if w, _ := runSeed(cfg, mutant{}, map[string]int{}); len(w.violations) > 0 || w.stuck {
 			t.Errorf("seed %d: %s", seed, strings.Join(w.violations, "\n"))
 		}
 	}

@@ -102,6 +102,9 @@ type WebhookOptions struct {
 	// Rollout and Eviction are the entries' failure policy and timeout where no policy
 	// sets one; zero means Ignore and 3 s.
 	Rollout, Eviction interception.Defaults
+	// NeverHeldDeleters are users whose pod DELETEs are never sent to holdfast, beside
+	// kube's own; nil means interception.DefaultNeverHeldDeleters (Karpenter's).
+	NeverHeldDeleters []string
 	// NarrowAfter is how long replaced entries stay beside their replacements; 0 means 2 s.
 	NarrowAfter time.Duration
 }
@@ -211,6 +214,7 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{Handler: evictionHandler, RecoverPanic: ptr.To(true)}, nil))
 	srv.Register(rollout.NamespacePath, review.NewWebhook(&admission.Webhook{Handler: admission.HandlerFunc(rolloutHandler.HandleNamespace),
 		RecoverPanic: ptr.To(true)}, nil))
+	srv.Register(eviction.DeletePath, review.NewWebhook(&admission.Webhook{Handler: evictionHandler, RecoverPanic: ptr.To(true)}, nil))
 
 	srv.Register(floor.Path, review.NewWebhook(&admission.Webhook{
 		Handler:      &floor.Handler{Reader: mgr.GetCache(), Matcher: s.Matcher, Clock: clock.RealClock{}},
@@ -279,6 +283,10 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 	}
 
 	anchor := cmp.Or(o.Webhooks.Anchor, "holdfast")
+	neverHeld := o.Webhooks.NeverHeldDeleters
+	if neverHeld == nil {
+		neverHeld = interception.DefaultNeverHeldDeleters
+	}
 	withDefaults := func(d interception.Defaults) interception.Defaults {
 		d.FailurePolicy = cmp.Or(d.FailurePolicy, admissionregistrationv1.Ignore)
 		d.TimeoutSeconds = cmp.Or(d.TimeoutSeconds, 3)
@@ -286,7 +294,8 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 	}
 	if err := (&controller.WebhookConfiguration{Client: mgr.GetClient(), Name: interception.Name(anchor), Anchor: anchor,
 		Namespace: o.Namespace, Rollout: withDefaults(o.Webhooks.Rollout), Eviction: withDefaults(o.Webhooks.Eviction),
-		NarrowAfter: o.Webhooks.NarrowAfter, Metrics: s.Webhooks, Clock: clk}).SetupWithManager(mgr); err != nil {
+		NeverHeldDeleters: neverHeld,
+		NarrowAfter:       o.Webhooks.NarrowAfter, Metrics: s.Webhooks, Clock: clk}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the scoped webhook configuration: %w", err)
 	}
 

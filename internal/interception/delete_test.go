@@ -1,0 +1,140 @@
+package interception
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/utils/ptr"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+)
+
+func deletePolicy(name string, mut func(*v1alpha1.DisruptionPolicySpec)) v1alpha1.DisruptionPolicy {
+	p := v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.DisruptionPolicySpec{GuardDeletes: true,
+		Targets: v1alpha1.PodTargets{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kube-system"}},
+			Selector:          &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "konnectivity-agent"}}}}}
+	if mut != nil {
+		mut(&p.Spec)
+	}
+	return p
+}
+
+// TestDeleteEntry: a policy with guardDeletes has a pod DELETE entry that selects its pods
+// by namespace and labels and fails open unless the policy says Fail, whatever the
+// evictions' default; a policy without it, or suspended, has none.
+func TestDeleteEntry(t *testing.T) {
+	ws, outcomes := Entries(nil, []v1alpha1.DisruptionPolicy{deletePolicy("agents", nil),
+		deletePolicy("off", func(s *v1alpha1.DisruptionPolicySpec) { s.GuardDeletes = false }),
+		deletePolicy("suspended", func(s *v1alpha1.DisruptionPolicySpec) { s.Suspend = true })}, settings)
+	del := byType(ws, TypeDelete)
+	if len(del) != 1 {
+		t.Fatalf("want one delete entry, got %+v", del)
+	}
+	w := del[0]
+	if r := w.Rules; len(r) != 1 || r[0].Operations[0] != admissionregistrationv1.Delete || r[0].Resources[0] != "pods" {
+		t.Errorf("rules = %+v, want pod DELETEs", r)
+	}
+	if *w.FailurePolicy != admissionregistrationv1.Ignore || settings.Eviction.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("failurePolicy = %s with the evictions' default Fail, want Ignore", *w.FailurePolicy)
+	}
+	if w.ObjectSelector == nil || w.ObjectSelector.MatchLabels["k8s-app"] != "konnectivity-agent" {
+		t.Errorf("objectSelector = %+v, want the policy's", w.ObjectSelector)
+	}
+	if w.ClientConfig.Service == nil || *w.ClientConfig.Service.Path != DeletePath {
+		t.Errorf("client = %+v, want path %s", w.ClientConfig, DeletePath)
+	}
+	if o := outcomes[Key{Kind: "DisruptionPolicy", Name: "off"}]; o == nil || slices.ContainsFunc(o.Entries, func(e string) bool { return strings.HasSuffix(e, "."+TypeDelete) }) {
+		t.Errorf("outcome of the policy without guardDeletes: %+v", o)
+	}
+	failing, _ := Entries(nil, []v1alpha1.DisruptionPolicy{deletePolicy("agents", func(s *v1alpha1.DisruptionPolicySpec) {
+		s.FailurePolicy = ptr.To(v1alpha1.FailurePolicy("Fail"))
+	})}, settings)
+	if d := byType(failing, TypeDelete); len(d) != 1 || *d[0].FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("a policy that says Fail: %+v", d)
+	}
+}
+
+// TestDeleteMatchConditions evaluates the delete entry's matchConditions as the API server
+// does (k8s.io/apiserver's webhook matcher, on a DELETE's attributes: oldObject is the pod,
+// object is null): only a delete of a serving pod by someone other than kube, holdfast or
+// a configured deleter is sent.
+func TestDeleteMatchConditions(t *testing.T) {
+	s := settings
+	s.NeverHeldDeleters = DefaultNeverHeldDeleters
+	ws, _ := Entries(nil, []v1alpha1.DisruptionPolicy{deletePolicy("agents", nil)}, s)
+	del := byType(ws, TypeDelete)
+	if len(del) != 1 {
+		t.Fatalf("want one delete entry, got %+v", ws)
+	}
+	matcher := webhook.NewValidatingWebhookAccessor("uid", Name("holdfast"), &del[0]).
+		GetCompiledMatcher(cel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())))
+
+	serving := func(mut func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "konnectivity-agent-x", Labels: map[string]string{"k8s-app": "konnectivity-agent"}},
+			Spec:       corev1.PodSpec{NodeName: "node-1"},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+		if mut != nil {
+			mut(p)
+		}
+		return p
+	}
+	const alice = "alice"
+	cases := map[string]struct {
+		pod  *corev1.Pod
+		user string
+		sent bool
+	}{
+		"a person deletes a serving pod":                      {pod: serving(nil), user: alice, sent: true},
+		"a drainer in kube-system deletes a serving pod":      {pod: serving(nil), user: "system:serviceaccount:kube-system:node-upgrader", sent: true},
+		"a service account named like a controller elsewhere": {pod: serving(nil), user: "system:serviceaccount:tenant:replicaset-controller", sent: true},
+		"a terminating pod":                                   {pod: serving(func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }), user: alice},
+		"a Succeeded pod":                                     {pod: serving(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), user: alice},
+		"a Failed pod":                                        {pod: serving(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), user: alice},
+		"a Pending pod":                                       {pod: serving(func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }), user: alice},
+		"a pod not Ready":                                     {pod: serving(func(p *corev1.Pod) { p.Status.Conditions[1].Status = corev1.ConditionFalse }), user: alice},
+		"a pod with no status yet":                            {pod: serving(func(p *corev1.Pod) { p.Status = corev1.PodStatus{} }), user: alice},
+		"the kubelet's final delete":                          {pod: serving(nil), user: "system:node:node-1"},
+		"the replicaset controller":                           {pod: serving(nil), user: "system:serviceaccount:kube-system:replicaset-controller"},
+		"the statefulset controller":                          {pod: serving(nil), user: "system:serviceaccount:kube-system:statefulset-controller"},
+		"the daemonset controller":                            {pod: serving(nil), user: "system:serviceaccount:kube-system:daemon-set-controller"},
+		"the job controller":                                  {pod: serving(nil), user: "system:serviceaccount:kube-system:job-controller"},
+		"the garbage collector":                               {pod: serving(nil), user: "system:serviceaccount:kube-system:generic-garbage-collector"},
+		"the namespace controller":                            {pod: serving(nil), user: "system:serviceaccount:kube-system:namespace-controller"},
+		"taint eviction (node-controller)":                    {pod: serving(nil), user: "system:serviceaccount:kube-system:node-controller"},
+		"the pod garbage collector":                           {pod: serving(nil), user: "system:serviceaccount:kube-system:pod-garbage-collector"},
+		"the controller-manager as itself":                    {pod: serving(nil), user: "system:kube-controller-manager"},
+		"the scheduler's preemption":                          {pod: serving(nil), user: "system:kube-scheduler"},
+		"holdfast itself":                                     {pod: serving(nil), user: "system:serviceaccount:holdfast-system:holdfast"},
+		"Karpenter at a NodeClaim's deadline":                 {pod: serving(nil), user: "system:serviceaccount:karpenter:karpenter"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			attrs := admission.NewAttributesRecord(nil, c.pod, corev1.SchemeGroupVersion.WithKind("Pod"), c.pod.Namespace, c.pod.Name,
+				corev1.SchemeGroupVersion.WithResource("pods"), "", admission.Delete, &metav1.DeleteOptions{}, false, &user.DefaultInfo{Name: c.user})
+			va, err := admission.NewVersionedAttributes(attrs, corev1.SchemeGroupVersion.WithKind("Pod"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := matcher.Match(context.Background(), va, nil, nil)
+			if r.Error != nil {
+				t.Fatalf("evaluating the matchConditions: %v", r.Error)
+			}
+			if r.Matches != c.sent {
+				t.Errorf("sent = %t (failed condition %q), want %t", r.Matches, r.FailedConditionName, c.sent)
+			}
+		})
+	}
+}
