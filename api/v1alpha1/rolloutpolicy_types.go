@@ -287,6 +287,13 @@ const (
 	ReasonBroadened    = "Broadened"
 	ReasonNotGuarding  = "NotGuarding"
 	ReasonUpdateFailed = "UpdateFailed"
+	// ConditionWritersFighting is True while two writers (field managers) alternate the
+	// templates of a selected workload within the policy's revertWindow: one changed the
+	// template and another changed it again. It names the workload and both writers; a
+	// policy without a revertWindow has no such condition.
+	ConditionWritersFighting = "WritersFighting"
+	ReasonAlternating        = "Alternating"
+	ReasonOneWriter          = "OneWriter"
 )
 
 // +kubebuilder:object:root=true

@@ -113,17 +113,18 @@ func run(m *testing.M) int {
 	wio := &env.WebhookInstallOptions
 	webhookHost, webhookPort = wio.LocalServingHost, wio.LocalServingPort
 	webhookServer = &countingServer{Server: app.WebhookServer(ctx, wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir)}
+	shared, err := app.NewShared(prometheus.NewRegistry())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building holdfast's shared values:", err)
+		return 1
+	}
 	mgr, err := ctrl.NewManager(holdfastCfg, ctrl.Options{
 		Scheme:                 informer.NewScheme(),
-		Cache:                  app.CacheOptions(holdfastNamespace),
+		Cache:                  app.CacheOptions(holdfastNamespace, shared.Writers),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          webhookServer,
 	})
-	var shared *app.Shared
-	if err == nil {
-		shared, err = app.NewShared(prometheus.NewRegistry())
-	}
 	if err == nil {
 		err = app.Setup(ctx, mgr, app.Options{Namespace: holdfastNamespace, Identity: "integration", LedgerSweepEvery: time.Second,
 			Webhooks: app.WebhookOptions{Anchor: vwc.Name, NarrowAfter: 500 * time.Millisecond,
