@@ -55,6 +55,8 @@ var (
 	// auditLogPath is the API server's audit log (every request's metadata, the webhooks'
 	// audit annotations).
 	auditLogPath string
+	// metricsRegistry holds holdfast's metrics.
+	metricsRegistry *prometheus.Registry
 )
 
 func TestMain(m *testing.M) {
@@ -113,7 +115,8 @@ func run(m *testing.M) int {
 	wio := &env.WebhookInstallOptions
 	webhookHost, webhookPort = wio.LocalServingHost, wio.LocalServingPort
 	webhookServer = &countingServer{Server: app.WebhookServer(ctx, wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir)}
-	shared, err := app.NewShared(prometheus.NewRegistry())
+	metricsRegistry = prometheus.NewRegistry()
+	shared, err := app.NewShared(metricsRegistry)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building holdfast's shared values:", err)
 		return 1
