@@ -252,6 +252,9 @@ type RolloutPolicyStatus struct {
 	// conditions: Ready is True when the policy is valid and in force, False with reason
 	// InvalidSelector (the policy then selects nothing until fixed),
 	// InvalidWindow (the windows it cannot evaluate are ignored) or Suspended.
+	// WritersFighting (set when rules.revertWindow is) is True while two field managers
+	// alternate the templates of a selected workload within the revert window, naming the
+	// workload and both writers.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

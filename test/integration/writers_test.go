@@ -207,3 +207,13 @@ func gauge(t *testing.T, name, policy string) float64 {
 	}
 	return -1
 }
+
+// decisionOf is a rollout refusal's message without the writers it ends with (only the
+// webhook knows them: holdfast check has no request), and whether it ended with them.
+func decisionOf(msg string) (string, bool) {
+	i := strings.LastIndex(msg, " (request by user ")
+	if i < 0 || !strings.HasSuffix(msg, ")") {
+		return msg, false
+	}
+	return msg[:i], true
+}
