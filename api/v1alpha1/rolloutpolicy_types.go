@@ -279,6 +279,9 @@ type RolloutPolicyStatus struct {
 	// conditions: Ready is True when the policy is valid and in force, False with reason
 	// InvalidSelector (the policy then selects nothing until fixed),
 	// InvalidWindow (the windows it cannot evaluate are ignored) or Suspended.
+	// WritersFighting (set when rules.revertWindow is) is True while two field managers
+	// alternate the templates of a selected workload within the revert window, naming the
+	// workload and both writers.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -314,6 +317,13 @@ const (
 	ReasonBroadened    = "Broadened"
 	ReasonNotGuarding  = "NotGuarding"
 	ReasonUpdateFailed = "UpdateFailed"
+	// ConditionWritersFighting is True while two writers (field managers) alternate the
+	// templates of a selected workload within the policy's revertWindow: one changed the
+	// template and another changed it again. It names the workload and both writers; a
+	// policy without a revertWindow has no such condition.
+	ConditionWritersFighting = "WritersFighting"
+	ReasonAlternating        = "Alternating"
+	ReasonOneWriter          = "OneWriter"
 )
 
 // +kubebuilder:object:root=true

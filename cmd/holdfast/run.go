@@ -57,13 +57,17 @@ func run(_ context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	shared, err := app.NewShared(metrics.Registry)
+	if err != nil {
+		return err
+	}
 	ctx, draining := shutdownContext(o.shutdownDelay, log)
 	// This manager serves the webhooks, the probes and the metrics on every replica and
 	// owns the caches; it never takes part in leader election, so that losing the lease
 	// (to an API server outage longer than the renew deadline) cannot stop the webhooks.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  informer.NewScheme(),
-		Cache:                   app.CacheOptions(o.namespace),
+		Cache:                   app.CacheOptions(o.namespace, shared.Writers),
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -96,10 +100,6 @@ func run(_ context.Context, o *options) error {
 		Eviction:          interception.Defaults{FailurePolicy: admissionregistrationv1.FailurePolicyType(o.evictionFailurePolicy), TimeoutSeconds: o.evictionTimeout},
 		NeverHeldDeleters: o.neverHeldDeleters,
 	}}
-	shared, err := app.NewShared(metrics.Registry)
-	if err != nil {
-		return err
-	}
 	if err := app.SetupWebhooks(ctx, mgr, so, shared); err != nil {
 		return fmt.Errorf("setting up holdfast: %w", err)
 	}

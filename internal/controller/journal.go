@@ -43,6 +43,9 @@ type JournalRecorder struct {
 	Matcher   *policy.Matcher
 	Clock     clock.PassiveClock
 	Metrics   *journal.Metrics
+	// Writers say which field manager last changed each workload's template; each
+	// revision is recorded with its writer. nil records none.
+	Writers *informer.Writers
 
 	gone sync.Map // NamespacedName → the last state of a deleted workload (lastSeen)
 }
@@ -173,6 +176,7 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, err
 	}
 	next := journal.Observe(j, w, h, flags, now)
+	next.Attribute(j, r.Writers.Get(w.UID))
 	if reflect.DeepEqual(j, next) {
 		return reconcile.Result{}, nil
 	}

@@ -10,6 +10,7 @@ import (
 type PolicyMetrics struct {
 	notReady      *prometheus.GaugeVec
 	floorWeakened *prometheus.GaugeVec
+	fights        *prometheus.GaugeVec
 }
 
 // NewPolicyMetrics registers the policies' metrics with reg.
@@ -21,8 +22,12 @@ func NewPolicyMetrics(reg prometheus.Registerer) (*PolicyMetrics, error) {
 		floorWeakened: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "holdfast_pdb_floor_weakened",
 			Help: "Selected workloads of a generating DisruptionPolicy whose pods another PodDisruptionBudget covers with a weaker budget than the policy's: while holdfast is down, that PDB is their only floor.",
+		}, []string{"policy"}),
+		fights: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "holdfast_rollout_writers_fighting",
+			Help: "Selected workloads of a RolloutPolicy whose templates two writers (field managers) alternate within its revertWindow (its WritersFighting condition names one).",
 		}, []string{"policy"})}
-	for _, c := range []prometheus.Collector{m.notReady, m.floorWeakened} {
+	for _, c := range []prometheus.Collector{m.notReady, m.floorWeakened, m.fights} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -36,6 +41,23 @@ func (m *PolicyMetrics) weakened(name string, n int32) {
 		return
 	}
 	m.floorWeakened.WithLabelValues(name).Set(float64(n))
+}
+
+// fighting records how many of a RolloutPolicy's workloads have two writers alternating
+// their templates.
+func (m *PolicyMetrics) fighting(name string, n int) {
+	if m == nil {
+		return
+	}
+	m.fights.WithLabelValues(name).Set(float64(n))
+}
+
+// forgetFights drops a deleted RolloutPolicy's count of fighting workloads.
+func (m *PolicyMetrics) forgetFights(name string) {
+	if m == nil {
+		return
+	}
+	m.fights.DeleteLabelValues(name)
 }
 
 // ready records a policy's Ready condition; a nil m records nothing.
@@ -58,4 +80,5 @@ func (m *PolicyMetrics) forget(kind, name string) {
 	if kind == "DisruptionPolicy" {
 		m.floorWeakened.DeleteLabelValues(name)
 	}
+
 }

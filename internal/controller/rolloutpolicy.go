@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -100,6 +101,7 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget("RolloutPolicy", req.Name)
+			r.Metrics.forgetFights(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -145,6 +147,11 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 			next = now.Add(inFlightResync)
 		}
 	}
+	if at, err := r.writers(ctx, p, status, nsLabels, now); err != nil {
+		return reconcile.Result{}, err
+	} else if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+		next = at
+	}
 	if r.Audit != nil {
 		n, err := r.audit(ctx, p, nsLabels, now)
 		if err != nil {
@@ -161,6 +168,51 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 	}
 	p.Status = *status
 	return requeueAt(next, now), r.Client.Status().Update(ctx, p)
+}
+
+// writers sets the policy's WritersFighting condition from the journals of the workloads
+// it selects (none without a revertWindow, or while suspended), records a Warning Event on
+// each fighting workload and the metric, and returns when the condition next changes by
+// the clock alone (zero: not by the clock).
+func (r *RolloutPolicyStatus) writers(ctx context.Context, p *v1alpha1.RolloutPolicy, status *v1alpha1.RolloutPolicyStatus, nsLabels map[string]map[string]string, now time.Time) (time.Time, error) {
+	w := p.Spec.Rules.RevertWindow
+	if w == nil || w.Duration <= 0 || p.Spec.Suspend {
+		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionWritersFighting)
+		r.Metrics.fighting(p.Name, 0)
+		return time.Time{}, nil
+	}
+	selected, err := policy.SelectedWorkloads(ctx, r.Client, r.Matcher, p.Spec.Targets, nsLabels)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var fights []fight
+	var next time.Time
+	for _, ref := range selected {
+		j := r.Journals.Get(ref.Kind, ref.Namespace, ref.Name)
+		if j == nil || j.UID != ref.UID {
+			continue
+		}
+		f, ok := j.Fight(w.Duration, now)
+		if !ok {
+			continue
+		}
+		fights = append(fights, fight{workload: ref, Fight: f})
+		if next.IsZero() || f.Until.Before(next) {
+			next = f.Until
+		}
+		r.Events.Warn(workloadReference(ref), "writers/"+p.Name, now, "WritersFighting", fightNote(p, fights[len(fights)-1]))
+	}
+	meta.SetStatusCondition(&status.Conditions, writersFighting(p, fights))
+	r.Metrics.fighting(p.Name, len(fights))
+	return next, nil
+}
+
+// workloadReference is what an Event on a workload is recorded on: its identity.
+func workloadReference(ref workload.Ref) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: string(ref.Kind)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID},
+	}
 }
 
 // labelled is a workload as target selectors see it.

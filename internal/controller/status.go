@@ -9,7 +9,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // rolloutPolicyStatus is the status of a RolloutPolicy over these workloads, in
@@ -94,6 +96,39 @@ func floorWeakened(p *v1alpha1.DisruptionPolicy, weakened int32, first string) m
 		c.Message = fmt.Sprintf("%d selected workloads have a weaker PodDisruptionBudget than the policy as their floor; first: %s", weakened, first)
 	}
 	return c
+}
+
+// fight is a selected workload whose templates two writers alternate (journal.Fight).
+type fight struct {
+	workload workload.Ref
+	journal.Fight
+}
+
+// writersFighting is a RolloutPolicy's WritersFighting condition over the fights found
+// among the workloads it selects: True while there is one, naming the newest workload and
+// its two writers.
+func writersFighting(p *v1alpha1.RolloutPolicy, fights []fight) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ConditionWritersFighting, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonOneWriter,
+		Message: "no two writers alternate the templates of a selected workload within revertWindow", ObservedGeneration: p.Generation}
+	if len(fights) == 0 {
+		return c
+	}
+	newest := fights[0]
+	for _, f := range fights[1:] {
+		if f.At.After(newest.At) || (f.At.Equal(newest.At) && f.workload.String() < newest.workload.String()) {
+			newest = f
+		}
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonAlternating
+	c.Message = fmt.Sprintf("%d selected workloads have two writers alternating their templates within revertWindow; newest: %s, by field managers %q then %q",
+		len(fights), newest.workload, newest.First, newest.Second)
+	return c
+}
+
+// fightNote is the Event a workload gets while two writers alternate its templates.
+func fightNote(p *v1alpha1.RolloutPolicy, f fight) string {
+	return fmt.Sprintf("[%s] field managers %q and %q alternate this workload's template within revertWindow (%s): %q changed it, then %q at %s; make one of them own spec.template",
+		p.Name, f.First, f.Second, p.Spec.Rules.RevertWindow.Duration, f.First, f.Second, f.At.UTC().Format(time.RFC3339))
 }
 
 // windowStatus is what a policy's windows and temporary exemptions say at now, for its

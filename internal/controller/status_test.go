@@ -9,7 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 func TestRolloutPolicyStatus(t *testing.T) {
@@ -105,5 +107,25 @@ func TestDisruptionPolicyConditions(t *testing.T) {
 	if c := floorWeakened(p, 1, "PodDisruptionBudget kube-system/all already covers the pods of DaemonSet agent and allows 6 of its 6 pods down"); c.Status != metav1.ConditionTrue ||
 		c.Reason != v1alpha1.ReasonWeakerPDB || !strings.Contains(c.Message, "1 selected workloads") || !strings.Contains(c.Message, "kube-system/all") {
 		t.Errorf("weakened: %+v", c)
+	}
+}
+
+// TestWritersFighting: the condition is False with no fight, and True naming the number of
+// fighting workloads, the newest and both its writers.
+func TestWritersFighting(t *testing.T) {
+	p := &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "control-planes", Generation: 3}}
+	c := writersFighting(p, nil)
+	if c.Type != v1alpha1.ConditionWritersFighting || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonOneWriter || c.ObservedGeneration != 3 {
+		t.Errorf("no fight: %+v", c)
+	}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	older := fight{workload: workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "kube-apiserver"},
+		Fight: journal.Fight{First: "operator-a", Second: "gitops-b", At: t0}}
+	newer := fight{workload: workload.Ref{Kind: v1alpha1.KindStatefulSet, Namespace: "tenant-b", Name: "etcd"},
+		Fight: journal.Fight{First: "etcd-operator", Second: "manager", At: t0.Add(time.Minute)}}
+	c = writersFighting(p, []fight{older, newer})
+	want := `2 selected workloads have two writers alternating their templates within revertWindow; newest: StatefulSet tenant-b/etcd, by field managers "etcd-operator" then "manager"`
+	if c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonAlternating || c.Message != want {
+		t.Errorf("fights: %+v\nwant message %s", c, want)
 	}
 }

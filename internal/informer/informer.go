@@ -96,9 +96,16 @@ func ControllerUID(obj client.Object) []string {
 // anywhere, and pods reduced to identity, ownership, node and readiness. ReplicaSets and
 // ControllerRevisions pass through revision after that, which may replace their pod
 // templates by a fingerprint (history.Slim). Of ConfigMaps, only holdfast's revision
-// journals in its namespace are cached (journals selects them).
-func Options(revision toolscache.TransformFunc, namespace string, journals labels.Selector) crcache.Options {
+// journals in its namespace are cached (journals selects them). Of a workload's managed
+// fields, writers keeps the manager that last changed its template (nil: none).
+func Options(revision toolscache.TransformFunc, namespace string, journals labels.Selector, writers *Writers) crcache.Options {
 	strip := crcache.TransformStripManagedFields()
+	recordThenStrip := func(obj any) (any, error) {
+		if m, ok := obj.(metav1.Object); ok {
+			writers.record(m)
+		}
+		return strip(obj)
+	}
 	stripThenRevision := func(obj any) (any, error) {
 		obj, err := strip(obj)
 		if err != nil {
@@ -113,6 +120,9 @@ func Options(revision toolscache.TransformFunc, namespace string, journals label
 			&corev1.Node{}:               {Transform: leanNode},
 			&appsv1.ReplicaSet{}:         {Transform: stripThenRevision},
 			&appsv1.ControllerRevision{}: {Transform: stripThenRevision},
+			&appsv1.Deployment{}:         {Transform: recordThenStrip},
+			&appsv1.StatefulSet{}:        {Transform: recordThenStrip},
+			&appsv1.DaemonSet{}:          {Transform: recordThenStrip},
 			&corev1.ConfigMap{}:          {Namespaces: map[string]crcache.Config{namespace: {}}, Label: journals},
 		},
 	}

@@ -39,6 +39,8 @@ const (
 	// observedKey holds Observed, apart from the journal's own JSON: a release before it
 	// refuses a field it does not know in dataKey, and reads other keys not at all.
 	observedKey = "observed"
+	// writersKey holds each revision's Writer, apart from dataKey for the same reason.
+	writersKey = "writers"
 	// MaxRevisions is how many revisions a journal keeps: enough for I3's returns.
 	MaxRevisions = 8
 )
@@ -62,6 +64,10 @@ type Revision struct {
 	// stall clock (settle.stallAfter) runs from Progressed.
 	Available  int32     `json:"available"`
 	Progressed time.Time `json:"progressed"`
+	// Writer is the field manager that last changed the workload's template when the
+	// leader saw this one become current (informer.Writers); "" when unknown. It is kept
+	// under its own key of the ConfigMap (writersKey), as Observed is.
+	Writer string `json:"-"`
 	// Pending marks a revision a decision assumed and the journal has not recorded (View);
 	// Lagging one the journal recorded, whose workload changed since the journal looked.
 	Pending bool `json:"-"`
@@ -159,7 +165,54 @@ func Encode(j *Journal, namespace string) (*corev1.ConfigMap, error) {
 		}
 		cm.Data[observedKey] = string(o)
 	}
+	var ws []written
+	for _, r := range j.Revisions {
+		if r.Writer != "" {
+			ws = append(ws, written{Template: r.Template, Since: r.Since, Writer: r.Writer})
+		}
+	}
+	if len(ws) > 0 {
+		w, err := json.Marshal(ws)
+		if err != nil {
+			return nil, err
+		}
+		cm.Data[writersKey] = string(w)
+	}
 	return cm, nil
+}
+
+// written is a revision's Writer as writersKey keeps it: the revision is the one with the
+// template that became current at since, so that a journal written by a release that
+// drops the key, or trims revisions, never lends a writer to another revision.
+type written struct {
+	Template string    `json:"template"`
+	Since    time.Time `json:"since"`
+	Writer   string    `json:"writer"`
+}
+
+// maxWriter is the longest field manager name the API server accepts.
+const maxWriter = 128
+
+// decodeWriters sets the Writer of each revision writersKey names; entries of revisions
+// the journal no longer has are dropped.
+func (j *Journal) decodeWriters(raw string) error {
+	var ws []written
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ws); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if w.Writer == "" || len(w.Writer) > maxWriter {
+			return fmt.Errorf("a writer of %d characters, want 1 to %d", len(w.Writer), maxWriter)
+		}
+		for i := range j.Revisions {
+			if r := &j.Revisions[i]; r.Template == w.Template && r.Since.Equal(w.Since) {
+				r.Writer = w.Writer
+			}
+		}
+	}
+	return nil
 }
 
 var fingerprintRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -191,6 +244,11 @@ func Decode(cm *corev1.ConfigMap) (*Journal, error) {
 		}
 		if j.Observed.Revision < 0 || j.Observed.Updated < 0 || (j.Observed.Template != "" && !fingerprintRE.MatchString(j.Observed.Template)) {
 			return nil, invalid("%s: a negative number or no template fingerprint", observedKey)
+		}
+	}
+	if w, ok := cm.Data[writersKey]; ok {
+		if err := j.decodeWriters(w); err != nil {
+			return nil, invalid("%s: %v", writersKey, err)
 		}
 	}
 	if cm.Name != Name(j.Kind, j.Namespace, j.Name) {

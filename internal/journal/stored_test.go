@@ -50,8 +50,8 @@ func TestJournalStoredForm(t *testing.T) {
 		Held: true, Deleted: at(t0.Add(3 * time.Hour)),
 		Revisions: []Revision{
 			{Template: strings.Repeat("1", 64), Shape: strings.Repeat("2", 64), Since: t0, Until: at(t0.Add(time.Hour)), Finished: at(t0.Add(5 * time.Minute)),
-				Available: 3, Progressed: t0.Add(4 * time.Minute), Pending: true, Lagging: true},
-			{Template: strings.Repeat("3", 64), Since: t0.Add(time.Hour), Available: 1, Progressed: t0.Add(61 * time.Minute)},
+				Available: 3, Progressed: t0.Add(4 * time.Minute), Pending: true, Lagging: true, Writer: "operator-a"},
+			{Template: strings.Repeat("3", 64), Since: t0.Add(time.Hour), Available: 1, Progressed: t0.Add(61 * time.Minute), Writer: "gitops-b"},
 		},
 		Observed: &Observed{Revision: 7, Template: strings.Repeat("3", 64), Updated: 1}}
 	cm, err := Encode(j, "holdfast-system")

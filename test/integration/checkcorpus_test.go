@@ -341,7 +341,11 @@ func (r *corpusRun) send(t *testing.T, c checkCase, stored, sent client.Object) 
 		if !byRollout || !errors.As(err, &status) {
 			t.Fatalf("the API server refused the change, not holdfast: %v", err)
 		}
-		a.Action, a.Code, a.Message = decision.Deny.String(), status.Status().Code, msg
+		d, named := decisionOf(msg)
+		if !named {
+			t.Errorf("the refusal does not name its writers: %s", msg)
+		}
+		a.Action, a.Code, a.Message = decision.Deny.String(), status.Status().Code, d
 	} else {
 		a.Action, a.Code = decision.Allow.String(), 200
 	}

@@ -55,6 +55,8 @@ var (
 	// auditLogPath is the API server's audit log (every request's metadata, the webhooks'
 	// audit annotations).
 	auditLogPath string
+	// metricsRegistry holds holdfast's metrics.
+	metricsRegistry *prometheus.Registry
 )
 
 func TestMain(m *testing.M) {
@@ -113,17 +115,19 @@ func run(m *testing.M) int {
 	wio := &env.WebhookInstallOptions
 	webhookHost, webhookPort = wio.LocalServingHost, wio.LocalServingPort
 	webhookServer = &countingServer{Server: app.WebhookServer(ctx, wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir)}
+	metricsRegistry = prometheus.NewRegistry()
+	shared, err := app.NewShared(metricsRegistry)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building holdfast's shared values:", err)
+		return 1
+	}
 	mgr, err := ctrl.NewManager(holdfastCfg, ctrl.Options{
 		Scheme:                 informer.NewScheme(),
-		Cache:                  app.CacheOptions(holdfastNamespace),
+		Cache:                  app.CacheOptions(holdfastNamespace, shared.Writers),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          webhookServer,
 	})
-	var shared *app.Shared
-	if err == nil {
-		shared, err = app.NewShared(prometheus.NewRegistry())
-	}
 	if err == nil {
 		err = app.Setup(ctx, mgr, app.Options{Namespace: holdfastNamespace, Identity: "integration", LedgerSweepEvery: time.Second,
 			Webhooks: app.WebhookOptions{Anchor: vwc.Name, NarrowAfter: 500 * time.Millisecond,

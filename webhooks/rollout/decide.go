@@ -74,6 +74,9 @@ type Decision struct {
 	// Starts is a request that makes a template start rolling out (or a CREATE, whose
 	// rollout counts as one): admitted, it is recorded in the fleet ledgers.
 	Starts bool
+	// Writers name who wrote the refused request and the template it changes; the
+	// handler sets them on a refusal, Decide never does.
+	Writers *Writers
 }
 
 // Decide evaluates every policy that applies to the request. It does no I/O. An error is

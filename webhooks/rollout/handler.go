@@ -62,6 +62,9 @@ type Handler struct {
 	// ledgers the eviction guard writes too; nil: the limits count what the journals show
 	// only, and shared budgets read no evictions.
 	Ledgers *budget.Ledgers
+	// Writers are the field managers that last changed each workload's template, which a
+	// refusal names; nil names none.
+	Writers *informer.Writers
 }
 
 // startAttempts bounds the optimistic-concurrency retries on a fleet ledger.
@@ -103,6 +106,10 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return errored(err)
 	}
 	h.Metrics.observe(in.New.Kind, d, h.Clock.Since(start))
+	if d.Action() == decision.Deny {
+		w := h.requestWriters(req, &in)
+		d.Writers = &w
+	}
 	if len(d.Violations) > 0 {
 		logf.FromContext(ctx).Info("Rollout policy violated", "workload", in.New.String(), "action", d.Action().String(),
 			"dryRun", isDryRun(req), "violations", d.Messages(decision.Audit))
@@ -445,7 +452,11 @@ func Respond(d Decision) admission.Response {
 	if d.Action() != decision.Deny {
 		return decision.Allowed(d.Violations)
 	}
-	err := apierrors.NewGenericServerResponse(http.StatusForbidden, "", schema.GroupResource{}, "", d.Denial(), 0, false)
+	msg := d.Denial()
+	if d.Writers != nil {
+		msg += " (" + d.Writers.String() + ")"
+	}
+	err := apierrors.NewGenericServerResponse(http.StatusForbidden, "", schema.GroupResource{}, "", msg, 0, false)
 	for _, v := range d.Violations {
 		cause := metav1.StatusCause{Type: CauseType, Message: v.String()}
 		if v.Field != nil {

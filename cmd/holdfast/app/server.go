@@ -72,9 +72,10 @@ func WebhookServer(ctx context.Context, host string, port int, certDir string) w
 
 // CacheOptions trims what holdfast caches to what its decisions read (informer.Options);
 // revisions carry their template's fingerprint instead of the template (history.Slim),
-// and of ConfigMaps only the revision journals in holdfast's namespace are cached.
-func CacheOptions(namespace string) crcache.Options {
-	return informer.Options(history.Slim, namespace, labels.SelectorFromSet(labels.Set{journal.ComponentLabel: journal.Component}))
+// of ConfigMaps only the revision journals in holdfast's namespace are cached, and of a
+// workload's managed fields only its template's last writer, kept in writers.
+func CacheOptions(namespace string, writers *informer.Writers) crcache.Options {
+	return informer.Options(history.Slim, namespace, labels.SelectorFromSet(labels.Set{journal.ComponentLabel: journal.Component}), writers)
 }
 
 // Options are the settings Setup needs beyond the manager.
@@ -124,6 +125,10 @@ type Shared struct {
 	// Journals are the revision journals, fed by the ConfigMap informer, which decisions
 	// and the policy status read.
 	Journals *journal.Store
+	// Writers are the field managers that last changed each workload's template, fed by
+	// the workload informers' transform (CacheOptions): refusals name them and the
+	// journal recorders record them.
+	Writers *informer.Writers
 }
 
 // NewShared builds the shared values and registers the metrics with reg (in the binary,
@@ -158,7 +163,7 @@ func NewShared(reg prometheus.Registerer) (*Shared, error) {
 		return nil, fmt.Errorf("registering the CRD check's metric: %w", err)
 	}
 	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w, Sweeper: sw, Policies: pm,
-		CRDsOutdated: crds, Journals: &journal.Store{Metrics: j, Log: ctrl.Log.WithName("journal")}}, nil
+		CRDsOutdated: crds, Journals: &journal.Store{Metrics: j, Log: ctrl.Log.WithName("journal")}, Writers: informer.NewWriters()}, nil
 }
 
 // Setup registers holdfast's webhooks and its controllers with one manager (SetupWebhooks
@@ -168,6 +173,16 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options, s *Shared) error
 		return err
 	}
 	return SetupControllers(mgr, o, s)
+}
+
+// forgetWriter drops the template writer of a deleted workload.
+func (s *Shared) forgetWriter(obj any) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if m, ok := obj.(client.Object); ok {
+		s.Writers.Forget(m.GetUID())
+	}
 }
 
 // SetupWebhooks registers holdfast's webhooks and readiness checks with the manager,
@@ -192,6 +207,15 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 			return fmt.Errorf("starting informer for %T: %w", obj, err)
 		}
 		started = append(started, inf)
+		switch obj.(type) {
+		case *appsv1.Deployment, *appsv1.StatefulSet, *appsv1.DaemonSet:
+		default:
+			continue
+		}
+		// The transform keeps a workload's template writer; a deleted one is dropped.
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: s.forgetWriter}); err != nil {
+			return fmt.Errorf("forgetting deleted workloads' writers: %w", err)
+		}
 	}
 	journals := s.Journals
 	cms, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
