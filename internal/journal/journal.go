@@ -41,6 +41,9 @@ const (
 	observedKey = "observed"
 	// writersKey holds each revision's Writer, apart from dataKey for the same reason.
 	writersKey = "writers"
+	// servedKey records that the workload has served ("true"), apart from dataKey for the
+	// same reason: it outlives the revisions that showed it (MaxRevisions trims them).
+	servedKey = "served"
 	// MaxRevisions is how many revisions a journal keeps: enough for I3's returns.
 	MaxRevisions = 8
 )
@@ -93,6 +96,9 @@ type Journal struct {
 	// Observed is what the leader last saw in kube's own terms; nil in a journal a release
 	// before it wrote (it keeps no such key, and drops it when it writes).
 	Observed *Observed `json:"-"`
+	// ServedBefore is a journal whose ConfigMap records that the workload served
+	// (servedKey): a revision showed it before MaxRevisions trimmed it away.
+	ServedBefore bool `json:"-"`
 }
 
 // Observed is what the journal records of the workload in kube's own terms, kept under its
@@ -164,6 +170,9 @@ func Encode(j *Journal, namespace string) (*corev1.ConfigMap, error) {
 			return nil, err
 		}
 		cm.Data[observedKey] = string(o)
+	}
+	if j.Served() {
+		cm.Data[servedKey] = "true"
 	}
 	var ws []written
 	for _, r := range j.Revisions {
@@ -245,6 +254,12 @@ func Decode(cm *corev1.ConfigMap) (*Journal, error) {
 		if j.Observed.Revision < 0 || j.Observed.Updated < 0 || (j.Observed.Template != "" && !fingerprintRE.MatchString(j.Observed.Template)) {
 			return nil, invalid("%s: a negative number or no template fingerprint", observedKey)
 		}
+	}
+	if v, ok := cm.Data[servedKey]; ok {
+		if v != "true" {
+			return nil, invalid("%s: %q, want \"true\"", servedKey, v)
+		}
+		j.ServedBefore = true
 	}
 	if w, ok := cm.Data[writersKey]; ok {
 		if err := j.decodeWriters(w); err != nil {

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,47 @@ func TestRetention(t *testing.T) {
 	}
 	if got := Retention(nil); got != 0 {
 		t.Fatalf("Retention without policies = %v", got)
+	}
+}
+
+// TestServedOutlivesItsRevisions: once a journal is written with a revision that served,
+// its ConfigMap says so for good, so that eight failed releases trimming that revision
+// away do not make a serving workload look new (and drop its fleet slot); a journal of a
+// workload that never served says nothing, and a bad value is an invalid journal.
+func TestServedOutlivesItsRevisions(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	sum := func(i int) string { return fmt.Sprintf("%064x", i) }
+	done := t0
+	j := &Journal{Kind: "Deployment", Namespace: "ns", Name: "web", Revisions: []Revision{{Template: sum(0), Since: t0, Finished: &done, Available: 3}}}
+	for i := 1; i <= MaxRevisions; i++ {
+		cm, err := Encode(j, "holdfast-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j, err = Decode(cm); err != nil {
+			t.Fatal(err)
+		}
+		// A release that never gets a pod Ready replaces the current one.
+		until := t0.Add(time.Duration(i) * time.Minute)
+		j.Revisions[len(j.Revisions)-1].Until = &until
+		j.Revisions = append(j.Revisions, Revision{Template: sum(i), Since: until, Progressed: until})
+		if len(j.Revisions) > MaxRevisions {
+			j.Revisions = j.Revisions[1:]
+		}
+	}
+	if j.Revisions[0].Finished != nil {
+		t.Fatal("the finished revision is still kept: the test trims nothing")
+	}
+	if !j.Served() {
+		t.Error("a workload that served looks new after eight failed releases")
+	}
+	never := &Journal{Kind: "Deployment", Namespace: "ns", Name: "new", Revisions: []Revision{{Template: sum(1), Since: t0, Progressed: t0}}}
+	cm, _ := Encode(never, "holdfast-system")
+	if _, ok := cm.Data[servedKey]; ok {
+		t.Error("a workload that never served is recorded as served")
+	}
+	cm.Data[servedKey] = "yes"
+	if _, err := Decode(cm); !errors.Is(err, ErrInvalid) {
+		t.Errorf("served: yes decoded as %v, want an invalid journal", err)
 	}
 }

@@ -184,11 +184,16 @@ func (s *Store) Slots(refs []workload.Ref, stallAfter, lifetime time.Duration, n
 }
 
 // Served is whether the journal's workload has ever served: a revision whose rollout
-// finished, or with a pod seen available. A workload whose pods never became available
-// (created with an image that never starts) disrupts nothing by rolling out.
+// finished, or with a pod seen available, now or when the journal was last written (so
+// eight failed releases that trim the last finished revision away do not make a serving
+// workload look new). A workload whose pods never became available (created with an image
+// that never starts) disrupts nothing by rolling out.
 func (j *Journal) Served() bool {
 	if j == nil {
 		return false
+	}
+	if j.ServedBefore {
+		return true
 	}
 	for i := range j.Revisions {
 		if r := &j.Revisions[i]; r.Finished != nil || r.Available > 0 {
