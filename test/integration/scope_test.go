@@ -210,7 +210,10 @@ func TestScopeFollowsPolicies(t *testing.T) {
 	p := utiltesting.MakeRolloutPolicy("follows").Selector(map[string]string{"app": "a"}).
 		ArgMatchesReplicas("konnectivity-server", "--server-count").Obj()
 	applyPolicy(t, ns, p)
-	entries := entriesOf(t, p.Name)
+	if n := len(entriesOf(t, p.Name)) - len(guards(t, p.Name)); n != 1 {
+		t.Errorf("want one namespace relabel entry for a policy with a namespaceSelector, got %d", n)
+	}
+	entries := guards(t, p.Name)
 	if len(entries) != 2 {
 		t.Fatalf("want a workload and a scale entry for the policy, got %+v", entries)
 	}
@@ -248,7 +251,7 @@ func TestScopeFollowsPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the entries follow the changed selector", func() bool {
-		cur := entriesOf(t, p.Name)
+		cur := guards(t, p.Name)
 		if len(cur) == 4 {
 			widened = true
 		}
@@ -260,7 +263,7 @@ func TestScopeFollowsPolicies(t *testing.T) {
 	if !widened {
 		t.Error("the configuration never held the old and the new entries together")
 	}
-	for _, w := range entriesOf(t, p.Name) {
+	for _, w := range guards(t, p.Name) {
 		if *w.FailurePolicy != admissionregistrationv1.Ignore {
 			t.Errorf("%s: failurePolicy %s, want the policy's Ignore", w.Name, *w.FailurePolicy)
 		}
@@ -275,7 +278,7 @@ func TestScopeFollowsPolicies(t *testing.T) {
 	if err := k8s.Update(ctx, vwc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the hand edit reverted", func() bool { return len(entriesOf(t, p.Name)) == 2 })
+	eventually(t, "the hand edit reverted", func() bool { return len(guards(t, p.Name)) == 2 })
 
 	// A suspended policy has no entry, and says so.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -291,7 +294,7 @@ func TestScopeFollowsPolicies(t *testing.T) {
 	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionIntercepted); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonNotGuarding {
 		t.Errorf("Intercepted of a suspended policy = %+v", c)
 	}
-	eventually(t, "a suspended policy's entries removed", func() bool { return len(entriesOf(t, p.Name)) == 0 })
+	eventually(t, "a suspended policy's entries removed", func() bool { return len(guards(t, p.Name)) == 0 })
 
 	// A deleted policy takes its entries along.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -307,7 +310,7 @@ func TestScopeFollowsPolicies(t *testing.T) {
 	if err := k8s.Delete(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a deleted policy's entries removed", func() bool { return len(entriesOf(t, p.Name)) == 0 })
+	eventually(t, "a deleted policy's entries removed", func() bool { return len(guards(t, p.Name)) == 0 })
 }
 
 // TestScopeRefusesWhatCannotBeASelector: a selector value that is not a label value
@@ -362,4 +365,13 @@ func TestScopeTwoEntriesOneEviction(t *testing.T) {
 	if records != 1 {
 		t.Errorf("the eviction is recorded %d times, want once", records)
 	}
+}
+
+// guards are the policy's entries but its namespace relabel entry (which selects
+// namespaces by an objectSelector and always fails open).
+func guards(t *testing.T, policy string) []admissionregistrationv1.ValidatingWebhook {
+	t.Helper()
+	return slices.DeleteFunc(entriesOf(t, policy), func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return strings.HasSuffix(w.Name, "."+interception.TypeNamespace)
+	})
 }
