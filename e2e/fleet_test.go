@@ -88,6 +88,12 @@ func TestFleetStorm(t *testing.T) {
 			}); err != nil {
 				t.Fatalf("the tenants never settled: %v", err)
 			}
+			// Settled means serving: a tenant whose pods never became available holds no slot
+			// (it has nothing to disrupt), so the storm starts once every first rollout finished.
+			for _, k := range tenants {
+				waitJournal(ctx, t, c, v1alpha1.KindDeployment, k.Namespace, k.Name, finished)
+			}
+			time.Sleep(time.Second) // both replicas' caches hold the journals
 
 			w := watchFleet(ctx, t, cs, run)
 			res := runFleetOperator(ctx, c, tenants, free)
