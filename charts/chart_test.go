@@ -207,6 +207,21 @@ func TestRenderCertManager(t *testing.T) {
 	if got := str(objs["Certificate/holdfast-webhook-cert"], "spec", "issuerRef", "name"); got != "corp-ca" || objs["Certificate/holdfast-ca"] != nil || len(byName(mapValues(objs), "Issuer")) != 0 {
 		t.Errorf("with issuerRef the chart issues from it and creates no CA: issuer %q, objects %v", got, keys(objs))
 	}
+
+	// The entries holdfast derives from the policies take the chart's name and defaults
+	// whoever issues the certificate.
+	objs, err = render(t, "holdfast-system", map[string]any{"certificates": map[string]any{"mode": "cert-manager"},
+		"fullnameOverride": "guard", "webhook": map[string]any{"rollout": map[string]any{"failurePolicy": "Fail", "timeoutSeconds": 7}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed(t, objs["Deployment/guard"], &d)
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, arg := range []string{"--webhook-configuration=guard", "--rollout-failure-policy=Fail", "--rollout-timeout-seconds=7", "--eviction-failure-policy=Ignore"} {
+		if !slices.Contains(args, arg) {
+			t.Errorf("cert-manager mode: missing %s in %v", arg, args)
+		}
+	}
 }
 
 // TestRenderSamples: samples.enabled installs every policy of config/samples, in
