@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,6 +227,8 @@ func TestScaleOfAHeldStatefulSetStartsItsStagedTemplate(t *testing.T) {
 	}
 	if d := scaleUp(0); len(d.Violations) != 1 || d.Violations[0].Rule != RuleWindow || !d.Starts {
 		t.Errorf("a scale up that makes the first pod of a staged template in a Deny window: %v (starts %v), want the window's refusal", d.Violations, d.Starts)
+	} else if msg := d.Violations[0].Message; strings.Contains(msg, "a scale pass") || !strings.Contains(msg, "staged template") {
+		t.Errorf("the refusal of a scale that starts a staged template says a scale passes: %q", msg)
 	}
 	if d := scaleUp(1); len(d.Violations) != 0 || d.Starts {
 		t.Errorf("a scale up of a template that has pods already was judged as a start: %v", d.Violations)

@@ -274,10 +274,24 @@ func checkWindows(in Input, spec *v1alpha1.RolloutPolicySpec, rs *revisionState,
 	if !h.Held {
 		return nil
 	}
+	passes := "a rollback to the serving revision, the fix of a stalled rollout and a scale pass"
+	if old, ok := oldTemplate(in); !rs.start || ok && old == rs.target {
+		// A scale up, a lowered partition or a re-create that makes kube create pods of a
+		// staged template is itself the start: saying that a scale passes would mislead.
+		passes = "this change makes kube create pods of the staged template, which starts its rollout; " +
+			"keep the replicas or partition as they are, or roll the template back to the serving one"
+	}
 	return []finding{{rule: RuleWindow, field: templatePath, message: fmt.Sprintf(
-		"%s: new rollouts are held by the window %q until %s (in %s); a rollback to the serving revision, "+
-			"the fix of a stalled rollout and a scale pass",
-		in.New, h.Window, h.Until.UTC().Format(time.RFC3339), round(h.Until.Sub(in.Now)))}}
+		"%s: new rollouts are held by the window %q until %s (in %s); %s",
+		in.New, h.Window, h.Until.UTC().Format(time.RFC3339), round(h.Until.Sub(in.Now)), passes)}}
+}
+
+// oldTemplate is the fingerprint of the template an UPDATE replaces.
+func oldTemplate(in Input) (string, bool) {
+	if in.Old == nil {
+		return "", false
+	}
+	return in.Old.Template.Sum()
 }
 
 // exempted is the record of an admission a temporary exemption let through.
