@@ -177,6 +177,12 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 	}
 	next := journal.Observe(j, w, h, flags, now)
 	next.Attribute(j, r.Writers.Get(w.UID))
+	if len(next.Revisions) == 0 {
+		// Nothing has rolled out yet (a Deployment created paused has no ReplicaSet): a
+		// journal needs a revision, so there is none until one rolls out. Written anyway,
+		// it would be read back as invalid and rebuilt on every look.
+		return reconcile.Result{}, r.drop(ctx, existing, found)
+	}
 	if reflect.DeepEqual(j, next) {
 		return reconcile.Result{}, nil
 	}
@@ -210,10 +216,8 @@ func (r *JournalRecorder) guards(ctx context.Context, policies *v1alpha1.Rollout
 // after it was seen so, then deletes it.
 func (r *JournalRecorder) retire(ctx context.Context, existing *corev1.ConfigMap, j *journal.Journal, found bool, now time.Time, keep time.Duration) (reconcile.Result, error) {
 	switch {
-	case !found && j == nil:
-		return reconcile.Result{}, nil
-	case j == nil || (j.Deleted != nil && now.Sub(*j.Deleted) >= keep):
-		return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}))
+	case j == nil || len(j.Revisions) == 0 || (j.Deleted != nil && now.Sub(*j.Deleted) >= keep):
+		return reconcile.Result{}, r.drop(ctx, existing, found)
 	case j.Deleted == nil:
 		next := *j
 		next.Deleted = ptr.To(now)
@@ -224,6 +228,14 @@ func (r *JournalRecorder) retire(ctx context.Context, existing *corev1.ConfigMap
 	default:
 		return reconcile.Result{RequeueAfter: keep - now.Sub(*j.Deleted)}, nil
 	}
+}
+
+// drop deletes the journal read, if there was one.
+func (r *JournalRecorder) drop(ctx context.Context, existing *corev1.ConfigMap, found bool) error {
+	if !found {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}))
 }
 
 // write creates or updates the journal, with the resourceVersion read: optimistic

@@ -187,6 +187,11 @@ func Encode(j *Journal, namespace string) (*corev1.ConfigMap, error) {
 		}
 		cm.Data[writersKey] = string(w)
 	}
+	// Never write what the readers would take as absent and the recorder rebuild: each
+	// rebuild would write it again, in a loop.
+	if _, err := Decode(cm); err != nil {
+		return nil, fmt.Errorf("not writing a journal that would be read back as invalid: %w", err)
+	}
 	return cm, nil
 }
 

@@ -276,3 +276,16 @@ func TestServedOutlivesItsRevisions(t *testing.T) {
 		t.Errorf("served: yes decoded as %v, want an invalid journal", err)
 	}
 }
+
+// A Deployment created paused has rolled nothing out: observing it gives a journal with no
+// revision, which Encode refuses to write (the readers would take it as invalid and the
+// recorder rebuild it, in a loop).
+func TestEncodeNeverWritesWhatReadsAsInvalid(t *testing.T) {
+	j := Observe(nil, deployment("a", 3, false, true), history.History{}, serverCount, t0)
+	if len(j.Revisions) != 0 {
+		t.Fatalf("a Deployment created paused has a current revision: %+v", j.Revisions)
+	}
+	if cm, err := Encode(j, "holdfast-system"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Encode of a journal with no revision = %v, %v; want ErrInvalid", cm, err)
+	}
+}
