@@ -149,8 +149,7 @@ func name(p *policyv1.PodDisruptionBudget, requested string) string {
 	return p.GenerateName + "*"
 }
 
-// retry answers a read that failed: never an allow of what a policy may forbid, never a
-// 500; the client retries.
+// retry answers a read that failed (decision.Retry).
 func retry(err error) admission.Response {
-	return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("holdfast could not read what the PodDisruptionBudget would cover (%w); retry in a few seconds", err))
+	return decision.Retry("what the PodDisruptionBudget would cover", err)
 }
