@@ -7,7 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/yaml"
+
+	"github.com/holdfast-dev/holdfast/hack/crds"
 )
 
 // TestRenderCRDs: the chart renders holdfast's CRDs as templates, so that `helm upgrade`
@@ -15,21 +16,13 @@ import (
 // `helm.sh/resource-policy: keep`, so that `helm uninstall` leaves them and every policy;
 // crds.install=false renders none, for clusters that manage the CRDs elsewhere.
 func TestRenderCRDs(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(ConfigDir(), "crd", "bases", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no CRDs in config/crd/bases (%v)", err)
+	files, err := crds.Read(filepath.Join(ConfigDir(), "crd", "bases"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	want := map[string]apiextensionsv1.CustomResourceDefinition{}
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		want[crd.Name] = crd
+		want[f.CRD.Name] = f.CRD
 	}
 
 	rendered, err := CRDs(nil)

@@ -12,18 +12,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // TestKubesDeletesNeverHeld: under a DisruptionPolicy with guardDeletes and an hour's
@@ -37,22 +34,13 @@ func TestKubesDeletesNeverHeld(t *testing.T) {
 	const agents = 4
 	f := features.New("kube's deletes").
 		Assess("a scale-down and a namespace deletion pass guarded deletes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			c := newClient(t, cfg)
-			ns := newNamespace(ctx, t, c, "deletes")
-			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+			c, cs, ns := disruptionNamespace(ctx, t, cfg, "deletes", func(s *v1alpha1.DisruptionPolicySpec) {
 				s.GuardDeletes = true
 				s.Cooldown = &metav1.Duration{Duration: time.Hour}
 			})
-			d := utiltesting.MakeDeployment(ns, "agent").Replicas(agents).Obj()
-			if err := c.Create(ctx, d); err != nil {
-				t.Fatal(err)
-			}
-			pods := waitReadyPods(ctx, t, c, ns, "agent", agents)
-			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			pods := readyDeployment(ctx, t, c, ns, "agent", agents, nil)
 
-			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pods[0].Name}}
-			if err := cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pods[0].Name).
-				SubResource("eviction").Body(ev).MaxRetries(0).Do(ctx).Error(); err != nil {
+			if err := evictOnce(ctx, cs, ns, pods[0].Name); err != nil {
 				t.Fatalf("the first eviction: %v", err)
 			}
 			if err := cs.CoreV1().Pods(ns).Delete(ctx, pods[1].Name, metav1.DeleteOptions{}); !apierrors.IsTooManyRequests(err) {

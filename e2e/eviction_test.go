@@ -15,7 +15,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -101,23 +100,14 @@ func TestEvictionRace(t *testing.T) {
 	const pods = 20
 	f := features.New("eviction race").
 		Assess("one eviction passes a budget of one across replicas", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			c := newClient(t, cfg)
-			ns := newNamespace(ctx, t, c, "race")
-			namespacePolicy(ctx, t, c, ns, nil)
-			if err := c.Create(ctx, utiltesting.MakeDeployment(ns, "agent").Replicas(pods).Obj()); err != nil {
-				t.Fatal(err)
-			}
-			ready := waitReadyPods(ctx, t, c, ns, "agent", pods)
-			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
+			c, cs, ns := disruptionNamespace(ctx, t, cfg, "race", nil)
+			ready := readyDeployment(ctx, t, c, ns, "agent", pods, nil)
 			before := lb.Counts()
 			var wg sync.WaitGroup
 			var allowed, deferred atomic.Int32
 			for _, pod := range ready {
 				wg.Go(func() {
-					ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}}
-					// No silent client-go retries: count each request's first answer.
-					err := cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod.Name).
-						SubResource("eviction").Body(ev).MaxRetries(0).Do(ctx).Error()
+					err := evictOnce(ctx, cs, ns, pod.Name)
 					switch {
 					case err == nil:
 						allowed.Add(1)
@@ -248,9 +238,7 @@ func TestDaemonSetEvictions(t *testing.T) {
 				wg.Go(func() {
 					deadline := time.Now().Add(3 * time.Minute)
 					for time.Now().Before(deadline) {
-						ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}}
-						err := cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod.Name).
-							SubResource("eviction").Body(ev).MaxRetries(0).Do(ctx).Error()
+						err := evictOnce(ctx, cs, ns, pod.Name)
 						if err == nil || apierrors.IsNotFound(err) {
 							return
 						}

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -38,29 +37,23 @@ func TestPDBFloor(t *testing.T) {
 	const agents = 4
 	f := features.New("pdb floor").
 		Assess("generated PDBs hold the budget while holdfast is down", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			c := newClient(t, cfg)
-			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
-			ns := newNamespace(ctx, t, c, "floor")
-			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+			c, cs, ns := disruptionNamespace(ctx, t, cfg, "floor", func(s *v1alpha1.DisruptionPolicySpec) {
 				s.UnhealthyPodEvictionPolicy = ptr.To(policyv1.IfHealthyBudget)
 				s.PDB = &v1alpha1.PDBGeneration{Generate: true}
 				// While holdfast is down, these evictions are admitted unchecked.
 				s.FailurePolicy = ptr.To(v1alpha1.FailurePolicyIgnore)
 			})
-			d := utiltesting.MakeDeployment(ns, "agent").Replicas(agents).Obj()
-			d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
-					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}}}}}
-			if err := c.Create(ctx, d); err != nil {
-				t.Fatal(err)
-			}
 			tmpl := utiltesting.MakeDeployment(ns, "node-agent").Obj().Spec.Template
 			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "node-agent"},
 				Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl}}
 			if err := c.Create(ctx, ds); err != nil {
 				t.Fatal(err)
 			}
-			pods := waitReadyPods(ctx, t, c, ns, "agent", agents)
+			pods := readyDeployment(ctx, t, c, ns, "agent", agents, func(d *appsv1.Deployment) {
+				d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}}}}}
+			})
 
 			dpdb := waitPDB(ctx, t, c, ns, workload.Ref{Kind: v1alpha1.KindDeployment, Name: "agent"}, func(p *policyv1.PodDisruptionBudget) bool {
 				return p.Spec.MaxUnavailable != nil && p.Spec.MaxUnavailable.IntValue() == 1
@@ -126,22 +119,14 @@ func TestAnotherPDBBeforeAndAfterTheFloor(t *testing.T) {
 	const agents = 3
 	f := features.New("another pdb").
 		Assess("no second PDB, no weaker floor, no 500", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			c := newClient(t, cfg)
-			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
-			ns := newNamespace(ctx, t, c, "other-pdb")
-			namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) { s.PDB = &v1alpha1.PDBGeneration{Generate: true} })
+			c, cs, ns := disruptionNamespace(ctx, t, cfg, "other-pdb", func(s *v1alpha1.DisruptionPolicySpec) { s.PDB = &v1alpha1.PDBGeneration{Generate: true} })
 			userPDB := func(name, app string, maxUnavailable intstr.IntOrString) *policyv1.PodDisruptionBudget {
 				return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 					Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &maxUnavailable,
 						Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}
 			}
 			deploy := func(name string) {
-				d := utiltesting.MakeDeployment(ns, name).Replicas(agents).Obj()
-				d.Spec.Template = quickPods(d.Spec.Template)
-				if err := c.Create(ctx, d); err != nil {
-					t.Fatal(err)
-				}
-				waitReadyPods(ctx, t, c, ns, name, agents)
+				readyDeployment(ctx, t, c, ns, name, agents, func(d *appsv1.Deployment) { d.Spec.Template = quickPods(d.Spec.Template) })
 			}
 			generated := func(name string) bool {
 				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: pdb.Name(workload.Ref{Kind: v1alpha1.KindDeployment, Name: name})}, &policyv1.PodDisruptionBudget{})
@@ -179,9 +164,7 @@ func TestAnotherPDBBeforeAndAfterTheFloor(t *testing.T) {
 						if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 							continue
 						}
-						// Each answer counts: client-go would retry a 429 with Retry-After silently.
-						err := cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(p.Name).SubResource("eviction").
-							MaxRetries(0).Body(&policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Name}}).Do(drainCtx).Error()
+						err := evictOnce(drainCtx, cs, ns, p.Name)
 						switch {
 						case err == nil:
 							admitted.Add(1)

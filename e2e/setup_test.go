@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
@@ -70,4 +73,39 @@ func waitEnforced(ctx context.Context, t *testing.T, c client.Client, ns string,
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// What a test of the disruption guard opens with: clients of the test bed, its own
+// namespace under a DisruptionPolicy, a Deployment whose pods are Ready, and evictions
+// whose every answer counts.
+
+// disruptionNamespace is a new namespace (named from prefix) under a DisruptionPolicy of
+// its own whose spec mut sets (namespacePolicy), with a client and a clientset.
+func disruptionNamespace(ctx context.Context, t *testing.T, cfg *envconf.Config, prefix string, mut func(*v1alpha1.DisruptionPolicySpec)) (client.Client, *kubernetes.Clientset, string) {
+	t.Helper()
+	c := newClient(t, cfg)
+	ns := newNamespace(ctx, t, c, prefix)
+	namespacePolicy(ctx, t, c, ns, mut)
+	return c, kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig()), ns
+}
+
+// readyDeployment creates the Deployment name of n replicas in the namespace, shaped by
+// mut when not nil, and waits for its n Ready pods.
+func readyDeployment(ctx context.Context, t *testing.T, c client.Client, ns, name string, n int, mut func(*appsv1.Deployment)) []corev1.Pod {
+	t.Helper()
+	d := utiltesting.MakeDeployment(ns, name).Replicas(int32(n)).Obj()
+	if mut != nil {
+		mut(d)
+	}
+	if err := c.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	return waitReadyPods(ctx, t, c, ns, name, n)
+}
+
+// evictOnce asks once for the pod's eviction: client-go would retry a 429 that carries
+// Retry-After silently, and each answer must count.
+func evictOnce(ctx context.Context, cs kubernetes.Interface, ns, pod string) error {
+	return cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod).SubResource("eviction").
+		Body(&policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}).MaxRetries(0).Do(ctx).Error()
 }

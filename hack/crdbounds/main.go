@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/holdfast-dev/holdfast/hack/internal/crds"
+	"github.com/holdfast-dev/holdfast/hack/crds"
 )
 
 const (

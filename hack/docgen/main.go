@@ -12,7 +12,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	"github.com/holdfast-dev/holdfast/hack/internal/crds"
+	"github.com/holdfast-dev/holdfast/hack/crds"
 )
 
 func main() {

@@ -6,6 +6,7 @@ package decision
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -105,6 +106,13 @@ func Denied(err *apierrors.StatusError, vs Violations) admission.Response {
 	resp := admission.ValidationResponse(false, status.Message)
 	resp.Result = &status
 	return withReports(resp, vs)
+}
+
+// Retry answers a request holdfast could not judge because a read of what (say, "what the
+// PodDisruptionBudget would cover") failed: 503, so the client retries; never an allow of
+// what a policy may forbid, and never a 500, which would read as a fault of the request.
+func Retry(what string, err error) admission.Response {
+	return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("holdfast could not read %s (%w); retry in a few seconds", what, err))
 }
 
 // withReports adds the violations of Warn policies as warnings and those of Audit

@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -71,5 +72,19 @@ func TestSortByPolicyKeepsEachPolicysOrder(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "a/r9 a/r3 b/r2 b/r1" {
 		t.Errorf("order %v, want by policy, each policy's rules as found", got)
+	}
+}
+
+// TestRetryIsA503: a failed read is answered 503 with what could not be read and the cause,
+// never an allow and never a 500.
+func TestRetryIsA503(t *testing.T) {
+	resp := Retry("the workloads", errors.New("cache not synced"))
+	if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusServiceUnavailable {
+		t.Fatalf("response = %+v, want a 503 refusal", resp.Result)
+	}
+	for _, want := range []string{"could not read the workloads", "cache not synced", "retry"} {
+		if !strings.Contains(resp.Result.Message, want) {
+			t.Errorf("message %q lacks %q", resp.Result.Message, want)
+		}
 	}
 }

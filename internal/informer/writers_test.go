@@ -14,6 +14,16 @@ func entry(manager string, op metav1.ManagedFieldsOperationType, subresource str
 		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
 }
 
+// updated is an Update of the object itself (no subresource).
+func updated(manager string, minute int, fields string) metav1.ManagedFieldsEntry {
+	return entry(manager, metav1.ManagedFieldsOperationUpdate, "", minute, fields)
+}
+
+// after lists first and the entries that follow it.
+func after(first metav1.ManagedFieldsEntry, then ...metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	return append([]metav1.ManagedFieldsEntry{first}, then...)
+}
+
 const (
 	templateFields = `{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{"f:image":{}}}}}}}`
 	replicasFields = `{"f:spec":{"f:replicas":{}}}`
@@ -25,39 +35,26 @@ const (
 // TestTemplateWriter: the newest entry that owns a field under spec.template, by Update or
 // Apply on the object itself, is the template's last writer.
 func TestTemplateWriter(t *testing.T) {
+	operatorA := updated("operator-a", 1, templateFields)
+	gitopsB := entry("gitops-b", metav1.ManagedFieldsOperationApply, "", 3, templateFields)
+	// Each case but the first two follows operator-a's template write with others.
 	for _, tc := range []struct {
 		name    string
 		entries []metav1.ManagedFieldsEntry
 		want    string
 	}{
 		{name: "none", want: ""},
-		{name: "one writer", entries: []metav1.ManagedFieldsEntry{entry("operator-a", metav1.ManagedFieldsOperationUpdate, "", 1, templateFields)}, want: "operator-a"},
-		{name: "the newer of two that own template fields", entries: []metav1.ManagedFieldsEntry{
-			entry("operator-a", metav1.ManagedFieldsOperationUpdate, "", 1, templateFields),
-			entry("gitops-b", metav1.ManagedFieldsOperationApply, "", 3, templateFields),
-		}, want: "gitops-b"},
-		{name: "order in the list does not matter", entries: []metav1.ManagedFieldsEntry{
-			entry("gitops-b", metav1.ManagedFieldsOperationApply, "", 3, templateFields),
-			entry("operator-a", metav1.ManagedFieldsOperationUpdate, "", 1, templateFields),
-		}, want: "gitops-b"},
-		{name: "a newer scale or status writer owns no template field", entries: []metav1.ManagedFieldsEntry{
-			entry("operator-a", metav1.ManagedFieldsOperationUpdate, "", 1, templateFields),
-			entry("hpa", metav1.ManagedFieldsOperationUpdate, "", 5, replicasFields),
+		{name: "order in the list does not matter", entries: []metav1.ManagedFieldsEntry{gitopsB, operatorA}, want: "gitops-b"},
+		{name: "one writer", entries: after(operatorA), want: "operator-a"},
+		{name: "the newer of two that own template fields", entries: after(operatorA, gitopsB), want: "gitops-b"},
+		{name: "a newer scale or status writer owns no template field", entries: after(operatorA,
+			updated("hpa", 5, replicasFields),
 			entry("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "status", 6, statusFields),
-			entry("kubectl", metav1.ManagedFieldsOperationUpdate, "scale", 7, replicasFields),
-		}, want: "operator-a"},
-		{name: "f:template outside f:spec is not the template", entries: []metav1.ManagedFieldsEntry{
-			entry("operator-a", metav1.ManagedFieldsOperationUpdate, "", 1, templateFields),
-			entry("annotator", metav1.ManagedFieldsOperationUpdate, "", 5, annotationOnly),
-		}, want: "operator-a"},
-		{name: "a template field on a subresource is not the object's", entries: []metav1.ManagedFieldsEntry{
-			entry("operator-a", metav1.ManagedFieldsOperationUpdate, "", 1, templateFields),
-			entry("odd", metav1.ManagedFieldsOperationUpdate, "status", 5, templateFields),
-		}, want: "operator-a"},
-		{name: "fields that do not decode own nothing", entries: []metav1.ManagedFieldsEntry{
-			entry("operator-a", metav1.ManagedFieldsOperationUpdate, "", 1, templateFields),
-			entry("broken", metav1.ManagedFieldsOperationUpdate, "", 5, `{"f:spec":{"f:template":`),
-		}, want: "operator-a"},
+			entry("kubectl", metav1.ManagedFieldsOperationUpdate, "scale", 7, replicasFields)), want: "operator-a"},
+		{name: "f:template outside f:spec is not the template", entries: after(operatorA, updated("annotator", 5, annotationOnly)), want: "operator-a"},
+		{name: "a template field on a subresource is not the object's",
+			entries: after(operatorA, entry("odd", metav1.ManagedFieldsOperationUpdate, "status", 5, templateFields)), want: "operator-a"},
+		{name: "fields that do not decode own nothing", entries: after(operatorA, updated("broken", 5, `{"f:spec":{"f:template":`)), want: "operator-a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := TemplateWriter(tc.entries); got != tc.want {
@@ -82,7 +79,7 @@ func TestOptionsKeepTheTemplateWriter(t *testing.T) {
 		t.Fatal("no transform for Deployments")
 	}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kas", UID: "u1", ManagedFields: []metav1.ManagedFieldsEntry{
-		entry("operator-a", metav1.ManagedFieldsOperationUpdate, "", 1, templateFields)}}}
+		updated("operator-a", 1, templateFields)}}}
 	got, err := transform(d)
 	if err != nil {
 		t.Fatal(err)

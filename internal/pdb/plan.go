@@ -18,21 +18,11 @@ import (
 // Plan computes the workload's desired PDB from the cache, and the conflict that rules
 // one out, if any.
 func Plan(ctx context.Context, c client.Reader, m *policy.Matcher, w workload.Meta) (*policyv1.PodDisruptionBudget, *Coverage, error) {
-	nsLabels, err := policy.NamespaceLabels(ctx, c, w.Namespace)
+	nsLabels, policies, err := readPolicies(ctx, c, w.Namespace)
 	if err != nil {
 		return nil, nil, err
 	}
-	var policies v1alpha1.DisruptionPolicyList
-	if err := c.List(ctx, &policies); err != nil {
-		return nil, nil, err
-	}
-	var generating []*v1alpha1.DisruptionPolicy
-	for i := range policies.Items {
-		if Generating(m, &policies.Items[i], w, nsLabels) {
-			generating = append(generating, &policies.Items[i])
-		}
-	}
-	desired := Desired(w, generating)
+	desired := Desired(w, generating(m, policies, w, nsLabels))
 	if desired == nil {
 		return nil, nil, nil
 	}
@@ -51,6 +41,31 @@ func Plan(ctx context.Context, c client.Reader, m *policy.Matcher, w workload.Me
 		return nil, conflict, nil
 	}
 	return desired, nil, nil
+}
+
+// readPolicies reads the labels of the namespace and the DisruptionPolicies, what decides
+// which policies generate a floor there.
+func readPolicies(ctx context.Context, c client.Reader, namespace string) (map[string]string, []v1alpha1.DisruptionPolicy, error) {
+	nsLabels, err := policy.NamespaceLabels(ctx, c, namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	var policies v1alpha1.DisruptionPolicyList
+	if err := c.List(ctx, &policies); err != nil {
+		return nil, nil, err
+	}
+	return nsLabels, policies.Items, nil
+}
+
+// generating are the policies that generate a PDB for the workload (Generating).
+func generating(m *policy.Matcher, policies []v1alpha1.DisruptionPolicy, w workload.Meta, nsLabels map[string]string) []*v1alpha1.DisruptionPolicy {
+	var out []*v1alpha1.DisruptionPolicy
+	for i := range policies {
+		if Generating(m, &policies[i], w, nsLabels) {
+			out = append(out, &policies[i])
+		}
+	}
+	return out
 }
 
 // workloadsIn lists the namespace's workloads of every kind.
@@ -96,41 +111,61 @@ type Weakening struct {
 	*Coverage
 }
 
-// Weakenings are the floors a PodDisruptionBudget would weaken: for each workload of its
-// namespace that a policy generates a PDB for and whose pods it covers, each such policy
-// whose budget it is weaker than (Conflict, judged against that policy's own desired PDB).
-// holdfast's own generated PDB weakens nothing. Read from c (the cache): the namespace's
-// labels, the policies, its workloads and their pods.
-func Weakenings(ctx context.Context, c client.Reader, m *policy.Matcher, candidate *policyv1.PodDisruptionBudget) ([]Weakening, error) {
-	if candidate.Spec.Selector == nil {
-		return nil, nil // covers no pod
-	}
-	nsLabels, err := policy.NamespaceLabels(ctx, c, candidate.Namespace)
+// Floors is what one namespace's generated floors are judged by, read once from the
+// cache so that it judges several PDBs (an UPDATE's new and stored one) alike: the
+// namespace's workloads, and for each one a policy generates a PDB for, those policies and
+// the labels of its live pods.
+type Floors struct {
+	// Workloads are the namespace's workloads of every kind.
+	Workloads []workload.Meta
+	floors    []floor
+}
+
+// floor is one workload with a generated floor.
+type floor struct {
+	w          workload.Meta
+	generating []*v1alpha1.DisruptionPolicy
+	pods       []map[string]string
+}
+
+// ReadFloors reads from c (the cache) the namespace's labels, the policies, its workloads
+// and the pods of those a policy generates a PDB for.
+func ReadFloors(ctx context.Context, c client.Reader, m *policy.Matcher, namespace string) (*Floors, error) {
+	nsLabels, policies, err := readPolicies(ctx, c, namespace)
 	if err != nil {
 		return nil, err
 	}
-	var policies v1alpha1.DisruptionPolicyList
-	if err := c.List(ctx, &policies); err != nil {
+	f := &Floors{}
+	if f.Workloads, err = workloadsIn(ctx, c, namespace); err != nil {
 		return nil, err
 	}
-	ns := Namespace{PDBs: []policyv1.PodDisruptionBudget{*candidate}}
-	if ns.Workloads, err = workloadsIn(ctx, c, candidate.Namespace); err != nil {
-		return nil, err
-	}
-	var out []Weakening
-	for _, w := range ns.Workloads {
-		var generating []*v1alpha1.DisruptionPolicy
-		for i := range policies.Items {
-			if Generating(m, &policies.Items[i], w, nsLabels) {
-				generating = append(generating, &policies.Items[i])
-			}
-		}
-		if len(generating) == 0 {
+	for _, w := range f.Workloads {
+		gen := generating(m, policies, w, nsLabels)
+		if len(gen) == 0 {
 			continue
 		}
-		if ns.Pods, err = podLabels(ctx, c, w); err != nil {
+		pods, err := podLabels(ctx, c, w)
+		if err != nil {
 			return nil, err
 		}
+		f.floors = append(f.floors, floor{w: w, generating: gen, pods: pods})
+	}
+	return f, nil
+}
+
+// Weakenings are the floors a PodDisruptionBudget of the namespace would weaken: for each
+// workload a policy generates a PDB for and whose pods it covers, each such policy whose
+// budget it is weaker than (Conflict, judged against that policy's own desired PDB).
+// holdfast's own generated PDB weakens nothing.
+func (f *Floors) Weakenings(m *policy.Matcher, candidate *policyv1.PodDisruptionBudget) []Weakening {
+	if candidate.Spec.Selector == nil {
+		return nil // covers no pod
+	}
+	ns := Namespace{PDBs: []policyv1.PodDisruptionBudget{*candidate}, Workloads: f.Workloads}
+	var out []Weakening
+	for _, fl := range f.floors {
+		w, generating := fl.w, fl.generating
+		ns.Pods = fl.pods
 		if Generated(candidate) && candidate.Name == Name(w.Ref) {
 			// Holdfast's own floor: what the generator writes is Desired; anything else is
 			// someone's edit of the floor (the generator reverts it, but a label dropped at
@@ -151,5 +186,5 @@ func Weakenings(ctx context.Context, c client.Reader, m *policy.Matcher, candida
 			}
 		}
 	}
-	return out, nil
+	return out
 }

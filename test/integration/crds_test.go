@@ -34,6 +34,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/charts"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
+	"github.com/holdfast-dev/holdfast/hack/crds"
 	"github.com/holdfast-dev/holdfast/test/harness"
 )
 
@@ -150,19 +151,12 @@ func crdClient(t *testing.T) client.Client {
 func restoreCRDs(t *testing.T) {
 	t.Helper()
 	ctx, admin := context.Background(), crdClient(t)
-	files, err := filepath.Glob(filepath.Join("..", "..", "config", "crd", "bases", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("config/crd/bases: %v", err)
+	files, err := crds.Read(filepath.Join("..", "..", crds.Dir))
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want apiextensionsv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(raw, &want); err != nil {
-			t.Fatal(err)
-		}
+		want := f.CRD
 		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			if err := admin.Get(ctx, client.ObjectKey{Name: want.Name}, crd); err != nil {

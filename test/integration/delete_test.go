@@ -30,21 +30,10 @@ import (
 // refused is holdfast's refusal, not RBAC's.
 func grantDelete(t *testing.T, ns string, users ...string) {
 	t.Helper()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "delete-pods"}, Rules: []rbacv1.PolicyRule{
+	grantRole(t, ns, "delete-pods", []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
-	}}
-	if err := k8s.Create(context.Background(), role); err != nil {
-		t.Fatal(err)
-	}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "delete-pods"},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "delete-pods"}}
-	for _, u := range users {
-		rb.Subjects = append(rb.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
-	}
-	if err := k8s.Create(context.Background(), rb); err != nil {
-		t.Fatal(err)
-	}
+	}, users...)
 	// The API server's RBAC authorizer reads bindings from its cache: wait until it allows.
 	for _, u := range users {
 		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {

@@ -55,35 +55,15 @@ func addRevision(t *testing.T, d *appsv1.Deployment, n string) {
 
 func TestRolloutMinInterval(t *testing.T) {
 	ctx := context.Background()
-	ns := createNamespace(t, nil)
-	p := utiltesting.MakeRolloutPolicy("interval").Obj()
-	p.Spec.Rules.MinInterval = &metav1.Duration{Duration: time.Hour}
-	applyPolicy(t, ns, p)
-	d := utiltesting.MakeDeployment(ns, "kas").Obj()
-	if err := k8s.Create(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	addRevision(t, d, "1")
+	ns := guardedNamespace(t, "interval", func(r *v1alpha1.RolloutRules) { r.MinInterval = &metav1.Duration{Duration: time.Hour} })
+	d := createKas(t, ns)
 	assertHoldfastDenied(t, k8s.Update(ctx, withImage(d, "registry.example/main:2")), rollout.RuleMinInterval, "spec.template")
 }
 
 func TestRolloutRevertWindow(t *testing.T) {
 	ctx := context.Background()
-	ns := createNamespace(t, nil)
-	p := utiltesting.MakeRolloutPolicy("revert").Obj()
-	p.Spec.Rules.RevertWindow = &metav1.Duration{Duration: time.Hour}
-	applyPolicy(t, ns, p)
-
-	a := utiltesting.MakeDeployment(ns, "kas").Obj()
-	if err := k8s.Create(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	addRevision(t, a, "1")
-	b := withImage(a, "registry.example/main:B")
-	if err := k8s.Update(ctx, b); err != nil {
-		t.Fatalf("A→B: %v", err)
-	}
-	addRevision(t, b, "2")
+	ns := guardedNamespace(t, "revert", revertWindow)
+	b := rollTo(t, createKas(t, ns), "registry.example/main:B", "2")
 	// B's rollout finishes (no Deployment controller runs here: its status says so). Going
 	// back now is flapping (I3); while B still rolled out it would have been a cancel.
 	b = rolledOut(t, b)

@@ -23,7 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -33,10 +35,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/test/harness"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 var (
@@ -237,6 +241,58 @@ func createNamespace(t *testing.T, labels map[string]string) string {
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
 	return ns.Name
+}
+
+// guardedNamespace is a new namespace under a RolloutPolicy of its own, named name and
+// with the rules rules sets.
+func guardedNamespace(t *testing.T, name string, rules func(*v1alpha1.RolloutRules)) string {
+	t.Helper()
+	ns := createNamespace(t, nil)
+	p := utiltesting.MakeRolloutPolicy(name).Obj()
+	rules(&p.Spec.Rules)
+	applyPolicy(t, ns, p)
+	return ns
+}
+
+// createKas creates the Deployment kas in the namespace (opts name its field manager) and
+// the ReplicaSet of its first revision, as kube's Deployment controller would.
+func createKas(t *testing.T, ns string, opts ...client.CreateOption) *appsv1.Deployment {
+	t.Helper()
+	d := utiltesting.MakeDeployment(ns, "kas").Obj()
+	if err := k8s.Create(context.Background(), d, opts...); err != nil {
+		t.Fatal(err)
+	}
+	addRevision(t, d, "1")
+	return d
+}
+
+// rollTo updates d to a new image (opts name its field manager) and adds the ReplicaSet
+// of revision n, as kube's Deployment controller would.
+func rollTo(t *testing.T, d *appsv1.Deployment, image, n string, opts ...client.UpdateOption) *appsv1.Deployment {
+	t.Helper()
+	next := withImage(d, image)
+	if err := k8s.Update(context.Background(), next, opts...); err != nil {
+		t.Fatalf("rolling %s/%s to %s: %v", d.Namespace, d.Name, image, err)
+	}
+	addRevision(t, next, n)
+	return next
+}
+
+// grantRole binds the users to a Role of these rules in the namespace, both named name.
+func grantRole(t *testing.T, ns, name string, rules []rbacv1.PolicyRule, users ...string) {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules}
+	if err := k8s.Create(context.Background(), role); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}
+	for _, u := range users {
+		rb.Subjects = append(rb.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
+	}
+	if err := k8s.Create(context.Background(), rb); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // intercepted waits until the API server sends what the policy guards to holdfast: the

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -19,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
+	"github.com/holdfast-dev/holdfast/hack/crds"
 	"github.com/holdfast-dev/holdfast/internal/manifests"
 	"github.com/holdfast-dev/holdfast/internal/validation"
 )
@@ -185,20 +184,13 @@ func (a answer) sorted() answer {
 // them) for their CEL rules, by "<kind> <path>".
 func crdRules(t *testing.T) map[string]celRule {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "config", "crd", "bases", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("config/crd/bases: %v %v", files, err)
+	files, err := crds.Read(filepath.Join("..", "..", crds.Dir))
+	if err != nil {
+		t.Fatal(err)
 	}
 	rules := map[string]celRule{}
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		crd := f.CRD
 		for _, v := range crd.Spec.Versions {
 			if v.Schema == nil {
 				continue
@@ -213,7 +205,7 @@ func crdRules(t *testing.T) map[string]celRule {
 					}
 					if _, twice := rules[rule.String()]; twice {
 						// Two rules at one field would need labels that tell them apart.
-						t.Fatalf("%s: two rules at %s: the corpus labels name a rule by its field", f, rule.path)
+						t.Fatalf("%s: two rules at %s: the corpus labels name a rule by its field", f.Path, rule.path)
 					}
 					rules[rule.String()] = rule
 				}

@@ -34,22 +34,11 @@ var alwaysFrozen = []v1alpha1.Window{{Name: "freeze", Schedule: "0 0 * * *", Dur
 // aggregated by the controller-manager, which does not run here.)
 func grantEdit(t *testing.T, ns string, users ...string) {
 	t.Helper()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edit"}, Rules: []rbacv1.PolicyRule{
+	grantRole(t, ns, "edit", []rbacv1.PolicyRule{
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
-	}}
-	if err := k8s.Create(context.Background(), role); err != nil {
-		t.Fatal(err)
-	}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edit"},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "edit"}}
-	for _, u := range users {
-		rb.Subjects = append(rb.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
-	}
-	if err := k8s.Create(context.Background(), rb); err != nil {
-		t.Fatal(err)
-	}
+	}, users...)
 }
 
 // as is a client of the API server acting as user.

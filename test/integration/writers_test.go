@@ -19,7 +19,6 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/journal"
-	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
 
@@ -33,30 +32,15 @@ import (
 // WritersFighting Event and holdfast_rollout_writers_fighting counts it.
 func TestTwoWritersFight(t *testing.T) {
 	ctx := context.Background()
-	ns := createNamespace(t, nil)
-	p := utiltesting.MakeRolloutPolicy("writers").Obj()
-	p.Spec.Rules.RevertWindow = &metav1.Duration{Duration: time.Hour}
-	applyPolicy(t, ns, p)
+	ns := guardedNamespace(t, "writers", revertWindow)
 	operator, gitops := client.FieldOwner("operator-a"), client.FieldOwner("gitops-b")
 
-	a := utiltesting.MakeDeployment(ns, "kas").Obj()
-	if err := k8s.Create(ctx, a, operator); err != nil {
-		t.Fatal(err)
-	}
-	addRevision(t, a, "1")
+	a := createKas(t, ns, operator)
 	waitForWriters(t, a, "operator-a")
-	b := withImage(a, "registry.example/main:B")
-	if err := k8s.Update(ctx, b, gitops); err != nil {
-		t.Fatalf("A→B by gitops-b: %v", err)
-	}
-	addRevision(t, b, "2")
+	b := rollTo(t, a, "registry.example/main:B", "2", gitops)
 	waitForWriters(t, a, "operator-a", "gitops-b")
-	c := withImage(b, "registry.example/main:C")
-	if err := k8s.Update(ctx, c, operator); err != nil {
-		t.Fatalf("B→C by operator-a, a new template: %v", err)
-	}
-	addRevision(t, c, "3")
-	c = rolledOut(t, c)
+	// B→C by operator-a, a new template.
+	c := rolledOut(t, rollTo(t, b, "registry.example/main:C", "3", operator))
 	j := waitForWriters(t, a, "operator-a", "gitops-b", "operator-a")
 	eventually(t, "C's rollout finished in the journal", func() bool {
 		j = readJournal(t, a)
@@ -111,28 +95,13 @@ func TestTwoWritersFight(t *testing.T) {
 // only scales, is no fight.
 func TestOneWriterDoesNotFight(t *testing.T) {
 	ctx := context.Background()
-	ns := createNamespace(t, nil)
-	p := utiltesting.MakeRolloutPolicy("writers").Obj()
-	p.Spec.Rules.RevertWindow = &metav1.Duration{Duration: time.Hour}
-	applyPolicy(t, ns, p)
+	ns := guardedNamespace(t, "writers", revertWindow)
 	operator := client.FieldOwner("operator-a")
-	a := utiltesting.MakeDeployment(ns, "kas").Obj()
-	if err := k8s.Create(ctx, a, operator); err != nil {
-		t.Fatal(err)
-	}
-	addRevision(t, a, "1")
+	a := createKas(t, ns, operator)
 	waitForWriters(t, a, "operator-a")
-	b := withImage(a, "registry.example/main:B")
-	if err := k8s.Update(ctx, b, operator); err != nil {
-		t.Fatal(err)
-	}
-	addRevision(t, b, "2")
+	b := rollTo(t, a, "registry.example/main:B", "2", operator)
 	waitForWriters(t, a, "operator-a", "operator-a")
-	c := withImage(b, "registry.example/main:C")
-	if err := k8s.Update(ctx, c, operator); err != nil {
-		t.Fatal(err)
-	}
-	addRevision(t, c, "3")
+	c := rollTo(t, b, "registry.example/main:C", "3", operator)
 	scaled := c.DeepCopy()
 	scaled.Spec.Replicas = new(int32(2))
 	if err := k8s.Update(ctx, scaled, client.FieldOwner("autoscaler")); err != nil {
@@ -151,6 +120,9 @@ func TestOneWriterDoesNotFight(t *testing.T) {
 		t.Errorf("holdfast_rollout_writers_fighting = %v, want 0", g)
 	}
 }
+
+// revertWindow sets a revert window of an hour, longer than any test.
+func revertWindow(r *v1alpha1.RolloutRules) { r.RevertWindow = &metav1.Duration{Duration: time.Hour} }
 
 // readJournal reads d's revision journal from the API server, nil while there is none.
 func readJournal(t *testing.T, d *appsv1.Deployment) *journal.Journal {

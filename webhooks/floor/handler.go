@@ -64,20 +64,21 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the PodDisruptionBudget: %w", err))
 	}
-	found, err := pdb.Weakenings(ctx, h.Reader, h.Matcher, candidate)
-	if err != nil {
-		return retry(err)
-	}
-	if len(found) > 0 && req.Operation == admissionv1.Update {
-		old, err := decode(req.OldObject.Raw, req.Namespace)
-		if err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored PodDisruptionBudget: %w", err))
-		}
-		was, err := pdb.Weakenings(ctx, h.Reader, h.Matcher, old)
+	var found []pdb.Weakening
+	if candidate.Spec.Selector != nil { // else it covers no pod: nothing to read
+		// One read of the namespace judges both the new PDB and, on an UPDATE, the stored one.
+		floors, err := pdb.ReadFloors(ctx, h.Reader, h.Matcher, candidate.Namespace)
 		if err != nil {
 			return retry(err)
 		}
-		found = weakerThan(found, was)
+		found = floors.Weakenings(h.Matcher, candidate)
+		if len(found) > 0 && req.Operation == admissionv1.Update {
+			old, err := decode(req.OldObject.Raw, req.Namespace)
+			if err != nil {
+				return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored PodDisruptionBudget: %w", err))
+			}
+			found = weakerThan(found, floors.Weakenings(h.Matcher, old))
+		}
 	}
 	now := h.Clock.Now()
 	var vs decision.Violations
@@ -149,8 +150,7 @@ func name(p *policyv1.PodDisruptionBudget, requested string) string {
 	return p.GenerateName + "*"
 }
 
-// retry answers a read that failed: never an allow of what a policy may forbid, never a
-// 500; the client retries.
+// retry answers a read that failed (decision.Retry).
 func retry(err error) admission.Response {
-	return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("holdfast could not read what the PodDisruptionBudget would cover (%w); retry in a few seconds", err))
+	return decision.Retry("what the PodDisruptionBudget would cover", err)
 }

@@ -70,15 +70,24 @@ func checkConcurrency(in Input, p *v1alpha1.RolloutPolicy) []finding {
 // as it is; a percentage rounded up, at least 1 and at most maxInFlightCap.
 func Limit(r *v1alpha1.ConcurrencyRule, selected int) int {
 	limit := int(policy.Resolve(policy.MaxInFlight, "", &r.MaxInFlight, int32(selected)))
-	if r.MaxInFlight.Type == intstr.String && r.MaxInFlightCap != nil {
-		limit = min(limit, int(*r.MaxInFlightCap))
+	if c, ok := limitCap(r); ok {
+		limit = min(limit, c)
 	}
 	return limit
 }
 
-func capped(r *v1alpha1.ConcurrencyRule) string {
+// limitCap is maxInFlightCap where it applies: to a percentage maxInFlight only.
+func limitCap(r *v1alpha1.ConcurrencyRule) (int, bool) {
 	if r.MaxInFlight.Type == intstr.String && r.MaxInFlightCap != nil {
-		return fmt.Sprintf(", at most %d", *r.MaxInFlightCap)
+		return int(*r.MaxInFlightCap), true
+	}
+	return 0, false
+}
+
+// capped names the cap in a message, where one applies.
+func capped(r *v1alpha1.ConcurrencyRule) string {
+	if c, ok := limitCap(r); ok {
+		return fmt.Sprintf(", at most %d", c)
 	}
 	return ""
 }

@@ -124,9 +124,8 @@ func (h *Handler) entering(ctx context.Context, p *v1alpha1.RolloutPolicy, ns *c
 	return out, nil
 }
 
-// retryNamespace answers a namespace relabel holdfast could not judge in time: never an
-// allow of what a policy may forbid, never a 500.
+// retryNamespace answers a namespace relabel holdfast could not judge in time
+// (decision.Retry).
 func retryNamespace(err error) admission.Response {
-	return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
-		"holdfast could not read the workloads the new labels bring into a RolloutPolicy's selection (%w); retry in a few seconds", err))
+	return decision.Retry("the workloads the new labels bring into a RolloutPolicy's selection", err)
 }

@@ -1,5 +1,6 @@
 // Package crds reads the CRDs controller-gen writes to config/crd/bases, for the
-// generators that work from them (crdbounds, docgen).
+// generators that work from them (crdbounds, docgen) and the tests that hold the chart,
+// the API server and the validation to them.
 package crds
 
 import (
