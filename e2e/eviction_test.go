@@ -236,7 +236,10 @@ func TestDaemonSetEvictions(t *testing.T) {
 			var wg sync.WaitGroup
 			for _, pod := range pods {
 				wg.Go(func() {
-					deadline := time.Now().Add(3 * time.Minute)
+					// Six one-at-a-time replacements take about 150 s on a quiet machine
+					// (terminating linger, a new pod, Ready, minReadySeconds and its margin):
+					// the last caller needs room beyond that on a loaded one.
+					deadline := time.Now().Add(5 * time.Minute)
 					for time.Now().Before(deadline) {
 						err := evictOnce(ctx, cs, ns, pod.Name)
 						if err == nil || apierrors.IsNotFound(err) {
