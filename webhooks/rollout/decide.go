@@ -87,7 +87,7 @@ func Decide(in Input) (Decision, error) { return decideWithout(in, nil) }
 // (model_test.go): the explorer must catch every one by an outcome in the cluster.
 var checks = []string{RuleArgsMatchReplicas, RuleStrategy, checkStaged, checkScale, RuleSettle, RuleMinInterval,
 	RuleRevertWindow, checkThird, RuleWindow, RuleConcurrency, checkCap, checkPerNamespace, checkSlotLifetime,
-	budget.RuleSharedBudget, RuleSelection, RuleExemption}
+	budget.RuleSharedBudget, RuleSelection, checkEnteredChangeName, RuleExemption}
 
 // The checks of I7 (templates.go), named apart from the rules they report under.
 const (
@@ -173,7 +173,9 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 		}
 		if selectsNew && !selectedOld && in.Operation == admissionv1.Update && skip.runs(RuleSelection) {
 			found = append(found, checkEntering(in)...)
-			found = append(found, checkEnteredChange(in, &p.Spec)...)
+			if skip.runs(checkEnteredChangeName) {
+				found = append(found, checkEnteredChange(in, &p.Spec)...)
+			}
 		}
 		if selectedOld && !selectsNew && in.Operation == admissionv1.Update && skip.runs(RuleSelection) {
 			// Otherwise a relabel, then a free change, walks around every rule.
