@@ -86,11 +86,11 @@ func (o modelOp) String() string {
 		o.Kind, o.Pod, o.Pod2, o.Replica, o.Drainer, o.DryRun, o.Millis, o.Variant)
 }
 
-var opKinds = []string{"evict", "evict", "evict", "delete", "race", "tick", "tick", "notReady", "recover", "sync", "apiError", "policy", "pause", "sweep", "rollout", "evictUnready"}
+var opKinds = []string{"evict", "evict", "evict", "delete", "race", "tick", "tick", "notReady", "recover", "sync", "apiError", "policy", "pause", "sweep", "rollout", "evictUnready", "deleteIdle"}
 
 // opKindsBeforeDeletes are opKinds as the explorer drew them before pod DELETEs were
 // guarded: the generated sequences replayed by seed were found with them.
-var opKindsBeforeDeletes = slices.DeleteFunc(slices.Clone(opKinds), func(k string) bool { return k == "delete" })
+var opKindsBeforeDeletes = slices.DeleteFunc(slices.Clone(opKinds), func(k string) bool { return k == "delete" || k == "deleteIdle" })
 
 // identityOf is the index of the identity named.
 func identityOf(name string) int {
@@ -291,6 +291,10 @@ type mpod struct {
 	slot bool
 	// template is the pod template the pod was created from (kube's pod-template-hash).
 	template int
+	// phase is a Pending or terminal pod's (deleteIdle); "" is Running. readyTerminating
+	// is a terminating pod whose Ready condition the kubelet has not cleared yet.
+	phase            corev1.PodPhase
+	readyTerminating bool
 }
 
 type policyVersion struct {
@@ -325,6 +329,10 @@ type world struct {
 	refused time.Time
 	// checked counts, per invariant, the outcomes it judged (its precondition held).
 	checked map[string]int
+	// lost are the nodes the node lifecycle controller has tainted not-ready (deleteIdle).
+	lost map[int]bool
+	// deletes counts the DELETEs sent, by the state of their pod.
+	deletes map[string]int
 }
 
 type holdKey struct {
@@ -366,7 +374,8 @@ func newWorld(cfg modelConfig, broken func(Input) Decision) *world {
 		start = startTimes[0]
 	}
 	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0xd1ce)), now: start,
-		cordoned: map[int]bool{}, broken: broken, disrupted: map[string]time.Time{}, holds: map[holdKey]*holdSpan{}, checked: map[string]int{}}
+		cordoned: map[int]bool{}, broken: broken, disrupted: map[string]time.Time{}, holds: map[holdKey]*holdSpan{}, checked: map[string]int{},
+		lost: map[int]bool{}, deletes: map[string]int{}}
 	w.ledger = &ledgerStore{w: w, leases: map[string]*coordinationv1.Lease{}}
 	spec := policySpec(cfg)
 	w.policies = []policyVersion{{from: w.now.Add(-time.Hour), spec: spec}}
@@ -434,7 +443,7 @@ func minMinReady(specs []v1alpha1.DisruptionPolicySpec) int32 {
 }
 
 func (p *mpod) ready(now time.Time) bool {
-	return !p.terminating && !p.notReady && !p.readyAt.IsZero() && !now.Before(p.readyAt)
+	return !p.terminating && !p.notReady && p.phase == "" && !p.readyAt.IsZero() && !now.Before(p.readyAt)
 }
 
 // longNotReady is a pod that has not been Ready for longer than a cache may lag: every
@@ -567,17 +576,35 @@ func (w *world) objects() []client.Object {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: modelNamespace, Name: p.name, UID: types.UID(p.uid), Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(ownerKind(owner)))}},
 			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", p.node)}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if p.phase != "" {
+			pod.Status.Phase = p.phase
+		}
 		if p.terminating {
 			pod.DeletionTimestamp = ptr.To(metav1.NewTime(p.goneAt.Add(-grace)))
 		}
 		status, since := corev1.ConditionFalse, p.readyAt
-		if p.ready(w.now) {
+		if p.ready(w.now) || p.readyTerminating {
 			status = corev1.ConditionTrue
 		}
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(since)}}
 		objs = append(objs, pod)
 	}
 	return objs
+}
+
+// nodes are the cluster's nodes as the node lifecycle controller leaves them: a lost one
+// tainted not-ready (pkg/controller/nodelifecycle/node_lifecycle_controller.go,
+// doNoExecuteTaintingPass).
+func (w *world) nodes() []client.Object {
+	var out []client.Object
+	for n := range w.cfg.Nodes {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", n)}}
+		if w.lost[n] {
+			node.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute}}
+		}
+		out = append(out, node)
+	}
+	return out
 }
 
 func ownerKind(o client.Object) string {
@@ -592,7 +619,7 @@ func ownerKind(o client.Object) string {
 }
 
 func (w *world) truth() *utiltesting.MemReader {
-	return utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, w.objects()...)
+	return utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, append(w.objects(), w.nodes()...)...)
 }
 
 func (w *world) sync(i int) {
@@ -768,6 +795,12 @@ func (w *world) takeDown(i int, p *mpod, dryRun bool, who int, deleting bool) in
 	wasReady, longNotReady := p.ready(w.now), p.longNotReady(w.now)
 	// An eviction takes a pod down when every policy in force counts it available.
 	wasAvailable := p.available(w.now, maxMinReady(specs))
+	// A pod on a lost node serves nothing, whatever its stale Ready condition says.
+	idle := ""
+	if deleting {
+		idle = w.idleState(p)
+		wasReady, wasAvailable = wasReady && idle == "", wasAvailable && idle == ""
+	}
 	exception, mustAdmit := w.exception(who), w.mustAdmit(who)
 	armed := w.ledger.fail != nil || w.inRace
 	stable := w.stable(p.g) && w.now.Sub(w.refused) > budget.EvictionLapse+2*budget.MaxClockSkew
@@ -804,6 +837,14 @@ func (w *world) takeDown(i int, p *mpod, dryRun bool, who int, deleting bool) in
 		}
 	case code != http.StatusOK && code != http.StatusTooManyRequests:
 		w.violate("eviction of %s answered %d: %s", p.name, code, resp.Result.Message)
+	}
+	// E12, the way out of a pod that serves nothing: its DELETE is admitted at once (the
+	// force delete of a stuck pod, or of one on a dead node, is how it is recovered).
+	if deleting && idle != "" && p.g.guarded && !armed {
+		w.checked["E12"]++
+		if code != http.StatusOK {
+			w.violate("E12: the DELETE of %s, which serves nothing (%s), answered %d: %s", p.name, idle, code, resp.Result.Message)
+		}
 	}
 	if !p.g.guarded {
 		w.checked["E4"]++
@@ -924,6 +965,83 @@ func (w *world) takeDown(i int, p *mpod, dryRun bool, who int, deleting bool) in
 		p.g.lastHealthy = w.now
 	}
 	return code
+}
+
+// idleState is why a DELETE's pod serves nothing, "" when it serves, counted in deletes.
+func (w *world) idleState(p *mpod) string {
+	state := ""
+	switch {
+	case p.terminating:
+		state = "terminating"
+	case p.phase == corev1.PodSucceeded || p.phase == corev1.PodFailed:
+		state = "terminal"
+	case p.phase == corev1.PodPending:
+		state = "pending"
+	case w.lost[p.node]:
+		state = "lostNode"
+	case !p.ready(w.now):
+		state = "notReady"
+	}
+	if p.g.guarded && state == "" {
+		w.deletes["serving"]++
+	} else if p.g.guarded {
+		w.deletes[state]++
+	}
+	return state
+}
+
+// deleteIdle is a DELETE of a pod that serves nothing: one terminating (its Ready
+// condition not cleared yet), one that has succeeded or failed, one not started yet
+// (Pending), one on a node the node lifecycle controller tainted lost, or one not Ready.
+// The state is the pod's until the DELETE takes effect; one that does not leaves it as it
+// was (a model without terminal pods' replacements).
+func (w *world) deleteIdle(op modelOp) {
+	var p *mpod
+	switch op.Variant % 5 {
+	case 0:
+		var terminating []*mpod
+		for _, q := range w.pods {
+			if q.terminating && q.g.guarded {
+				terminating = append(terminating, q)
+			}
+		}
+		if len(terminating) == 0 {
+			return
+		}
+		p = terminating[op.Pod%len(terminating)]
+		p.readyTerminating = true
+		defer func() { p.readyTerminating = false }()
+	case 1, 2:
+		if p = w.pick(op.Pod); p == nil {
+			return
+		}
+		p.phase = corev1.PodPending
+		if op.Variant%5 == 1 {
+			p.phase = []corev1.PodPhase{corev1.PodSucceeded, corev1.PodFailed}[op.Millis%2]
+		}
+		defer func() { p.phase = "" }()
+	case 3:
+		if p = w.pick(op.Pod); p == nil {
+			return
+		}
+		w.lost[p.node] = true
+		w.sync(op.Replica) // the replica's node cache has seen the taint
+		defer func() {
+			delete(w.lost, p.node)
+			w.sync(op.Replica)
+		}()
+	default:
+		for _, q := range w.pods {
+			if q.g.guarded && !q.terminating && !q.ready(w.now) {
+				p = q
+				break
+			}
+		}
+		if p == nil {
+			return
+		}
+	}
+	w.takeDown(op.Replica, p, op.DryRun, identityOf(op.Drainer), true)
 }
 
 // budgetOf is the group's budget by the policies in force, read the loosest way (their
@@ -1120,6 +1238,8 @@ func (w *world) step(op modelOp) {
 		if p := w.pick(op.Pod); p != nil {
 			w.takeDown(op.Replica, p, op.DryRun, identityOf(op.Drainer), true)
 		}
+	case "deleteIdle":
+		w.deleteIdle(op)
 	case "race":
 		// Two evictions of pods of one group through both replicas: the second runs to its
 		// end between the first's ledger read and its write.
@@ -1306,6 +1426,7 @@ type modelResult struct {
 	invariants                          map[string]int // violations per invariant, known gaps apart
 	gaps                                map[string]int // violations per known gap
 	checked                             map[string]int // outcomes each invariant judged
+	deletes                             map[string]int // DELETEs of guarded pods, by the pod's state
 	// examples are each invariant's first violation, with its sequence's seed.
 	examples map[string]string
 	first    *world
@@ -1362,7 +1483,7 @@ func runSeed(cfg modelConfig, m mutant, counts map[string]int) (*world, int) {
 // stopAtFirst it stops at the first sequence with a violation that is no known gap.
 func explore(n int, m mutant, stopAtFirst bool) modelResult {
 	logf.SetLogger(logr.Discard()) // the handler logs every deferral
-	res := modelResult{counts: map[string]int{}, options: map[string]int{}, invariants: map[string]int{}, gaps: map[string]int{}, examples: map[string]string{}, checked: map[string]int{}}
+	res := modelResult{counts: map[string]int{}, options: map[string]int{}, invariants: map[string]int{}, gaps: map[string]int{}, examples: map[string]string{}, checked: map[string]int{}, deletes: map[string]int{}}
 	for seed := range uint64(n) {
 		cfg := configFor(seed)
 		for _, o := range slices.Compact(slices.Sorted(slices.Values(optionsOf(cfg)))) {
@@ -1373,6 +1494,9 @@ func explore(n int, m mutant, stopAtFirst bool) modelResult {
 		res.steps += steps
 		for k, v := range w.checked {
 			res.checked[k] += v
+		}
+		for k, v := range w.deletes {
+			res.deletes[k] += v
 		}
 		if w.stuck {
 			res.stuck++
@@ -1448,6 +1572,13 @@ func TestEvictionModel(t *testing.T) {
 	fmt.Printf("RELIABILITY eviction-model-operations %s\n", strings.ReplaceAll(counted(res.counts), ",", " "))
 	fmt.Printf("RELIABILITY eviction-model-options %s\n", strings.ReplaceAll(counted(res.options), ",", " "))
 	fmt.Printf("RELIABILITY eviction-model-checked %s\n", strings.ReplaceAll(counted(res.checked), ",", " "))
+	fmt.Printf("RELIABILITY eviction-model-deletes %s\n", strings.ReplaceAll(counted(res.deletes), ",", " "))
+	// guardDeletes is on in every generated policy: each state of a DELETE's pod is sent.
+	for _, state := range []string{"serving", "terminating", "terminal", "pending", "lostNode", "notReady"} {
+		if res.deletes[state] < 10 {
+			t.Errorf("DELETEs of %s pods: %d, want at least 10", state, res.deletes[state])
+		}
+	}
 	for code := range outcomeInvariants {
 		if res.checked[code] < 10 {
 			t.Errorf("invariant %s (%s) judged %d outcomes, want at least 10", code, outcomeInvariants[code], res.checked[code])
@@ -1490,6 +1621,7 @@ var outcomeInvariants = map[string]string{
 	"E9":  "each requester's disruptions within its budget",
 	"E10": "exemptions and Warn/Audit admit at once",
 	"E11": "a hold longer than maxHold leaves Warning Events on the pod and node",
+	"E12": "a DELETE of a pod that serves nothing (terminating, terminal, Pending, not Ready, on a lost node) is admitted at once",
 }
 
 // mutant is the real decision, or the real handler, with one check taken out.
@@ -1548,6 +1680,26 @@ var mutants = []mutant{
 	}), nil},
 	{"ledger", func(in Input) Decision { in.Records = nil; return Decide(in) }, nil},
 	{"maxHold", nil, func(h *Handler) { h.Holds = nil }},
+	// The pods kube's eviction code never guards, and a DELETE of a pod that serves
+	// nothing: each mutant decides such a pod as one that serves (Ready, running, on a
+	// live node), so that it holds what must never be held (E12 catches it).
+	{"neverHeld/terminating", servingWhen(func(in Input) bool { return in.Pod.Terminating }), nil},
+	{"neverHeld/terminal", servingWhen(func(in Input) bool {
+		return in.Pod.Phase == corev1.PodSucceeded || in.Pod.Phase == corev1.PodFailed
+	}), nil},
+	{"neverHeld/pending", servingWhen(func(in Input) bool { return in.Pod.Phase == corev1.PodPending }), nil},
+	{"neverHeld/deleteNotReady", servingWhen(func(in Input) bool { return in.Delete && !in.Pod.Ready }), nil},
+	{"neverHeld/deleteOnLostNode", servingWhen(func(in Input) bool { return in.Delete && in.NodeLost }), nil},
+}
+
+// servingWhen is Decide taking a pod for which idle holds as one that serves.
+func servingWhen(idle func(Input) bool) func(Input) Decision {
+	return func(in Input) Decision {
+		if idle(in) {
+			in.Pod.Terminating, in.Pod.Phase, in.Pod.Ready, in.NodeLost = false, corev1.PodRunning, true, false
+		}
+		return Decide(in)
+	}
 }
 
 // unobservable are the mutants no outcome in the cluster can show, with the reason; each

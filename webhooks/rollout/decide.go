@@ -86,7 +86,8 @@ func Decide(in Input) (Decision, error) { return decideWithout(in, nil) }
 // checks names the checks Decide runs, each a mutant of the mutation test removes in turn
 // (model_test.go): the explorer must catch every one by an outcome in the cluster.
 var checks = []string{RuleArgsMatchReplicas, RuleStrategy, checkStaged, checkScale, RuleSettle, RuleMinInterval,
-	RuleRevertWindow, checkThird, RuleWindow, RuleConcurrency, budget.RuleSharedBudget, RuleSelection, RuleExemption}
+	RuleRevertWindow, checkThird, RuleWindow, RuleConcurrency, checkCap, checkPerNamespace, checkSlotLifetime,
+	budget.RuleSharedBudget, RuleSelection, checkEnteredChangeName, RuleExemption}
 
 // The checks of I7 (templates.go), named apart from the rules they report under.
 const (
@@ -163,7 +164,7 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 			// Neither holds a rollback or the fix of a stalled rollout.
 			if stalled, _ := rs.stalled(in, p.Spec.Rules.Settle); !stalled {
 				if p.Spec.Rules.Concurrency != nil && skip.runs(RuleConcurrency) {
-					found = append(found, checkConcurrency(in, p)...)
+					found = append(found, checkConcurrency(in, p, skip)...)
 				}
 				if p.Spec.Rules.SharedBudget != nil && skip.runs(budget.RuleSharedBudget) {
 					found = append(found, checkSharedBudget(in, p)...)
@@ -172,7 +173,9 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 		}
 		if selectsNew && !selectedOld && in.Operation == admissionv1.Update && skip.runs(RuleSelection) {
 			found = append(found, checkEntering(in)...)
-			found = append(found, checkEnteredChange(in, &p.Spec)...)
+			if skip.runs(checkEnteredChangeName) {
+				found = append(found, checkEnteredChange(in, &p.Spec)...)
+			}
 		}
 		if selectedOld && !selectsNew && in.Operation == admissionv1.Update && skip.runs(RuleSelection) {
 			// Otherwise a relabel, then a free change, walks around every rule.

@@ -32,15 +32,33 @@ type Fleet struct {
 	Selected int
 	// InFlight names the others whose rollouts hold slots, stalled ones marked.
 	InFlight []string
+	// Released names the others whose stalled rollouts no longer hold slots: stalled for
+	// longer than stalledSlotLifetime. They are not counted.
+	Released []string
 	// Starts are the policy's ledger, as read.
 	Starts []budget.Start
 }
 
+// The checks of the fleet limit, named apart from the rule they report under.
+const (
+	checkCap          = "concurrency/maxInFlightCap"
+	checkPerNamespace = "concurrency/maxInFlightPerNamespace"
+	checkSlotLifetime = "concurrency/stalledSlotLifetime"
+)
+
 // checkConcurrency holds a start while maxInFlight others are in flight, or
 // maxInFlightPerNamespace others of its namespace.
-func checkConcurrency(in Input, p *v1alpha1.RolloutPolicy) []finding {
+func checkConcurrency(in Input, p *v1alpha1.RolloutPolicy, skip skipper) []finding {
 	r := p.Spec.Rules.Concurrency
 	f := in.Fleets[p.Name]
+	if !skip.runs(checkCap) {
+		uncapped := *r
+		uncapped.MaxInFlightCap = nil
+		r = &uncapped
+	}
+	if !skip.runs(checkSlotLifetime) {
+		f.InFlight = append(slices.Clone(f.InFlight), f.Released...)
+	}
 	limit := Limit(r, f.Selected)
 	if len(f.InFlight) >= limit {
 		return []finding{{rule: RuleConcurrency, field: templatePath, message: fmt.Sprintf(
@@ -48,7 +66,7 @@ func checkConcurrency(in Input, p *v1alpha1.RolloutPolicy) []finding {
 				"retry in 30s, after one finishes; a rollback to the revision still serving, or the fix of a stalled rollout, is never held",
 			in.New, len(f.InFlight), f.Selected, named(f.InFlight), limit, r.MaxInFlight.String(), capped(r))}}
 	}
-	if r.MaxInFlightPerNamespace == nil {
+	if r.MaxInFlightPerNamespace == nil || !skip.runs(checkPerNamespace) {
 		return nil
 	}
 	var mine []string
@@ -115,13 +133,18 @@ func Served(selected []workload.Ref, journals *journal.Store, self string) int {
 
 // InFlight lists the workloads among selected whose rollouts hold slots as their journals
 // recorded them (Slots, less those released), and those starts record that no journal
-// shows yet, leaving out self; sorted.
-func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *journal.Store, starts []budget.Start, self string, now time.Time) []string {
+// shows yet, leaving out self; sorted. Released lists the stalled ones whose slots lapsed.
+func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *journal.Store, starts []budget.Start, self string, now time.Time) (out, released []string) {
 	seen := map[string]bool{self: true}
-	var out []string
 	for _, s := range journals.FleetSlots(p, selected, now) {
-		if name := s.Ref.String(); !s.Released && !seen[name] {
-			seen[name] = true
+		name := s.Ref.String()
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if s.Released {
+			released = append(released, s.Name())
+		} else {
 			out = append(out, s.Name())
 		}
 	}
@@ -140,5 +163,5 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		out = append(out, s.Workload)
 	}
 	slices.Sort(out)
-	return out
+	return out, released
 }

@@ -277,8 +277,9 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 			}
 			ledgers[p.Name], starts = l, l.Records
 		}
-		in.Fleets[p.Name] = Fleet{Selected: Served(selected, h.Journals, in.New.Ref.String()), Starts: starts,
-			InFlight: InFlight(p, selected, h.Journals, starts, in.New.Ref.String(), in.Now)}
+		f := Fleet{Selected: Served(selected, h.Journals, in.New.Ref.String()), Starts: starts}
+		f.InFlight, f.Released = InFlight(p, selected, h.Journals, starts, in.New.Ref.String(), in.Now)
+		in.Fleets[p.Name] = f
 	}
 	return ledgers, nil
 }

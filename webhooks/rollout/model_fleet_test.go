@@ -960,6 +960,9 @@ func (w *fworld) operate() {
 		rolloutTime = max(rolloutTime, x.want()+1)
 	}
 	settle := time.Duration(rolloutTime) * 6 * time.Second
+	if w.releaseLiveness(settle) {
+		return
+	}
 	deadline := w.now.Add(max(mStall, mMinInterval) + settle + 2*mMaxLag + 2*mRetry)
 	for i := 0; ; i++ {
 		fixed := true
@@ -991,10 +994,82 @@ func (w *fworld) operate() {
 		}
 	}
 	x := w.ws[w.rng.IntN(len(w.ws))]
-	// The bound: minInterval after its last start, and the group's last eviction counting
-	// in flight for EvictionLapse+MaxClockSkew (even once its pod is replaced) or within
-	// the cooldown (+ the skew), then the leader's and a cache's lag and a retry.
 	from := w.now
+	bound := w.admissionBound(x, from)
+	w.checked["L1"]++
+	for i := 0; ; i++ {
+		tag := w.nextTag
+		w.nextTag++
+		if w.send(i%2, x, func() { x.t = tmpl{tag: tag} }, mOperator) {
+			return
+		}
+		if w.now.After(bound) {
+			w.deadlock = true
+			w.violate("L1: %s %s/kas's new template was still refused %s after every rollout finished", x.kind, x.ns, w.now.Sub(from))
+			return
+		}
+		w.advance(mRetry)
+	}
+}
+
+// releaseLiveness is L2, the way out of a fleet held by stalled rollouts: their slots
+// lapse stalledSlotLifetime after they stalled. With a rollout whose template never gets
+// Ready left stalled, once the working rollouts finished, another workload's new template
+// must be admitted within the bound: its release (the journal's last progress, which may
+// lag mMaxLag, + stallAfter + the lifetime), then L1's bound. Lifetimes a sequence cannot
+// outlive (the 1h default, 0s) are left to L1, which fixes the stalled rollouts first.
+// It reports whether the sequence ended (a violation).
+func (w *fworld) releaseLiveness(settle time.Duration) bool {
+	lifetime := w.cfg.slotLifetime
+	if w.cfg.concurrency == nil || lifetime == nil || *lifetime == 0 {
+		return false
+	}
+	var stalled, working []*fwl
+	for _, x := range w.ws {
+		if x.broken[x.t.tag] && x.unfinished(w) {
+			stalled = append(stalled, x)
+		} else {
+			working = append(working, x)
+		}
+	}
+	if len(stalled) == 0 || len(working) == 0 {
+		return false
+	}
+	for end := w.now.Add(settle + mMaxLag); slices.ContainsFunc(working, func(x *fwl) bool { return x.unfinished(w) }); w.advance(time.Second) {
+		if w.now.After(end) {
+			w.deadlock = true
+			w.violate("L2: rollouts of working templates did not finish within %s", settle)
+			return true
+		}
+	}
+	from := w.now
+	for _, x := range stalled {
+		from = maxTime(from, x.progressed.Add(mMaxLag+mStall+*lifetime))
+	}
+	y := working[w.rng.IntN(len(working))]
+	bound := w.admissionBound(y, from)
+	w.checked["L2"]++
+	for i := 0; ; i++ {
+		tag := w.nextTag
+		w.nextTag++
+		if w.send(i%2, y, func() { y.t = tmpl{tag: tag} }, mOperator) {
+			return false
+		}
+		if w.now.After(bound) {
+			w.deadlock = true
+			w.violate("L2: %s %s/kas's new template was still refused %s after the slots of %d stalled rollouts lapsed (stalledSlotLifetime %s)",
+				y.kind, y.ns, w.now.Sub(from), len(stalled), *lifetime)
+			return true
+		}
+		w.advance(mRetry)
+	}
+}
+
+// admissionBound is when a new template of x, wanted from on, must be admitted: minInterval
+// after its last start, and the group's last eviction counting in flight for
+// EvictionLapse+MaxClockSkew (even once its pod is replaced) or within the cooldown (+ the
+// skew), then the leader's and a cache's lag and a retry, and the time a window holds.
+func (w *fworld) admissionBound(x *fwl, from time.Time) time.Time {
 	if w.cfg.minInterval {
 		from = maxTime(from, x.lastStart.Add(mMinInterval))
 	}
@@ -1006,20 +1081,7 @@ func (w *fworld) operate() {
 	if _, wait := windowHolds(w.cfg.window, from); wait > 0 {
 		bound = bound.Add(wait) // a window holds new rollouts for at most this long
 	}
-	w.checked["L1"]++
-	for i := 0; ; i++ {
-		tag := w.nextTag
-		w.nextTag++
-		if w.send(i%2, x, func() { x.t = tmpl{tag: tag} }, mOperator) {
-			return
-		}
-		if w.now.After(bound) {
-			w.deadlock = true
-			w.violate("L1: %s %s/kas's new template was still refused %s after every rollout finished", x.kind, x.ns, w.now.Sub(bound)+bound.Sub(from))
-			return
-		}
-		w.advance(mRetry)
-	}
+	return bound
 }
 
 func maxTime(t time.Time, more ...time.Time) time.Time {
@@ -1123,7 +1185,7 @@ func TestRolloutFleetModel(t *testing.T) {
 	}
 	fmt.Printf("RELIABILITY rollout-fleet-model-checked %s maxInFlightSeen=%d\n", strings.Join(checked, " "), res.maxSeen)
 	fmt.Printf("RELIABILITY rollout-fleet-model-operations %s\n", strings.Join(shares, " "))
-	for _, inv := range []string{"F1", "F1released", "F2", "F2start", "L1"} {
+	for _, inv := range []string{"F1", "F1released", "F2", "F2start", "L1", "L2"} {
 		if res.checked[inv] < 10 {
 			t.Errorf("invariant %s judged %d outcomes, want at least 10", inv, res.checked[inv])
 		}
@@ -1196,7 +1258,7 @@ func TestFleetLimitResolver(t *testing.T) {
 // fleetChecks are the checks of Decide the mutation test hands to the fleet explorer: the
 // single explorer models one workload and no evictions, which no fleet limit or shared
 // budget binds.
-var fleetChecks = map[string]bool{RuleConcurrency: true, budget.RuleSharedBudget: true}
+var fleetChecks = map[string]bool{RuleConcurrency: true, checkCap: true, checkPerNamespace: true, checkSlotLifetime: true, budget.RuleSharedBudget: true}
 
 // racingClient is the API server's store of Leases with a hook: onRead runs once, after the
 // next Lease is read and before the reader goes on, so that another request is decided and

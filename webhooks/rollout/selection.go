@@ -55,6 +55,10 @@ func checkEntering(in Input) []finding {
 		in.New, what, terminatingNote)}}
 }
 
+// checkEnteredChangeName names checkEnteredChange among the checks (a mutant of the
+// mutation test removes it).
+const checkEnteredChangeName = "selection/enteredChange"
+
 // checkEnteredChange judges a workload that enters a policy's selection with a template
 // other than the one the journal of its name last recorded as current: that change was
 // made outside the selection (orphaned, re-created unselected with a new template, rolled
