@@ -181,7 +181,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		case d.Released:
 			// Let go after maxHold: seen where the hold was warned of, on the pod and its node.
 			note := strings.Join(d.Messages(decision.Audit), "; ")
-			h.Events.Warn(pod, kind, in.Now, "EvictionReleased", note)
+			h.Events.Warn(pod, "released", in.Now, "EvictionReleased", note)
 			if node := nodeOf(pod); node != nil {
 				h.Events.Warn(node, "released/"+string(pod.UID), in.Now, "EvictionReleased", note)
 			}
