@@ -27,8 +27,8 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/informer"
-	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 	"github.com/holdfast-dev/holdfast/internal/workload"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // release is a policy that lets its own holds go after a maxHold of 30s.
@@ -221,12 +221,12 @@ func TestOutlastsDrainerDeadline(t *testing.T) {
 		"a wait holdfast cannot tell warns": {user: "ca", d: deferred(0), held: 10 * time.Second,
 			warns: []string{"gives up the drain at 2026-11-30T12:01:50Z", "cannot tell when the budget frees"}},
 		"a wait within the timeout does not warn": {user: "ca", d: deferred(30 * time.Second), held: time.Minute},
-		"Karpenter's NodeClaim deadline warns":    {user: "karpenter", d: deferred(time.Hour), held: time.Minute,
+		"Karpenter's NodeClaim deadline warns": {user: "karpenter", d: deferred(time.Hour), held: time.Minute,
 			warns: []string{"forces the pod out", "at 2026-11-30T12:03:00Z"}},
 		"a release before the deadline frees the budget first": {user: "karpenter", d: deferred(time.Hour), held: time.Minute,
 			mut: func(s *v1alpha1.DisruptionPolicySpec) { release(s) }},
 		"a requester without a deadline is not warned of": {user: "alice", d: deferred(time.Hour), held: time.Minute},
-		"an admitted eviction is not warned of":            {user: "ca", d: Decision{Guarded: true}, held: time.Minute},
+		"an admitted eviction is not warned of":           {user: "ca", d: Decision{Guarded: true}, held: time.Minute},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
