@@ -153,7 +153,8 @@ func Decide(in Input) Decision {
 		if v, held := sharedRolloutHold(in, p); held {
 			found = append(found, v)
 		}
-		if len(found) > 0 && grant == nil && releases(in, &p.Spec) {
+		// Only an enforced policy holds, and so only its holds are released.
+		if len(found) > 0 && grant == nil && action == decision.Deny && releases(in, &p.Spec) {
 			// The hold has lasted maxHold: only the budget, as kube's PDB counts it, still
 			// defers. What the policy's own holds said goes on record.
 			if kept := check(in, &p.Spec, true); len(kept) > 0 {
