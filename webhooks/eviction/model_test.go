@@ -1323,18 +1323,18 @@ func generate(r *rand.Rand, kinds []string) modelOp {
 
 type modelResult struct {
 	sequences, steps, violations, stuck int
-	// released counts the evictions admitted as released after maxHold.
-	released   int
-	counts     map[string]int // operations generated
-	options    map[string]int // sequences whose policy uses each option
-	invariants map[string]int // violations per invariant, known gaps apart
-	gaps       map[string]int // violations per known gap
-	checked    map[string]int // outcomes each invariant judged
+	counts                              map[string]int // operations generated
+	options                             map[string]int // sequences whose policy uses each option
+	invariants                          map[string]int // violations per invariant, known gaps apart
+	gaps                                map[string]int // violations per known gap
+	checked                             map[string]int // outcomes each invariant judged
 	// examples are each invariant's first violation, with its sequence's seed.
 	examples map[string]string
 	first    *world
 	// caughtAt is the sequence (1-based) of the first violation, 0 when none.
 	caughtAt int
+	// released counts the evictions admitted as released after maxHold.
+	released int
 }
 
 // knownGap is a violation the guard cannot prevent, named with its reason: kube gives
