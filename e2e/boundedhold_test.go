@@ -42,7 +42,7 @@ func TestBoundedHoldBeforeAForcingDrainer(t *testing.T) {
 			rc.Impersonate = rest.ImpersonationConfig{UserName: drainer}
 			as := kubernetes.NewForConfigOrDie(rc)
 			run := func(after v1alpha1.AfterMaxHold) (ns string, evicted, forced int) {
-				ns = newNamespace(ctx, t, c, "bounded-"+strings.ToLower(string(after)))
+				ns = newNamespace(ctx, t, c, "bh-"+strings.ToLower(string(after)))
 				namespacePolicy(ctx, t, c, ns, func(s *v1alpha1.DisruptionPolicySpec) {
 					s.Cooldown = &metav1.Duration{Duration: 10 * time.Minute}
 					s.MaxHold = &metav1.Duration{Duration: 4 * time.Second}
