@@ -92,6 +92,8 @@ func TestDecideAfterMaxHold(t *testing.T) {
 		"an eviction in flight still counts": {mut: release, held: time.Hour,
 			records: []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-time.Second)}},
 			want:    []string{RuleMaxUnavailable}, action: decision.Deny},
+		"a policy that only warns holds nothing, and releases nothing": {mut: both(cooldown, release, func(s *v1alpha1.DisruptionPolicySpec) { s.Mode = v1alpha1.ModeWarn }),
+			held: time.Hour, records: lastEviction, want: []string{RuleCooldown}, action: decision.Warn},
 		"a budget of zero is never released": {mut: both(release, func(s *v1alpha1.DisruptionPolicySpec) { s.MaxUnavailable = ptr.To(intstr.FromInt32(0)) }),
 			held: time.Hour, want: []string{RuleMaxUnavailable}, action: decision.Deny, never: true},
 		"a requester's budget of zero is never released": {mut: both(release, func(s *v1alpha1.DisruptionPolicySpec) {
