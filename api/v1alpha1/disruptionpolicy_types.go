@@ -24,6 +24,7 @@ type PodTargets struct {
 }
 
 // DisruptionPolicySpec is which pods a DisruptionPolicy guards against evictions, and how.
+// +kubebuilder:validation:XValidation:rule="!has(self.afterMaxHold) || self.afterMaxHold != 'Release' || has(self.maxHold)",fieldPath=".afterMaxHold",message="afterMaxHold Release needs maxHold: it says after how long a hold is released"
 type DisruptionPolicySpec struct {
 	// targets selects the guarded pods. Budgets are kept per group: the pods of one
 	// controller (a Deployment through its ReplicaSets, a StatefulSet, a DaemonSet).
@@ -122,13 +123,34 @@ type DisruptionPolicySpec struct {
 
 	// maxHold is how long a pod's eviction may be deferred without a break before holdfast
 	// warns (a Warning Event on the pod and its node, holdfast_eviction_held_seconds), so
-	// that operators act before a platform forces the drain. holdfast never starts
-	// allowing because of it.
+	// that operators act before a platform forces the drain. What happens after it is
+	// afterMaxHold's.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
 	MaxHold *metav1.Duration `json:"maxHold,omitempty"`
+
+	// afterMaxHold is what holdfast does once a pod's eviction has been deferred without a
+	// break for maxHold: Hold (unset) keeps deferring it, and warns; Release lets holdfast's
+	// own holds on that pod go (windows, cooldowns, minReadySeconds, requester entries and a
+	// rollout sharing the budget), so that the eviction is judged by the budget as kube's
+	// PodDisruptionBudget judges it: maxUnavailable over the pods that are Ready. The
+	// generated PDB has the same budget, so a release never takes more pods down than the
+	// floor allows. A released eviction is recorded as such (rule maxHold).
+	// +optional
+	AfterMaxHold AfterMaxHold `json:"afterMaxHold,omitempty"`
 }
+
+// AfterMaxHold is what holdfast does with a hold that has lasted maxHold.
+// +kubebuilder:validation:Enum=Hold;Release
+type AfterMaxHold string
+
+const (
+	// AfterMaxHoldHold keeps deferring the eviction, with warnings: maxHold only warns.
+	AfterMaxHoldHold AfterMaxHold = "Hold"
+	// AfterMaxHoldRelease lets holdfast's own holds on the pod go; the budget stays.
+	AfterMaxHoldRelease AfterMaxHold = "Release"
+)
 
 // PDBGeneration configures the PodDisruptionBudgets holdfast generates.
 type PDBGeneration struct {
@@ -242,4 +264,46 @@ type Requester struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
 	Cooldown *metav1.Duration `json:"cooldown,omitempty"`
+
+	// deadline is when this requester stops waiting for a held eviction, as the drainer
+	// behind it keeps time: holdfast warns on the pod and its node, with that time and the
+	// time the budget frees, before a hold would outlast it. It changes no answer.
+	// +optional
+	Deadline *DrainDeadline `json:"deadline,omitempty"`
 }
+
+// DrainDeadline is a drainer's clock: when it forces an eviction holdfast defers, or gives up.
+// +kubebuilder:validation:XValidation:rule="has(self.after) || (has(self.nodeClaim) && self.nodeClaim)",message="set after, nodeClaim, or both"
+type DrainDeadline struct {
+	// after is how long after its first deferred eviction of a pod the drainer stops
+	// waiting: cluster-autoscaler gives up a scale-down after --max-pod-eviction-time (2m
+	// by default); managed platforms force a drain after a fixed time (often 1h).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
+	After *metav1.Duration `json:"after,omitempty"`
+
+	// nodeClaim reads Karpenter's deadline: the time in the annotation
+	// karpenter.sh/nodeclaim-termination-timestamp of the NodeClaim of the pod's node, less
+	// the pod's terminationGracePeriodSeconds, is when Karpenter deletes the pod whatever
+	// holds it. The earlier of the two deadlines counts.
+	// +optional
+	NodeClaim bool `json:"nodeClaim,omitempty"`
+
+	// then is what the drainer does at its deadline: Force deletes the pod (Karpenter, a
+	// platform's force-drain), GiveUp abandons the drain (cluster-autoscaler).
+	// +kubebuilder:validation:Enum=Force;GiveUp
+	// +kubebuilder:default=Force
+	// +optional
+	Then DrainerAction `json:"then,omitempty"`
+}
+
+// DrainerAction is what a drainer does at its deadline.
+type DrainerAction string
+
+const (
+	// DrainerForce deletes the pod without an eviction: no budget holds it then.
+	DrainerForce DrainerAction = "Force"
+	// DrainerGiveUp abandons the drain: the node stays, the pod too.
+	DrainerGiveUp DrainerAction = "GiveUp"
+)

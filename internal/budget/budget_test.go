@@ -308,3 +308,38 @@ func TestDeleteRecordStoredForm(t *testing.T) {
 		t.Errorf("records read back (-want +got):\n%s", diff)
 	}
 }
+
+// TestReleasedRecordStoredForm pins the record of an eviction released after maxHold: the
+// field is added, so the previous release, running beside this one during an upgrade,
+// reads it as an eviction, which counts alike.
+func TestReleasedRecordStoredForm(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New(nil)
+	a, _ := replicas(store)
+	g, err := a.ReadGroup(ctx, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := budget.Eviction{Pod: "konnectivity-agent-7xq2d", UID: "1c2d3e4f-0000-4000-8000-00000000a001", At: t0, By: replicaA, Released: true}
+	if err := g.RecordEviction(ctx, a, rec, budget.MinRetention); err != nil {
+		t.Fatal(err)
+	}
+	raw := storedLease(t, store, budget.GroupKey(ns, agent)).Annotations[budget.EvictionsAnnotation]
+	const want = `[{"pod":"konnectivity-agent-7xq2d","uid":"1c2d3e4f-0000-4000-8000-00000000a001","at":"2026-11-30T12:00:00.123456789Z","by":"holdfast-6f9c7d8b5-2xk4p","released":true}]`
+	if raw != want {
+		t.Errorf("stored records:\n got %s\nwant %s", raw, want)
+	}
+	var previous []struct {
+		UID types.UID `json:"uid"`
+		At  time.Time `json:"at"`
+	}
+	if err := json.Unmarshal([]byte(raw), &previous); err != nil || len(previous) != 1 || previous[0].UID != rec.UID || !previous[0].At.Equal(t0) {
+		t.Errorf("the previous release reads %+v (%v), want the released eviction as an eviction", previous, err)
+	}
+	if g, err = a.ReadGroup(ctx, agent); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]budget.Eviction{rec}, g.Records); diff != "" {
+		t.Errorf("records read back (-want +got):\n%s", diff)
+	}
+}

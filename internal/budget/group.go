@@ -39,6 +39,10 @@ type Eviction struct {
 	// (DisruptionPolicy guardDeletes). A release that does not know the field reads a
 	// delete as an eviction, which counts alike.
 	Via string `json:"via,omitempty"`
+	// Released marks an eviction admitted because the pod's hold had lasted its policy's
+	// maxHold (afterMaxHold Release). A release that does not know the field counts it as
+	// any other, which it is for the budget and the cooldown.
+	Released bool `json:"released,omitempty"`
 }
 
 // ViaDelete marks a record of an admitted pod DELETE.

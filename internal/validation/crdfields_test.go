@@ -56,7 +56,7 @@ func TestMissingFields(t *testing.T) {
 			s.Properties["requesters"] = r
 		}), func() []string {
 			var out []string
-			for _, f := range []string{"cooldown", "groups", "maxUnavailable", "serviceAccounts", "users"} {
+			for _, f := range []string{"cooldown", "deadline", "groups", "maxUnavailable", "serviceAccounts", "users"} {
 				out = append(out, "v1alpha1 spec.requesters[*]."+f)
 			}
 			return out

@@ -217,6 +217,9 @@ func validateStep(st scenariov1alpha1.Step, at *field.Path) field.ErrorList {
 		if d.RetryAfter != nil && d.RetryAfter.Duration <= 0 {
 			errs = append(errs, field.Invalid(dp.Child("retryAfter"), d.RetryAfter.Duration.String(), "want a positive wait"))
 		}
+		if d.ForceAfter != nil && d.ForceAfter.Duration <= 0 {
+			errs = append(errs, field.Invalid(dp.Child("forceAfter"), d.ForceAfter.Duration.String(), "want a positive deadline"))
+		}
 		if d.ClientRetries != nil && *d.ClientRetries < 0 {
 			errs = append(errs, field.Invalid(dp.Child("clientRetries"), *d.ClientRetries, "never negative"))
 		}
@@ -262,6 +265,14 @@ func validateExpectations(x *scenariov1alpha1.Expectations, drains int, applied 
 	errs := validateLimits(x.Limits, at)
 	if x.Drained != nil && drains == 0 {
 		errs = append(errs, field.Invalid(at.Child("drained"), *x.Drained, "the timeline has no drain to measure"))
+	}
+	if x.MaxForced != nil && drains == 0 {
+		errs = append(errs, field.Invalid(at.Child("maxForced"), *x.MaxForced, "the timeline has no drain to measure"))
+	}
+	for name, v := range map[string]*int32{"maxForced": x.MaxForced, "minReleased": x.MinReleased} {
+		if v != nil && *v < 0 {
+			errs = append(errs, field.Invalid(at.Child(name), *v, "a count is never negative"))
+		}
 	}
 	if x.ConvergedWithin != nil && len(applied) == 0 {
 		errs = append(errs, field.Invalid(at.Child("convergedWithin"), x.ConvergedWithin.Duration.String(), "the timeline has no apply: no operator to converge"))

@@ -128,6 +128,18 @@ var validationCases = map[string]validationCase{
 		want: []fieldError{{field.ErrorTypeInvalid, "spec.maxUnavailable"}}},
 	"disruption maxUnavailable 25%": {rule: "DisruptionPolicy spec.maxUnavailable", doc: disruptionPolicy("  targets: {}\n  maxUnavailable: 25%\n")},
 
+	// DisruptionPolicy afterMaxHold Release needs a maxHold; a requester's deadline needs a clock.
+	"disruption afterMaxHold Release without maxHold": {rule: "DisruptionPolicy spec.afterMaxHold",
+		doc:  disruptionPolicy("  targets: {}\n  afterMaxHold: Release\n"),
+		want: []fieldError{{field.ErrorTypeInvalid, "spec.afterMaxHold"}}},
+	"disruption afterMaxHold Release after maxHold": {rule: "DisruptionPolicy spec.afterMaxHold",
+		doc: disruptionPolicy("  targets: {}\n  maxHold: 30m\n  afterMaxHold: Release\n")},
+	"disruption requester deadline without a clock": {rule: "DisruptionPolicy spec.requesters[0].deadline",
+		doc:  disruptionPolicy("  targets: {}\n  requesters: [{users: [ca], deadline: {then: GiveUp}}]\n"),
+		want: []fieldError{{field.ErrorTypeInvalid, "spec.requesters[0].deadline"}}},
+	"disruption requester deadline nodeClaim": {rule: "DisruptionPolicy spec.requesters[0].deadline",
+		doc: disruptionPolicy("  targets: {}\n  requesters: [{serviceAccounts: [kube-system/karpenter], deadline: {nodeClaim: true}}]\n")},
+
 	// Fields the schema does not know, as strict field validation refuses them: nothing
 	// else is checked.
 	"a misspelt rule": {doc: rolloutPolicy("  mode: Enforse\n  targets: {}\n  rules: {setle: {}}\n"),

@@ -5,6 +5,7 @@ package eviction
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -27,6 +28,9 @@ const (
 	RuleWindow = "window"
 	// RuleExemption records an eviction a temporary exemption let through.
 	RuleExemption = decision.RuleExemption
+	// RuleMaxHold records an eviction admitted because its hold had lasted maxHold under
+	// afterMaxHold Release: what holdfast's own holds would have said, on record.
+	RuleMaxHold = "maxHold"
 )
 
 // MaxRetryAfter caps the retry-after holdfast suggests: client-go silently retries a 429
@@ -58,6 +62,10 @@ type Input struct {
 	// NodeLost is a pod on a node the node lifecycle controller has tainted not-ready,
 	// unreachable or out of service: deleting it is the documented recovery.
 	NodeLost bool
+	// Held is how long this replica has deferred the pod's evictions without a break
+	// (Holds), zero when it holds none: a policy with afterMaxHold Release lets its own holds
+	// go once it reaches maxHold.
+	Held time.Duration
 }
 
 // margin is how much older than it looks a record may be, read on this replica's clock.
@@ -98,6 +106,10 @@ type Decision struct {
 	// evictions: one about a Ready pod, or a not-Ready one under IfHealthyBudget. Without
 	// it the ledger need not be read.
 	UsesRecords bool
+	// Released is an eviction some policy would have deferred by its own holds and let go
+	// because the pod's hold had lasted its maxHold (afterMaxHold Release), recorded as a
+	// RuleMaxHold finding.
+	Released bool
 }
 
 // Decide evaluates every DisruptionPolicy that selects the pod. It does no I/O.
@@ -137,9 +149,21 @@ func Decide(in Input) Decision {
 		d.Guarded = true
 		d.Counts = d.Counts || in.Pod.Ready
 		d.UsesRecords = d.UsesRecords || in.Pod.Ready || !alwaysAllows(&p.Spec)
-		found := check(in, &p.Spec)
+		found := check(in, &p.Spec, false)
 		if v, held := sharedRolloutHold(in, p); held {
 			found = append(found, v)
+		}
+		// Only an enforced policy holds, and so only its holds are released.
+		if len(found) > 0 && grant == nil && action == decision.Deny && releases(in, &p.Spec) {
+			// The hold has lasted maxHold: only the budget, as kube's PDB counts it, still
+			// defers. What the policy's own holds said goes on record.
+			if kept := check(in, &p.Spec, true); len(kept) > 0 {
+				found = kept
+			} else {
+				d.Violations = append(d.Violations, released(p, in.Held, found))
+				d.Released = true
+				continue
+			}
 		}
 		if grant != nil {
 			// A temporary exemption lets it through: on record, with its reason.
@@ -157,10 +181,17 @@ func Decide(in Input) Decision {
 	return d
 }
 
-// check applies one policy's budget and cooldown to the eviction.
-func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
+// check applies one policy's budget and cooldown to the eviction. A released hold
+// (afterMaxHold Release, past maxHold) is checked against the budget alone, as kube's
+// PodDisruptionBudget counts it: pods Ready now, the evictions in flight, the policy's
+// maxUnavailable; no window, cooldown, minReadySeconds or requester entry (but a
+// requester's budget written as zero, which refuses rather than holds).
+func check(in Input, spec *v1alpha1.DisruptionPolicySpec, release bool) []decision.Violation {
 	g := in.Group
 	minReady := time.Duration(spec.MinReadySeconds) * time.Second
+	if release {
+		minReady = 0
+	}
 	// Readiness is stamped on the node's clock and measured on this replica's: a pod
 	// counts as settled once it has been Ready for minReadySeconds on either.
 	settle := minReady
@@ -175,7 +206,12 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 	cooldown, whose := spec.Cooldown, ""
 	// A requester entry tightens the budget and the cooldown for the identities it names;
 	// it never loosens them.
-	if r := policy.RequesterFor(spec.Requesters, in.User); r != nil {
+	if r := policy.RequesterFor(spec.Requesters, in.User); r != nil && release {
+		forbids = forbids || writtenZero(g.Kind, r.MaxUnavailable)
+		if forbids {
+			budget = 0
+		}
+	} else if r != nil {
 		whose = fmt.Sprintf(" for %s", in.User.Username)
 		if r.MaxUnavailable != nil {
 			// A negative number (the schema checks only the percentage's form) forbids, as 0.
@@ -195,7 +231,7 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 	var out []decision.Violation
 	// Windows hold changes: the eviction of a pod that serves nothing changes nothing and
 	// passes in every window, under IfHealthyBudget too (the budget alone decides it).
-	if v, held := windowHold(in, spec); held && in.Pod.Ready {
+	if v, held := windowHold(in, spec); held && in.Pod.Ready && !release {
 		out = append(out, v)
 	}
 	switch {
@@ -222,7 +258,7 @@ func check(in Input, spec *v1alpha1.DisruptionPolicySpec) []decision.Violation {
 	}
 	// The cooldown spaces the evictions of pods that serve (E2); one that is not Ready
 	// takes nothing down and does not wait.
-	if cooldown != nil && in.Pod.Ready {
+	if cooldown != nil && in.Pod.Ready && !release {
 		if last, ok := lastEffective(in); ok {
 			if wait := cooldown.Duration - in.Now.Sub(last); wait > 0 {
 				out = append(out, decision.Violation{Rule: RuleCooldown, Wait: wait, Message: fmt.Sprintf(
@@ -335,4 +371,23 @@ func exempted(policyName string, grant *v1alpha1.TemporaryExemption, found []dec
 		refused = append(refused, v.Rule+": "+v.Message)
 	}
 	return decision.Exempted(policyName, grant, refused)
+}
+
+// releases is a policy whose holds on the pod have lasted its maxHold and let go after it
+// (afterMaxHold Release).
+func releases(in Input, spec *v1alpha1.DisruptionPolicySpec) bool {
+	return spec.AfterMaxHold == v1alpha1.AfterMaxHoldRelease && spec.MaxHold != nil && in.Held >= spec.MaxHold.Duration
+}
+
+// released is the record of an eviction let go after maxHold: what the policy's own holds
+// said, as an Audit finding, so that it is counted (holdfast_evictions_total
+// outcome="released") and shows in the audit log, never silently admitted.
+func released(p *v1alpha1.DisruptionPolicy, held time.Duration, found []decision.Violation) decision.Violation {
+	refused := make([]string, 0, len(found))
+	for _, v := range found {
+		refused = append(refused, v.Rule+": "+v.Message)
+	}
+	return decision.Violation{Policy: p.Name, Rule: RuleMaxHold, Action: decision.Audit, Message: fmt.Sprintf(
+		"released after a hold of %s, past maxHold %s (afterMaxHold Release); within the budget as its PodDisruptionBudget counts it, it would have waited for: %s",
+		held.Round(time.Second), p.Spec.MaxHold.Duration, strings.Join(refused, "; "))}
 }

@@ -176,7 +176,14 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		case a == decision.Deny:
 			h.Events.Warn(pod, kind, in.Now, reason+"Deferred", d.Denial())
 			if !deleting {
-				h.heldTooLong(pod, d, policies.Items, in.Now)
+				h.heldTooLong(ctx, pod, d, in)
+			}
+		case d.Released:
+			// Let go after maxHold: seen where the hold was warned of, on the pod and its node.
+			note := strings.Join(d.Messages(decision.Audit), "; ")
+			h.Events.Warn(pod, "released", in.Now, "EvictionReleased", note)
+			if node := nodeOf(pod); node != nil {
+				h.Events.Warn(node, "released/"+string(pod.UID), in.Now, "EvictionReleased", note)
 			}
 		case a == decision.Warn:
 			h.Events.Warn(pod, kind, in.Now, reason+"Warning", strings.Join(d.Messages(decision.Warn), "; "))
@@ -216,6 +223,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			return h.ledgerFailed(finish, err)
 		}
 		// Nor need it wait for the ledger, which a decision about it may not read.
+		if !deleting {
+			in.Held = h.Holds.Held(pod.UID, in.Now)
+		}
 		if d := decideWith(h.decide, in); !d.UsesRecords {
 			return finish(d)
 		}
@@ -233,12 +243,16 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			}
 		}
 		in.Now = h.Clock.Now()
+		if !deleting {
+			// maxHold counts the evictions this replica deferred; a delete is never released.
+			in.Held = h.Holds.Held(pod.UID, in.Now)
+		}
 		d := decideWith(h.decide, in)
 		// Only an eviction that takes a Ready pod down is recorded (E3), and only once.
 		if d.Action() == decision.Deny || dryRun || !d.Counts || g.Ledger == nil || in.Recorded() {
 			return finish(d)
 		}
-		rec := budget.Eviction{Pod: pod.Name, UID: pod.UID, At: in.Now, By: h.Ledgers.Self()}
+		rec := budget.Eviction{Pod: pod.Name, UID: pod.UID, At: in.Now, By: h.Ledgers.Self(), Released: d.Released}
 		if deleting {
 			rec.Via = budget.ViaDelete
 		}
@@ -314,11 +328,19 @@ func twoFloors(ctx context.Context, cached, live client.Reader, pod *corev1.Pod,
 }
 
 // heldTooLong warns, on the pod and its node, when the pod's evictions have been deferred
-// without a break for longer than a deferring policy's maxHold: platforms force a drain
-// after a fixed time, and operators should act first. It never changes the answer.
-func (h *Handler) heldTooLong(pod *corev1.Pod, d Decision, policies []v1alpha1.DisruptionPolicy, now time.Time) {
+// without a break for longer than a deferring policy's maxHold, and before the hold would
+// outlast the requester's drain deadline: platforms force a drain after a fixed time, and
+// operators should act first. It never changes the answer.
+func (h *Handler) heldTooLong(ctx context.Context, pod *corev1.Pod, d Decision, in Input) {
+	now := in.Now
 	held := h.Holds.Deferred(pod.UID, now)
-	limit, name := maxHold(d, policies)
+	if note, ok := outlasts(pod, d, in, held, func() (time.Time, bool) { return h.nodeClaimDeadline(ctx, pod) }); ok {
+		h.Events.Warn(pod, "deadline", now, "EvictionOutlastsDrainer", note)
+		if node := nodeOf(pod); node != nil {
+			h.Events.Warn(node, "deadline/"+string(pod.UID), now, "EvictionOutlastsDrainer", note)
+		}
+	}
+	limit, name := maxHold(d, in.Policies)
 	if limit == 0 || held <= limit {
 		return
 	}

@@ -1,14 +1,22 @@
 package eviction
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/policy"
 )
 
 // HoldBreak is how long after a pod's last deferred eviction a new one starts a new hold:
@@ -50,6 +58,21 @@ func (h *Holds) Deferred(pod types.UID, now time.Time) time.Duration {
 	return now.Sub(p.since)
 }
 
+// Held is how long the pod has been held as of now, without recording a deferral: zero
+// when this replica holds none (or the last deferral is more than HoldBreak old).
+func (h *Holds) Held(pod types.UID, now time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.pods[pod]
+	if !ok || now.Sub(p.last) > HoldBreak {
+		return 0
+	}
+	return max(now.Sub(p.since), 0)
+}
+
 // Ended forgets the pod's hold (its eviction was admitted) and returns how long it lasted.
 func (h *Holds) Ended(pod types.UID, now time.Time) (time.Duration, bool) {
 	if h == nil {
@@ -85,4 +108,144 @@ func nodeOf(pod *corev1.Pod) *corev1.Node {
 	}
 	return &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Spec.NodeName, UID: types.UID(pod.Spec.NodeName)}}
+}
+
+// KarpenterDeadlineAnnotation is where Karpenter keeps, on a NodeClaim, the time its
+// termination grace period ends (sigs.k8s.io/karpenter pkg/apis/v1,
+// NodeClaimTerminationTimestampAnnotationKey, RFC 3339): its node termination controller
+// (pkg/controllers/node/termination, nodeTerminationTime) deletes each pod at that time
+// less the pod's terminationGracePeriodSeconds, whatever PDB or webhook holds it.
+const KarpenterDeadlineAnnotation = "karpenter.sh/nodeclaim-termination-timestamp"
+
+// nodeClaimGVK is Karpenter's NodeClaim, read unstructured: holdfast does not depend on
+// Karpenter's module, and a cluster without it has no such kind.
+var nodeClaimGVK = schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodeClaimList"}
+
+// +kubebuilder:rbac:groups=karpenter.sh,resources=nodeclaims,verbs=list
+
+// nodeClaimDeadline is when Karpenter deletes the pod whatever holds it: its node's
+// NodeClaim's termination timestamp less the pod's grace period. False when Karpenter does
+// not run, the node has no NodeClaim, or the NodeClaim has no deadline yet. Read only for a
+// deferral of a requester whose entry asks for it (deadline.nodeClaim).
+func (h *Handler) nodeClaimDeadline(ctx context.Context, pod *corev1.Pod) (time.Time, bool) {
+	if pod.Spec.NodeName == "" || h.APIReader == nil {
+		return time.Time{}, false
+	}
+	at, ok, err := nodeClaimDeadline(ctx, h.APIReader, pod.Spec.NodeName)
+	if err != nil || !ok {
+		return time.Time{}, false // no Karpenter, or not readable now: no deadline to warn of
+	}
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return at.Add(-time.Duration(grace) * time.Second), true
+}
+
+// nodeClaimDeadline reads the termination timestamp of the NodeClaim whose status names
+// the node (Karpenter's NodeClaims are not named after their nodes).
+func nodeClaimDeadline(ctx context.Context, r client.Reader, node string) (time.Time, bool, error) {
+	var list unstructured.UnstructuredList
+	list.SetGroupVersionKind(nodeClaimGVK)
+	if err := r.List(ctx, &list); err != nil {
+		return time.Time{}, false, err
+	}
+	for _, nc := range list.Items {
+		if name, _, _ := unstructured.NestedString(nc.Object, "status", "nodeName"); name != node {
+			continue
+		}
+		v, ok := nc.GetAnnotations()[KarpenterDeadlineAnnotation]
+		if !ok {
+			return time.Time{}, false, nil
+		}
+		at, err := time.Parse(time.RFC3339, v)
+		return at, err == nil, nil
+	}
+	return time.Time{}, false, nil
+}
+
+// outlasts is the warning that a deferred eviction's hold would outlast the drain deadline
+// of the requester entry that names the evicting user, in a policy that deferred it: the
+// time the drainer forces the pod out (or gives up) and the time the budget frees, as far
+// as holdfast can tell. held is how long the pod has been held, this deferral included;
+// nodeClaim reads Karpenter's deadline, only when an entry asks for it. False when no entry
+// has a deadline, or the hold ends before it.
+func outlasts(pod *corev1.Pod, d Decision, in Input, held time.Duration, nodeClaim func() (time.Time, bool)) (string, bool) {
+	since := in.Now.Add(-held)
+	var deadline time.Time
+	var then v1alpha1.DrainerAction
+	var who string
+	for i := range in.Policies {
+		p := &in.Policies[i]
+		if !deferredBy(d, p.Name) {
+			continue
+		}
+		r := policy.RequesterFor(p.Spec.Requesters, in.User)
+		if r == nil || r.Deadline == nil {
+			continue
+		}
+		at, ok := time.Time{}, false
+		if r.Deadline.After != nil {
+			at, ok = since.Add(r.Deadline.After.Duration), true
+		}
+		if r.Deadline.NodeClaim && nodeClaim != nil {
+			if k, found := nodeClaim(); found && (!ok || k.Before(at)) {
+				at, ok = k, true
+			}
+		}
+		if ok && (deadline.IsZero() || at.Before(deadline)) {
+			deadline, then, who = at, r.Deadline.Then, p.Name
+		}
+	}
+	if deadline.IsZero() {
+		return "", false
+	}
+	frees, known := in.Now.Add(d.Wait()), d.Wait() > 0
+	if at, ok := releasedAt(d, in.Policies, since); ok && (!known || at.Before(frees)) {
+		frees, known = at, true
+	}
+	if known && !frees.After(deadline) {
+		return "", false
+	}
+	what := "forces the pod out (deletes it without an eviction)"
+	if then == v1alpha1.DrainerGiveUp {
+		what = "gives up the drain"
+	}
+	when := "holdfast cannot tell when the budget frees (it waits for a replacement to be Ready)"
+	if known {
+		when = "the budget frees at " + frees.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("the eviction of pod %s/%s by %s, deferred for %s, would outlast its drain deadline (policy %s's requester entry): "+
+		"the drainer %s at %s, and %s: %s",
+		pod.Namespace, pod.Name, in.User.Username, held.Round(time.Second), who, what, deadline.UTC().Format(time.RFC3339), when, d.Denial()), true
+}
+
+// deferredBy is whether the policy's violations defer the eviction.
+func deferredBy(d Decision, name string) bool {
+	for _, v := range d.Violations {
+		if v.Policy == name && v.Action == decision.Deny {
+			return true
+		}
+	}
+	return false
+}
+
+// releasedAt is when every policy that defers the eviction lets its own holds go
+// (afterMaxHold Release): the latest of their maxHolds after the hold began. False when
+// one of them keeps holding.
+func releasedAt(d Decision, policies []v1alpha1.DisruptionPolicy, since time.Time) (time.Time, bool) {
+	var at time.Time
+	for i := range policies {
+		p := &policies[i]
+		if !deferredBy(d, p.Name) {
+			continue
+		}
+		if p.Spec.AfterMaxHold != v1alpha1.AfterMaxHoldRelease || p.Spec.MaxHold == nil {
+			return time.Time{}, false
+		}
+		if t := since.Add(p.Spec.MaxHold.Duration); t.After(at) {
+			at = t
+		}
+	}
+	return at, !at.IsZero()
 }

@@ -23,7 +23,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_evictions_total",
-			Help: "Evictions of pods DisruptionPolicies select, by policy, outcome (allowed, deferred, denied, warned, audited) and rule; unguarded owners count under outcome=\"unguarded\".",
+			Help: "Evictions of pods DisruptionPolicies select, by policy, outcome (allowed, deferred, denied, warned, audited, released: let go after maxHold) and rule; unguarded owners count under outcome=\"unguarded\".",
 		}, []string{"policy", "outcome", "rule"}),
 		deferredSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "holdfast_eviction_deferred_wait_seconds",
@@ -60,6 +60,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // outcome names what a violation did to the eviction, for holdfast_evictions_total.
 func outcome(v decision.Violation) string {
 	switch {
+	case v.Rule == RuleMaxHold:
+		return "released"
 	case v.Action == decision.Deny && v.Never:
 		return "denied"
 	case v.Action == decision.Deny:

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -135,6 +137,14 @@ func (c *modelConfig) features(r *rand.Rand) {
 	if r.IntN(3) == 0 {
 		c.MaxHold = []time.Duration{8 * time.Second, 30 * time.Second}[r.IntN(2)]
 	}
+	// afterMaxHold is drawn apart from the sequence's generator, which the other options and
+	// the operations keep drawing from as before: Release in half the sequences with a
+	// maxHold, and with a short maxHold in a quarter of those without.
+	if r2 := rand.New(rand.NewPCG(c.Seed, 0xa17e)); c.MaxHold > 0 && r2.IntN(2) == 0 {
+		c.AfterMaxHold = v1alpha1.AfterMaxHoldRelease
+	} else if c.MaxHold == 0 && r2.IntN(4) == 0 {
+		c.MaxHold, c.AfterMaxHold = 8*time.Second, v1alpha1.AfterMaxHoldRelease
+	}
 	c.Shared = r.IntN(3) == 0
 	c.StallAfter = []time.Duration{0, 90 * time.Second}[r.IntN(2)]
 	if r.IntN(3) == 0 {
@@ -197,6 +207,9 @@ func optionsOf(c modelConfig) []string {
 	if c.MaxHold > 0 {
 		out = append(out, "maxHold")
 	}
+	if c.AfterMaxHold != "" {
+		out = append(out, "afterMaxHold="+string(c.AfterMaxHold))
+	}
 	if c.Shared {
 		out = append(out, "sharedBudget")
 	}
@@ -216,6 +229,7 @@ func policySpec(c modelConfig) v1alpha1.DisruptionPolicySpec {
 	}
 	if c.MaxHold > 0 {
 		spec.MaxHold = &metav1.Duration{Duration: c.MaxHold}
+		spec.AfterMaxHold = c.AfterMaxHold
 	}
 	for _, q := range c.Requesters {
 		users, groups, sas := naming(q.who, q.form)
@@ -317,8 +331,10 @@ func windowsHold(ws []v1alpha1.Window, t time.Time) bool {
 
 // exception is the checker's one registry of why the policy's limits do not bind an
 // eviction by who now: a permanent exemption, a temporary one that has not expired on any
-// replica's clock, or a policy that only warns or audits. Empty when they bind.
-func (w *world) exception(who int) string {
+// replica's clock, a policy that only warns or audits, or (through replica i) a hold of the
+// pod that has lasted maxHold under afterMaxHold Release, whose own holds then go (the
+// budget as the PDB counts it stays: E1 checks it so). Empty when they bind.
+func (w *world) exception(i int, p *mpod, who int, deleting bool) string {
 	if w.cfg.Permanent == who {
 		return "exempt"
 	}
@@ -329,6 +345,9 @@ func (w *world) exception(who int) string {
 	}
 	if w.cfg.Mode == v1alpha1.ModeWarn || w.cfg.Mode == v1alpha1.ModeAudit {
 		return string(w.cfg.Mode)
+	}
+	if !deleting && w.heldFor(i, p) >= w.cfg.MaxHold-time.Second && w.releases() {
+		return "released"
 	}
 	return ""
 }
@@ -345,4 +364,61 @@ func (w *world) mustAdmit(who int) bool {
 		}
 	}
 	return false
+}
+
+// releases is a policy in force that lets its holds go after maxHold.
+func (w *world) releases() bool {
+	return w.cfg.MaxHold > 0 && w.cfg.AfterMaxHold == v1alpha1.AfterMaxHoldRelease
+}
+
+// heldFor is how long replica i has deferred the pod's evictions without a break, as the
+// checker follows them (held); zero when it holds none.
+func (w *world) heldFor(i int, p *mpod) time.Duration {
+	s := w.holds[holdKey{i, p.uid}]
+	if s == nil || w.now.Sub(s.last) > HoldBreak {
+		return 0
+	}
+	return w.now.Sub(s.since)
+}
+
+// unavailableReady is the group's unavailable pods as its PDB counts them (pkg/controller/
+// disruption/disruption.go, countHealthyPods): expected less the pods Ready and not
+// terminating, however recently they became Ready.
+func (w *world) unavailableReady(g *mgroup) int32 {
+	available := int32(0)
+	for _, p := range w.pods {
+		if p.g == g && p.available(w.now, 0) {
+			available++
+		}
+	}
+	return w.expected(g) - available
+}
+
+// mustRelease is E13's way out: an eviction of a Ready pod that replica i has held for
+// longer than maxHold under afterMaxHold Release is admitted once the group, as its PDB
+// counts it, has room for it, whatever holdfast's own holds say (unless the ledger failed
+// this very request). Only where every replica sees the group as it is (stable), and no
+// admitted eviction kube refused may still be counted.
+func (w *world) mustRelease(i int, p *mpod, who int, code int32, dryRun, armed, deleting, wasReady bool, specs []v1alpha1.DisruptionPolicySpec, msg string) {
+	if !w.releases() || deleting || armed || !wasReady || !p.g.guarded || p.terminating || !slices.Contains(w.pods, p) ||
+		w.heldFor(i, p) < w.cfg.MaxHold+time.Second || len(specs) != 1 || w.expected(p.g) == 0 {
+		return
+	}
+	if !w.stable(p.g) || w.now.Sub(w.refused) <= budget.EvictionLapse+2*budget.MaxClockSkew {
+		return
+	}
+	if explicitZero(specs[0].MaxUnavailable) {
+		return // a budget of no pod refuses; it holds nothing to release
+	}
+	if q := w.cfg.requesterOf(who); q != nil && explicitZero(q.max) {
+		return
+	}
+	if w.unavailableReady(p.g)+1 > kubeBudget(specs[0].MaxUnavailable, w.expected(p.g)) {
+		return
+	}
+	w.checked["E13"]++
+	if code != http.StatusOK {
+		w.violate("E13: eviction of %s by %s, held by replica %d for %s (past maxHold %s, afterMaxHold Release) while %s has %d pods unavailable as its PDB counts them and a budget of %d, answered %d: %s",
+			p.name, identities[who].name, i, w.heldFor(i, p), w.cfg.MaxHold, p.g.name, w.unavailableReady(p.g), kubeBudget(specs[0].MaxUnavailable, w.expected(p.g)), code, msg)
+	}
 }

@@ -126,6 +126,8 @@ type modelConfig struct {
 	Temporary     []mtemporary
 	Windows       []v1alpha1.Window
 	MaxHold       time.Duration
+	// AfterMaxHold is the policy's afterMaxHold, drawn when it has a maxHold.
+	AfterMaxHold v1alpha1.AfterMaxHold
 	// DaemonSetZero is a DaemonSet whose status says it expects no pods while its pods run
 	// (its controller has not counted them yet): percentages resolve against 0 pods.
 	DaemonSetZero bool
@@ -333,6 +335,9 @@ type world struct {
 	lost map[int]bool
 	// deletes counts the DELETEs sent, by the state of their pod.
 	deletes map[string]int
+	// released counts the evictions holdfast admitted as released after maxHold (its
+	// maxHold audit record), which the checker reads as the exception they are.
+	released int
 }
 
 type holdKey struct {
@@ -801,7 +806,7 @@ func (w *world) takeDown(i int, p *mpod, dryRun bool, who int, deleting bool) in
 		idle = w.idleState(p)
 		wasReady, wasAvailable = wasReady && idle == "", wasAvailable && idle == ""
 	}
-	exception, mustAdmit := w.exception(who), w.mustAdmit(who)
+	exception, mustAdmit := w.exception(i, p, who, deleting), w.mustAdmit(who)
 	armed := w.ledger.fail != nil || w.inRace
 	stable := w.stable(p.g) && w.now.Sub(w.refused) > budget.EvictionLapse+2*budget.MaxClockSkew
 	before, _ := w.ledger.recordOf(p.uid)
@@ -820,6 +825,16 @@ func (w *world) takeDown(i int, p *mpod, dryRun bool, who int, deleting bool) in
 		code = resp.Result.Code
 	}
 	guarded := p.g.guarded && !p.terminating && slices.Contains(w.pods, p)
+	if resp.Allowed && resp.AuditAnnotations[RuleMaxHold] != "" {
+		if exception != "released" {
+			w.violate("E13: eviction of %s by %s released by replica %d, whose hold of it had not lasted maxHold %s: %s",
+				p.name, identities[who].name, i, w.cfg.MaxHold, resp.AuditAnnotations[RuleMaxHold])
+		}
+		if !dryRun {
+			w.released++
+		}
+	}
+	w.mustRelease(i, p, who, code, dryRun, armed, deleting, wasReady, specs, resp.Result.Message)
 	if !deleting {
 		w.held(i, p, code, dryRun, armed) // maxHold watches evictions
 	}
@@ -932,6 +947,13 @@ func (w *world) takeDown(i int, p *mpod, dryRun bool, who int, deleting bool) in
 		// The pods holdfast's admissions took down, and never more than kube counts
 		// unavailable (a group expecting fewer pods than it has may lose its surplus).
 		down := min(slots, max(0, w.unavailable(p.g)))
+		if exception == "released" {
+			// A release answers to the budget as the PDB counts it: Ready pods, no settling.
+			w.checked["E1"]++
+			if all, kube := w.budgetOf(p.g, specs, -1), min(slots, max(0, w.unavailableReady(p.g))); kube > all {
+				w.violate("E1: %s/%s has %d pods down (as its PDB counts them) after an eviction released after maxHold, more than its budget of %d", p.g.kind, p.g.name, kube, all)
+			}
+		}
 		if exception == "" {
 			w.checked["E1"]++
 			if w.cfg.requesterOf(who) != nil {
@@ -1432,6 +1454,8 @@ type modelResult struct {
 	first    *world
 	// caughtAt is the sequence (1-based) of the first violation, 0 when none.
 	caughtAt int
+	// released counts the evictions admitted as released after maxHold.
+	released int
 }
 
 // knownGap is a violation the guard cannot prevent, named with its reason: kube gives
@@ -1492,6 +1516,7 @@ func explore(n int, m mutant, stopAtFirst bool) modelResult {
 		w, steps := runSeed(cfg, m, res.counts)
 		res.sequences++
 		res.steps += steps
+		res.released += w.released
 		for k, v := range w.checked {
 			res.checked[k] += v
 		}
@@ -1556,7 +1581,7 @@ func replayCase(w *world) string {
 var wantOptions = []string{"budget=number", "budget=percent", "budget=zero", "budget=against0pods", "cooldown", "minReady",
 	"requester=kubectl", "requester=cluster-autoscaler", "requester=karpenter", "requester=node-drainer", "requester=percent", "requester=cooldown",
 	"exemption=permanent", "exemption=temporary", "window=Allow", "window=Deny", "window=timeZone", "window=dstDay", "window=backToBack",
-	"maxHold", "sharedBudget", "kubePDB", "mode=Enforce", "mode=Warn", "mode=Audit", "unhealthy=AlwaysAllow", "unhealthy=IfHealthyBudget"}
+	"maxHold", "afterMaxHold=Release", "sharedBudget", "kubePDB", "mode=Enforce", "mode=Warn", "mode=Audit", "unhealthy=AlwaysAllow", "unhealthy=IfHealthyBudget"}
 
 func TestEvictionModel(t *testing.T) {
 	res := explore(*modelSequences, mutant{}, false)
@@ -1567,8 +1592,8 @@ func TestEvictionModel(t *testing.T) {
 	if len(gaps) == 0 {
 		gaps = append(gaps, "none")
 	}
-	fmt.Printf("RELIABILITY eviction-model sequences=%d steps=%d invariantViolations=%d stuckDrains=%d invariants=%d knownGaps=%s\n",
-		res.sequences, res.steps, res.violations, res.stuck, len(outcomeInvariants), strings.Join(gaps, ","))
+	fmt.Printf("RELIABILITY eviction-model sequences=%d steps=%d invariantViolations=%d stuckDrains=%d invariants=%d knownGaps=%s released=%d\n",
+		res.sequences, res.steps, res.violations, res.stuck, len(outcomeInvariants), strings.Join(gaps, ","), res.released)
 	fmt.Printf("RELIABILITY eviction-model-operations %s\n", strings.ReplaceAll(counted(res.counts), ",", " "))
 	fmt.Printf("RELIABILITY eviction-model-options %s\n", strings.ReplaceAll(counted(res.options), ",", " "))
 	fmt.Printf("RELIABILITY eviction-model-checked %s\n", strings.ReplaceAll(counted(res.checked), ",", " "))
@@ -1597,6 +1622,9 @@ func TestEvictionModel(t *testing.T) {
 			t.Errorf("policy option %s is in %d of %d sequences, under 1%%", o, res.options[o], res.sequences)
 		}
 	}
+	if res.released < 10 {
+		t.Errorf("%d evictions released after maxHold, want at least 10: afterMaxHold Release goes unexplored", res.released)
+	}
 	if res.first != nil {
 		var firsts []string
 		for _, code := range slices.Sorted(maps.Keys(res.examples)) {
@@ -1622,6 +1650,7 @@ var outcomeInvariants = map[string]string{
 	"E10": "exemptions and Warn/Audit admit at once",
 	"E11": "a hold longer than maxHold leaves Warning Events on the pod and node",
 	"E12": "a DELETE of a pod that serves nothing (terminating, terminal, Pending, not Ready, on a lost node) is admitted at once",
+	"E13": "under afterMaxHold Release, a hold that lasted maxHold is let go once the budget as its PDB counts it allows, and none sooner",
 }
 
 // mutant is the real decision, or the real handler, with one check taken out.
@@ -1690,6 +1719,7 @@ var mutants = []mutant{
 	{"neverHeld/pending", servingWhen(func(in Input) bool { return in.Pod.Phase == corev1.PodPending }), nil},
 	{"neverHeld/deleteNotReady", servingWhen(func(in Input) bool { return in.Delete && !in.Pod.Ready }), nil},
 	{"neverHeld/deleteOnLostNode", servingWhen(func(in Input) bool { return in.Delete && in.NodeLost }), nil},
+	{"afterMaxHold", func(in Input) Decision { in.Held = 0; return Decide(in) }, nil},
 }
 
 // servingWhen is Decide taking a pod for which idle holds as one that serves.

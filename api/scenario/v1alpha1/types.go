@@ -158,6 +158,11 @@ type Drain struct {
 	User string `json:"user,omitempty"`
 	// groups are the requester's groups.
 	Groups []string `json:"groups,omitempty"`
+	// forceAfter is the drainer's deadline: once a pod's eviction has been deferred for this
+	// long (from the first deferral), the drainer deletes the pod without an eviction, as
+	// Karpenter does at its NodeClaim's termination time and platforms do after their
+	// force-drain timeout. Unset, it waits for ever.
+	ForceAfter *metav1.Duration `json:"forceAfter,omitempty"`
 }
 
 // NodeList names nodes.
@@ -174,6 +179,12 @@ type Expectations struct {
 	// drained true expects every drain to empty all its nodes; false expects every drain
 	// to leave a node it could not empty (a budget that refuses).
 	Drained *bool `json:"drained,omitempty"`
+	// maxForced is the most pods a drain may force out at its deadline (forceAfter): 0
+	// expects every hold to end before the drainer stops waiting.
+	MaxForced *int32 `json:"maxForced,omitempty"`
+	// minReleased is the fewest evictions holdfast must admit as released after maxHold
+	// (afterMaxHold Release) over the run.
+	MinReleased *int32 `json:"minReleased,omitempty"`
 	// workloads are limits for one workload each, besides those for every workload.
 	Workloads []WorkloadExpectations `json:"workloads,omitempty"`
 }

@@ -97,6 +97,12 @@
   - list
   - watch
 - apiGroups:
+  - karpenter.sh
+  resources:
+  - nodeclaims
+  verbs:
+  - list
+- apiGroups:
   - policy
   resources:
   - poddisruptionbudgets

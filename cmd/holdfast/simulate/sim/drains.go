@@ -9,11 +9,13 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	scenariov1alpha1 "github.com/holdfast-dev/holdfast/api/scenario/v1alpha1"
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/webhooks/eviction"
 )
 
 // drainRun is one Drain step in progress.
@@ -40,6 +42,8 @@ type evictTry struct {
 	evicted  bool
 	done     bool
 	deferred int
+	// heldSince is the first deferral of the eviction, for the drainer's deadline.
+	heldSince time.Time
 }
 
 func (s *sim) startDrain(d *scenariov1alpha1.Drain) {
@@ -97,6 +101,15 @@ func (s *sim) drainStep(d *drainRun) {
 			t.evicted = true // gone meanwhile
 			continue
 		}
+		if f := d.spec.ForceAfter; f != nil && t.deferred > 0 && !s.now.Before(t.heldSince.Add(f.Duration)) {
+			// The drainer's deadline: it deletes the pod, and no budget holds a delete by it.
+			d.figures.Forced++
+			t.evicted = true
+			s.log(Entry{Request: "DELETE", Object: fmt.Sprintf("Pod %s/%s (%s on %s)", obj.Namespace, obj.Name, t.w.ref.Name, t.node), By: user,
+				Answer: "forced", Message: fmt.Sprintf("the drainer's deadline (%s after the first of %d deferrals)", f.Duration, t.deferred)})
+			s.goes(t, obj)
+			continue
+		}
 		resp := s.evict(obj, authenticationv1.UserInfo{Username: user, Groups: d.spec.Groups})
 		e := Entry{Request: "EVICT", Object: fmt.Sprintf("Pod %s/%s (%s on %s)", obj.Namespace, obj.Name, t.w.ref.Name, t.node), By: user, Answer: "allowed"}
 		if resp.Allowed {
@@ -106,12 +119,13 @@ func (s *sim) drainStep(d *drainRun) {
 			if t.deferred > 0 {
 				e.Message = fmt.Sprintf("after %d deferrals", t.deferred)
 			}
+			if resp.AuditAnnotations[eviction.RuleMaxHold] != "" {
+				e.Answer = "released"
+				s.res.Requests.EvictionsReleased++
+				d.figures.Released++
+			}
 			s.log(e)
-			t.p.Terminating = true
-			obj.DeletionTimestamp = ptr.To(metav1.NewTime(s.now))
-			s.store.Put(obj)
-			t.w.evictedAt = append(t.w.evictedAt, s.now)
-			t.w.dirty = true
+			s.goes(t, obj)
 			continue
 		}
 		e.Answer, e.Message = answer(resp)
@@ -132,6 +146,7 @@ func (s *sim) drainStep(d *drainRun) {
 		d.figures.Deferred++
 		if t.deferred == 0 {
 			s.log(e) // the first of a streak; the allowed entry counts the rest
+			t.heldSince = s.now
 		}
 		t.deferred++
 		wait := retry
@@ -165,4 +180,13 @@ func (s *sim) drainStep(d *drainRun) {
 	if finished && d.spec.Sequential {
 		s.drainStep(d) // the next node begins now
 	}
+}
+
+// goes takes the pod down: an eviction admitted, or the drainer's forced delete.
+func (s *sim) goes(t *evictTry, obj *corev1.Pod) {
+	t.p.Terminating = true
+	obj.DeletionTimestamp = ptr.To(metav1.NewTime(s.now))
+	s.store.Put(obj)
+	t.w.evictedAt = append(t.w.evictedAt, s.now)
+	t.w.dirty = true
 }

@@ -73,6 +73,7 @@ func (s *sim) expect() {
 	for i, we := range x.Workloads {
 		s.expectLimits(we.Limits, at.Child("workloads").Index(i), s.byRef[refOf(we.Workload)])
 	}
+	s.expectBounded(x, at)
 	if x.Drained != nil {
 		for _, d := range s.res.Drains {
 			all := d.Drained == d.Requested
@@ -84,6 +85,23 @@ func (s *sim) expect() {
 			}
 			s.res.Expectations = append(s.res.Expectations, o)
 		}
+	}
+}
+
+// expectBounded measures the forced deletes of each drain and the released evictions.
+func (s *sim) expectBounded(x *scenariov1alpha1.Expectations, at *field.Path) {
+	if x.MaxForced != nil {
+		for _, d := range s.res.Drains {
+			s.res.Expectations = append(s.res.Expectations, Outcome{Expectation: at.Child("maxForced").String(), Subject: "drain " + d.Nodes,
+				Want: fmt.Sprintf("at most %s forced", plural(int(*x.MaxForced), "pod")), Got: fmt.Sprintf("%s forced", plural(d.Forced, "pod")),
+				Met: d.Forced <= int(*x.MaxForced)})
+		}
+	}
+	if x.MinReleased != nil {
+		got := s.res.Requests.EvictionsReleased
+		s.res.Expectations = append(s.res.Expectations, Outcome{Expectation: at.Child("minReleased").String(), Subject: "the run",
+			Want: fmt.Sprintf("at least %s released after maxHold", plural(int(*x.MinReleased), "eviction")),
+			Got:  fmt.Sprintf("%s released", plural(got, "eviction")), Met: got >= int(*x.MinReleased)})
 	}
 }
 

@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
 
 // Each shipped scenario expects what its README line promises, and meets it; without
@@ -15,6 +18,7 @@ func TestShippedScenariosKeepTheirPromises(t *testing.T) {
 		"operator-storm":       {"spec.expect.maxTemplatesWithLivePods", "spec.expect.maxRevisions", "spec.expect.convergedWithin"},
 		"agent-drain":          {"spec.expect.maxUnavailable", "spec.expect.minEvictionGap", "spec.expect.drained"},
 		"kiam-node-group-swap": {"spec.expect.minReady", "spec.expect.drained"},
+		"bounded-hold":         {"spec.expect.maxUnavailable", "spec.expect.maxForced", "spec.expect.minReleased", "spec.expect.drained"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			sc := load(t, shipped(name))
@@ -148,5 +152,31 @@ spec:
 	_, err := Run(sc)
 	if err == nil || !strings.Contains(err.Error(), "document 1: spec.expect.workloads[0].workload: no Deployment a/nope in the scenario") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// The bounded hold keeps its promise because of afterMaxHold Release: under Hold, the
+// cooldown outlasts the platform's deadline and it forces three agents out at once.
+func TestBoundedHoldNeedsRelease(t *testing.T) {
+	sc := load(t, shipped("bounded-hold"))
+	held := *sc
+	held.Objects = slices.Clone(sc.Objects)
+	for i, o := range held.Objects {
+		if p, ok := o.Object.(*v1alpha1.DisruptionPolicy); ok {
+			p = p.DeepCopy()
+			p.Spec.AfterMaxHold = v1alpha1.AfterMaxHoldHold
+			held.Objects[i].Object = p
+		}
+	}
+	res := run(t, &held)
+	if d := res.Drains[0]; d.Forced != 3 || d.Released != 0 {
+		t.Errorf("under afterMaxHold Hold the drain forced %d and released %d, want 3 forced, none released", d.Forced, d.Released)
+	}
+	var unmet []string
+	for _, o := range res.Unmet() {
+		unmet = append(unmet, o.Expectation)
+	}
+	if want := []string{"spec.expect.maxUnavailable", "spec.expect.maxForced", "spec.expect.minReleased"}; !cmp.Equal(want, unmet) {
+		t.Errorf("unmet under Hold %v, want %v", unmet, want)
 	}
 }

@@ -75,6 +75,10 @@ type DrainFigures struct {
 	Evictions int     `json:"evictions"`
 	Deferred  int     `json:"deferred"`
 	Refused   int     `json:"refused"`
+	// Released are the evictions holdfast admitted as released after maxHold.
+	Released int `json:"released,omitempty"`
+	// Forced are the pods the drainer deleted at its deadline (forceAfter), unbudgeted.
+	Forced int `json:"forced,omitempty"`
 }
 
 // RequestFigures count the requests holdfast answered.
@@ -84,6 +88,8 @@ type RequestFigures struct {
 	EvictionsAllowed  int `json:"evictionsAllowed"`
 	EvictionsDeferred int `json:"evictionsDeferred"`
 	EvictionsRefused  int `json:"evictionsRefused"`
+	// EvictionsReleased are the allowed evictions holdfast let go after maxHold.
+	EvictionsReleased int `json:"evictionsReleased,omitempty"`
 }
 
 // Write prints the result for people: the timeline, a deferral streak by its first
@@ -118,8 +124,8 @@ func (r *Result) Write(out io.Writer) {
 			w.Workload, w.Revisions, w.PeakRevisionsWithPods, w.PeakPods, w.MaxUnavailable, w.MinReady, w.Evictions, w.MinEvictionGapSeconds, w.Refusals, w.Converged)
 	}
 	for _, d := range r.Drains {
-		fmt.Fprintf(out, "  drain %s: drained=%d/%d seconds=%g evictions=%d deferred=%d refused=%d\n",
-			d.Nodes, d.Drained, d.Requested, d.Seconds, d.Evictions, d.Deferred, d.Refused)
+		fmt.Fprintf(out, "  drain %s: drained=%d/%d seconds=%g evictions=%d deferred=%d refused=%d released=%d forced=%d\n",
+			d.Nodes, d.Drained, d.Requested, d.Seconds, d.Evictions, d.Deferred, d.Refused, d.Released, d.Forced)
 	}
 	q := r.Requests
 	fmt.Fprintf(out, "  requests: rollouts admitted=%d refused=%d; evictions allowed=%d deferred=%d refused=%d\n",

@@ -142,7 +142,7 @@ func TestKiamNodeGroupSwap(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	// The big scenario drains five nodes that finish at the same instant.
 	big := writeFile(t, bigScenario(1000))
-	for _, name := range []string{shipped("operator-storm"), shipped("agent-drain"), shipped("kiam-node-group-swap"), big} {
+	for _, name := range []string{shipped("operator-storm"), shipped("agent-drain"), shipped("kiam-node-group-swap"), shipped("bounded-hold"), big} {
 		a, b := run(t, load(t, name)), run(t, load(t, name))
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: two runs differ", name)
