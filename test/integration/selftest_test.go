@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -14,16 +15,19 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/charts"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/selftest"
 	"github.com/holdfast-dev/holdfast/internal/interception"
@@ -33,6 +37,22 @@ import (
 // leader derived for a RolloutPolicy and a DisruptionPolicy; each answers, and nothing
 // the probes name is created.
 func TestSelfTestProbesEveryEntry(t *testing.T) {
+	ctx := context.Background()
+	ns, rp, dp := selfTestPolicies(t)
+	results, err := selftest.Run(ctx, restConfig, "holdfast", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := notOK(ns, rp, dp, results); len(bad) > 0 {
+		t.Fatal(strings.Join(bad, "\n"))
+	}
+	selfTestLeftNothing(t, ns)
+}
+
+// selfTestPolicies are a RolloutPolicy and a DisruptionPolicy (PDBs generated) over a new
+// namespace, intercepted.
+func selfTestPolicies(t *testing.T) (string, *v1alpha1.RolloutPolicy, *v1alpha1.DisruptionPolicy) {
+	t.Helper()
 	ctx := context.Background()
 	ns := createNamespace(t, nil)
 	rp := &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{GenerateName: "selftest-"}, Spec: v1alpha1.RolloutPolicySpec{
@@ -52,11 +72,12 @@ func TestSelfTestProbesEveryEntry(t *testing.T) {
 		t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
 		intercepted(t, p)
 	}
+	return ns, rp, dp
+}
 
-	results, err := selftest.Run(ctx, restConfig, "holdfast", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+// notOK says what is wrong with the results for the policy entry and the policies'
+// rollout, eviction and PDB entries: each must be OK, with a probe in ns.
+func notOK(ns string, rp *v1alpha1.RolloutPolicy, dp *v1alpha1.DisruptionPolicy, results []selftest.Result) []string {
 	got := map[string]selftest.Result{}
 	for _, r := range results {
 		got[r.Entry] = r
@@ -73,16 +94,22 @@ func TestSelfTestProbesEveryEntry(t *testing.T) {
 		}
 	}
 	if len(want) != 4 {
-		t.Fatalf("want the policy entry and the rollout, eviction and PDB entries of the two policies, found %v in %+v", want, results)
+		return []string{fmt.Sprintf("want the policy entry and the rollout, eviction and PDB entries of the two policies, found %v in %+v", want, results)}
 	}
+	var bad []string
 	for entry, probe := range want {
 		r := got[entry]
 		if r.Status != selftest.OK || !strings.Contains(r.Probe, probe) {
-			t.Errorf("entry %s: %s %q (%s), want OK with a probe of %s", entry, r.Status, r.Reason, r.Probe, probe)
+			bad = append(bad, fmt.Sprintf("entry %s: %s %q (%s), want OK with a probe of %s", entry, r.Status, r.Reason, r.Probe, probe))
 		}
 	}
+	return bad
+}
 
-	// Dry runs only: nothing named after the probe exists.
+// selfTestLeftNothing checks that the probes were dry runs: nothing named after them exists.
+func selfTestLeftNothing(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &policyv1.PodDisruptionBudget{}} {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: app.SelfTestName}, obj); !apierrors.IsNotFound(err) {
 			t.Errorf("%T %s/%s: want NotFound after the self-test, got %v", obj, ns, app.SelfTestName, err)
@@ -187,4 +214,72 @@ func writeKubeconfig(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// The chart's `helm test` identity (its ServiceAccount, ClusterRole and the
+// ValidatingAdmissionPolicy that lets it send dry runs only, as rendered) runs the
+// self-test to the same results as an administrator, and cannot create what it probes.
+func TestSelfTestRunsWithTheChartsIdentity(t *testing.T) {
+	ctx := context.Background()
+	objs, err := charts.Render(holdfastNamespace, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var user string
+	for _, u := range objs {
+		if u.GetAnnotations()["helm.sh/hook"] != "test" || u.GetKind() == "Pod" {
+			continue
+		}
+		if u.GetKind() == "ServiceAccount" {
+			user = "system:serviceaccount:" + u.GetNamespace() + ":" + u.GetName()
+		}
+		if err := k8s.Create(ctx, u); err != nil {
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, u) })
+	}
+	if user == "" {
+		t.Fatal("the chart renders no self-test ServiceAccount")
+	}
+	cfg := rest.CopyConfig(restConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + holdfastNamespace, "system:authenticated"}}
+	ns, rp, dp := selfTestPolicies(t)
+
+	// RBAC and the admission policy take effect once the API server's informers see them.
+	var bad []string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		results, err := selftest.Run(ctx, cfg, "holdfast", 10*time.Second)
+		if err != nil {
+			bad = []string{err.Error()}
+		} else if bad = notOK(ns, rp, dp, results); len(bad) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("as %s:\n%s", user, strings.Join(bad, "\n"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	selfTestLeftNothing(t, ns)
+
+	as, err := client.New(cfg, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := createNamespace(t, nil)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "not-a-dry-run"}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "registry.k8s.io/pause:3.10"}}}}}}
+	err = as.Create(ctx, d)
+	if err == nil {
+		_ = k8s.Delete(ctx, d)
+	}
+	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) || err == nil || !strings.Contains(err.Error(), "may only send dry runs") {
+		t.Errorf("a create that is not a dry run, as %s: got %v, want the admission policy's refusal", user, err)
+	}
+	if err := as.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "x"}}, client.DryRunAll); !apierrors.IsForbidden(err) {
+		t.Errorf("a dry-run create of a ConfigMap as %s: got %v, want Forbidden by RBAC", user, err)
+	}
 }
