@@ -306,6 +306,7 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		{"dashboard unknown key", map[string]any{"metrics": map[string]any{"dashboard": map[string]any{"label": "x"}}}, "label"},
 		{"dashboard namespace not a DNS label", map[string]any{"metrics": map[string]any{"dashboard": map[string]any{"namespace": "Monitoring"}}}, "namespace"},
 		{"unavailableFor not a duration", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"unavailableFor": "5 minutes"}}}, "unavailableFor"},
+		{"scrapeJob breaking out of its selector", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"scrapeJob": `pods"} or vector(1`}}}, "scrapeJob"},
 	} {
 		_, err := render(t, "holdfast-system", tc.vals)
 		if err == nil {
