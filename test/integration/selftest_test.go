@@ -43,6 +43,9 @@ func TestSelfTestProbesEveryEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var table bytes.Buffer
+	selftest.Print(&table, results)
+	t.Log("\n" + table.String())
 	if bad := notOK(ns, rp, dp, results); len(bad) > 0 {
 		t.Fatal(strings.Join(bad, "\n"))
 	}
