@@ -3,6 +3,7 @@ package charts
 import (
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,7 +16,9 @@ const alertTests = "testdata/alerts_test.yaml"
 // as a Prometheus rule file.
 func renderedRules(t *testing.T) (file []byte, alerts []string) {
 	t.Helper()
-	objs, err := render(t, "holdfast-system", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true}}})
+	// As the chart is scraped by its ServiceMonitor, which HoldfastUnavailable reads.
+	objs, err := render(t, "holdfast-system", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true},
+		"serviceMonitor": map[string]any{"enabled": true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,4 +55,53 @@ func TestAlertRulesAreTested(t *testing.T) {
 			t.Errorf("alert %s: no test in %s expects it to fire", a, alertTests)
 		}
 	}
+}
+
+// TestUnavailableAlertFollowsTheScrape: HoldfastUnavailable reads `up` of the job that
+// scrapes holdfast, the ServiceMonitor's or scrapeJob, and no `up` at all without either
+// (absent() would otherwise fire for ever where holdfast is scraped another way).
+func TestUnavailableAlertFollowsTheScrape(t *testing.T) {
+	for name, tc := range map[string]struct {
+		metrics map[string]any
+		want    string // the up selector, "" for none
+	}{
+		"service monitor":        {map[string]any{"serviceMonitor": map[string]any{"enabled": true}}, `up{namespace="holdfast-system", job="holdfast-metrics"}`},
+		"no service monitor":     {map[string]any{}, ""},
+		"scraped another way":    {map[string]any{"prometheusRule": map[string]any{"scrapeJob": "kubernetes-pods"}}, `up{namespace="holdfast-system", job="kubernetes-pods"}`},
+		"scrapeJob wins over it": {map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"scrapeJob": "pods"}}, `job="pods"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pr, _ := tc.metrics["prometheusRule"].(map[string]any)
+			if pr == nil {
+				pr = map[string]any{}
+			}
+			pr["enabled"] = true
+			tc.metrics["prometheusRule"] = pr
+			objs, err := render(t, "holdfast-system", map[string]any{"metrics": tc.metrics})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expr := alertExpr(t, objs["PrometheusRule/holdfast"], "HoldfastUnavailable")
+			if !strings.Contains(expr, `kube_deployment_status_replicas_available{namespace="holdfast-system", deployment="holdfast"} == 0`) {
+				t.Errorf("expr %q does not read kube-state-metrics", expr)
+			}
+			if tc.want == "" && strings.Contains(expr, "up{") || tc.want != "" && !strings.Contains(expr, tc.want) {
+				t.Errorf("expr %q, want the up selector %q", expr, tc.want)
+			}
+		})
+	}
+}
+
+func alertExpr(t *testing.T, rule *unstructured.Unstructured, alert string) string {
+	t.Helper()
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	for _, g := range groups {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			if r.(map[string]any)["alert"] == alert {
+				return r.(map[string]any)["expr"].(string)
+			}
+		}
+	}
+	t.Fatalf("no alert %s", alert)
+	return ""
 }

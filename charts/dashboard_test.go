@@ -72,6 +72,11 @@ func TestDashboard(t *testing.T) {
 	holdfast := slices.Clone(known)
 	known = append(known, moduleMetrics(t, "sigs.k8s.io/controller-runtime", "pkg/webhook/internal/metrics/metrics.go", "")...)
 	known = append(known, moduleMetrics(t, "k8s.io/apiserver", "pkg/admission/metrics/metrics.go", "apiserver_admission_")...)
+	known = append(known, moduleMetrics(t, "sigs.k8s.io/controller-runtime", "pkg/metrics/leaderelection.go", "")...)
+	known = append(known, processMetrics(t, "process_resident_memory_bytes")...)
+	// Not Go modules here: Prometheus' own up, and kube-state-metrics' Deployment replicas,
+	// which HoldfastUnavailable reads too.
+	known = append(known, "up", "kube_deployment_status_replicas_available")
 
 	vars := map[string]bool{}
 	var exprs []string
@@ -119,7 +124,7 @@ func TestDashboard(t *testing.T) {
 		for _, m := range refs {
 			name := definedAs(m[1], known)
 			if name == "" {
-				t.Errorf("%s: no metric %s in webhooks/, internal/, controller-runtime or the API server", expr, m[1])
+				t.Errorf("%s: no metric %s in webhooks/, internal/, cmd/holdfast/app, controller-runtime, client_golang's process collector, the API server or kube-state-metrics", expr, m[1])
 			}
 			shown[name] = true
 		}
@@ -152,8 +157,10 @@ func definedAs(series string, known []string) string {
 func holdfastMetrics(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	for _, dir := range []string{"webhooks", "internal"} {
-		fs, err := filepath.Glob(filepath.Join("..", dir, "*", "*.go"))
+	// Every registry: the webhooks', the controllers', the journal's, the webhook
+	// configuration's (internal/), and the composition root's (cmd/holdfast/app: the CRD check).
+	for _, dir := range []string{"webhooks/*", "internal/*", "cmd/holdfast/app"} {
+		fs, err := filepath.Glob(filepath.Join("..", dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +174,7 @@ func holdfastMetrics(t *testing.T) []string {
 		out = append(out, metricsIn(t, f, "")...)
 	}
 	if len(out) == 0 {
-		t.Fatal("no metric defined in webhooks/ or internal/")
+		t.Fatal("no metric defined in webhooks/, internal/ or cmd/holdfast/app")
 	}
 	return out
 }
@@ -234,4 +241,28 @@ func TestRenderDashboard(t *testing.T) {
 	if got := cm.Data["holdfast.json"]; got != strings.TrimRight(string(raw), "\n") {
 		t.Errorf("the ConfigMap's holdfast.json differs from files/dashboard.json (%d and %d bytes)", len(got), len(raw))
 	}
+}
+
+// processMetrics returns names after checking that client_golang's process collector,
+// which controller-runtime registers, defines each of them.
+func processMetrics(t *testing.T, names ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "mod", "download", "-json", "github.com/prometheus/client_golang").Output()
+	if err != nil {
+		t.Fatalf("go mod download client_golang: %v", err)
+	}
+	var m struct{ Dir string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		t.Fatalf("go mod download client_golang: no directory in %s (%v)", out, err)
+	}
+	src, err := os.ReadFile(filepath.Join(m.Dir, "prometheus", "process_collector.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if !strings.Contains(string(src), `"`+n+`"`) {
+			t.Errorf("client_golang's process collector defines no %s", n)
+		}
+	}
+	return names
 }

@@ -9,41 +9,22 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
 // TestKustomizeOverlayNamespace builds an overlay of config/default that sets another
-// namespace, as docs/install.md shows: holdfast's --namespace flag and its webhooks'
-// exclusion of its own namespace must follow, and nothing may be left in holdfast-system.
+// namespace, as docs/install.md shows: holdfast reads it from the downward API, its
+// webhooks' exclusion of its own namespace follows, and nothing may be left in
+// holdfast-system.
 func TestKustomizeOverlayNamespace(t *testing.T) {
-	dir := t.TempDir()
-	config, err := filepath.Abs(ConfigDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Kustomize refuses absolute paths to other kustomizations.
-	rel, err := filepath.Rel(dir, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	overlay := "resources:\n  - " + filepath.Join(rel, "default") + "\nnamespace: platform-guard\n" +
-		"transformers:\n  - " + filepath.Join(rel, "namespace") + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	objs, err := kustomize(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d appsv1.Deployment
+	objs := namespaceOverlay(t, "transformers:\n  - {config}/namespace\n")
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-	if !one(t, objs, "Deployment", &d) || !one(t, objs, "ValidatingWebhookConfiguration", &vwc) {
+	if !one(t, objs, "ValidatingWebhookConfiguration", &vwc) {
 		t.FailNow()
 	}
-	if args := d.Spec.Template.Spec.Containers[0].Args; d.Namespace != "platform-guard" || !slices.Contains(args, "--namespace=platform-guard") {
-		t.Errorf("Deployment in %q with args %v, want --namespace=platform-guard", d.Namespace, args)
-	}
+	holdfastInNamespace(t, objs, "platform-guard")
 	for _, w := range vwc.Webhooks {
 		if got := w.NamespaceSelector.MatchExpressions[0].Values; !slices.Equal(got, []string{"platform-guard"}) {
 			t.Errorf("%s excludes %v, want holdfast's namespace platform-guard", w.Name, got)
@@ -58,4 +39,77 @@ func TestKustomizeOverlayNamespace(t *testing.T) {
 			t.Errorf("%s %s still names holdfast-system:\n%s", u.GetKind(), u.GetName(), raw)
 		}
 	}
+}
+
+// TestKustomizePlainNamespaceOverlay: an overlay that sets the namespace alone, no
+// transformer, runs holdfast there and holdfast knows it (the downward API); every
+// namespaced object moves with it, and the only holdfast-system left is the policy
+// webhook's exclusion, which the API server ignores for cluster-scoped policies.
+func TestKustomizePlainNamespaceOverlay(t *testing.T) {
+	objs := namespaceOverlay(t, "")
+	holdfastInNamespace(t, objs, "platform-guard")
+	for _, u := range objs {
+		if ns := u.GetNamespace(); ns != "" && ns != "platform-guard" {
+			t.Errorf("%s %s is in %s", u.GetKind(), u.GetName(), ns)
+		}
+	}
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	if !one(t, objs, "ValidatingWebhookConfiguration", &vwc) {
+		t.FailNow()
+	}
+	for _, w := range vwc.Webhooks {
+		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Namespace != "platform-guard" {
+			t.Errorf("%s calls %+v, want holdfast's Service in platform-guard", w.Name, w.ClientConfig.Service)
+		}
+		// holdfast's policies are cluster-scoped (api/v1alpha1, scope=Cluster).
+		for _, r := range w.Rules {
+			if !slices.Equal(r.APIGroups, []string{"holdfast.dev"}) {
+				t.Errorf("%s sends requests of %v, not only holdfast's cluster-scoped policies: its stale namespaceSelector would matter", w.Name, r.APIGroups)
+			}
+		}
+	}
+}
+
+// holdfastInNamespace checks that holdfast's Deployment is in ns and that holdfast reads its
+// namespace from the downward API, not from a flag an overlay would have to rewrite.
+func holdfastInNamespace(t *testing.T, objs []*unstructured.Unstructured, ns string) {
+	t.Helper()
+	var d appsv1.Deployment
+	if !one(t, objs, "Deployment", &d) {
+		t.FailNow()
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if d.Namespace != ns || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--namespace") }) {
+		t.Errorf("Deployment in %q with args %v, want %s and no --namespace", d.Namespace, c.Args, ns)
+	}
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_NAMESPACE" })
+	if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("env %+v: want POD_NAMESPACE from metadata.namespace", c.Env)
+	}
+}
+
+// namespaceOverlay builds an overlay of config/default in namespace platform-guard, with
+// extra kustomization lines ({config} is config/'s path from the overlay).
+func namespaceOverlay(t *testing.T, extra string) []*unstructured.Unstructured {
+	t.Helper()
+	dir := t.TempDir()
+	config, err := filepath.Abs(ConfigDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kustomize refuses absolute paths to other kustomizations.
+	rel, err := filepath.Rel(dir, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := "resources:\n  - " + filepath.Join(rel, "default") + "\nnamespace: platform-guard\n" +
+		strings.ReplaceAll(extra, "{config}", rel)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := kustomize(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }

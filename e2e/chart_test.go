@@ -33,6 +33,12 @@ func TestChartOnKwok(t *testing.T) {
 			}
 			for _, u := range objs {
 				err := c.Create(ctx, u, client.DryRunAll)
+				if u.GetKind() == "ServiceAccount" && u.GetAnnotations()["helm.sh/hook"] == "test" {
+					// `helm test` creates its pod's ServiceAccount first, and the API server
+					// looks it up when the pod is created, dry run or not: created for real.
+					err = c.Create(ctx, u)
+					t.Cleanup(func() { _ = c.Delete(context.Background(), u) })
+				}
 				if u.GetKind() == "CustomResourceDefinition" {
 					err = c.Patch(ctx, u, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner("helm"))
 				}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/check"
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/selftest"
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/simulate"
 	"github.com/holdfast-dev/holdfast/internal/version"
 )
@@ -82,6 +83,7 @@ on the replica elected leader (--leader-elect).`,
 	root.AddCommand(serveCmd)
 	root.AddCommand(check.NewCommand())
 	root.AddCommand(simulate.NewCommand())
+	root.AddCommand(selftest.NewCommand())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the version of holdfast",

@@ -42,7 +42,7 @@ func TestNoArgumentsPrintsHelp(t *testing.T) {
 	if err != nil || served != nil {
 		t.Fatalf("holdfast: err %v, served %t; want help and exit 0", err, served != nil)
 	}
-	for _, cmd := range []string{"serve", "check", "simulate", "version"} {
+	for _, cmd := range []string{"serve", "check", "simulate", "selftest", "version"} {
 		if !strings.Contains(out, "\n  "+cmd+" ") {
 			t.Errorf("help does not list %s:\n%s", cmd, out)
 		}
@@ -116,5 +116,28 @@ func TestOfflineCommandsDoNotServe(t *testing.T) {
 	out, _, served, err = execute(t, "version")
 	if err != nil || served != nil || out == "" {
 		t.Errorf("version: err %v, served %t, output %q", err, served != nil, out)
+	}
+}
+
+// The namespace comes from the downward API (POD_NAMESPACE) unless --namespace says
+// otherwise; without either it is holdfast-system.
+func TestServeReadsItsNamespaceFromTheDownwardAPI(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"platform-guard", nil, "platform-guard"},
+		{"platform-guard", []string{"--namespace=guard"}, "guard"},
+		{"", nil, "holdfast-system"},
+	} {
+		t.Setenv(namespaceEnv, tc.env)
+		_, _, served, err := execute(t, append([]string{"serve"}, tc.args...)...)
+		if err != nil || served == nil {
+			t.Fatalf("serve %v: err %v", tc.args, err)
+		}
+		if served.namespace != tc.want {
+			t.Errorf("POD_NAMESPACE=%q, serve %v: namespace %q, want %q", tc.env, tc.args, served.namespace, tc.want)
+		}
 	}
 }

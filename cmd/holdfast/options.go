@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -40,6 +41,19 @@ type options struct {
 	neverHeldDeleters      []string
 }
 
+// namespaceEnv names the environment variable the manifests fill from the downward API
+// (metadata.namespace): the namespace holdfast runs in, unless --namespace says otherwise,
+// so that a kustomize `namespace:` overlay needs no argument rewritten.
+const namespaceEnv = "POD_NAMESPACE"
+
+// defaultNamespace is --namespace's default: $POD_NAMESPACE, else holdfast-system.
+func defaultNamespace() string {
+	if ns := os.Getenv(namespaceEnv); ns != "" {
+		return ns
+	}
+	return "holdfast-system"
+}
+
 func defaultOptions() *options {
 	return &options{
 		certDir:                "/tmp/k8s-webhook-server/serving-certs",
@@ -47,7 +61,7 @@ func defaultOptions() *options {
 		metricsAddr:            ":8080",
 		probeAddr:              ":8081",
 		pprofAddr:              "0",
-		namespace:              "holdfast-system",
+		namespace:              defaultNamespace(),
 		leaderElect:            true,
 		leaderElectionID:       "holdfast.holdfast.dev",
 		leaseDuration:          15 * time.Second,
@@ -74,7 +88,7 @@ func (o *options) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Address of the Prometheus metrics endpoint; \"0\" turns it off.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr, "Address of the /healthz and /readyz endpoints.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", o.pprofAddr, "Address of Go's /debug/pprof endpoints, for profiling; \"0\" (the default) turns them off.")
-	fs.StringVar(&o.namespace, "namespace", o.namespace, "Namespace holdfast runs in: its leader-election lease lives there, and its webhooks never guard it.")
+	fs.StringVar(&o.namespace, "namespace", o.namespace, "Namespace holdfast runs in: its leader-election lease lives there, and its webhooks never guard it. Default: $POD_NAMESPACE (the manifests set it from the downward API), else holdfast-system.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Elect one leader among replicas for the controllers; webhooks are served by every replica.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", o.leaderElectionID, "Name of the leader-election lease.")
 	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", o.leaseDuration, "How long a leader's lease lasts without renewal.")

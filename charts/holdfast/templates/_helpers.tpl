@@ -36,3 +36,12 @@ turns `fail` into an INFO line) renders every template in it instead, so that it
 {{- end -}}
 {{ .Release.Namespace }}
 {{- end }}
+
+{{/* The self-test's objects (`helm test`): not the Services' or the PDB's pods. */}}
+{{- define "holdfast.selftestLabels" -}}
+app.kubernetes.io/name: holdfast-selftest
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: selftest
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}

@@ -233,19 +233,20 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	}
 	rolloutHandler, evictionHandler := guardsOf(mgr, live, o, s).Handlers()
 	srv := mgr.GetWebhookServer()
-	srv.Register(rollout.Path, review.NewWebhook(&admission.Webhook{Handler: rolloutHandler, RecoverPanic: ptr.To(true)},
+	// Every path answers the self-test's probes (answerSelfTest) before its handler.
+	srv.Register(rollout.Path, review.NewWebhook(&admission.Webhook{Handler: answerSelfTest(rollout.Path, rolloutHandler), RecoverPanic: ptr.To(true)},
 		workload.DecodeObject))
-	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{Handler: evictionHandler, RecoverPanic: ptr.To(true)}, nil))
-	srv.Register(rollout.NamespacePath, review.NewWebhook(&admission.Webhook{Handler: admission.HandlerFunc(rolloutHandler.HandleNamespace),
+	srv.Register(eviction.Path, review.NewWebhook(&admission.Webhook{Handler: answerSelfTest(eviction.Path, evictionHandler), RecoverPanic: ptr.To(true)}, nil))
+	srv.Register(rollout.NamespacePath, review.NewWebhook(&admission.Webhook{Handler: answerSelfTest(rollout.NamespacePath, admission.HandlerFunc(rolloutHandler.HandleNamespace)),
 		RecoverPanic: ptr.To(true)}, nil))
-	srv.Register(eviction.DeletePath, review.NewWebhook(&admission.Webhook{Handler: evictionHandler, RecoverPanic: ptr.To(true)}, nil))
+	srv.Register(eviction.DeletePath, review.NewWebhook(&admission.Webhook{Handler: answerSelfTest(eviction.DeletePath, evictionHandler), RecoverPanic: ptr.To(true)}, nil))
 
 	srv.Register(floor.Path, review.NewWebhook(&admission.Webhook{
-		Handler:      &floor.Handler{Reader: mgr.GetCache(), Matcher: s.Matcher, Clock: clock.RealClock{}},
+		Handler:      answerSelfTest(floor.Path, &floor.Handler{Reader: mgr.GetCache(), Matcher: s.Matcher, Clock: clock.RealClock{}}),
 		RecoverPanic: ptr.To(true),
 	}, nil))
 	srv.Register(policyvalidation.Path, review.NewWebhook(&admission.Webhook{
-		Handler:      &policyvalidation.Handler{},
+		Handler:      answerSelfTest(policyvalidation.Path, &policyvalidation.Handler{}),
 		RecoverPanic: ptr.To(true),
 	}, nil))
 
