@@ -39,6 +39,12 @@ type Eviction struct {
 	// (DisruptionPolicy guardDeletes). A release that does not know the field reads a
 	// delete as an eviction, which counts alike.
 	Via string `json:"via,omitempty"`
+	// Domains are the pod's topology domains when it was admitted down: its node's value of
+	// each topologyBudget key of the policies that applied (DisruptionPolicy
+	// topologyBudget), by key; none for a node without the key. Kept in the record because
+	// the node may be gone by the time the domain is counted. A release that does not know
+	// the field ignores it.
+	Domains map[string]string `json:"domains,omitempty"`
 }
 
 // ViaDelete marks a record of an admitted pod DELETE.

@@ -58,6 +58,9 @@ type Input struct {
 	// NodeLost is a pod on a node the node lifecycle controller has tainted not-ready,
 	// unreachable or out of service: deleting it is the documented recovery.
 	NodeLost bool
+	// Domains are the pod's node's values of the policies' topologyBudget keys, by key;
+	// a key the node lacks is absent (the pod is in no domain of it).
+	Domains map[string]string
 }
 
 // margin is how much older than it looks a record may be, read on this replica's clock.
@@ -139,6 +142,9 @@ func Decide(in Input) Decision {
 		d.UsesRecords = d.UsesRecords || in.Pod.Ready || !alwaysAllows(&p.Spec)
 		found := check(in, &p.Spec)
 		if v, held := sharedRolloutHold(in, p); held {
+			found = append(found, v)
+		}
+		if v, held := topologyHold(in, &p.Spec); held {
 			found = append(found, v)
 		}
 		if grant != nil {

@@ -877,7 +877,7 @@ func (w *world) takeDown(i int, p *mpod, dryRun bool, who int, deleting bool) in
 		return http.StatusTooManyRequests
 	}
 	p.terminating, p.goneAt = true, w.now.Add(grace)
-	if after, _ := w.ledger.recordOf(p.uid); longNotReady && after != before {
+	if after, _ := w.ledger.recordOf(p.uid); longNotReady && (after.UID != before.UID || !after.At.Equal(before.At) || after.By != before.By) {
 		w.violate("E3: the eviction of not-Ready pod %s was recorded", p.name)
 	}
 	if wasAvailable {

@@ -1,0 +1,71 @@
+package budget
+
+import (
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// Disrupted is the topology domains (values of key) with pods of a group that holdfast
+// admitted down and whose replacements are not available yet, each with the latest time it
+// frees (by the bound, if no replacement comes first). An admitted eviction or delete
+// (a record) disrupts its domain from the moment it is admitted until:
+//   - its pod still serves after EvictionLapse: kube refused it, nothing went down;
+//   - the group is whole again: as many available pods as it expects;
+//   - a replacement is available: a pod of the group created after the record, not the
+//     record's own, available (Ready for minReady and not terminating) and not already
+//     counted as another record's replacement. A DaemonSet's agent that comes back on its
+//     cordoned node is such a replacement, as a Deployment's pod in another zone is;
+//   - or bound has passed since it was admitted (topologyBudget.replacementTimeout): a
+//     replacement that cannot be scheduled does not hold every other domain for ever.
+//
+// Pods that are unavailable for other reasons (a NotReady node, a crash) disrupt no
+// domain: holdfast did not take them down, and one failing node in one zone must not hold
+// the drains of all others. Records without a value for key (the pod's node had no such
+// label, or a release that did not record domains wrote them) disrupt no domain. Records
+// are read with the clock margin of the replica that wrote them (self is this replica).
+func Disrupted(records []Eviction, pods []workload.Pod, expected int32, key string, minReady, bound time.Duration, now time.Time, self string) map[string]time.Time {
+	var available int32
+	for _, p := range pods {
+		if p.Available(minReady, now) {
+			available++
+		}
+	}
+	whole := available >= expected
+	sorted := slices.Clone(records)
+	slices.SortStableFunc(sorted, func(a, b Eviction) int { return a.At.Compare(b.At) })
+	used := map[types.UID]bool{}
+	out := map[string]time.Time{}
+	for _, r := range sorted {
+		domain, ok := r.Domains[key]
+		if !ok {
+			continue
+		}
+		margin := Margin(self, r.By)
+		frees := r.At.Add(margin + bound)
+		if !now.Before(frees) {
+			continue
+		}
+		i := slices.IndexFunc(pods, func(p workload.Pod) bool { return p.UID == r.UID })
+		if i >= 0 && !pods[i].Terminating && pods[i].Phase != corev1.PodSucceeded && pods[i].Phase != corev1.PodFailed {
+			if now.Sub(r.At) >= EvictionLapse+margin {
+				continue // kube refused it: the pod still runs
+			}
+		} else if whole {
+			continue
+		} else if j := slices.IndexFunc(pods, func(p workload.Pod) bool {
+			return p.UID != r.UID && !used[p.UID] && !p.Created.Before(r.At.Add(-margin)) && p.Available(minReady, now)
+		}); j >= 0 {
+			used[pods[j].UID] = true
+			continue
+		}
+		if frees.After(out[domain]) {
+			out[domain] = frees
+		}
+	}
+	return out
+}
