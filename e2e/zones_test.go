@@ -65,6 +65,8 @@ func TestZoneDrain(t *testing.T) {
 			})
 			tmpl := utiltesting.MakeDeployment(ns, "zone-agent").Obj().Spec.Template
 			tmpl.Spec.NodeSelector = map[string]string{poolLabel: "true"}
+			// kwok lets a deleted pod linger for its grace period: a short one keeps the test short.
+			tmpl.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3)
 			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "zone-agent"},
 				Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl}}
 			if err := c.Create(ctx, ds); err != nil {
