@@ -111,6 +111,9 @@ func (s *sim) drainStep(d *drainRun) {
 			obj.DeletionTimestamp = ptr.To(metav1.NewTime(s.now))
 			s.store.Put(obj)
 			t.w.evictedAt = append(t.w.evictedAt, s.now)
+			if n := s.nodeByNam[t.node]; n != nil {
+				t.w.disruptions = append(t.w.disruptions, disruption{labels: n.obj.Labels, at: s.now})
+			}
 			t.w.dirty = true
 			continue
 		}
