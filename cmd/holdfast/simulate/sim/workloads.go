@@ -44,7 +44,7 @@ type simWorkload struct {
 	evictedAt []time.Time
 	// disruptions are its evicted pods' node labels and times, for the domains they disrupt.
 	disruptions []disruption
-	dirty     bool
+	dirty       bool
 	// journalDue is a change the journal recorder has not seen; sampled, figures taken.
 	journalDue, sampled bool
 	// serving is every wanted pod having served at once, at some point.
