@@ -15,8 +15,10 @@ import (
 // frees (by the bound, if no replacement comes first). An admitted eviction or delete
 // (a record) disrupts its domain from the moment it is admitted until:
 //   - its pod still serves after EvictionLapse: kube refused it, nothing went down;
-//   - the group is whole again: as many available pods as it expects;
-//   - a replacement is available: a pod of the group created after the record, not the
+//   - the group is whole again: as many available pods as it expects (and it expects some);
+//   - a replacement is available: a pod of the group created after the record (read
+//     with the writer's clock margin added: a pod created just before the record is no
+//     replacement, whatever the two clocks say), not the
 //     record's own, available (Ready for minReady and not terminating) and not already
 //     counted as another record's replacement. A DaemonSet's agent that comes back on its
 //     cordoned node is such a replacement, as a Deployment's pod in another zone is;
@@ -35,7 +37,9 @@ func Disrupted(records []Eviction, pods []workload.Pod, expected int32, key stri
 			available++
 		}
 	}
-	whole := available >= expected
+	// A group that expects no pods (a DaemonSet whose status has not counted its nodes yet)
+	// is never whole: only replacements free its domains.
+	whole := expected > 0 && available >= expected
 	sorted := slices.Clone(records)
 	slices.SortStableFunc(sorted, func(a, b Eviction) int { return a.At.Compare(b.At) })
 	used := map[types.UID]bool{}
@@ -58,7 +62,7 @@ func Disrupted(records []Eviction, pods []workload.Pod, expected int32, key stri
 		} else if whole {
 			continue
 		} else if j := slices.IndexFunc(pods, func(p workload.Pod) bool {
-			return p.UID != r.UID && !used[p.UID] && !p.Created.Before(r.At.Add(-margin)) && p.Available(minReady, now)
+			return p.UID != r.UID && !used[p.UID] && !p.Created.Before(r.At.Add(margin)) && p.Available(minReady, now)
 		}); j >= 0 {
 			used[pods[j].UID] = true
 			continue

@@ -133,6 +133,9 @@ type modelConfig struct {
 	// whose rollouts count as stalled after StallAfter (0: the default).
 	Shared     bool
 	StallAfter time.Duration
+	// Zones labels the nodes with that many zones (node i in zone i%Zones) and gives the
+	// policy a topologyBudget of MaxZones; 0: no zones, no topology budget.
+	Zones, MaxZones int
 	// PDB is a PodDisruptionBudget over the guarded workload, which kube checks after
 	// holdfast's webhook admitted an eviction; nil for none.
 	PDB          *intstr.IntOrString
@@ -291,6 +294,9 @@ type mpod struct {
 	slot bool
 	// template is the pod template the pod was created from (kube's pod-template-hash).
 	template int
+	// slotZone is the zone of the node the pod whose admitted eviction this slot pays back
+	// ran on: the domain it disrupts until paid back (E11).
+	slotZone string
 }
 
 type policyVersion struct {
@@ -492,7 +498,7 @@ func (w *world) advance(d time.Duration) {
 				fmt.Sscanf(strings.TrimPrefix(p.name, p.g.name+"-"), "%d", &ordinal)
 				r := w.newPod(p.g, node, ordinal)
 				r.readyAt = w.now.Add(time.Second + time.Duration(w.rng.Int64N(int64(maxReadyDelay-time.Second))))
-				r.slot = p.slot
+				r.slot, r.slotZone = p.slot, p.slotZone
 			}
 		}
 		paid := minMinReady(w.inForce())
@@ -558,6 +564,11 @@ func (w *world) objects() []client.Object {
 			owners[g] = ds
 		}
 	}
+	for n := range w.cfg.Nodes {
+		if z := w.zoneOf(n); z != "" {
+			objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", n), Labels: map[string]string{zoneKey: z}}})
+		}
+	}
 	for _, p := range w.pods {
 		owner := owners[p.g]
 		labels := map[string]string{"app": p.g.name}
@@ -565,7 +576,8 @@ func (w *world) objects() []client.Object {
 			labels["guarded"] = "true"
 		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: modelNamespace, Name: p.name, UID: types.UID(p.uid), Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(ownerKind(owner)))}},
+			CreationTimestamp: metav1.NewTime(p.created),
+			OwnerReferences:   []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(ownerKind(owner)))}},
 			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", p.node)}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 		if p.terminating {
 			pod.DeletionTimestamp = ptr.To(metav1.NewTime(p.goneAt.Add(-grace)))
@@ -880,8 +892,11 @@ func (w *world) takeDown(i int, p *mpod, dryRun bool, who int, deleting bool) in
 	if after, _ := w.ledger.recordOf(p.uid); longNotReady && (after.UID != before.UID || !after.At.Equal(before.At) || after.By != before.By) {
 		w.violate("E3: the eviction of not-Ready pod %s was recorded", p.name)
 	}
+	if wasAvailable && exception == "" {
+		w.checkZones(p, specs)
+	}
 	if wasAvailable {
-		p.slot = true
+		p.slot, p.slotZone = true, w.zoneOf(p.node)
 		slots := int32(0)
 		for _, q := range w.pods {
 			if q.g == p.g && q.slot {
@@ -1548,6 +1563,7 @@ var mutants = []mutant{
 	}), nil},
 	{"ledger", func(in Input) Decision { in.Records = nil; return Decide(in) }, nil},
 	{"maxHold", nil, func(h *Handler) { h.Holds = nil }},
+	{"topologyBudget", dropRule(RuleTopologyBudget), nil},
 }
 
 // unobservable are the mutants no outcome in the cluster can show, with the reason; each
@@ -1687,5 +1703,46 @@ func TestEvictionHeldTooLongWarns(t *testing.T) {
 	// One on the pod and one on its node (each at most once a minute).
 	if warnings != 2 {
 		t.Errorf("%d EvictionHeldTooLong warnings, want 2: on the pod and on its node", warnings)
+	}
+}
+
+// zoneKey labels the model's nodes with zones.
+const zoneKey = "topology.kubernetes.io/zone"
+
+// zoneOf is node's zone; "" without zones.
+func (w *world) zoneOf(node int) string {
+	if w.cfg.Zones == 0 {
+		return ""
+	}
+	return fmt.Sprintf("zone-%d", node%w.cfg.Zones)
+}
+
+// checkZones is E11, in the cluster's terms: when holdfast admits the eviction of an
+// available pod, the zones with pods of its group that holdfast's admissions took down and
+// whose replacements are not available yet (their slots not paid back), with the pod's own
+// zone, are at most the topology budget's maxDisruptedDomains.
+func (w *world) checkZones(p *mpod, specs []v1alpha1.DisruptionPolicySpec) {
+	if w.cfg.Zones == 0 || len(specs) == 0 {
+		return
+	}
+	limit := -1
+	for _, s := range specs {
+		if s.TopologyBudget == nil {
+			return
+		}
+		if _, n, _ := s.TopologyBudget.Resolved(); limit < 0 || n < limit {
+			limit = n
+		}
+	}
+	zones := map[string]bool{w.zoneOf(p.node): true}
+	for _, q := range w.pods {
+		if q.g == p.g && q.slot && q != p {
+			zones[q.slotZone] = true
+		}
+	}
+	w.checked["E11"]++
+	if len(zones) > limit {
+		w.violate("E11: eviction of available pod %s in %s admitted while %s/%s has pods taken down and not replaced in %d zones (%v), over its topology budget of %d",
+			p.name, w.zoneOf(p.node), p.g.kind, p.g.name, len(zones)-1, slices.Sorted(maps.Keys(zones)), limit)
 	}
 }

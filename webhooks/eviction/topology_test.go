@@ -19,8 +19,6 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
-const zoneKey = "topology.kubernetes.io/zone"
-
 // zonal is a group of six pods created an hour ago, two per zone (a, b, c): p0 p1 in a,
 // p2 p3 in b, p4 p5 in c.
 func zonal(kind v1alpha1.WorkloadKind) *workload.Group {
