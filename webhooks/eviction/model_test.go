@@ -295,7 +295,7 @@ type mpod struct {
 	// template is the pod template the pod was created from (kube's pod-template-hash).
 	template int
 	// slotZone is the zone of the node the pod whose admitted eviction this slot pays back
-	// ran on: the domain it disrupts until paid back (E11).
+	// ran on: the domain it disrupts until paid back (E12).
 	slotZone string
 }
 
@@ -1505,6 +1505,7 @@ var outcomeInvariants = map[string]string{
 	"E9":  "each requester's disruptions within its budget",
 	"E10": "exemptions and Warn/Audit admit at once",
 	"E11": "a hold longer than maxHold leaves Warning Events on the pod and node",
+	"E12": "zones with pods holdfast admitted down and not yet replaced stay within topologyBudget",
 }
 
 // mutant is the real decision, or the real handler, with one check taken out.
@@ -1717,7 +1718,7 @@ func (w *world) zoneOf(node int) string {
 	return fmt.Sprintf("zone-%d", node%w.cfg.Zones)
 }
 
-// checkZones is E11, in the cluster's terms: when holdfast admits the eviction of an
+// checkZones is E12, in the cluster's terms: when holdfast admits the eviction of an
 // available pod, the zones with pods of its group that holdfast's admissions took down and
 // whose replacements are not available yet (their slots not paid back), with the pod's own
 // zone, are at most the topology budget's maxDisruptedDomains.
@@ -1740,9 +1741,9 @@ func (w *world) checkZones(p *mpod, specs []v1alpha1.DisruptionPolicySpec) {
 			zones[q.slotZone] = true
 		}
 	}
-	w.checked["E11"]++
+	w.checked["E12"]++
 	if len(zones) > limit {
-		w.violate("E11: eviction of available pod %s in %s admitted while %s/%s has pods taken down and not replaced in %d zones (%v), over its topology budget of %d",
+		w.violate("E12: eviction of available pod %s in %s admitted while %s/%s has pods taken down and not replaced in %d zones (%v), over its topology budget of %d",
 			p.name, w.zoneOf(p.node), p.g.kind, p.g.name, len(zones)-1, slices.Sorted(maps.Keys(zones)), limit)
 	}
 }
