@@ -3,8 +3,6 @@ package budget
 import (
 	"time"
 
-	"github.com/holdfast-dev/holdfast/internal/workload"
-
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
 
@@ -45,7 +43,7 @@ type Evictions struct {
 	Records []Eviction
 	// Pods are the workload's pods and Domains the values of the policy's topologyBudget
 	// key on their nodes; read only when the policy has a topologyBudget.
-	Pods    []workload.Pod
+	Pods    []Pod
 	Domains []string
 }
 

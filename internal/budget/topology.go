@@ -4,11 +4,18 @@ import (
 	"slices"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/holdfast-dev/holdfast/internal/workload"
 )
+
+// Pod is what Disrupted reads of a pod of the group (the caller reads it from
+// workload.Pod): whether it still runs (not terminating nor ended), whether it is available
+// (Ready for minReadySeconds and the clock margin, not terminating), and when it was created.
+type Pod struct {
+	UID       types.UID
+	Created   time.Time
+	Running   bool
+	Available bool
+}
 
 // Disrupted is the topology domains (values of key) with pods of a group that holdfast
 // admitted down and whose replacements are not available yet, each with the latest time it
@@ -30,10 +37,10 @@ import (
 // the drains of all others. Records without a value for key (the pod's node had no such
 // label, or a release that did not record domains wrote them) disrupt no domain. Records
 // are read with the clock margin of the replica that wrote them (self is this replica).
-func Disrupted(records []Eviction, pods []workload.Pod, expected int32, key string, minReady, bound time.Duration, now time.Time, self string) map[string]time.Time {
+func Disrupted(records []Eviction, pods []Pod, expected int32, key string, bound time.Duration, now time.Time, self string) map[string]time.Time {
 	var available int32
 	for _, p := range pods {
-		if p.Available(minReady, now) {
+		if p.Available {
 			available++
 		}
 	}
@@ -54,15 +61,15 @@ func Disrupted(records []Eviction, pods []workload.Pod, expected int32, key stri
 		if !now.Before(frees) {
 			continue
 		}
-		i := slices.IndexFunc(pods, func(p workload.Pod) bool { return p.UID == r.UID })
-		if i >= 0 && !pods[i].Terminating && pods[i].Phase != corev1.PodSucceeded && pods[i].Phase != corev1.PodFailed {
+		i := slices.IndexFunc(pods, func(p Pod) bool { return p.UID == r.UID })
+		if i >= 0 && pods[i].Running {
 			if now.Sub(r.At) >= EvictionLapse+margin {
 				continue // kube refused it: the pod still runs
 			}
 		} else if whole {
 			continue
-		} else if j := slices.IndexFunc(pods, func(p workload.Pod) bool {
-			return p.UID != r.UID && !used[p.UID] && !p.Created.Before(r.At.Add(margin)) && p.Available(minReady, now)
+		} else if j := slices.IndexFunc(pods, func(p Pod) bool {
+			return p.UID != r.UID && !used[p.UID] && !p.Created.Before(r.At.Add(margin)) && p.Available
 		}); j >= 0 {
 			used[pods[j].UID] = true
 			continue

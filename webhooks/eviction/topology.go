@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // RuleTopologyBudget defers the eviction of a Ready pod in a topology domain while as
@@ -43,7 +44,7 @@ func topologyHold(in Input, spec *v1alpha1.DisruptionPolicySpec) (decision.Viola
 	}
 	// A retried eviction of this very pod is the same disruption, not another one.
 	others := slices.DeleteFunc(slices.Clone(in.Records), func(r budget.Eviction) bool { return r.UID == in.Pod.UID })
-	disrupted := budget.Disrupted(others, in.Group.Pods, in.Group.Expected, key, settle, bound, in.Now, in.Identity)
+	disrupted := budget.Disrupted(others, DisruptionView(in.Group.Pods, settle, in.Now), in.Group.Expected, key, bound, in.Now, in.Identity)
 	if _, same := disrupted[mine]; same || len(disrupted) < limit {
 		return decision.Violation{}, false
 	}
@@ -107,4 +108,15 @@ func (h *Handler) readDomains(ctx context.Context, in *Input, pod *corev1.Pod) e
 		}
 	}
 	return nil
+}
+
+// DisruptionView is the group's pods as budget.Disrupted reads them, at now, with pods
+// available once Ready for settle.
+func DisruptionView(pods []workload.Pod, settle time.Duration, now time.Time) []budget.Pod {
+	out := make([]budget.Pod, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, budget.Pod{UID: p.UID, Created: p.Created, Available: p.Available(settle, now),
+			Running: !p.Terminating && p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed})
+	}
+	return out
 }

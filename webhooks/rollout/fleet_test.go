@@ -260,20 +260,20 @@ func TestSharedBudgetZones(t *testing.T) {
 		TopologyBudget: &v1alpha1.TopologyBudget{Key: "topology.kubernetes.io/zone", MaxDisruptedDomains: 1}}}
 	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents-rollouts"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
 		SharedBudget: &v1alpha1.SharedBudget{DisruptionPolicy: "agents"}}}}
-	serving := func(name string, created time.Duration) workload.Pod {
-		return workload.Pod{Name: name, UID: types.UID(name), Phase: "Running", Ready: true, ReadySince: now.Add(-created / 2), Created: now.Add(-created)}
+	serving := func(name string, created time.Duration) budget.Pod {
+		return budget.Pod{UID: types.UID(name), Running: true, Available: true, Created: now.Add(-created)}
 	}
 	evicted := budget.Eviction{Pod: "gone", UID: "gone", At: now.Add(-time.Minute), Domains: map[string]string{"topology.kubernetes.io/zone": "a"}}
 	for name, tc := range map[string]struct {
-		pods    []workload.Pod
+		pods    []budget.Pod
 		domains []string
 		held    bool
 	}{
-		"a zone not yet whole holds a rollout over three zones": {pods: []workload.Pod{serving("p1", time.Hour), serving("p2", time.Hour)},
+		"a zone not yet whole holds a rollout over three zones": {pods: []budget.Pod{serving("p1", time.Hour), serving("p2", time.Hour)},
 			domains: []string{"a", "b", "c"}, held: true},
-		"an available replacement frees the zone": {pods: []workload.Pod{serving("p1", time.Hour), serving("p2", time.Hour), serving("p3", 30*time.Second)},
+		"an available replacement frees the zone": {pods: []budget.Pod{serving("p1", time.Hour), serving("p2", time.Hour), serving("p3", 30*time.Second)},
 			domains: []string{"a", "b", "c"}},
-		"a workload in the one zone disrupted may roll": {pods: []workload.Pod{serving("p1", time.Hour), serving("p2", time.Hour)},
+		"a workload in the one zone disrupted may roll": {pods: []budget.Pod{serving("p1", time.Hour), serving("p2", time.Hour)},
 			domains: []string{"a"}},
 	} {
 		t.Run(name, func(t *testing.T) {

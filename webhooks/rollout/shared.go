@@ -61,11 +61,7 @@ func topologyWait(in Input, b budget.Evictions) (time.Duration, string) {
 		return 0, ""
 	}
 	key, limit, bound := tb.Resolved()
-	settle := time.Duration(b.Policy.Spec.MinReadySeconds) * time.Second
-	if settle > 0 {
-		settle += budget.MaxClockSkew
-	}
-	disrupted := budget.Disrupted(b.Records, b.Pods, in.Old.Expected, key, settle, bound, in.Now, "")
+	disrupted := budget.Disrupted(b.Records, b.Pods, in.Old.Expected, key, bound, in.Now, "")
 	if len(disrupted) == 0 {
 		return 0, ""
 	}
@@ -127,7 +123,7 @@ func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input, shared []*
 		}
 		b := budget.Evictions{Policy: dp}
 		if dp.Spec.TopologyBudget != nil {
-			if b.Pods, b.Domains, err = h.workloadDomains(ctx, in.Old.Ref, dp.Spec.TopologyBudget); err != nil {
+			if b.Pods, b.Domains, err = h.workloadDomains(ctx, in.Old.Ref, dp, in.Now); err != nil {
 				return nil, fmt.Errorf("%w; retry", err)
 			}
 		}
@@ -172,12 +168,16 @@ func (h *Handler) recordBudgetStart(ctx context.Context, in *Input, group *budge
 // workloadDomains reads the workload's pods and the domains of the topology budget's key
 // where they run, from the caches: a node missing there disrupts no domain of its own (the
 // eviction guard reads it from the API server when one of its pods is evicted).
-func (h *Handler) workloadDomains(ctx context.Context, ref workload.Ref, tb *v1alpha1.TopologyBudget) ([]workload.Pod, []string, error) {
+func (h *Handler) workloadDomains(ctx context.Context, ref workload.Ref, dp *v1alpha1.DisruptionPolicy, now time.Time) ([]budget.Pod, []string, error) {
 	pods, err := workload.PodsOf(ctx, h.Reader, ref)
 	if err != nil {
 		return nil, nil, err
 	}
-	key, _, _ := tb.Resolved()
+	key, _, _ := dp.Spec.TopologyBudget.Resolved()
+	settle := time.Duration(dp.Spec.MinReadySeconds) * time.Second
+	if settle > 0 {
+		settle += budget.MaxClockSkew
+	}
 	var domains []string
 	for _, p := range pods {
 		if p.Node == "" || p.Terminating {
@@ -194,5 +194,10 @@ func (h *Handler) workloadDomains(ctx context.Context, ref workload.Ref, tb *v1a
 			domains = append(domains, d)
 		}
 	}
-	return pods, domains, nil
+	view := make([]budget.Pod, 0, len(pods))
+	for _, p := range pods {
+		view = append(view, budget.Pod{UID: p.UID, Created: p.Created, Available: p.Available(settle, now),
+			Running: !p.Terminating && p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed})
+	}
+	return view, domains, nil
 }
