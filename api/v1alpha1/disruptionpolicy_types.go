@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -139,6 +141,42 @@ type DisruptionPolicySpec struct {
 	// floor allows. A released eviction is recorded as such (rule maxHold).
 	// +optional
 	AfterMaxHold AfterMaxHold `json:"afterMaxHold,omitempty"`
+
+	// topologyBudget limits how many topology domains (zones, by default) may have
+	// disrupted pods of a group at once: the eviction, or guarded delete, of a Ready pod in
+	// another domain waits while that many domains have pods holdfast admitted down whose
+	// replacements are not available yet. Unset, a group's disruptions may span any domains.
+	// +optional
+	TopologyBudget *TopologyBudget `json:"topologyBudget,omitempty"`
+}
+
+// TopologyBudget is a budget of topology domains with disrupted pods, per group.
+type TopologyBudget struct {
+	// key is the node label whose values are the domains, e.g. topology.kubernetes.io/zone.
+	// A pod's domain is its node's value. Pods on nodes without the label are in no
+	// domain: they are not limited by the topology budget (maxUnavailable still applies),
+	// and their disruptions hold no domain. A key no node carries makes the policy
+	// Ready=False.
+	// +kubebuilder:default="topology.kubernetes.io/zone"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="!format.qualifiedName().validate(self).hasValue()",message="must be a label key: an optional DNS subdomain prefix and a slash, then at most 63 alphanumerics, dashes, underscores or dots, starting and ending with an alphanumeric"
+	// +optional
+	Key string `json:"key,omitempty"`
+
+	// maxDisruptedDomains is how many domains may have disrupted pods of a group at once.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxDisruptedDomains int32 `json:"maxDisruptedDomains,omitempty"`
+
+	// replacementTimeout bounds how long one admitted disruption holds its domain while its
+	// replacement is not available (a replacement that cannot be scheduled must not hold
+	// every other domain for ever): after it, the domain frees. Default 10m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
+	ReplacementTimeout *metav1.Duration `json:"replacementTimeout,omitempty"`
 }
 
 // AfterMaxHold is what holdfast does with a hold that has lasted maxHold.
@@ -192,7 +230,8 @@ type DisruptionPolicyStatus struct {
 	// conditions: Ready is True when the policy is valid and in force; PDBConflict is True
 	// while some selected workload gets no PDB because of a conflict; FloorWeakened is True
 	// while another PDB that allows more disruptions than the policy covers the pods of
-	// some selected workload (that PDB is then the floor while holdfast is down).
+	// some selected workload (that PDB is then the floor while holdfast is down). Ready is
+	// False (TopologyKeyMissing) while no node carries topologyBudget.key.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -307,3 +346,29 @@ const (
 	// DrainerGiveUp abandons the drain: the node stays, the pod too.
 	DrainerGiveUp DrainerAction = "GiveUp"
 )
+
+// ReasonTopologyKeyMissing is a DisruptionPolicy's Ready=False while no node carries its
+// topologyBudget.key: the budget then limits nothing, and says so.
+const ReasonTopologyKeyMissing = "TopologyKeyMissing"
+
+// DefaultTopologyKey, DefaultReplacementTimeout and the default of one domain are what an
+// unset field of topologyBudget means.
+const (
+	DefaultTopologyKey        = "topology.kubernetes.io/zone"
+	DefaultReplacementTimeout = 10 * time.Minute
+)
+
+// Resolved is the budget with its defaults filled in.
+func (t TopologyBudget) Resolved() (key string, domains int, timeout time.Duration) {
+	key, domains, timeout = t.Key, int(t.MaxDisruptedDomains), DefaultReplacementTimeout
+	if key == "" {
+		key = DefaultTopologyKey
+	}
+	if domains < 1 {
+		domains = 1
+	}
+	if t.ReplacementTimeout != nil {
+		timeout = t.ReplacementTimeout.Duration
+	}
+	return key, domains, timeout
+}

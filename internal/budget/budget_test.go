@@ -343,3 +343,32 @@ func TestReleasedRecordStoredForm(t *testing.T) {
 		t.Errorf("records read back (-want +got):\n%s", diff)
 	}
 }
+
+// TestDomainsRecordStoredForm pins a record's topology domains (DisruptionPolicy
+// topologyBudget): an added field, which the previous release ignores.
+func TestDomainsRecordStoredForm(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New(nil)
+	a, _ := replicas(store)
+	g, err := a.ReadGroup(ctx, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := budget.Eviction{Pod: "konnectivity-agent-7xq2d", UID: "1c2d3e4f-0000-4000-8000-00000000a001", At: t0, By: replicaA,
+		Domains: map[string]string{"topology.kubernetes.io/zone": "eu-west-1a"}}
+	if err := g.RecordEviction(ctx, a, rec, budget.MinRetention); err != nil {
+		t.Fatal(err)
+	}
+	raw := storedLease(t, store, budget.GroupKey(ns, agent)).Annotations[budget.EvictionsAnnotation]
+	const want = `[{"pod":"konnectivity-agent-7xq2d","uid":"1c2d3e4f-0000-4000-8000-00000000a001","at":"2026-11-30T12:00:00.123456789Z","by":"holdfast-6f9c7d8b5-2xk4p","domains":{"topology.kubernetes.io/zone":"eu-west-1a"}}]`
+	if raw != want {
+		t.Errorf("stored records:\n got %s\nwant %s", raw, want)
+	}
+	var previous []struct {
+		UID types.UID `json:"uid"`
+		At  time.Time `json:"at"`
+	}
+	if err := json.Unmarshal([]byte(raw), &previous); err != nil || len(previous) != 1 || previous[0].UID != rec.UID {
+		t.Errorf("the previous release reads %+v (%v)", previous, err)
+	}
+}

@@ -43,6 +43,13 @@ type Eviction struct {
 	// maxHold (afterMaxHold Release). A release that does not know the field counts it as
 	// any other, which it is for the budget and the cooldown.
 	Released bool `json:"released,omitempty"`
+
+	// Domains are the pod's topology domains when it was admitted down: its node's value of
+	// each topologyBudget key of the policies that applied (DisruptionPolicy
+	// topologyBudget), by key; none for a node without the key. Kept in the record because
+	// the node may be gone by the time the domain is counted. A release that does not know
+	// the field ignores it.
+	Domains map[string]string `json:"domains,omitempty"`
 }
 
 // ViaDelete marks a record of an admitted pod DELETE.

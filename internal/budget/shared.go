@@ -41,6 +41,10 @@ type Evictions struct {
 	Policy *v1alpha1.DisruptionPolicy
 	// Records are the evictions admitted in the workload's group (its ledger).
 	Records []Eviction
+	// Pods are the workload's pods and Domains the values of the policy's topologyBudget
+	// key on their nodes; read only when the policy has a topologyBudget.
+	Pods    []Pod
+	Domains []string
 }
 
 // InFlight counts the admitted evictions that still count against the group (not lapsed,

@@ -4,10 +4,12 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -50,7 +52,9 @@ func (r *DisruptionPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("disruptionpolicy-status").
 		For(&v1alpha1.DisruptionPolicy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting))).
-		Watches(&policyv1.PodDisruptionBudget{}, all)
+		Watches(&policyv1.PodDisruptionBudget{}, all).
+		// A node joining, leaving or relabelled may carry, or drop, a topologyBudget key.
+		Watches(&corev1.Node{}, all, builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	return watchWorkloadLabels(b, all).Complete(r)
 }
 
@@ -80,6 +84,13 @@ func (r *DisruptionPolicyStatus) Reconcile(ctx context.Context, req reconcile.Re
 	status := p.Status.DeepCopy()
 	status.ObservedGeneration = p.Generation
 	ready := disruptionPolicyReady(p)
+	if p.Spec.TopologyBudget != nil && ready.Status == metav1.ConditionTrue {
+		var nodes corev1.NodeList
+		if err := informer.List(ctx, r.Client, &nodes); err != nil {
+			return reconcile.Result{}, err
+		}
+		topologyReady(p, nodes.Items, &ready)
+	}
 	now := r.Clock.Now()
 	var next time.Time
 	status.WindowStatus, next = windowStatus(p.Spec.Windows, p.Spec.Exemptions, now, &ready)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -71,6 +72,21 @@ func disruptionPolicyReady(p *v1alpha1.DisruptionPolicy) metav1.Condition {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonSuspended, "spec.suspend is true"
 	}
 	return ready
+}
+
+// topologyReady makes ready False when no node carries the policy's topologyBudget key (a
+// typo, or a cluster without zones): the budget then limits nothing, since a pod on a node
+// without the key is in no domain, and the policy says so rather than holding every drain.
+func topologyReady(p *v1alpha1.DisruptionPolicy, nodes []corev1.Node, ready *metav1.Condition) {
+	key, _, _ := p.Spec.TopologyBudget.Resolved()
+	for i := range nodes {
+		if _, ok := nodes[i].Labels[key]; ok {
+			return
+		}
+	}
+	ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonTopologyKeyMissing
+	ready.Message = fmt.Sprintf("spec.topologyBudget.key: no node carries the label %q; the topology budget limits no eviction until nodes carry it "+
+		"(maxUnavailable and the other rules still apply)", key)
 }
 
 // pdbConflict is a generating DisruptionPolicy's PDBConflict condition: True when

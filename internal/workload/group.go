@@ -51,10 +51,18 @@ func GroupOf(ctx context.Context, r client.Reader, pod *corev1.Pod) (*Group, err
 	}
 	m, _ := MetaOf(obj)
 	g := &Group{Meta: m}
+	if g.Pods, err = PodsOf(ctx, r, m.Ref); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
 
+// PodsOf reads the pods of the workload ref, from a cache indexed by informer.OwnerIndex.
+func PodsOf(ctx context.Context, r client.Reader, m Ref) ([]Pod, error) {
+	var out []Pod
 	// A Deployment's pods are owned by its ReplicaSets; the others' by the workload itself.
 	owners := []types.UID{m.UID}
-	if kind == v1alpha1.KindDeployment {
+	if m.Kind == v1alpha1.KindDeployment {
 		var sets appsv1.ReplicaSetList
 		if err := informer.ListOwned(ctx, r, &sets, m.Namespace, m.UID); err != nil {
 			return nil, err
@@ -70,8 +78,8 @@ func GroupOf(ctx context.Context, r client.Reader, pod *corev1.Pod) (*Group, err
 			return nil, err
 		}
 		for i := range pods.Items {
-			g.Pods = append(g.Pods, PodOf(&pods.Items[i]))
+			out = append(out, PodOf(&pods.Items[i]))
 		}
 	}
-	return g, nil
+	return out, nil
 }

@@ -17,11 +17,16 @@ type Pod struct {
 	Ready       bool
 	ReadySince  time.Time
 	Terminating bool
+	// Created is the pod's creation; Node the node it is bound to ("" while unscheduled):
+	// what a topology budget reads to tell replacements and domains.
+	Created time.Time
+	Node    string
 }
 
 // PodOf reads a pod as decisions read it.
 func PodOf(p *corev1.Pod) Pod {
-	s := Pod{Name: p.Name, UID: p.UID, Phase: p.Status.Phase, Terminating: p.DeletionTimestamp != nil}
+	s := Pod{Name: p.Name, UID: p.UID, Phase: p.Status.Phase, Terminating: p.DeletionTimestamp != nil,
+		Created: p.CreationTimestamp.Time, Node: p.Spec.NodeName}
 	if c := readyCondition(p); c != nil && c.Status == corev1.ConditionTrue {
 		s.Ready, s.ReadySince = true, c.LastTransitionTime.Time
 	}

@@ -66,6 +66,9 @@ type Input struct {
 	// (Holds), zero when it holds none: a policy with afterMaxHold Release lets its own holds
 	// go once it reaches maxHold.
 	Held time.Duration
+	// Domains are the pod's node's values of the policies' topologyBudget keys, by key;
+	// a key the node lacks is absent (the pod is in no domain of it).
+	Domains map[string]string
 }
 
 // margin is how much older than it looks a record may be, read on this replica's clock.
@@ -151,6 +154,9 @@ func Decide(in Input) Decision {
 		d.UsesRecords = d.UsesRecords || in.Pod.Ready || !alwaysAllows(&p.Spec)
 		found := check(in, &p.Spec, false)
 		if v, held := sharedRolloutHold(in, p); held {
+			found = append(found, v)
+		}
+		if v, held := topologyHold(in, &p.Spec); held {
 			found = append(found, v)
 		}
 		// Only an enforced policy holds, and so only its holds are released.

@@ -203,6 +203,10 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	if deleting && (!in.Pod.Ready || in.NodeLost) {
 		return finish(decideWith(h.decide, in)) // never held, never recorded
 	}
+	// A domain not read is "not now" (a slow API server) or holdfast's fault, never an allow.
+	if err := h.readDomains(ctx, &in, pod); err != nil {
+		return h.ledgerFailed(finish, err)
+	}
 	if deleting {
 		// kube checks no PodDisruptionBudget on a DELETE: two floors do not matter.
 	} else if both, err := twoFloors(ctx, h.Reader, h.APIReader, pod, start); err != nil {
@@ -256,6 +260,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		if deleting {
 			rec.Via = budget.ViaDelete
 		}
+		rec.Domains = in.Domains
 		err = g.RecordEviction(lctx, h.Ledgers, rec, keep)
 		switch {
 		case err == nil:

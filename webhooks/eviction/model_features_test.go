@@ -146,6 +146,9 @@ func (c *modelConfig) features(r *rand.Rand) {
 		c.MaxHold, c.AfterMaxHold = 8*time.Second, v1alpha1.AfterMaxHoldRelease
 	}
 	c.Shared = r.IntN(3) == 0
+	if r.IntN(3) == 0 {
+		c.Zones, c.MaxZones = 2+r.IntN(2), 1+r.IntN(2)
+	}
 	c.StallAfter = []time.Duration{0, 90 * time.Second}[r.IntN(2)]
 	if r.IntN(3) == 0 {
 		c.PDB = ptr.To([]intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("25%"), intstr.FromInt32(2)}[r.IntN(3)])
@@ -213,6 +216,9 @@ func optionsOf(c modelConfig) []string {
 	if c.Shared {
 		out = append(out, "sharedBudget")
 	}
+	if c.Zones > 0 {
+		out = append(out, fmt.Sprintf("topologyBudget=%dof%d", c.MaxZones, c.Zones))
+	}
 	if c.PDB != nil {
 		out = append(out, "kubePDB")
 	}
@@ -230,6 +236,9 @@ func policySpec(c modelConfig) v1alpha1.DisruptionPolicySpec {
 	if c.MaxHold > 0 {
 		spec.MaxHold = &metav1.Duration{Duration: c.MaxHold}
 		spec.AfterMaxHold = c.AfterMaxHold
+	}
+	if c.Zones > 0 {
+		spec.TopologyBudget = &v1alpha1.TopologyBudget{Key: zoneKey, MaxDisruptedDomains: int32(c.MaxZones)}
 	}
 	for _, q := range c.Requesters {
 		users, groups, sas := naming(q.who, q.form)

@@ -135,6 +135,9 @@ type modelConfig struct {
 	// whose rollouts count as stalled after StallAfter (0: the default).
 	Shared     bool
 	StallAfter time.Duration
+	// Zones labels the nodes with that many zones (node i in zone i%Zones) and gives the
+	// policy a topologyBudget of MaxZones; 0: no zones, no topology budget.
+	Zones, MaxZones int
 	// PDB is a PodDisruptionBudget over the guarded workload, which kube checks after
 	// holdfast's webhook admitted an eviction; nil for none.
 	PDB          *intstr.IntOrString
@@ -297,6 +300,9 @@ type mpod struct {
 	// is a terminating pod whose Ready condition the kubelet has not cleared yet.
 	phase            corev1.PodPhase
 	readyTerminating bool
+	// slotZone is the zone of the node the pod whose admitted eviction this slot pays back
+	// ran on: the domain it disrupts until paid back (E14).
+	slotZone string
 }
 
 type policyVersion struct {
@@ -506,7 +512,7 @@ func (w *world) advance(d time.Duration) {
 				fmt.Sscanf(strings.TrimPrefix(p.name, p.g.name+"-"), "%d", &ordinal)
 				r := w.newPod(p.g, node, ordinal)
 				r.readyAt = w.now.Add(time.Second + time.Duration(w.rng.Int64N(int64(maxReadyDelay-time.Second))))
-				r.slot = p.slot
+				r.slot, r.slotZone = p.slot, p.slotZone
 			}
 		}
 		paid := minMinReady(w.inForce())
@@ -579,7 +585,8 @@ func (w *world) objects() []client.Object {
 			labels["guarded"] = "true"
 		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: modelNamespace, Name: p.name, UID: types.UID(p.uid), Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(ownerKind(owner)))}},
+			CreationTimestamp: metav1.NewTime(p.created),
+			OwnerReferences:   []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(ownerKind(owner)))}},
 			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", p.node)}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 		if p.phase != "" {
 			pod.Status.Phase = p.phase
@@ -597,13 +604,16 @@ func (w *world) objects() []client.Object {
 	return objs
 }
 
-// nodes are the cluster's nodes as the node lifecycle controller leaves them: a lost one
-// tainted not-ready (pkg/controller/nodelifecycle/node_lifecycle_controller.go,
-// doNoExecuteTaintingPass).
+// nodes are the cluster's nodes, labelled with their zones when the sequence has zones, as
+// the node lifecycle controller leaves them: a lost one tainted not-ready
+// (pkg/controller/nodelifecycle/node_lifecycle_controller.go, doNoExecuteTaintingPass).
 func (w *world) nodes() []client.Object {
 	var out []client.Object
 	for n := range w.cfg.Nodes {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", n)}}
+		if z := w.zoneOf(n); z != "" {
+			node.Labels = map[string]string{zoneKey: z}
+		}
 		if w.lost[n] {
 			node.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute}}
 		}
@@ -933,11 +943,14 @@ func (w *world) takeDown(i int, p *mpod, dryRun bool, who int, deleting bool) in
 		return http.StatusTooManyRequests
 	}
 	p.terminating, p.goneAt = true, w.now.Add(grace)
-	if after, _ := w.ledger.recordOf(p.uid); longNotReady && after != before {
+	if after, _ := w.ledger.recordOf(p.uid); longNotReady && (after.UID != before.UID || !after.At.Equal(before.At) || after.By != before.By) {
 		w.violate("E3: the eviction of not-Ready pod %s was recorded", p.name)
 	}
+	if wasAvailable && exception == "" {
+		w.checkZones(p, specs)
+	}
 	if wasAvailable {
-		p.slot = true
+		p.slot, p.slotZone = true, w.zoneOf(p.node)
 		slots := int32(0)
 		for _, q := range w.pods {
 			if q.g == p.g && q.slot {
@@ -1651,6 +1664,7 @@ var outcomeInvariants = map[string]string{
 	"E11": "a hold longer than maxHold leaves Warning Events on the pod and node",
 	"E12": "a DELETE of a pod that serves nothing (terminating, terminal, Pending, not Ready, on a lost node) is admitted at once",
 	"E13": "under afterMaxHold Release, a hold that lasted maxHold is let go once the budget as its PDB counts it allows, and none sooner",
+	"E14": "zones with pods holdfast admitted down and not yet replaced stay within topologyBudget",
 }
 
 // mutant is the real decision, or the real handler, with one check taken out.
@@ -1720,6 +1734,7 @@ var mutants = []mutant{
 	{"neverHeld/deleteNotReady", servingWhen(func(in Input) bool { return in.Delete && !in.Pod.Ready }), nil},
 	{"neverHeld/deleteOnLostNode", servingWhen(func(in Input) bool { return in.Delete && in.NodeLost }), nil},
 	{"afterMaxHold", func(in Input) Decision { in.Held = 0; return Decide(in) }, nil},
+	{"topologyBudget", dropRule(RuleTopologyBudget), nil},
 }
 
 // servingWhen is Decide taking a pod for which idle holds as one that serves.
@@ -1869,5 +1884,46 @@ func TestEvictionHeldTooLongWarns(t *testing.T) {
 	// One on the pod and one on its node (each at most once a minute).
 	if warnings != 2 {
 		t.Errorf("%d EvictionHeldTooLong warnings, want 2: on the pod and on its node", warnings)
+	}
+}
+
+// zoneKey labels the model's nodes with zones.
+const zoneKey = "topology.kubernetes.io/zone"
+
+// zoneOf is node's zone; "" without zones.
+func (w *world) zoneOf(node int) string {
+	if w.cfg.Zones == 0 {
+		return ""
+	}
+	return fmt.Sprintf("zone-%d", node%w.cfg.Zones)
+}
+
+// checkZones is E14, in the cluster's terms: when holdfast admits the eviction of an
+// available pod, the zones with pods of its group that holdfast's admissions took down and
+// whose replacements are not available yet (their slots not paid back), with the pod's own
+// zone, are at most the topology budget's maxDisruptedDomains.
+func (w *world) checkZones(p *mpod, specs []v1alpha1.DisruptionPolicySpec) {
+	if w.cfg.Zones == 0 || len(specs) == 0 {
+		return
+	}
+	limit := -1
+	for _, s := range specs {
+		if s.TopologyBudget == nil {
+			return
+		}
+		if _, n, _ := s.TopologyBudget.Resolved(); limit < 0 || n < limit {
+			limit = n
+		}
+	}
+	zones := map[string]bool{w.zoneOf(p.node): true}
+	for _, q := range w.pods {
+		if q.g == p.g && q.slot && q != p {
+			zones[q.slotZone] = true
+		}
+	}
+	w.checked["E14"]++
+	if len(zones) > limit {
+		w.violate("E14: eviction of available pod %s in %s admitted while %s/%s has pods taken down and not replaced in %d zones (%v), over its topology budget of %d",
+			p.name, w.zoneOf(p.node), p.g.kind, p.g.name, len(zones)-1, slices.Sorted(maps.Keys(zones)), limit)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -256,5 +257,48 @@ func TestResumeIsAStartForTheFleet(t *testing.T) {
 	in.Fleets[p.Name] = Fleet{Selected: 9}
 	if d := decide(t, in); !d.Starts || d.Action() == decision.Deny {
 		t.Errorf("a resume with a slot free: starts=%t %v", d.Starts, d.Violations)
+	}
+}
+
+// TestSharedBudgetZones: under a shared DisruptionPolicy with a topologyBudget, a rollout
+// counts as disrupting every zone where its workload has pods: it waits while a pod taken
+// down in one zone is not replaced yet (long after the eviction lapsed from maxUnavailable's
+// count), and starts once the replacement is available, or when the workload runs in no
+// more zones than the budget allows.
+func TestSharedBudgetZones(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	agents := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.DisruptionPolicySpec{
+		MaxUnavailable: ptrIntOrString(intstr.FromInt32(3)),
+		TopologyBudget: &v1alpha1.TopologyBudget{Key: "topology.kubernetes.io/zone", MaxDisruptedDomains: 1}}}
+	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents-rollouts"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
+		SharedBudget: &v1alpha1.SharedBudget{DisruptionPolicy: "agents"}}}}
+	serving := func(name string, created time.Duration) budget.Pod {
+		return budget.Pod{UID: types.UID(name), Running: true, Available: true, Created: now.Add(-created)}
+	}
+	evicted := budget.Eviction{Pod: "gone", UID: "gone", At: now.Add(-time.Minute), Domains: map[string]string{"topology.kubernetes.io/zone": "a"}}
+	for name, tc := range map[string]struct {
+		pods    []budget.Pod
+		domains []string
+		held    bool
+	}{
+		"a zone not yet whole holds a rollout over three zones": {pods: []budget.Pod{serving("p1", time.Hour), serving("p2", time.Hour)},
+			domains: []string{"a", "b", "c"}, held: true},
+		"an available replacement frees the zone": {pods: []budget.Pod{serving("p1", time.Hour), serving("p2", time.Hour), serving("p3", 30*time.Second)},
+			domains: []string{"a", "b", "c"}},
+		"a workload in the one zone disrupted may roll": {pods: []budget.Pod{serving("p1", time.Hour), serving("p2", time.Hour)},
+			domains: []string{"a"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := Input{Operation: admissionv1.Update, Old: wl(v1alpha1.KindDeployment, 3, A, workload.Rollout{}), New: wl(v1alpha1.KindDeployment, 3, B, workload.Rollout{}),
+				History: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 3)}}, Now: now, TemplateChanged: true,
+				User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p},
+				Evictions: map[string]budget.Evictions{p.Name: {Policy: agents, Records: []budget.Eviction{evicted}, Pods: tc.pods, Domains: tc.domains}}}
+			d := decide(t, in)
+			held := len(d.Violations) == 1 && d.Violations[0].Rule == budget.RuleSharedBudget &&
+				strings.Contains(d.Violations[0].Message, "topologyBudget") && strings.Contains(d.Violations[0].Message, "[a]")
+			if held != tc.held || (!tc.held && len(d.Violations) != 0) {
+				t.Errorf("violations %v, want held %v", d.Violations, tc.held)
+			}
+		})
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // checkSharedBudget holds a start while the workload's evictions under the shared
@@ -32,6 +34,9 @@ func checkSharedBudget(in Input, p *v1alpha1.RolloutPolicy) []finding {
 		msg = fmt.Sprintf("%s: %d of its pods' evictions under DisruptionPolicy %s are in flight, its whole budget of %d, which its rollouts share; "+
 			"a rollout now would take more pods down beside the drain", in.New, inFlight, b.Policy.Name, limit)
 	}
+	if w, m := topologyWait(in, b); m != "" && w > wait {
+		wait, msg = w, m
+	}
 	if spec.Cooldown != nil && !last.IsZero() {
 		if w := spec.Cooldown.Duration + budget.MaxClockSkew - in.Now.Sub(last); w > wait {
 			wait = w
@@ -43,6 +48,43 @@ func checkSharedBudget(in Input, p *v1alpha1.RolloutPolicy) []finding {
 		return nil
 	}
 	return []finding{{rule: budget.RuleSharedBudget, field: templatePath, message: fmt.Sprintf("%s; retry in %s", msg, round(max(wait, time.Second)))}}
+}
+
+// topologyWait holds a start while pods of the workload that holdfast admitted down are not
+// replaced yet in some topology domain of the shared policy's topologyBudget (budget.Disrupted),
+// and the rollout, which counts as disrupting every domain where the workload has pods,
+// would make more domains disrupted than the budget allows. It names the domains in flight
+// and the latest time each frees.
+func topologyWait(in Input, b budget.Evictions) (time.Duration, string) {
+	tb := b.Policy.Spec.TopologyBudget
+	if tb == nil {
+		return 0, ""
+	}
+	key, limit, bound := tb.Resolved()
+	disrupted := budget.Disrupted(b.Records, b.Pods, in.Old.Expected, key, bound, in.Now, "")
+	if len(disrupted) == 0 {
+		return 0, ""
+	}
+	union := map[string]bool{}
+	for _, d := range b.Domains {
+		union[d] = true
+	}
+	var names []string
+	var frees time.Time
+	for d, t := range disrupted {
+		union[d] = true
+		names = append(names, d)
+		if frees.IsZero() || t.Before(frees) {
+			frees = t
+		}
+	}
+	if len(union) <= limit {
+		return 0, ""
+	}
+	slices.Sort(names)
+	return frees.Sub(in.Now), fmt.Sprintf("%s: pods taken down under DisruptionPolicy %s are not replaced yet in %s %v (the first frees by %s at the latest), "+
+		"and a rollout counts as disrupting every %s domain where the workload has pods (%d), over the policy's topologyBudget of %d",
+		in.New, b.Policy.Name, key, names, frees.UTC().Format(time.RFC3339), key, len(b.Domains), limit)
 }
 
 // sharedPolicies are the policies with a sharedBudget that select the workload, on an
@@ -80,6 +122,11 @@ func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input, shared []*
 			continue
 		}
 		b := budget.Evictions{Policy: dp}
+		if dp.Spec.TopologyBudget != nil {
+			if b.Pods, b.Domains, err = h.workloadDomains(ctx, in.Old.Ref, dp, in.Now); err != nil {
+				return nil, fmt.Errorf("%w; retry", err)
+			}
+		}
 		if h.Ledgers != nil {
 			if group == nil {
 				g, err := h.Ledgers.ReadGroup(ctx, in.Old.UID)
@@ -116,4 +163,41 @@ func (h *Handler) recordBudgetStart(ctx context.Context, in *Input, group *budge
 	}
 	slices.Sort(rs.Budgets)
 	return group.RecordRolloutStart(ctx, h.Ledgers, rs)
+}
+
+// workloadDomains reads the workload's pods and the domains of the topology budget's key
+// where they run, from the caches: a node missing there disrupts no domain of its own (the
+// eviction guard reads it from the API server when one of its pods is evicted).
+func (h *Handler) workloadDomains(ctx context.Context, ref workload.Ref, dp *v1alpha1.DisruptionPolicy, now time.Time) ([]budget.Pod, []string, error) {
+	pods, err := workload.PodsOf(ctx, h.Reader, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, _, _ := dp.Spec.TopologyBudget.Resolved()
+	settle := time.Duration(dp.Spec.MinReadySeconds) * time.Second
+	if settle > 0 {
+		settle += budget.MaxClockSkew
+	}
+	var domains []string
+	for _, p := range pods {
+		if p.Node == "" || p.Terminating {
+			continue
+		}
+		node := &corev1.Node{}
+		if err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: p.Node}, node); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if d, ok := node.Labels[key]; ok && !slices.Contains(domains, d) {
+			domains = append(domains, d)
+		}
+	}
+	view := make([]budget.Pod, 0, len(pods))
+	for _, p := range pods {
+		view = append(view, budget.Pod{UID: p.UID, Created: p.Created, Available: p.Available(settle, now),
+			Running: !p.Terminating && p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed})
+	}
+	return view, domains, nil
 }

@@ -218,4 +218,17 @@ type Limits struct {
 	// take to have the spec it last wanted admitted and rolled out (every pod on its
 	// template and Ready, as many as wanted); only workloads an apply drives are held to it.
 	ConvergedWithin *metav1.Duration `json:"convergedWithin,omitempty"`
+	// maxDisruptedDomains is the most topology domains (values of a node label) that may
+	// have pods of the workload evicted and not yet replaced at one instant: an evicted pod
+	// counts in its node's domain until a pod of the workload created after it serves, or
+	// until as many serve as the workload wants.
+	MaxDisruptedDomains *DomainLimit `json:"maxDisruptedDomains,omitempty"`
+}
+
+// DomainLimit is a limit on topology domains.
+type DomainLimit struct {
+	// key is the node label whose values are the domains.
+	Key string `json:"key"`
+	// max is the most domains allowed.
+	Max int32 `json:"max"`
 }

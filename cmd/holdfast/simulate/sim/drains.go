@@ -188,5 +188,8 @@ func (s *sim) goes(t *evictTry, obj *corev1.Pod) {
 	obj.DeletionTimestamp = ptr.To(metav1.NewTime(s.now))
 	s.store.Put(obj)
 	t.w.evictedAt = append(t.w.evictedAt, s.now)
+	if n := s.nodeByNam[t.node]; n != nil {
+		t.w.disruptions = append(t.w.disruptions, disruption{labels: n.obj.Labels, at: s.now})
+	}
 	t.w.dirty = true
 }

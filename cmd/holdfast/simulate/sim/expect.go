@@ -132,6 +132,11 @@ func (s *sim) expectLimits(l scenariov1alpha1.Limits, at *field.Path, w *simWork
 		}
 		add("minEvictionGap", "at least "+d.Duration.String(), got, f.MinEvictionGapSeconds < 0 || f.MinEvictionGapSeconds >= d.Duration.Seconds())
 	}
+	if d := l.MaxDisruptedDomains; d != nil {
+		n := f.MaxDisruptedDomains[d.Key]
+		add("maxDisruptedDomains", fmt.Sprintf("at most %d %s", d.Max, d.Key), fmt.Sprintf("%s with pods evicted and not yet replaced at once", plural(n, d.Key+" domain")),
+			n <= int(d.Max))
+	}
 	// Only a workload an operator drives converges on something: a top-level limit is
 	// not held against the others.
 	if d := l.ConvergedWithin; d != nil && w.op != nil {

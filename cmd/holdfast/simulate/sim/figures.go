@@ -3,7 +3,10 @@ package sim
 import (
 	"cmp"
 	"math"
+	"slices"
 	"time"
+
+	scenariov1alpha1 "github.com/holdfast-dev/holdfast/api/scenario/v1alpha1"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
@@ -56,6 +59,12 @@ func (s *sim) sample() {
 		}
 		expected := w.expected
 		f.MaxUnavailable = max(f.MaxUnavailable, expected-serving)
+		for _, key := range s.domainKeys() {
+			if f.MaxDisruptedDomains == nil {
+				f.MaxDisruptedDomains = map[string]int{}
+			}
+			f.MaxDisruptedDomains[key] = max(f.MaxDisruptedDomains[key], s.disruptedDomains(w, key, serving >= expected))
+		}
 		if !w.sampled || serving < f.MinReady {
 			f.MinReady = serving
 		}
@@ -113,4 +122,49 @@ func rolledOut(s *sim, w *simWorkload) bool {
 func current(w *simWorkload, p *pod) bool {
 	below := w.ref.Kind == v1alpha1.KindStatefulSet && !w.k.OnDelete && p.Slot < w.k.Partition
 	return p.Template == w.k.Template || below
+}
+
+// domainKeys are the node labels the scenario's expectations count disrupted domains by.
+func (s *sim) domainKeys() []string {
+	var keys []string
+	add := func(l scenariov1alpha1.Limits) {
+		if d := l.MaxDisruptedDomains; d != nil && !slices.Contains(keys, d.Key) {
+			keys = append(keys, d.Key)
+		}
+	}
+	if e := s.sc.Spec.Expect; e != nil {
+		add(e.Limits)
+		for _, w := range e.Workloads {
+			add(w.Limits)
+		}
+	}
+	return keys
+}
+
+// disruptedDomains counts the domains of key with pods of w evicted and not yet replaced,
+// from the simulated pods alone: an eviction is replaced by a serving pod created after it
+// (each pod replaces one eviction), or once the workload is whole.
+func (s *sim) disruptedDomains(w *simWorkload, key string, whole bool) int {
+	if whole {
+		return 0
+	}
+	used := map[*pod]bool{}
+	domains := map[string]bool{}
+	for _, d := range w.disruptions {
+		domain, ok := d.labels[key]
+		if !ok {
+			continue
+		}
+		replaced := false
+		for _, p := range w.k.Pods {
+			if !used[p] && !p.Terminating && !p.Created.Before(d.at) && s.ready(p) {
+				used[p], replaced = true, true
+				break
+			}
+		}
+		if !replaced {
+			domains[domain] = true
+		}
+	}
+	return len(domains)
 }

@@ -63,6 +63,10 @@ type WorkloadFigures struct {
 	// ConvergedSeconds is when it converged for good, in seconds from the start (0 for a
 	// workload that never changed); -1 when it did not.
 	ConvergedSeconds float64 `json:"convergedSeconds"`
+	// MaxDisruptedDomains is, by node label, the most of its values (topology domains) with
+	// pods of the workload evicted and not yet replaced at once; only for the labels the
+	// scenario's expectations name.
+	MaxDisruptedDomains map[string]int `json:"maxDisruptedDomains,omitempty"`
 }
 
 // DrainFigures are one drain's figures.

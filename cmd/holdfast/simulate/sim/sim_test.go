@@ -337,3 +337,33 @@ spec:
 		t.Errorf("want one pod at a time, 10s apart; got %+v", w)
 	}
 }
+
+// TestZoneDrain: scenarios/zone-drain.yaml drains servers in two zones at once. Its policy
+// without the topology budget lets both zones lose servers together; with it, the second
+// zone waits for the first zone's replacements.
+func TestZoneDrain(t *testing.T) {
+	sc := load(t, shipped("zone-drain"))
+	const zone = "topology.kubernetes.io/zone"
+	noZones := *sc
+	noZones.Objects = slices.Clone(sc.Objects)
+	for i, o := range noZones.Objects {
+		if p, ok := o.Object.(*v1alpha1.DisruptionPolicy); ok {
+			p = p.DeepCopy()
+			p.Spec.TopologyBudget = nil
+			noZones.Objects[i].Object = p
+		}
+	}
+	if w := run(t, &noZones).Workloads[0]; w.MaxDisruptedDomains[zone] != 2 {
+		t.Errorf("without topologyBudget: want both zones disrupted at once; got %+v", w)
+	}
+	res := run(t, sc)
+	w, d := res.Workloads[0], res.Drains[0]
+	if w.MaxDisruptedDomains[zone] != 1 || w.Evictions != 4 || d.Drained != 4 || d.Deferred == 0 {
+		t.Errorf("want one zone at a time, 4 evictions, 4/4 drained after deferrals; got %+v, %+v", w, d)
+	}
+	for _, o := range res.Expectations {
+		if !o.Met {
+			t.Errorf("expectation not met: %+v", o)
+		}
+	}
+}

@@ -42,7 +42,9 @@ type simWorkload struct {
 	uid       types.UID
 	fig       *WorkloadFigures
 	evictedAt []time.Time
-	dirty     bool
+	// disruptions are its evicted pods' node labels and times, for the domains they disrupt.
+	disruptions []disruption
+	dirty       bool
 	// journalDue is a change the journal recorder has not seen; sampled, figures taken.
 	journalDue, sampled bool
 	// serving is every wanted pod having served at once, at some point.
@@ -357,3 +359,9 @@ func (s *sim) writeStatus(w *simWorkload) {
 }
 
 func (w *simWorkload) dirtyJournal() { w.journalDue = true }
+
+// disruption is an evicted pod: its node's labels and when it was evicted.
+type disruption struct {
+	labels map[string]string
+	at     time.Time
+}

@@ -1,0 +1,122 @@
+package eviction
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
+	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// RuleTopologyBudget defers the eviction of a Ready pod in a topology domain while as
+// many other domains as the policy's topologyBudget allows have disrupted pods of the group.
+const RuleTopologyBudget = "topologyBudget"
+
+// topologyHold defers the eviction (or guarded delete) of a serving pod whose domain is
+// not among the group's disrupted ones while maxDisruptedDomains domains are (budget.Disrupted
+// says what disrupted is). A pod in no domain (its node lacks the key) is not limited; nor
+// is a pod that serves nothing, whose eviction takes nothing down. The wait named is the
+// bound: the time the first disrupted domain frees at the latest.
+func topologyHold(in Input, spec *v1alpha1.DisruptionPolicySpec) (decision.Violation, bool) {
+	tb := spec.TopologyBudget
+	if tb == nil || in.Group == nil || !in.Pod.Ready {
+		return decision.Violation{}, false
+	}
+	key, limit, bound := tb.Resolved()
+	mine, ok := in.Domains[key]
+	if !ok {
+		return decision.Violation{}, false
+	}
+	settle := time.Duration(spec.MinReadySeconds) * time.Second
+	if settle > 0 {
+		settle += budget.MaxClockSkew
+	}
+	// A retried eviction of this very pod is the same disruption, not another one.
+	others := slices.DeleteFunc(slices.Clone(in.Records), func(r budget.Eviction) bool { return r.UID == in.Pod.UID })
+	disrupted := budget.Disrupted(others, DisruptionView(in.Group.Pods, settle, in.Now), in.Group.Expected, key, bound, in.Now, in.Identity)
+	if _, same := disrupted[mine]; same || len(disrupted) < limit {
+		return decision.Violation{}, false
+	}
+	names := slices.Sorted(maps.Keys(disrupted))
+	first := names[0]
+	parts := make([]string, 0, len(names))
+	for _, d := range names {
+		if disrupted[d].Before(disrupted[first]) {
+			first = d
+		}
+		parts = append(parts, fmt.Sprintf("%s (frees by %s at the latest)", d, disrupted[d].UTC().Format(time.RFC3339)))
+	}
+	wait := disrupted[first].Sub(in.Now)
+	return decision.Violation{Rule: RuleTopologyBudget, Wait: wait, Message: fmt.Sprintf(
+		"%s has pods taken down and not yet replaced in %d %s domain(s): %s, and allows %d at once (topologyBudget); "+
+			"pod %s in %s waits until the replacements there are available, or %s after each was admitted (replacementTimeout)",
+		in.Group.Ref, len(names), key, strings.Join(parts, ", "), limit, in.Pod.Name, mine, bound)}, true
+}
+
+// topologyKeys are the topologyBudget keys of the policies that may apply to a request.
+func topologyKeys(policies []v1alpha1.DisruptionPolicy) []string {
+	var keys []string
+	for i := range policies {
+		if tb := policies[i].Spec.TopologyBudget; tb != nil && !policies[i].Spec.Suspend {
+			if key, _, _ := tb.Resolved(); !slices.Contains(keys, key) {
+				keys = append(keys, key)
+			}
+		}
+	}
+	return keys
+}
+
+// readDomains fills in.Domains with the pod's node's values of the policies' topology keys,
+// from the node cache; a node missing there (one that joined a moment ago) is read from the
+// API server within ctx's bound. A node that does not exist, or a pod not yet bound, is in
+// no domain. An error is returned: a decision is not made on a domain it could not read.
+func (h *Handler) readDomains(ctx context.Context, in *Input, pod *corev1.Pod) error {
+	keys := topologyKeys(in.Policies)
+	if len(keys) == 0 || pod.Spec.NodeName == "" || in.Group == nil {
+		return nil
+	}
+	node := &corev1.Node{}
+	err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: pod.Spec.NodeName}, node)
+	if apierrors.IsNotFound(err) && h.APIReader != nil {
+		lctx, cancel := h.Ledgers.Bound(ctx)
+		defer cancel()
+		err = h.APIReader.Get(lctx, client.ObjectKey{Name: pod.Spec.NodeName}, node)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading node %s for its topology: %w", pod.Spec.NodeName, err)
+	}
+	for _, k := range keys {
+		if v, ok := node.Labels[k]; ok {
+			if in.Domains == nil {
+				in.Domains = map[string]string{}
+			}
+			in.Domains[k] = v
+		}
+	}
+	return nil
+}
+
+// DisruptionView is the group's pods as budget.Disrupted reads them, at now, with pods
+// available once Ready for settle.
+func DisruptionView(pods []workload.Pod, settle time.Duration, now time.Time) []budget.Pod {
+	out := make([]budget.Pod, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, budget.Pod{UID: p.UID, Created: p.Created, Available: p.Available(settle, now),
+			Running: !p.Terminating && p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed})
+	}
+	return out
+}
