@@ -273,6 +273,40 @@ func TestScaleOfAHeldStatefulSetStartsItsStagedTemplate(t *testing.T) {
 	}
 }
 
+// Found by review: spec.ordinals.start changed on an OnDelete StatefulSet with a staged
+// template. kube condemns the pods outside the new range and creates the missing ordinals
+// from the update revision (updateStatefulSet, newVersionedStatefulSetPod): moved by its
+// replicas, every pod is replaced by one of the staged template. Judged as a start, as a
+// scale up is; once the template has pods, the renumbering starts nothing.
+func TestOrdinalsStartOfAHeldStatefulSetStartsItsStagedTemplate(t *testing.T) {
+	B, C := template("B", "3"), template("C", "3")
+	sts := v1alpha1.KindStatefulSet
+	freeze := []v1alpha1.Window{{Name: "business-hours", Schedule: "0 9 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, Action: v1alpha1.WindowDeny}}
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules, Windows: freeze}}}
+	j := jr(9, jrev(B, time.Hour, 0, 50*time.Minute))
+	j.Kind, j.Held = sts, true
+	held := workload.Rollout{OnDelete: true, Held: true, Progress: workload.Progress{Kind: sts, Updated: 0, Target: 3, Available: 3, Want: 3, Total: 3}}
+	renumber := func(cPods int32, start int32) Decision {
+		h := history.History{Revisions: []history.Revision{live(rev(1, B, time.Hour, 3-cPods), 3-cPods), live(rev(2, C, 10*time.Minute, cPods), cPods)}}
+		old := gen(wl(sts, 3, C, held), 9)
+		old.Rollout.Progress.Updated = cPods
+		moved := gen(wl(sts, 3, C, held), 10)
+		moved.OrdinalStart = start
+		return show(t, "OnDelete, ordinals.start 0 → 3", Input{Operation: admissionv1.Update, Old: old, New: moved,
+			Now: now, Journal: j, History: h, Policies: policies})
+	}
+	if d := renumber(0, 3); len(d.Violations) != 1 || d.Violations[0].Rule != RuleWindow || !d.Starts {
+		t.Errorf("a renumbering that replaces every pod with the staged template in a Deny window: %v (starts %v), want the window's refusal", d.Violations, d.Starts)
+	}
+	if d := renumber(1, 3); len(d.Violations) != 0 || d.Starts {
+		t.Errorf("a renumbering onto a template that has pods already was judged as a start: %v", d.Violations)
+	}
+	if d := renumber(0, 0); len(d.Violations) != 0 || d.Starts {
+		t.Errorf("an update that keeps ordinals.start was judged as a start: %v", d.Violations)
+	}
+}
+
 // A StatefulSet re-created held (a partition at its replicas) with a template its adopted
 // pods do not run, over fewer pods than its replicas: a created StatefulSet's current
 // revision is its update revision (getStatefulSetRevisions), so kube creates the missing
