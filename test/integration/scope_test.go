@@ -209,7 +209,9 @@ func TestScopeUnguardedNeverReachesHoldfast(t *testing.T) {
 func TestScopeStatusRelabels(t *testing.T) {
 	ctx := context.Background()
 	ns := createNamespace(t, nil)
-	applyPolicy(t, ns, utiltesting.MakeRolloutPolicy("status").Selector(map[string]string{"tier": "control-plane"}).Obj())
+	p := utiltesting.MakeRolloutPolicy("status").Selector(map[string]string{"tier": "control-plane"}).Obj()
+	p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
+	applyPolicy(t, ns, p)
 	tmpl := utiltesting.MakeDeployment(ns, "x").Obj().Spec
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "etcd", Labels: map[string]string{"tier": "control-plane"}},
 		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](1), Selector: tmpl.Selector, Template: tmpl.Template}}
