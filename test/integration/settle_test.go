@@ -89,6 +89,8 @@ func TestRolloutSettle(t *testing.T) {
 		if err := k8s.Status().Update(ctx, raised); err != nil {
 			t.Fatalf("marking the rollout stalled: %v", err)
 		}
+		// Until the journal has seen this generation, the rollout counts as just started.
+		journalOf(t, v1alpha1.KindDeployment, ns, raised.Name, raised.Generation)
 		assertHoldfastDenied(t, k8s.Update(ctx, withImage(raised, "registry.example/main:3")), rollout.RuleSettle, "spec.template")
 		d = raised
 	})
