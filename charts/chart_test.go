@@ -417,3 +417,47 @@ func keys(m map[string]*unstructured.Unstructured) []string {
 	}
 	return out
 }
+
+// TestRenderTenancy: tenancy.enabled renders config/tenancy's ValidatingAdmissionPolicies
+// and bindings (copied by hack/chartgen, so the two cannot drift) under the release's name,
+// with the same specs; off by default, as config/default leaves them out.
+func TestRenderTenancy(t *testing.T) {
+	want, err := Kustomize("tenancy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) == 0 {
+		t.Fatal("config/tenancy holds nothing")
+	}
+	objs, err := render(t, "holdfast-system", map[string]any{"fullnameOverride": "guard", "tenancy": map[string]any{"enabled": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		name := "guard-" + strings.TrimPrefix(w.GetName(), "holdfast-")
+		got := objs[w.GetKind()+"/"+name]
+		if got == nil {
+			t.Errorf("%s %s (config/tenancy's %s) not rendered", w.GetKind(), name, w.GetName())
+			continue
+		}
+		spec, _, _ := unstructured.NestedMap(w.Object, "spec")
+		if p, ok := spec["policyName"].(string); ok {
+			spec["policyName"] = "guard-" + strings.TrimPrefix(p, "holdfast-")
+		}
+		if diff := cmp.Diff(spec, got.Object["spec"]); diff != "" {
+			t.Errorf("%s %s differs from config/tenancy (-config +chart):\n%s", w.GetKind(), name, diff)
+		}
+		if got.GetLabels()["app.kubernetes.io/name"] == "" {
+			t.Errorf("%s %s carries no chart labels: %v", w.GetKind(), name, got.GetLabels())
+		}
+	}
+	defaults, err := render(t, "holdfast-system", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, u := range defaults {
+		if strings.HasPrefix(u.GetKind(), "ValidatingAdmissionPolicy") {
+			t.Errorf("rendered without tenancy.enabled: %s", key)
+		}
+	}
+}

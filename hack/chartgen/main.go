@@ -2,8 +2,9 @@
 // Helm chart, so that the chart and config/ cannot drift: the CRDs into files/crds/ (which
 // templates/crds.yaml renders, so that `helm upgrade` applies them; a chart's crds/
 // directory is installed once and never upgraded), the RBAC rules and webhook rules into
-// templates/_generated.tpl, and the sample policies into files/samples/. `make manifests`
-// runs it and `make verify` fails on any diff. A rule limited to holdfast's own objects by
+// templates/_generated.tpl, the sample policies into files/samples/ and config/tenancy's
+// ValidatingAdmissionPolicy into files/tenancy/. `make manifests` runs it and `make
+// verify` fails on any diff. A rule limited to holdfast's own objects by
 // name (resourceNames: [holdfast], as config/ names them) gets the release's name in the
 // chart; one naming holdfast's CRDs keeps their names, which no release changes.
 package main
@@ -38,6 +39,14 @@ func run(config, chart string) error {
 		return err
 	}
 	if err := copyAll(filepath.Join(config, "samples"), filepath.Join(chart, "files", "samples")); err != nil {
+		return err
+	}
+	// config/tenancy's ValidatingAdmissionPolicy, which templates/tenancy.yaml renders
+	// under tenancy.enabled; its kustomization is kustomize's alone.
+	if err := copyAll(filepath.Join(config, "tenancy"), filepath.Join(chart, "files", "tenancy")); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(chart, "files", "tenancy", "kustomization.yaml")); err != nil {
 		return err
 	}
 

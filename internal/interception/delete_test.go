@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
@@ -134,6 +135,73 @@ func TestDeleteMatchConditions(t *testing.T) {
 			}
 			if r.Matches != c.sent {
 				t.Errorf("sent = %t (failed condition %q), want %t", r.Matches, r.FailedConditionName, c.sent)
+			}
+		})
+	}
+}
+
+// TestRolloutEntrySendsRelabelsThroughStatus: the rollout entry names statefulsets/status
+// and daemonsets/status (kube's status strategies keep their labels changeable) and not
+// deployments/status (deploymentStatusStrategy keeps the old labels); its matchConditions,
+// evaluated as the API server does on a status update (whose spec kube has put back),
+// send a relabel and never a controller's status write.
+func TestRolloutEntrySendsRelabelsThroughStatus(t *testing.T) {
+	ws, _ := Entries([]v1alpha1.RolloutPolicy{rolloutPolicy("hosted", nil)}, nil, settings)
+	entries := byType(ws, TypeRollout)
+	if len(entries) != 1 {
+		t.Fatalf("want one rollout entry, got %+v", ws)
+	}
+	w := entries[0]
+	var statuses []string
+	for _, r := range w.Rules {
+		for _, res := range r.Resources {
+			if strings.HasSuffix(res, "/status") {
+				statuses = append(statuses, res)
+				if !slices.Equal(r.Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) {
+					t.Errorf("status rule operations %v, want UPDATE", r.Operations)
+				}
+			}
+		}
+	}
+	if !slices.Equal(statuses, []string{"daemonsets/status", "statefulsets/status"}) {
+		t.Errorf("status subresources %v, want daemonsets/status and statefulsets/status", statuses)
+	}
+	deployments, _ := Entries([]v1alpha1.RolloutPolicy{rolloutPolicy("web", func(s *v1alpha1.RolloutPolicySpec) {
+		s.Targets.Kinds = []v1alpha1.WorkloadKind{v1alpha1.KindDeployment}
+	})}, nil, settings)
+	if r := byType(deployments, TypeRollout)[0].Rules; len(r) != 1 {
+		t.Errorf("a Deployment-only policy's entry has rules %+v, want its workloads only", r)
+	}
+
+	matcher := webhook.NewValidatingWebhookAccessor("uid", Name("holdfast"), &w).
+		GetCompiledMatcher(cel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())))
+	stored := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "etcd", Labels: map[string]string{"app": "kube-apiserver"}},
+		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3)}}
+	written := stored.DeepCopy()
+	written.Status = appsv1.StatefulSetStatus{Replicas: 3, ReadyReplicas: 3, ObservedGeneration: 2}
+	relabelled := written.DeepCopy()
+	relabelled.Labels = map[string]string{"app": "web"}
+	for name, c := range map[string]struct {
+		obj  *appsv1.StatefulSet
+		sent bool
+	}{
+		"a controller's status write": {obj: written},
+		"a relabel through status":    {obj: relabelled, sent: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			attrs := admission.NewAttributesRecord(c.obj, stored, appsv1.SchemeGroupVersion.WithKind("StatefulSet"), stored.Namespace, stored.Name,
+				appsv1.SchemeGroupVersion.WithResource("statefulsets"), "status", admission.Update, &metav1.UpdateOptions{}, false, &user.DefaultInfo{Name: "tenant"})
+			va, err := admission.NewVersionedAttributes(attrs, appsv1.SchemeGroupVersion.WithKind("StatefulSet"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := matcher.Match(context.Background(), va, nil, nil)
+			if r.Error != nil {
+				t.Fatalf("evaluating the matchConditions: %v", r.Error)
+			}
+			if r.Matches != c.sent {
+				t.Errorf("sent = %t, want %t", r.Matches, c.sent)
 			}
 		})
 	}

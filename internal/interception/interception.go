@@ -148,7 +148,10 @@ type Key struct {
 
 // matchSpecOrLabels keeps status updates, and metadata updates that keep the labels, away
 // from the rollout webhook: they change no template, replicas, strategy or selection. A
-// labels-only update is sent, so that a relabel out of a policy is seen.
+// labels-only update is sent, so that a relabel out of a policy is seen. Through the
+// status subresource only a relabel is sent: kube's status strategies put the old spec
+// back before admission (PrepareForUpdate, pkg/registry/apps/*/strategy.go), so a
+// controller's status write reaches holdfast never.
 var matchSpecOrLabels = admissionregistrationv1.MatchCondition{
 	Name:       "spec-or-label-changes",
 	Expression: "request.operation == 'CREATE' || object.spec != oldObject.spec || object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({})",
@@ -183,19 +186,29 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 		}
 		fp := failurePolicy(p.Spec.FailurePolicy, s.Rollout)
 		nsSel, objSel := b.selectors(p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector)
-		var resources, scales []string
+		var resources, scales, statuses []string
 		for _, k := range workload.Targeted(p.Spec.Targets) {
 			r := workload.Resource(k)
 			resources = append(resources, r)
 			if workload.Scalable(k) {
 				scales = append(scales, r+"/scale")
 			}
+			if workload.RelabelsThroughStatus(k) {
+				statuses = append(statuses, r+"/status")
+			}
 		}
 		slices.Sort(resources)
 		slices.Sort(scales)
+		slices.Sort(statuses)
+		rules := []admissionregistrationv1.RuleWithOperations{appsRule(resources, admissionregistrationv1.Create, admissionregistrationv1.Update)}
+		if len(statuses) > 0 {
+			// A status update may relabel the workload into or out of the selection;
+			// matchSpecOrLabels passes only those, never a controller's status write.
+			rules = append(rules, appsRule(statuses, admissionregistrationv1.Update))
+		}
 		b.add(key, TypeRollout, admissionregistrationv1.ValidatingWebhook{
 			ClientConfig:      b.client(RolloutPath),
-			Rules:             []admissionregistrationv1.RuleWithOperations{appsRule(resources, admissionregistrationv1.Create, admissionregistrationv1.Update)},
+			Rules:             rules,
 			FailurePolicy:     &fp,
 			NamespaceSelector: nsSel,
 			ObjectSelector:    objSel,

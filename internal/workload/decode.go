@@ -43,6 +43,10 @@ type Lean struct {
 		Strategy       strategy     `json:"strategy"`
 		UpdateStrategy strategy     `json:"updateStrategy"`
 		Template       templateJSON `json:"template"`
+		// Ordinals is a StatefulSet's: the first ordinal its pods are numbered from.
+		Ordinals struct {
+			Start int32 `json:"start"`
+		} `json:"ordinals"`
 	} `json:"spec"`
 	Status struct {
 		ObservedGeneration int64 `json:"observedGeneration"`
@@ -128,7 +132,7 @@ func view(kind v1alpha1.WorkloadKind, l *Lean, t *Template) (*Workload, error) {
 		w.Replicas = l.Spec.Replicas.ptr()
 		w.Rollout, w.Strategy = deploymentRollout(l), deploymentStrategy(l)
 	case v1alpha1.KindStatefulSet:
-		w.Replicas = l.Spec.Replicas.ptr()
+		w.Replicas, w.OrdinalStart = l.Spec.Replicas.ptr(), l.Spec.Ordinals.Start
 		w.Rollout, w.Strategy = statefulSetRollout(l), statefulSetStrategy(l)
 	case v1alpha1.KindDaemonSet:
 		w.Rollout, w.Strategy = daemonSetRollout(l), daemonSetStrategy(l)
@@ -170,6 +174,9 @@ func leanOf(obj runtime.Object) (v1alpha1.WorkloadKind, *Lean, *corev1.PodTempla
 		if ru := o.Spec.UpdateStrategy.RollingUpdate; ru != nil {
 			l.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.set(ru.MaxUnavailable)
 			l.Spec.UpdateStrategy.RollingUpdate.Partition.set(ru.Partition)
+		}
+		if o.Spec.Ordinals != nil {
+			l.Spec.Ordinals.Start = o.Spec.Ordinals.Start
 		}
 		st := &o.Status
 		l.Status.ObservedGeneration, l.Status.Replicas, l.Status.UpdatedReplicas = st.ObservedGeneration, st.Replicas, st.UpdatedReplicas

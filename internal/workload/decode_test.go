@@ -25,7 +25,7 @@ func TestDecodeReadsAsTyped(t *testing.T) {
 		{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"},
 	}
 	hosted.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromString("25%")), MaxSurge: ptr.To(intstr.FromInt32(0))}
-	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](5), Template: hosted.Spec.Template,
+	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](5), Template: hosted.Spec.Template, Ordinals: &appsv1.StatefulSetOrdinals{Start: 2},
 		UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
 			RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](3)}}},
 		Status: appsv1.StatefulSetStatus{CurrentRevision: "a", UpdateRevision: "b", UpdatedReplicas: 1, ReadyReplicas: 4}}
@@ -35,6 +35,9 @@ func TestDecodeReadsAsTyped(t *testing.T) {
 		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, CurrentNumberScheduled: 6, UpdatedNumberScheduled: 5, NumberAvailable: 6}}
 	ds.Name, ds.Namespace = "agent", "kube-system"
 
+	if w, err := Decode(v1alpha1.KindStatefulSet, []byte(mustJSON(t, sts))); err != nil || w.OrdinalStart != 2 {
+		t.Errorf("spec.ordinals.start read as %v (%v), want 2", w, err)
+	}
 	cases := map[string]struct {
 		kind string
 		json string

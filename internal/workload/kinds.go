@@ -33,6 +33,15 @@ func Scalable(kind v1alpha1.WorkloadKind) bool {
 	return kind == v1alpha1.KindDeployment || kind == v1alpha1.KindStatefulSet
 }
 
+// RelabelsThroughStatus reports whether an update of the kind's status subresource may
+// change its labels: kube's status strategies keep the old spec and nothing else for
+// StatefulSets and DaemonSets (statefulSetStatusStrategy and daemonSetStatusStrategy's
+// PrepareForUpdate, pkg/registry/apps), while deploymentStatusStrategy keeps the old
+// labels too.
+func RelabelsThroughStatus(kind v1alpha1.WorkloadKind) bool {
+	return kind == v1alpha1.KindStatefulSet || kind == v1alpha1.KindDaemonSet
+}
+
 // Resource is the kind's apps/v1 resource, e.g. deployments.
 func Resource(kind v1alpha1.WorkloadKind) string {
 	return strings.ToLower(string(kind)) + "s"

@@ -18,6 +18,9 @@ type Workload struct {
 	Generation int64
 	// Replicas is spec.replicas; nil for DaemonSets, which have none.
 	Replicas *int32
+	// OrdinalStart is a StatefulSet's spec.ordinals.start: its pods are numbered from it
+	// (kube's getStartOrdinal), so a change makes new ordinals.
+	OrdinalStart int32
 	// Expected is how many pods the workload expects, what percentages resolve against:
 	// spec.replicas, or a DaemonSet's desiredNumberScheduled.
 	Expected int32

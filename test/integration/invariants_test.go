@@ -131,6 +131,46 @@ func TestInvariantsThroughTheAPIServer(t *testing.T) {
 		assertHoldfastDenied(t, k8s.Update(ctx, s), rollout.RuleSettle, "spec.template")
 	})
 
+	// spec.ordinals.start moved on an OnDelete StatefulSet with a staged template: kube
+	// condemns the pods outside the new range and creates the new ordinals from the update
+	// revision (updateStatefulSet, newVersionedStatefulSetPod), the staged template. A start.
+	t.Run("2: an OnDelete StatefulSet renumbered onto its staged template", func(t *testing.T) {
+		ns := createNamespace(t, nil)
+		p := settlePolicy()
+		p.Spec.Rules.MinInterval = &metav1.Duration{Duration: time.Hour}
+		applyPolicy(t, ns, p)
+		labels := map[string]string{"app": "etcd"}
+		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "etcd", Labels: labels},
+			Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/main:A"}}}}}}
+		if err := k8s.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		status := func(updated int32, current, next string) {
+			s.Status = appsv1.StatefulSetStatus{ObservedGeneration: s.Generation, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3,
+				CurrentReplicas: 3 - updated, UpdatedReplicas: updated, CurrentRevision: current, UpdateRevision: next}
+			if err := k8s.Status().Update(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		status(3, "a", "a")
+		journalOf(t, v1alpha1.KindStatefulSet, ns, s.Name, s.Generation)
+		s.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+		update(t, s)
+		s.Spec.Template.Spec.Containers[0].Image = "registry.example/main:B"
+		update(t, s) // staged: no pod runs B
+		status(0, "a", "b")
+		journalOf(t, v1alpha1.KindStatefulSet, ns, s.Name, s.Generation)
+
+		s.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: 3}
+		assertHoldfastDenied(t, k8s.Update(ctx, s), rollout.RuleMinInterval, "spec.template")
+		// A change that makes no new ordinal passes.
+		s.Spec.Ordinals = nil
+		s.Labels["tier"] = "storage"
+		update(t, s)
+	})
+
 	t.Run("6: Recreate under a maxUnavailable of 1", func(t *testing.T) {
 		ns := createNamespace(t, nil)
 		p := utiltesting.MakeRolloutPolicy("strategy").Obj()

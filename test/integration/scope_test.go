@@ -201,6 +201,49 @@ func TestScopeUnguardedNeverReachesHoldfast(t *testing.T) {
 	}
 }
 
+// TestScopeStatusRelabels: kube's status strategies for StatefulSets and DaemonSets keep
+// the old spec and nothing else (PrepareForUpdate, pkg/registry/apps/*/strategy.go), so an
+// update of statefulsets/status or daemonsets/status may relabel a workload out of a
+// policy. The rollout entry sends exactly those: a relabel out is refused as through the
+// workload itself, and a controller's status write never reaches holdfast.
+func TestScopeStatusRelabels(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	p := utiltesting.MakeRolloutPolicy("status").Selector(map[string]string{"tier": "control-plane"}).Obj()
+	p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
+	applyPolicy(t, ns, p)
+	tmpl := utiltesting.MakeDeployment(ns, "x").Obj().Spec
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "etcd", Labels: map[string]string{"tier": "control-plane"}},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](1), Selector: tmpl.Selector, Template: tmpl.Template}}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent", Labels: map[string]string{"tier": "control-plane"}},
+		Spec: appsv1.DaemonSetSpec{Selector: tmpl.Selector, Template: tmpl.Template}}
+	for _, obj := range []client.Object{sts, ds} {
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s: %v", obj.GetName(), err)
+		}
+	}
+	before := len(callsIn(ns))
+	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
+	ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, DesiredNumberScheduled: 1, CurrentNumberScheduled: 1, UpdatedNumberScheduled: 1, NumberAvailable: 1}
+	for _, obj := range []client.Object{sts, ds} {
+		if err := k8s.Status().Update(ctx, obj); err != nil {
+			t.Fatalf("a controller's status write of %s: %v", obj.GetName(), err)
+		}
+	}
+	if got := callsIn(ns)[before:]; len(got) != 0 {
+		t.Errorf("status writes that keep the labels reached holdfast: %v", got)
+	}
+	for _, obj := range []client.Object{sts, ds} {
+		out := obj.DeepCopyObject().(client.Object)
+		out.SetLabels(map[string]string{"tier": "web"})
+		assertHoldfastDenied(t, k8s.Status().Update(ctx, out), rollout.RuleSelection, "metadata.labels")
+	}
+	want := []string{"UPDATE statefulsets/status etcd", "UPDATE daemonsets/status agent"}
+	if got := callsIn(ns)[before:]; !slices.Equal(got, want) {
+		t.Errorf("holdfast got %v, want the two relabels through status: %v", got, want)
+	}
+}
+
 // TestScopeFollowsPolicies checks that the leader's configuration follows policies within
 // seconds as they are added, changed and deleted, widening before it narrows, and reverts
 // a hand edit.

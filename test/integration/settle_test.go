@@ -70,24 +70,64 @@ func TestRolloutSettle(t *testing.T) {
 		moved.Labels["tier"] = "elsewhere"
 		assertHoldfastDenied(t, k8s.Update(ctx, moved), rollout.RuleSettle, "spec.template")
 	})
-	t.Run("a fix to a stalled release is accepted", func(t *testing.T) {
-		stalled := d.DeepCopy()
-		stalled.Status = appsv1.DeploymentStatus{
-			ObservedGeneration: d.Generation, Replicas: 3, UpdatedReplicas: 3, AvailableReplicas: 0,
-			Conditions: []appsv1.DeploymentCondition{{
-				Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
-				LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now(),
-			}},
+	// kube's ProgressDeadlineExceeded is sticky (DeploymentTimedOut in
+	// pkg/controller/deployment/util keeps TimedOutReason until the next progress):
+	// progressDeadlineSeconds lowered to 1 s, then raised to 600 s, leaves the condition on a
+	// rollout that has not gone 600 s without progress. That is no stall.
+	t.Run("a sticky stall under a raised deadline opens nothing", func(t *testing.T) {
+		lowered := d.DeepCopy()
+		lowered.Spec.ProgressDeadlineSeconds = ptr.To[int32](1)
+		if err := k8s.Update(ctx, lowered); err != nil {
+			t.Fatalf("lowering the deadline: %v", err)
 		}
-		if err := k8s.Status().Update(ctx, stalled); err != nil {
+		raised := lowered.DeepCopy()
+		raised.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
+		if err := k8s.Update(ctx, raised); err != nil {
+			t.Fatalf("raising the deadline: %v", err)
+		}
+		raised.Status = timedOut(raised)
+		if err := k8s.Status().Update(ctx, raised); err != nil {
+			t.Fatalf("marking the rollout stalled: %v", err)
+		}
+		// Until the journal has seen this generation, the rollout counts as just started.
+		journalOf(t, v1alpha1.KindDeployment, ns, raised.Name, raised.Generation)
+		assertHoldfastDenied(t, k8s.Update(ctx, withImage(raised, "registry.example/main:3")), rollout.RuleSettle, "spec.template")
+		d = raised
+	})
+	t.Run("a fix to a stalled release is accepted", func(t *testing.T) {
+		// A deadline (and stallAfter) of 1 s that has passed with no progress on record.
+		other := createNamespace(t, nil)
+		p := settlePolicy()
+		p.Spec.Rules.Settle.StallAfter = &metav1.Duration{Duration: time.Second}
+		applyPolicy(t, other, p)
+		e := utiltesting.MakeDeployment(other, "kube-apiserver").Replicas(3).Obj()
+		e.Spec.ProgressDeadlineSeconds = ptr.To[int32](1)
+		if err := k8s.Create(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		e.Status = timedOut(e)
+		if err := k8s.Status().Update(ctx, e); err != nil {
 			t.Fatalf("marking the rollout stalled: %v", err)
 		}
 		// The webhook reads oldObject from the request, so the fix sees the stalled status at once.
-		fix := withImage(stalled, "registry.example/main:fixed")
+		fix := withImage(e, "registry.example/main:fixed")
 		if err := k8s.Update(ctx, fix); err != nil {
 			t.Fatalf("the fix of a stalled release must be accepted: %v", err)
 		}
 	})
+}
+
+// timedOut is d's status as kube's deployment controller writes it once the rollout passed
+// its progress deadline: every pod updated, none available, Progressing False.
+func timedOut(d *appsv1.Deployment) appsv1.DeploymentStatus {
+	return appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation, Replicas: 3, UpdatedReplicas: 3, AvailableReplicas: 0,
+		Conditions: []appsv1.DeploymentCondition{{
+			Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
+			LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+		}},
+	}
 }
 
 func TestRolloutScaleSubresource(t *testing.T) {

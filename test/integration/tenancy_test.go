@@ -24,21 +24,11 @@ import (
 // TestOwnedTemplatesAreClosed: config/tenancy's ValidatingAdmissionPolicy, in the real API
 // server, refuses the two template changes holdfast never sees (a ReplicaSet's template
 // its Deployment owns, the image of a pod a ReplicaSet owns), with a message that names
-// the way (change the workload), and lets every other change through: a ReplicaSet's
-// replicas, a pod's labels, the image of a pod no workload owns.
+// the way (change the workload), refuses a ReplicaSet created for a Deployment to adopt,
+// and lets every other change through: a ReplicaSet's replicas, a pod's labels, the image
+// of a pod no workload owns, a ReplicaSet another controller owns.
 func TestOwnedTemplatesAreClosed(t *testing.T) {
 	ctx := context.Background()
-	objs, err := charts.Kustomize("tenancy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range objs {
-		u = u.DeepCopy()
-		if err := k8s.Create(ctx, u); err != nil {
-			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-		t.Cleanup(func() { _ = k8s.Delete(context.Background(), u) })
-	}
 	ns := createNamespace(t, nil)
 	d := utiltesting.MakeDeployment(ns, "kas").Replicas(2).Container("konnectivity-server", "--server-count=2").Obj()
 	if err := k8s.Create(ctx, d); err != nil {
@@ -59,6 +49,18 @@ func TestOwnedTemplatesAreClosed(t *testing.T) {
 		if err := k8s.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Installed after the Deployment's ReplicaSet is made, as kube's controller would make it.
+	objs, err := charts.Kustomize("tenancy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range objs {
+		u = u.DeepCopy()
+		if err := k8s.Create(ctx, u); err != nil {
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), u) })
 	}
 	update := func(obj client.Object, change func()) error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -89,6 +91,31 @@ func TestOwnedTemplatesAreClosed(t *testing.T) {
 	if err := update(pod, func() { pod.Spec.Containers[0].Image = "registry.example/main:c" }); !apierrors.IsForbidden(err) ||
 		!strings.Contains(err.Error(), "change the image in the workload") {
 		t.Errorf("an owned pod's image: %v, want 403 naming the workload as the way", err)
+	}
+	// A ReplicaSet created for the Deployment to adopt: an orphan its selector matches, or
+	// one naming it as controller. One another controller owns is created.
+	other := func(name string, owners []metav1.OwnerReference) *appsv1.ReplicaSet {
+		o := rs.DeepCopy()
+		o.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: name, Labels: d.Spec.Template.Labels, OwnerReferences: owners}
+		o.Spec.Template.Spec.Containers[0].Image = "registry.example/main:c"
+		return o
+	}
+	for what, o := range map[string]*appsv1.ReplicaSet{
+		"an orphan ReplicaSet the Deployment would adopt": other("kas-orphan", nil),
+		"a ReplicaSet naming the Deployment its owner":    other("kas-forged", owner("Deployment", d.Name, string(d.UID))),
+	} {
+		// The API server loads each policy by watch: the first may be in force before this one.
+		err := k8s.Create(ctx, o, client.DryRunAll)
+		for wait := time.Now().Add(20 * time.Second); err == nil && time.Now().Before(wait); err = k8s.Create(ctx, o, client.DryRunAll) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "only the Deployment controller") {
+			t.Errorf("%s: %v, want 403 naming the Deployment as the way", what, err)
+		}
+	}
+	rollout := []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "kas", UID: "r-1", Controller: ptr.To(true)}}
+	if err := k8s.Create(ctx, other("kas-rollout", rollout), client.DryRunAll); err != nil {
+		t.Errorf("a ReplicaSet another controller owns: %v, want admitted", err)
 	}
 	for what, change := range map[string]func() error{
 		"a ReplicaSet's replicas": func() error { return update(rs, func() { rs.Spec.Replicas = ptr.To[int32](3) }) },

@@ -166,12 +166,53 @@ func TestTinyProgressDeadlineIsNoStall(t *testing.T) {
 		t.Errorf("a tiny progress deadline's verdict let a new template through: refused by %v, want settle and window", got)
 	}
 	// A genuine stall: kube's default deadline (600 s, longer than stallAfter) passed.
-	if got := rulesOf(decide(t, stalledFor(10*time.Minute, 20*time.Second))); len(got) != 0 {
+	if got := rulesOf(decide(t, stalledFor(10*time.Minute, 11*time.Minute))); len(got) != 0 {
 		t.Errorf("the fix of a rollout kube declared stalled after 600 s was refused: %v", got)
 	}
 	// And under the tiny deadline, once the policy's own stallAfter passed without progress.
 	if got := rulesOf(decide(t, stalledFor(time.Second, 6*time.Minute))); len(got) != 0 {
 		t.Errorf("the fix of a rollout stalled for the policy's stallAfter was refused: %v", got)
+	}
+}
+
+// Found by review: kube's ProgressDeadlineExceeded is sticky (DeploymentTimedOut,
+// pkg/controller/deployment/util/deployment_util.go, answers true while the condition's
+// reason is TimedOutReason, until the next progress). progressDeadlineSeconds lowered to
+// 1 s, then raised to 600 s, leaves a healthy rollout 20 s old "stalled" under a deadline
+// that has not passed. The verdict counts only once holdfast's own record shows no
+// progress for the deadline now set.
+func TestRaisedProgressDeadlineLeavesNoStall(t *testing.T) {
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	dep := v1alpha1.KindDeployment
+	freeze := []v1alpha1.Window{{Name: "business-hours", Schedule: "0 9 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, Action: v1alpha1.WindowDeny}}
+	third := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}}
+	// A serves 2 pods, B (current) has 1: C would be a third template with pods.
+	h := history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B, 20*time.Second, 1), 1)}, LastActivity: now}
+	progress := workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 3, Want: 3, Total: 3}
+	sticky := workload.Rollout{InProgress: true, Mixed: true, DeadlineExceeded: true, ProgressDeadline: 10 * time.Minute, Progress: progress}
+	in := func(idle time.Duration, windows []v1alpha1.Window) Input {
+		b := jrev(B, idle, 0, -1)
+		b.Available = 1
+		j := jr(7, jrev(A, time.Hour, idle, 50*time.Minute), b)
+		policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: third, Windows: windows}}}
+		return Input{Operation: admissionv1.Update, Old: gen(wl(dep, 3, B, sticky), 7), New: gen(wl(dep, 3, C, sticky), 8),
+			Now: now, Journal: j, History: h, Policies: policies}
+	}
+	rulesOf := func(d Decision) []string {
+		var got []string
+		for _, v := range d.Violations {
+			got = append(got, v.Rule)
+		}
+		return got
+	}
+	// The attack: the sticky verdict 20 s into the rollout opens settle, the window and the
+	// third template.
+	if got := rulesOf(decide(t, in(20*time.Second, freeze))); !slices.Contains(got, RuleSettle) || !slices.Contains(got, RuleWindow) {
+		t.Errorf("a sticky verdict under a raised deadline let a third template through the freeze: refused by %v, want settle and window", got)
+	}
+	// No progress on record for the deadline now set: the stall is real, its fix passes.
+	if got := rulesOf(decide(t, in(11*time.Minute, freeze))); len(got) != 0 {
+		t.Errorf("the fix of a rollout with no progress on record for the deadline was refused: %v", got)
 	}
 }
 
@@ -232,6 +273,40 @@ func TestScaleOfAHeldStatefulSetStartsItsStagedTemplate(t *testing.T) {
 	}
 	if d := scaleUp(1); len(d.Violations) != 0 || d.Starts {
 		t.Errorf("a scale up of a template that has pods already was judged as a start: %v", d.Violations)
+	}
+}
+
+// Found by review: spec.ordinals.start changed on an OnDelete StatefulSet with a staged
+// template. kube condemns the pods outside the new range and creates the missing ordinals
+// from the update revision (updateStatefulSet, newVersionedStatefulSetPod): moved by its
+// replicas, every pod is replaced by one of the staged template. Judged as a start, as a
+// scale up is; once the template has pods, the renumbering starts nothing.
+func TestOrdinalsStartOfAHeldStatefulSetStartsItsStagedTemplate(t *testing.T) {
+	B, C := template("B", "3"), template("C", "3")
+	sts := v1alpha1.KindStatefulSet
+	freeze := []v1alpha1.Window{{Name: "business-hours", Schedule: "0 9 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, Action: v1alpha1.WindowDeny}}
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules, Windows: freeze}}}
+	j := jr(9, jrev(B, time.Hour, 0, 50*time.Minute))
+	j.Kind, j.Held = sts, true
+	held := workload.Rollout{OnDelete: true, Held: true, Progress: workload.Progress{Kind: sts, Updated: 0, Target: 3, Available: 3, Want: 3, Total: 3}}
+	renumber := func(cPods int32, start int32) Decision {
+		h := history.History{Revisions: []history.Revision{live(rev(1, B, time.Hour, 3-cPods), 3-cPods), live(rev(2, C, 10*time.Minute, cPods), cPods)}}
+		old := gen(wl(sts, 3, C, held), 9)
+		old.Rollout.Progress.Updated = cPods
+		moved := gen(wl(sts, 3, C, held), 10)
+		moved.OrdinalStart = start
+		return show(t, "OnDelete, ordinals.start 0 → 3", Input{Operation: admissionv1.Update, Old: old, New: moved,
+			Now: now, Journal: j, History: h, Policies: policies})
+	}
+	if d := renumber(0, 3); len(d.Violations) != 1 || d.Violations[0].Rule != RuleWindow || !d.Starts {
+		t.Errorf("a renumbering that replaces every pod with the staged template in a Deny window: %v (starts %v), want the window's refusal", d.Violations, d.Starts)
+	}
+	if d := renumber(1, 3); len(d.Violations) != 0 || d.Starts {
+		t.Errorf("a renumbering onto a template that has pods already was judged as a start: %v", d.Violations)
+	}
+	if d := renumber(0, 0); len(d.Violations) != 0 || d.Starts {
+		t.Errorf("an update that keeps ordinals.start was judged as a start: %v", d.Violations)
 	}
 }
 

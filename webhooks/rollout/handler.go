@@ -349,11 +349,13 @@ func errored(err error) admission.Response {
 func (h *Handler) decode(ctx context.Context, req admission.Request, guarded bool) (Input, runtime.Object, error) {
 	in := Input{Operation: req.Operation, User: req.UserInfo}
 	switch req.SubResource {
-	case "":
+	case "", "status":
+		// A status update's object is the whole workload with the old spec (kube's status
+		// strategies put it back); its entry sends only those that change the labels.
 	case "scale":
 		return h.decodeScale(ctx, req, in, guarded)
 	default:
-		return in, nil, badRequest("unsupported subresource %q: holdfast guards workloads and their scale subresource", req.SubResource)
+		return in, nil, badRequest("unsupported subresource %q: holdfast guards workloads and their scale and status subresources", req.SubResource)
 	}
 	if req.Kind.Group != "apps" || req.Kind.Version != "v1" {
 		return in, nil, badRequest("unsupported kind %s: holdfast guards apps/v1 Deployments, StatefulSets and DaemonSets", req.Kind)

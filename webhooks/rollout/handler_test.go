@@ -187,3 +187,56 @@ func TestScaleAndFullUpdateDecideAlike(t *testing.T) {
 		t.Errorf("a scale that keeps the strategy within the limit: %+v", resp.Result)
 	}
 }
+
+// TestRelabelThroughStatusIsJudged: kube's status strategies for StatefulSets and
+// DaemonSets keep the old spec and nothing else (statefulSetStatusStrategy.PrepareForUpdate,
+// pkg/registry/apps/statefulset/strategy.go), so an update of statefulsets/status may
+// relabel the workload. It is judged as the same relabel through the workload is: out of
+// the selection refused, into it judged on the stored status (oldObject's), whatever status
+// the writer sends along.
+func TestRelabelThroughStatusIsJudged(t *testing.T) {
+	s := informer.NewScheme()
+	guarded := map[string]string{"tier": "control-plane"}
+	p := utiltesting.MakeRolloutPolicy("hosted").Obj()
+	p.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: guarded}
+	p.Spec.Targets.Kinds = []v1alpha1.WorkloadKind{v1alpha1.KindStatefulSet}
+	labels := map[string]string{"app": "etcd"}
+	sts := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "etcd", Labels: map[string]string{"app": "etcd", "tier": "control-plane"}, Generation: 2},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "registry.example/etcd:A"}}}}},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, UpdatedReplicas: 3,
+			CurrentRevision: "a", UpdateRevision: "a"}}
+	reader := fake.NewClientBuilder().WithScheme(s).
+		WithIndex(&appsv1.ControllerRevision{}, informer.OwnerIndex, informer.ControllerUID).
+		WithIndex(&corev1.Pod{}, informer.OwnerIndex, informer.ControllerUID).
+		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}, p).Build()
+	h := &Handler{Reader: reader, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now())}
+	status := func(obj, old *appsv1.StatefulSet) admission.Request {
+		r := request(admissionv1.Update, "StatefulSet", mustJSON(t, obj), mustJSON(t, old))
+		r.Resource.Resource, r.SubResource = "statefulsets", "status"
+		return r
+	}
+
+	out := sts.DeepCopy()
+	delete(out.Labels, "tier")
+	if resp := h.Handle(context.Background(), status(out, sts)); resp.Allowed || resp.Result.Code != http.StatusForbidden ||
+		!strings.Contains(resp.Result.Message, RuleSelection) {
+		t.Errorf("a relabel out of the selection through statefulsets/status: %+v, want 403 by the selection rule", resp.Result)
+	}
+
+	// Into the selection while its controller has not acted on the last change (stored
+	// observedGeneration 1 < 2): refused, though the writer claims an observed status.
+	unobserved := out.DeepCopy()
+	unobserved.Status.ObservedGeneration = 1
+	claimed := sts.DeepCopy()
+	if resp := h.Handle(context.Background(), status(claimed, unobserved)); resp.Allowed || resp.Result.Code != http.StatusForbidden ||
+		!strings.Contains(resp.Result.Message, "not finished") {
+		t.Errorf("a relabel into the selection through statefulsets/status with a forged status: %+v, want 403", resp.Result)
+	}
+	// A finished rollout enters.
+	if resp := h.Handle(context.Background(), status(sts, out)); !resp.Allowed {
+		t.Errorf("a finished StatefulSet relabelled into the selection through its status: %+v", resp.Result)
+	}
+}

@@ -270,6 +270,9 @@ func TestWindowsHoldNewRolloutsOnly(t *testing.T) {
 	finished := jr(7, jrev(A, 2*time.Hour, time.Hour, 90*time.Minute), jrev(B, time.Hour, 0, 50*time.Minute))
 	bRolling := jr(7, jrev(A, time.Hour, 20*time.Second, 50*time.Minute), jrev(B, 20*time.Second, 0, -1))
 	serving := history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), rev(2, B, 20*time.Second, 1)}, LastActivity: now}
+	// bStuck is B rolling out with no progress on record for 11 minutes, past kube's
+	// default progress deadline.
+	bStuck := jr(7, jrev(A, time.Hour, 11*time.Minute, 50*time.Minute), jrev(B, 11*time.Minute, 0, -1))
 	cases := map[string]struct {
 		old, obj  *workload.Workload
 		journal   *journal.Journal
@@ -291,7 +294,7 @@ func TestWindowsHoldNewRolloutsOnly(t *testing.T) {
 			journal: finished, want: []string{RuleWindow}},
 		"a cancel passes": {old: gen(wl(dep, 3, B, rolling), 7), obj: gen(wl(dep, 3, A, rolling), 8), journal: bRolling, history: serving},
 		"the fix of a stalled rollout passes": {old: gen(wl(dep, 3, B, workload.Rollout{InProgress: true, DeadlineExceeded: true, ProgressDeadline: 10 * time.Minute}), 7),
-			obj: gen(wl(dep, 3, C, rolling), 8), journal: bRolling, history: serving},
+			obj: gen(wl(dep, 3, C, rolling), 8), journal: bStuck, history: serving},
 		"a scale passes": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 5, template("B", "5"), workload.Rollout{}), 8), journal: finished},
 		"the on-call engineer's exemption lets it through, on record": {old: gen(wl(dep, 3, B, workload.Rollout{}), 7), obj: gen(wl(dep, 3, C, workload.Rollout{}), 8),
 			journal: finished, user: "oncall", want: []string{RuleExemption},

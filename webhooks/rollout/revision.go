@@ -157,10 +157,14 @@ func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, t
 		if in.Old.Rollout.Held {
 			return false, 0
 		}
-		if r := &in.Old.Rollout; r.DeadlineExceeded && r.ProgressDeadline >= after {
+		if r := &in.Old.Rollout; r.DeadlineExceeded && r.ProgressDeadline >= after && in.Now.Sub(cur.Progressed) >= r.ProgressDeadline {
 			// kube's verdict: no progress for its deadline, at least the policy's stallAfter.
 			// A shorter deadline is the workload's own setting (progressDeadlineSeconds: 1
-			// would make every rollout "stalled" at once): the policy's clock decides.
+			// would make every rollout "stalled" at once): the policy's clock decides. The
+			// verdict is sticky (kube's DeploymentTimedOut, deployment_util.go, keeps
+			// TimedOutReason until the next progress), so a deadline lowered to 1 s and then
+			// raised keeps a healthy rollout "stalled": it counts only once holdfast's own
+			// record shows no progress for the deadline now set.
 			return true, 0
 		}
 		if in.Old.Rollout.Progress.Unobserved > 0 {

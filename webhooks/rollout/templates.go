@@ -29,7 +29,11 @@ func ReadsRevisions(in Input) bool {
 
 // growsHeld is a request after which kube creates pods of a held StatefulSet from its
 // template: a scale up of an OnDelete one (kube's newVersionedStatefulSetPod gives an
-// ordinal the update revision unless a partition keeps it below), or a CREATE of a held
+// ordinal the update revision unless a partition keeps it below), a change of its
+// spec.ordinals.start (pods outside the new range are condemned and the missing ordinals
+// created by newVersionedStatefulSetPod, stateful_set_control.go updateStatefulSet with
+// podInOrdinalRange: a start moved by the replicas or more replaces every pod), or a
+// CREATE of a held
 // one, whose missing ordinals get its template even under a partition (a created
 // StatefulSet's current revision is its update revision, getStatefulSetRevisions). Read
 // from the request alone: startsStaged says whether it starts a template.
@@ -45,7 +49,11 @@ func growsHeld(in Input) bool {
 		// template when the status names it current (a StatefulSet created over what it
 		// adopts takes its update revision as current, getStatefulSetRevisions).
 		o := in.Old
-		return o != nil && o.Replicas != nil && *in.New.Replicas > *o.Replicas &&
+		if o == nil || o.Replicas == nil {
+			return false
+		}
+		renumbers := in.New.OrdinalStart != o.OrdinalStart && *in.New.Replicas > 0
+		return (*in.New.Replicas > *o.Replicas || renumbers) &&
 			(in.New.Rollout.OnDelete || (o.Rollout.CurrentIsUpdate && o.Rollout.Progress.Unobserved == 0 && !in.TemplateChanged))
 	}
 	return false
