@@ -163,6 +163,12 @@ type Drain struct {
 	// Karpenter does at its NodeClaim's termination time and platforms do after their
 	// force-drain timeout. Unset, it waits for ever.
 	ForceAfter *metav1.Duration `json:"forceAfter,omitempty"`
+	// disableEviction deletes the pods instead of evicting them, as `kubectl drain
+	// --disable-eviction` does: no PodDisruptionBudget holds a DELETE, only a
+	// DisruptionPolicy with guardDeletes. kubectl gives the node up at the first refusal,
+	// a 429 included: holdfast's refusal of a DELETE carries no Retry-After, so client-go
+	// does not retry it either.
+	DisableEviction bool `json:"disableEviction,omitempty"`
 }
 
 // NodeList names nodes.

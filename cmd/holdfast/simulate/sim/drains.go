@@ -110,8 +110,20 @@ func (s *sim) drainStep(d *drainRun) {
 			s.goes(t, obj)
 			continue
 		}
-		resp := s.evict(obj, authenticationv1.UserInfo{Username: user, Groups: d.spec.Groups})
-		e := Entry{Request: "EVICT", Object: fmt.Sprintf("Pod %s/%s (%s on %s)", obj.Namespace, obj.Name, t.w.ref.Name, t.node), By: user, Answer: "allowed"}
+		request, send := "EVICT", s.evict
+		if d.spec.DisableEviction {
+			request, send = "DELETE", s.deletePod
+		}
+		resp := send(obj, authenticationv1.UserInfo{Username: user, Groups: d.spec.Groups})
+		e := Entry{Request: request, Object: fmt.Sprintf("Pod %s/%s (%s on %s)", obj.Namespace, obj.Name, t.w.ref.Name, t.node), By: user, Answer: "allowed"}
+		if resp.Allowed && d.spec.DisableEviction {
+			s.res.Requests.DeletesAllowed++
+			d.figures.Deletes++
+			t.evicted = true
+			s.log(e)
+			s.goes(t, obj)
+			continue
+		}
 		if resp.Allowed {
 			s.res.Requests.EvictionsAllowed++
 			d.figures.Evictions++
@@ -132,6 +144,15 @@ func (s *sim) drainStep(d *drainRun) {
 		code := int32(0)
 		if resp.Result != nil {
 			code = resp.Result.Code
+		}
+		if d.spec.DisableEviction {
+			// kubectl drain --disable-eviction gives up at the first refused DELETE.
+			s.res.Requests.DeletesRefused++
+			d.figures.Refused++
+			t.done = true
+			d.nodes[t.node].failed = true
+			s.log(e)
+			continue
 		}
 		if code != http.StatusTooManyRequests {
 			// kubectl drain gives up on anything but a 429.

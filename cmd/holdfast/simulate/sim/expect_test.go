@@ -19,6 +19,7 @@ func TestShippedScenariosKeepTheirPromises(t *testing.T) {
 		"agent-drain":          {"spec.expect.maxUnavailable", "spec.expect.minEvictionGap", "spec.expect.drained"},
 		"kiam-node-group-swap": {"spec.expect.minReady", "spec.expect.drained"},
 		"bounded-hold":         {"spec.expect.maxUnavailable", "spec.expect.maxForced", "spec.expect.minReleased", "spec.expect.drained"},
+		"delete-drain":         {"spec.expect.maxUnavailable", "spec.expect.drained"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			sc := load(t, shipped(name))
@@ -178,5 +179,28 @@ func TestBoundedHoldNeedsRelease(t *testing.T) {
 	}
 	if want := []string{"spec.expect.maxUnavailable", "spec.expect.maxForced", "spec.expect.minReleased"}; !cmp.Equal(want, unmet) {
 		t.Errorf("unmet under Hold %v, want %v", unmet, want)
+	}
+}
+
+// kubectl drain --disable-eviction meets no PodDisruptionBudget: only guardDeletes holds
+// its DELETEs. Without it, the four agents are deleted at once.
+func TestDeleteDrainNeedsGuardDeletes(t *testing.T) {
+	sc := load(t, shipped("delete-drain"))
+	open := *sc
+	open.Objects = slices.Clone(sc.Objects)
+	for i, o := range open.Objects {
+		if p, ok := o.Object.(*v1alpha1.DisruptionPolicy); ok {
+			p = p.DeepCopy()
+			p.Spec.GuardDeletes = false
+			open.Objects[i].Object = p
+		}
+	}
+	res := run(t, &open)
+	if q := res.Requests; q.DeletesAllowed != 4 || q.DeletesRefused != 0 || res.Workloads[0].MaxUnavailable != 4 {
+		t.Errorf("without guardDeletes: %d deletes allowed, %d refused, %d agents down at once; want 4, 0, 4", q.DeletesAllowed, q.DeletesRefused, res.Workloads[0].MaxUnavailable)
+	}
+	res = run(t, sc)
+	if q := res.Requests; q.DeletesAllowed != 1 || q.DeletesRefused != 3 || q.EvictionsAllowed != 0 {
+		t.Errorf("with guardDeletes: %d deletes allowed, %d refused, %d evictions; want 1, 3, 0", q.DeletesAllowed, q.DeletesRefused, q.EvictionsAllowed)
 	}
 }

@@ -125,3 +125,16 @@ func (s *sim) evict(obj *corev1.Pod, user authenticationv1.UserInfo) admission.R
 		DryRun: ptr.To(false), UserInfo: user, Object: runtime.RawExtension{Raw: raw}}}
 	return s.eviction.Handle(context.Background(), req)
 }
+
+// deletePod sends holdfast the API server's admission request for a DELETE of the pod by
+// user, as the pod-delete entry of a DisruptionPolicy with guardDeletes does.
+func (s *sim) deletePod(obj *corev1.Pod, user authenticationv1.UserInfo) admission.Response {
+	s.seq++
+	raw, _ := json.Marshal(obj)
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: types.UID(fmt.Sprint(s.seq)),
+		Kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Name:     obj.Name, Namespace: obj.Namespace, Operation: admissionv1.Delete,
+		DryRun: ptr.To(false), UserInfo: user, OldObject: runtime.RawExtension{Raw: raw}}}
+	return s.eviction.Handle(context.Background(), req)
+}

@@ -83,6 +83,8 @@ type DrainFigures struct {
 	Released int `json:"released,omitempty"`
 	// Forced are the pods the drainer deleted at its deadline (forceAfter), unbudgeted.
 	Forced int `json:"forced,omitempty"`
+	// Deletes are the pods a drain that does not evict (disableEviction) deleted.
+	Deletes int `json:"deletes,omitempty"`
 }
 
 // RequestFigures count the requests holdfast answered.
@@ -94,6 +96,10 @@ type RequestFigures struct {
 	EvictionsRefused  int `json:"evictionsRefused"`
 	// EvictionsReleased are the allowed evictions holdfast let go after maxHold.
 	EvictionsReleased int `json:"evictionsReleased,omitempty"`
+	// DeletesAllowed and DeletesRefused are the pod DELETEs of drains that do not evict
+	// (disableEviction), as holdfast answered them.
+	DeletesAllowed int `json:"deletesAllowed,omitempty"`
+	DeletesRefused int `json:"deletesRefused,omitempty"`
 }
 
 // Write prints the result for people: the timeline, a deferral streak by its first
@@ -128,12 +134,12 @@ func (r *Result) Write(out io.Writer) {
 			w.Workload, w.Revisions, w.PeakRevisionsWithPods, w.PeakPods, w.MaxUnavailable, w.MinReady, w.Evictions, w.MinEvictionGapSeconds, w.Refusals, w.Converged)
 	}
 	for _, d := range r.Drains {
-		fmt.Fprintf(out, "  drain %s: drained=%d/%d seconds=%g evictions=%d deferred=%d refused=%d released=%d forced=%d\n",
-			d.Nodes, d.Drained, d.Requested, d.Seconds, d.Evictions, d.Deferred, d.Refused, d.Released, d.Forced)
+		fmt.Fprintf(out, "  drain %s: drained=%d/%d seconds=%g evictions=%d deferred=%d refused=%d released=%d forced=%d deletes=%d\n",
+			d.Nodes, d.Drained, d.Requested, d.Seconds, d.Evictions, d.Deferred, d.Refused, d.Released, d.Forced, d.Deletes)
 	}
 	q := r.Requests
-	fmt.Fprintf(out, "  requests: rollouts admitted=%d refused=%d; evictions allowed=%d deferred=%d refused=%d\n",
-		q.RolloutAdmitted, q.RolloutRefused, q.EvictionsAllowed, q.EvictionsDeferred, q.EvictionsRefused)
+	fmt.Fprintf(out, "  requests: rollouts admitted=%d refused=%d; evictions allowed=%d deferred=%d refused=%d released=%d; deletes allowed=%d refused=%d\n",
+		q.RolloutAdmitted, q.RolloutRefused, q.EvictionsAllowed, q.EvictionsDeferred, q.EvictionsRefused, q.EvictionsReleased, q.DeletesAllowed, q.DeletesRefused)
 	for _, e := range r.Errors {
 		fmt.Fprintf(out, "  error: %s\n", e)
 	}
