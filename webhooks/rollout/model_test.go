@@ -1337,14 +1337,7 @@ func (w *mworld) relabelIn(i, n int) {
 	// A return before the rollout it leaves finished is a cancel, which the revert window
 	// never holds (I3).
 	if at, was := w.tr.left[w.t.tag]; rules.RevertWindow != nil && finished && was && w.now.Sub(at) < mRevert-mMaxLag {
-		if w.uid > 1 {
-			// Found by this walk and not fixed yet (docs/invariants.md): once the workload was
-			// deleted and re-created under its name, the entry's revert check reads a journal
-			// that no longer shows when the template it returns to stopped being current.
-			w.gaps["entryRevertAfterRecreate"]++
-		} else {
-			w.violate("I3: the workload entered the selection with tag %d, which it left %s before (revertWindow %s)", w.t.tag, w.now.Sub(at), mRevert)
-		}
+		w.violate("I3: the workload entered the selection with tag %d, which it left %s before (revertWindow %s)", w.t.tag, w.now.Sub(at), mRevert)
 	}
 	if live := w.liveTemplates(); rules.Settle != nil && len(live) > 1 && !slices.ContainsFunc(live, func(t tmpl) bool {
 		return w.now.Sub(w.created[t]) <= mMaxLag+time.Second
@@ -1525,6 +1518,24 @@ var rolloutReplays = []struct {
 	seed uint64
 	ops  []mop
 }{
+	// Found by the relabel-in walk (I3): after a re-create, a scale changes the flags that
+	// follow replicas, and the walk returns to the template it replaced with the new
+	// count. The entry's revert check compared fingerprints only; it now compares shapes too.
+	{seed: 4136, ops: []mop{
+		{Kind: "recreate", N: 587, Replica: 0},
+		{Kind: "scale", N: 819, Replica: 1},
+		{Kind: "relabelIn", N: 903, Replica: 1},
+		{Kind: "resume", N: 14, Replica: 0},
+		{Kind: "tick", N: 831, Replica: 0},
+		{Kind: "scale", N: 7, Replica: 1},
+		{Kind: "deletePod", N: 341, Replica: 0},
+		{Kind: "window", N: 483, Replica: 1},
+		{Kind: "scaleNoFlag", N: 876, Replica: 0},
+		{Kind: "sync", N: 130, Replica: 1},
+		{Kind: "relabelIn", N: 526, Replica: 1},
+		{Kind: "deletePod", N: 250, Replica: 0},
+		{Kind: "deletePod", N: 749, Replica: 1},
+	}},
 	// Found by the outcome invariants (I7 from the pods, I2 between first pods, W1) with
 	// kube's StatefulSet rule, node joins, pod deletes, windows and exemptions: a
 	// partitioned canary's third template, scales and hold lifts starting a staged template,

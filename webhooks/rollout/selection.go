@@ -81,7 +81,15 @@ func checkEnteredChange(in Input, spec *v1alpha1.RolloutPolicySpec) []finding {
 	var out []finding
 	t := journal.Timeline{Revisions: in.Journal.Revisions}
 	if r := spec.Rules.RevertWindow; r != nil {
-		if left, was := t.LeftAt(target, ""); was && in.Now.Sub(left) < r.Duration {
+		left, was := t.LeftAt(target, "")
+		if flags := flagsOf(in); !was && len(flags) > 0 {
+			// A template that differs from an earlier one only in the flags that follow
+			// spec.replicas is a return to it, as checkRevision judges an edit.
+			if shape, err := in.New.Template.Shape(flags); err == nil {
+				left, was = t.LeftAt(target, shape)
+			}
+		}
+		if was && in.Now.Sub(left) < r.Duration {
 			out = append(out, finding{rule: RuleRevertWindow, field: path, message: fmt.Sprintf(
 				"%s, a return to the template it replaced within %s (flapping); relabel it after %s, or go forward with a new pod template",
 				recorded, r.Duration, round(r.Duration-in.Now.Sub(left)))})

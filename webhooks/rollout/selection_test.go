@@ -149,3 +149,40 @@ func TestEnteringWithAChangeMadeOutsideCountsAsTheChange(t *testing.T) {
 		})
 	}
 }
+
+// A workload that left the selection, went back to the template it replaced with another
+// --server-count (a scale while outside), and relabels in within revertWindow flaps as
+// surely as one that returns with the count it had: under argsMatchReplicas the entry's
+// revert check compares the templates' shapes, as checkRevision does for an edit.
+func TestEnteringWithAReturnAtAnotherCountIsAFlap(t *testing.T) {
+	dep := v1alpha1.KindDeployment
+	guarded := map[string]string{"tier": "control-plane"}
+	flags := []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}
+	B3, A3, B4 := template("B", "3"), template("A", "3"), template("B", "4")
+	finished := func(replicas int32) workload.Rollout {
+		return workload.Rollout{Progress: workload.Progress{Kind: dep, Updated: replicas, Target: replicas, Available: replicas, Want: replicas, Total: replicas}}
+	}
+	record := func(tpl *corev1.PodTemplateSpec, since time.Duration, until *time.Time) journal.Revision {
+		w := wl(dep, 3, tpl, finished(3))
+		sum, _ := w.Template.Sum()
+		shape, err := w.Template.Shape(flags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fin := now.Add(-since)
+		return journal.Revision{Template: sum, Shape: shape, Since: now.Add(-since), Until: until, Finished: &fin}
+	}
+	left := now.Add(-10 * time.Minute)
+	j := &journal.Journal{Kind: dep, Namespace: "tenant-a", Name: "kube-apiserver", Revisions: []journal.Revision{
+		record(B3, time.Hour, &left), record(A3, 10*time.Minute, nil)}}
+	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
+		Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: guarded}},
+		Rules:   v1alpha1.RolloutRules{RevertWindow: &metav1.Duration{Duration: time.Hour}, ArgsMatchReplicas: flags}}}
+	oldW, newW := wl(dep, 4, B4, finished(4)), wl(dep, 4, B4, finished(4))
+	newW.Labels = guarded
+	h := history.History{Revisions: []history.Revision{live(rev(3, B4, time.Minute, 4), 4)}}
+	d := decide(t, Input{Operation: admissionv1.Update, Old: oldW, New: newW, Now: now, Policies: []v1alpha1.RolloutPolicy{p}, Journal: j, History: h})
+	if len(d.Violations) != 1 || d.Violations[0].Rule != RuleRevertWindow {
+		t.Fatalf("got %v, want the revert window's refusal of a return at another --server-count", d.Violations)
+	}
+}
