@@ -125,3 +125,33 @@ func TestAttackReleaseCountsAnotherPolicysHold(t *testing.T) {
 			"not its maxHold of 30s; the hour counted was policy freeze's, which does not release", resp.AuditAnnotations[RuleMaxHold])
 	}
 }
+
+// TestAttackTopologyPromptReplacementUnseenByOtherReplica: kube's ReplicaSet controller
+// creates a replacement within a second of the eviction, but a record written by another
+// replica counts only pods created MaxClockSkew (5s) after it as replacements. While the
+// group is not whole for another reason (one pod NotReady on a failing node in zone c),
+// zone a's available replacement is never seen by this replica, and every eviction it
+// decides in zone b waits the full replacementTimeout (10m), while the replica that wrote
+// the record admits it at once.
+func TestAttackTopologyPromptReplacementUnseenByOtherReplica(t *testing.T) {
+	attackOnly(t)
+	g := zonal(v1alpha1.KindDeployment)
+	g.Pods[4].Ready = false // p4, zone c: its node failing; holdfast took nothing down there
+	ra := gone(g, 0, time.Minute)
+	ra.By = "replica-1"
+	// The ReplicaSet controller's replacement, created 0.5s after the eviction, Ready 30s.
+	replacement(g, "p0r", time.Minute-500*time.Millisecond, 30*time.Second)
+	i := 1 // p2, zone b
+	in := Input{Pod: g.Pods[i], PodLabels: map[string]string{"app": "agent"}, Group: g, Records: []budget.Eviction{ra},
+		Policies: []v1alpha1.DisruptionPolicy{zoned(nil)}, User: authenticationv1.UserInfo{Username: "admin"},
+		Identity: "replica-0", Now: now, Domains: zoneOf(2)}
+	if d := Decide(in); d.Action() == decision.Deny {
+		t.Fatalf("zone a's eviction has an available replacement (created 0.5s after it), yet this replica holds zone b for %s: %s",
+			d.Wait().Round(time.Second), d.Denial())
+	}
+	// The writer's own view admits it: the two replicas disagree for replacementTimeout.
+	in.Records[0].By = "replica-0"
+	if d := Decide(in); d.Action() == decision.Deny {
+		t.Fatalf("the writing replica holds too: %s", d.Denial())
+	}
+}
