@@ -155,3 +155,42 @@ func TestAttackTopologyPromptReplacementUnseenByOtherReplica(t *testing.T) {
 		t.Fatalf("the writing replica holds too: %s", d.Denial())
 	}
 }
+
+// TestAttackTopologyRecordOutlivedByReplacementTimeout: the ledger keeps records for
+// budget.Retention, which knows cooldowns but not topologyBudget.replacementTimeout. With
+// a replacementTimeout of 3h and no cooldown, the sweeper deletes the group's ledger an
+// hour after zone a's admitted eviction: zone a, whose pod is still not replaced, no longer
+// counts, and the drain goes into zone b two hours before the bound.
+func TestAttackTopologyRecordOutlivedByReplacementTimeout(t *testing.T) {
+	attackOnly(t)
+	ctx := context.Background()
+	p := zoned(func(s *v1alpha1.DisruptionPolicySpec) {
+		s.TopologyBudget.ReplacementTimeout = &metav1.Duration{Duration: 3 * time.Hour}
+	})
+	policies := []v1alpha1.DisruptionPolicy{p}
+	g := zonal(v1alpha1.KindDeployment)
+	at := now.Add(-61 * time.Minute)
+	ra := gone(g, 0, 61*time.Minute) // no replacement available since (no capacity in zone a)
+	ra.By = "self"
+	ledgers := &budget.Ledgers{Live: fake.NewClientBuilder().Build(), Namespace: "holdfast-system", Identity: "self"}
+	lg, err := ledgers.ReadGroup(ctx, g.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.RecordEviction(ctx, ledgers, ra, budget.Retention(policies)); err != nil {
+		t.Fatal(err)
+	}
+	// The sweeper's pass, with the retention it computes from the policies.
+	if _, err := ledgers.Sweep(ctx, budget.Retention(policies), now); err != nil {
+		t.Fatal(err)
+	}
+	if lg, err = ledgers.ReadGroup(ctx, g.UID); err != nil {
+		t.Fatal(err)
+	}
+	in := Input{Pod: g.Pods[1], PodLabels: map[string]string{"app": "agent"}, Group: g, Records: lg.Records,
+		Policies: policies, User: authenticationv1.UserInfo{Username: "admin"}, Identity: "self", Now: now, Domains: zoneOf(2)}
+	if d := Decide(in); d.Action() != decision.Deny {
+		t.Fatalf("p2 in zone b admitted %s after zone a's eviction (at %s), whose pod is not replaced, under replacementTimeout 3h: "+
+			"the ledger kept %d record(s) (retention %s)", now.Sub(at), at.Format(time.TimeOnly), len(lg.Records), budget.Retention(policies))
+	}
+}
