@@ -162,13 +162,15 @@ func TestAttackTopologyPromptReplacementUnseenByOtherReplica(t *testing.T) {
 // hour after zone a's admitted eviction: zone a, whose pod is still not replaced, no longer
 // counts, and the drain goes into zone b two hours before the bound.
 func TestAttackTopologyRecordOutlivedByReplacementTimeout(t *testing.T) {
-	attackOnly(t)
 	ctx := context.Background()
 	p := zoned(func(s *v1alpha1.DisruptionPolicySpec) {
 		s.TopologyBudget.ReplacementTimeout = &metav1.Duration{Duration: 3 * time.Hour}
 	})
 	policies := []v1alpha1.DisruptionPolicy{p}
 	g := zonal(v1alpha1.KindDeployment)
+	for i := range g.Pods {
+		g.Pods[i].Created = now.Add(-2 * time.Hour) // all there before the eviction
+	}
 	at := now.Add(-61 * time.Minute)
 	ra := gone(g, 0, 61*time.Minute) // no replacement available since (no capacity in zone a)
 	ra.By = "self"
