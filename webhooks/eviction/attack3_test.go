@@ -196,3 +196,57 @@ func TestAttackTopologyRecordOutlivedByReplacementTimeout(t *testing.T) {
 			"the ledger kept %d record(s) (retention %s)", now.Sub(at), at.Format(time.TimeOnly), len(lg.Records), budget.Retention(policies))
 	}
 }
+
+// TestAttackReleaseLostToPDBLag: a released eviction ends the pod's hold (Holds.Ended) as
+// soon as holdfast admits it. kube's PodDisruptionBudget check runs after the webhook and
+// its status lags the pods (the disruption controller recounts a moment after a
+// replacement is Ready), so kube may still answer 429: the pod stays, the drain retries 5s
+// later, and holdfast holds it again from zero, for another full maxHold, by the very holds
+// it had already released (the cooldown of another pod's eviction).
+func TestAttackReleaseLostToPDBLag(t *testing.T) {
+	attackOnly(t)
+	p := dp(func(s *v1alpha1.DisruptionPolicySpec) {
+		release(s)
+		s.Cooldown = &metav1.Duration{Duration: time.Hour}
+	})
+	objs, pod := agentGroup(nil)
+	for _, o := range objs {
+		if q, ok := o.(*corev1.Pod); ok {
+			q.Status.Conditions[0].Status = corev1.ConditionTrue
+		}
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	ledgers := &budget.Ledgers{Live: fake.NewClientBuilder().Build(), Namespace: "holdfast-system", Identity: "replica-0"}
+	h := &Handler{Reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, append(objs, &p)...),
+		Clock: clk, Ledgers: ledgers, Holds: &Holds{}, Events: &events.Limiter{Recorder: &eventLog{}}}
+	g, err := ledgers.ReadGroup(context.Background(), "ds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.RecordEviction(context.Background(), ledgers, budget.Eviction{Pod: "gone", UID: "gone", At: clk.Now().Add(-time.Minute), By: "replica-0"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(&policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}})
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "1",
+		Kind:     metav1.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: "eviction",
+		Namespace: pod.Namespace, Name: pod.Name, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: body},
+		UserInfo: authenticationv1.UserInfo{Username: "alice"}}}
+	released := false
+	for range 10 {
+		if resp := h.Handle(context.Background(), req); resp.Allowed {
+			released = true
+			break
+		}
+		clk.Step(5 * time.Second)
+	}
+	if !released {
+		t.Fatal("never released")
+	}
+	// kube's PDB answered 429 after the webhook: the pod is still there, Ready. The drain
+	// retries 5s later.
+	clk.Step(5 * time.Second)
+	if resp := h.Handle(context.Background(), req); !resp.Allowed {
+		t.Fatalf("the retry after kube's PDB refused the released eviction is held again (for another maxHold): %s", resp.Result.Message)
+	}
+}
