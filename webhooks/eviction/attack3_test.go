@@ -204,7 +204,6 @@ func TestAttackTopologyRecordOutlivedByReplacementTimeout(t *testing.T) {
 // later, and holdfast holds it again from zero, for another full maxHold, by the very holds
 // it had already released (the cooldown of another pod's eviction).
 func TestAttackReleaseLostToPDBLag(t *testing.T) {
-	attackOnly(t)
 	p := dp(func(s *v1alpha1.DisruptionPolicySpec) {
 		release(s)
 		s.Cooldown = &metav1.Duration{Duration: time.Hour}
