@@ -123,12 +123,18 @@ func (g Group) RecordRolloutStart(ctx context.Context, l *Ledgers, s RolloutStar
 }
 
 // Retention is how long a group's ledger keeps its records: longer than any cooldown the
-// policies set, with the margins a record may need, and never less than MinRetention.
+// policies set, and than any topologyBudget's replacementTimeout (a record disrupts its
+// domain until then: dropped sooner, a domain whose pod is not replaced would free before
+// its bound), with the margins a record may need, and never less than MinRetention.
 func Retention(policies []v1alpha1.DisruptionPolicy) time.Duration {
 	keep := MinRetention
 	for i := range policies {
 		if c := policies[i].Spec.Cooldown; c != nil {
 			keep = max(keep, c.Duration+EvictionLapse+MaxClockSkew)
+		}
+		if tb := policies[i].Spec.TopologyBudget; tb != nil {
+			_, _, bound := tb.Resolved()
+			keep = max(keep, bound+MaxClockSkew)
 		}
 	}
 	return keep

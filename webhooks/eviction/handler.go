@@ -190,11 +190,15 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		case a == decision.Audit:
 			h.Events.Normal(pod, kind, in.Now, reason+"Audit", strings.Join(d.Messages(decision.Audit), "; "))
 		}
-		if a := d.Action(); a != decision.Deny && !dryRun && !deleting {
+		if a := d.Action(); a != decision.Deny && !dryRun && !deleting && !d.Released {
 			if held, ok := h.Holds.Ended(pod.UID, in.Now); ok {
 				h.Metrics.held(held)
 			}
 		}
+		// A released eviction keeps its hold: kube's PodDisruptionBudget, checked after the
+		// webhook on a status that lags the pods, may still refuse it, and the drain's retry
+		// is released again rather than held from zero for another maxHold. The hold lapses
+		// HoldBreak after the pod is gone.
 		if deleting {
 			return respondDelete(d, pod)
 		}
