@@ -455,8 +455,8 @@ func TestRenderTenancy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, u := range defaults {
-		if strings.HasPrefix(u.GetKind(), "ValidatingAdmissionPolicy") {
+	for _, w := range want {
+		if key := w.GetKind() + "/" + w.GetName(); defaults[key] != nil {
 			t.Errorf("rendered without tenancy.enabled: %s", key)
 		}
 	}

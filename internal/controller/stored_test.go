@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -103,55 +104,61 @@ func TestScopedWebhookConfigurationStoredForm(t *testing.T) {
 	golden.AssertJSON(t, "testdata/guards-configuration-widened.golden", written(widened, vwcType))
 }
 
-// TestKeepsThePreviousReleasesWebhookConfiguration: the scoped configuration release
-// 5648181 wrote, as the API server returns it (defaults filled in), is what this release
-// wants for the same policies, so that a leader of either release leaves the other's as it
-// is; and a widening it stamped is narrowed by this release once it has stood, not before.
-func TestKeepsThePreviousReleasesWebhookConfiguration(t *testing.T) {
+// TestWidensThePreviousReleasesWebhookConfiguration: this release's rollout entries also
+// send relabels through statefulsets/status and daemonsets/status, so for policies that
+// target StatefulSets or DaemonSets they differ (content and names) from the ones release
+// 5648181 wrote. Read as the API server returns them (defaults filled in), they are
+// widened, never replaced: every entry the previous release had in force stays until this
+// release's own have stood beside it, and only then is the configuration narrowed. A
+// leader of each release alternating during an upgrade rewrites the entries each time, but
+// never leaves a request of a selected workload unsent.
+func TestWidensThePreviousReleasesWebhookConfiguration(t *testing.T) {
 	ctx := context.Background()
-	rollouts, evictions := []v1alpha1.RolloutPolicy{agentsRollouts("konnectivity-agent")}, []v1alpha1.DisruptionPolicy{agentsEvictions}
-	t.Run("in force", func(t *testing.T) {
-		store := memstore.New(nil)
-		prev := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		golden.Load(t, "testdata/previous/guards-configuration.json", prev)
-		store.Put(prev)
-		if _, _, err := guards(store).sync(ctx, rollouts, evictions); err != nil {
-			t.Fatal(err)
-		}
-		if got := scoped(t, store); got.ResourceVersion != "45500" {
-			t.Errorf("this release rewrote the previous release's configuration: entries %v", namesOf(got.Webhooks))
-		}
-	})
-
-	// agents-rollouts now selects app=konnectivity-agent-v2: the previous release held the
-	// entries in force beside their replacement and stamped the widening.
-	rollouts = []v1alpha1.RolloutPolicy{agentsRollouts("konnectivity-agent-v2")}
-	want, _ := interception.Entries(rollouts, evictions, interception.Settings{Namespace: holdfastNamespace, Rollout: entryDefaults, Eviction: entryDefaults})
+	evictions := []v1alpha1.DisruptionPolicy{agentsEvictions}
 	for name, c := range map[string]struct {
-		stamp  func(stored string) string
-		narrow bool
+		fixture, selects string
+		stamp            func(stored string) string
 	}{
-		// The fixture's own stamp, 2026-11-30T12:00:00.123456789Z, stood long ago.
-		"stood":      {stamp: func(stored string) string { return stored }, narrow: true},
-		"just stood": {stamp: func(string) string { return time.Now().UTC().Format(time.RFC3339Nano) }},
+		"in force": {fixture: "testdata/previous/guards-configuration.json", selects: "konnectivity-agent"},
+		// agents-rollouts now selects app=konnectivity-agent-v2: the previous release held
+		// the entries in force beside their replacement and stamped the widening, long ago
+		// (the fixture's stamp) or just now.
+		"stood":      {fixture: "testdata/previous/guards-configuration-widened.json", selects: "konnectivity-agent-v2", stamp: func(stored string) string { return stored }},
+		"just stood": {fixture: "testdata/previous/guards-configuration-widened.json", selects: "konnectivity-agent-v2", stamp: func(string) string { return time.Now().UTC().Format(time.RFC3339Nano) }},
 	} {
 		t.Run(name, func(t *testing.T) {
+			rollouts := []v1alpha1.RolloutPolicy{agentsRollouts(c.selects)}
+			want, _ := interception.Entries(rollouts, evictions, interception.Settings{Namespace: holdfastNamespace, Rollout: entryDefaults, Eviction: entryDefaults})
 			store := memstore.New(nil)
 			prev := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			golden.Load(t, "testdata/previous/guards-configuration-widened.json", prev)
-			// The key as the previous release stored it, not this release's constant.
-			prev.Annotations["holdfast.dev/widened-at"] = c.stamp(prev.Annotations["holdfast.dev/widened-at"])
+			golden.Load(t, c.fixture, prev)
+			if c.stamp != nil {
+				// The key as the previous release stored it, not this release's constant.
+				prev.Annotations["holdfast.dev/widened-at"] = c.stamp(prev.Annotations["holdfast.dev/widened-at"])
+			}
 			store.Put(prev.DeepCopy())
-			_, res, err := guards(store).sync(ctx, rollouts, evictions)
+			r := guards(store)
+			_, res, err := r.sync(ctx, rollouts, evictions)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := scoped(t, store)
-			switch {
-			case c.narrow && (!equalNames(namesOf(got.Webhooks), namesOf(want)) || got.Annotations[WidenedAt] != ""):
-				t.Errorf("entries %v, %s %q; want narrowed to %v", namesOf(got.Webhooks), WidenedAt, got.Annotations[WidenedAt], namesOf(want))
-			case !c.narrow && (got.ResourceVersion != prev.ResourceVersion || res.RequeueAfter <= 0):
-				t.Errorf("entries %v, requeue after %v; want the widening kept until it stood", namesOf(got.Webhooks), res.RequeueAfter)
+			for _, n := range append(namesOf(prev.Webhooks), namesOf(want)...) {
+				if !slices.Contains(namesOf(got.Webhooks), n) {
+					t.Errorf("entries %v lack %s: the previous release's entries stay beside this release's until they stood", namesOf(got.Webhooks), n)
+				}
+			}
+			if got.Annotations[WidenedAt] == "" || res.RequeueAfter <= 0 {
+				t.Fatalf("%s %q, requeue after %v; want the widening stamped and looked at again", WidenedAt, got.Annotations[WidenedAt], res.RequeueAfter)
+			}
+			// Once the widening has stood, only this release's entries remain.
+			got.Annotations[WidenedAt] = "2026-11-30T12:00:00.123456789Z"
+			store.Put(got)
+			if _, _, err := r.sync(ctx, rollouts, evictions); err != nil {
+				t.Fatal(err)
+			}
+			if got = scoped(t, store); !equalNames(namesOf(got.Webhooks), namesOf(want)) || got.Annotations[WidenedAt] != "" {
+				t.Errorf("entries %v, %s %q once the widening stood; want narrowed to %v", namesOf(got.Webhooks), WidenedAt, got.Annotations[WidenedAt], namesOf(want))
 			}
 		})
 	}
