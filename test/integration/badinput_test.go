@@ -65,7 +65,7 @@ func TestBadInputOverHTTPS(t *testing.T) {
 		{"unknown kind", rollout.Path, "POST", "application/json", reviewOf("ReplicaSet", "replicasets", "", "CREATE", good, "null"), false, 400, "unsupported kind"},
 		{"object of the wrong shape", rollout.Path, "POST", "application/json", reviewOf("Deployment", "deployments", "", "CREATE", `{"spec":{"replicas":"three"}}`, "null"), false, 400, "decoding"},
 		{"object that is not an object", rollout.Path, "POST", "application/json", reviewOf("Deployment", "deployments", "", "CREATE", `[1,2]`, "null"), false, 400, ""},
-		{"unknown subresource", rollout.Path, "POST", "application/json", reviewOf("Deployment", "deployments", "status", "UPDATE", good, good), false, 400, "unsupported subresource"},
+		{"unknown subresource", rollout.Path, "POST", "application/json", reviewOf("Deployment", "deployments", "rollback", "UPDATE", good, good), false, 400, "unsupported subresource"},
 		{"forbidden change", rollout.Path, "POST", "application/json", reviewOf("Deployment", "deployments", "", "UPDATE", deployment(3, "1"), good), false, 403, "--server-count"},
 		{"allowed change", rollout.Path, "POST", "application/json", reviewOf("Deployment", "deployments", "", "UPDATE", deployment(5, "5"), good), true, 0, ""},
 		{"eviction of a pod that is gone", eviction.Path, "POST", "application/json", evictionOf("gone"), true, 0, ""},
