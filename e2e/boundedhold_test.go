@@ -27,14 +27,16 @@ import (
 )
 
 // TestBoundedHoldBeforeAForcingDrainer: a platform drainer that force-deletes any pod
-// still held 12 s after its first deferral drains three agents at once, under a policy that
+// still held 25 s after its first deferral drains three agents at once, under a policy that
 // spaces their evictions 10 minutes apart. With afterMaxHold Release and maxHold 4s the
 // holds end first: every agent leaves by an admitted eviction (EvictionReleased on the pod
 // and its node), none is forced. With afterMaxHold Hold the same drainer forces the held
 // agents out at its deadline, after holdfast warned (EvictionOutlastsDrainer) when.
 func TestBoundedHoldBeforeAForcingDrainer(t *testing.T) {
 	const drainer = "platform-drainer"
-	const deadline = 12 * time.Second
+	// Two replacements must become Ready before it (kwok makes a pod Ready 1–6 s after it is
+	// scheduled), with room for a loaded machine.
+	const deadline = 25 * time.Second
 	f := features.New("bounded holds").
 		Assess("a release ends the hold before the drainer's deadline; a hold outlasts it", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := newClient(t, cfg)
@@ -71,7 +73,7 @@ func TestBoundedHoldBeforeAForcingDrainer(t *testing.T) {
 				for _, p := range pods {
 					left[p.Name] = true
 				}
-				stop := time.Now().Add(45 * time.Second)
+				stop := time.Now().Add(60 * time.Second)
 				for len(left) > 0 && time.Now().Before(stop) {
 					for name := range left {
 						ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -97,7 +99,7 @@ func TestBoundedHoldBeforeAForcingDrainer(t *testing.T) {
 					time.Sleep(time.Second)
 				}
 				if len(left) > 0 {
-					t.Errorf("afterMaxHold %s: %d pods still on their nodes after 45s", after, len(left))
+					t.Errorf("afterMaxHold %s: %d pods still on their nodes after 60s", after, len(left))
 				}
 				return ns, evicted, forced
 			}
