@@ -269,106 +269,56 @@ func TestSweepsThePreviousReleasesLedgers(t *testing.T) {
 	}
 }
 
-// TestDeleteRecordStoredForm: an admitted pod DELETE is recorded in the group's ledger as
-// an eviction with one field added ("via":"delete"), so a replica of the previous release,
-// which decodes the records into pod, uid, at and by, counts it as an eviction during an
-// upgrade, and this release reads it back as a delete.
-func TestDeleteRecordStoredForm(t *testing.T) {
-	ctx := context.Background()
-	store := memstore.New(nil)
-	a, _ := replicas(store)
-	g, err := a.ReadGroup(ctx, agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deleted := budget.Eviction{Pod: "konnectivity-agent-7xq2d", UID: "1c2d3e4f-0000-4000-8000-00000000a001", At: t0, By: replicaA, Via: budget.ViaDelete}
-	if err := g.RecordEviction(ctx, a, deleted, budget.MinRetention); err != nil {
-		t.Fatal(err)
-	}
-	raw := storedLease(t, store, budget.GroupKey(ns, agent)).Annotations[budget.EvictionsAnnotation]
-	const want = `[{"pod":"konnectivity-agent-7xq2d","uid":"1c2d3e4f-0000-4000-8000-00000000a001","at":"2026-11-30T12:00:00.123456789Z","by":"holdfast-6f9c7d8b5-2xk4p","via":"delete"}]`
-	if raw != want {
-		t.Errorf("stored records:\n got %s\nwant %s", raw, want)
-	}
-	// The previous release's record type (release 5648181), decoded as it decodes it.
-	var previous []struct {
-		Pod string    `json:"pod"`
-		UID types.UID `json:"uid"`
-		At  time.Time `json:"at"`
-		By  string    `json:"by,omitempty"`
-	}
-	if err := json.Unmarshal([]byte(raw), &previous); err != nil || len(previous) != 1 || previous[0].UID != deleted.UID || !previous[0].At.Equal(t0) {
-		t.Errorf("the previous release reads %+v (%v), want the delete as an eviction", previous, err)
-	}
-	g, err = a.ReadGroup(ctx, agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]budget.Eviction{deleted}, g.Records); diff != "" {
-		t.Errorf("records read back (-want +got):\n%s", diff)
-	}
-}
-
-// TestReleasedRecordStoredForm pins the record of an eviction released after maxHold: the
-// field is added, so the previous release, running beside this one during an upgrade,
-// reads it as an eviction, which counts alike.
-func TestReleasedRecordStoredForm(t *testing.T) {
-	ctx := context.Background()
-	store := memstore.New(nil)
-	a, _ := replicas(store)
-	g, err := a.ReadGroup(ctx, agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := budget.Eviction{Pod: "konnectivity-agent-7xq2d", UID: "1c2d3e4f-0000-4000-8000-00000000a001", At: t0, By: replicaA, Released: true}
-	if err := g.RecordEviction(ctx, a, rec, budget.MinRetention); err != nil {
-		t.Fatal(err)
-	}
-	raw := storedLease(t, store, budget.GroupKey(ns, agent)).Annotations[budget.EvictionsAnnotation]
-	const want = `[{"pod":"konnectivity-agent-7xq2d","uid":"1c2d3e4f-0000-4000-8000-00000000a001","at":"2026-11-30T12:00:00.123456789Z","by":"holdfast-6f9c7d8b5-2xk4p","released":true}]`
-	if raw != want {
-		t.Errorf("stored records:\n got %s\nwant %s", raw, want)
-	}
-	var previous []struct {
-		UID types.UID `json:"uid"`
-		At  time.Time `json:"at"`
-	}
-	if err := json.Unmarshal([]byte(raw), &previous); err != nil || len(previous) != 1 || previous[0].UID != rec.UID || !previous[0].At.Equal(t0) {
-		t.Errorf("the previous release reads %+v (%v), want the released eviction as an eviction", previous, err)
-	}
-	if g, err = a.ReadGroup(ctx, agent); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]budget.Eviction{rec}, g.Records); diff != "" {
-		t.Errorf("records read back (-want +got):\n%s", diff)
-	}
-}
-
-// TestDomainsRecordStoredForm pins a record's topology domains (DisruptionPolicy
-// topologyBudget): an added field, which the previous release ignores.
-func TestDomainsRecordStoredForm(t *testing.T) {
-	ctx := context.Background()
-	store := memstore.New(nil)
-	a, _ := replicas(store)
-	g, err := a.ReadGroup(ctx, agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := budget.Eviction{Pod: "konnectivity-agent-7xq2d", UID: "1c2d3e4f-0000-4000-8000-00000000a001", At: t0, By: replicaA,
-		Domains: map[string]string{"topology.kubernetes.io/zone": "eu-west-1a"}}
-	if err := g.RecordEviction(ctx, a, rec, budget.MinRetention); err != nil {
-		t.Fatal(err)
-	}
-	raw := storedLease(t, store, budget.GroupKey(ns, agent)).Annotations[budget.EvictionsAnnotation]
-	const want = `[{"pod":"konnectivity-agent-7xq2d","uid":"1c2d3e4f-0000-4000-8000-00000000a001","at":"2026-11-30T12:00:00.123456789Z","by":"holdfast-6f9c7d8b5-2xk4p","domains":{"topology.kubernetes.io/zone":"eu-west-1a"}}]`
-	if raw != want {
-		t.Errorf("stored records:\n got %s\nwant %s", raw, want)
-	}
-	var previous []struct {
-		UID types.UID `json:"uid"`
-		At  time.Time `json:"at"`
-	}
-	if err := json.Unmarshal([]byte(raw), &previous); err != nil || len(previous) != 1 || previous[0].UID != rec.UID {
-		t.Errorf("the previous release reads %+v (%v)", previous, err)
+// TestAddedRecordFieldsStoredForm pins each field this release adds to a record of the
+// group's ledger: an admitted pod DELETE ("via":"delete"), an eviction released after
+// maxHold ("released":true) and the pod's topology domains. A replica of the previous
+// release (release 5648181), which decodes a record into pod, uid, at and by, counts each
+// as an eviction during an upgrade, and this release reads each back as written.
+func TestAddedRecordFieldsStoredForm(t *testing.T) {
+	const stored = `[{"pod":"konnectivity-agent-7xq2d","uid":"1c2d3e4f-0000-4000-8000-00000000a001","at":"2026-11-30T12:00:00.123456789Z","by":"holdfast-6f9c7d8b5-2xk4p",`
+	for name, c := range map[string]struct {
+		add   func(*budget.Eviction)
+		added string
+	}{
+		"a delete":            {add: func(r *budget.Eviction) { r.Via = budget.ViaDelete }, added: `"via":"delete"}]`},
+		"a released eviction": {add: func(r *budget.Eviction) { r.Released = true }, added: `"released":true}]`},
+		"the pod's domains": {add: func(r *budget.Eviction) {
+			r.Domains = map[string]string{"topology.kubernetes.io/zone": "eu-west-1a"}
+		}, added: `"domains":{"topology.kubernetes.io/zone":"eu-west-1a"}}]`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := memstore.New(nil)
+			a, _ := replicas(store)
+			g, err := a.ReadGroup(ctx, agent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := budget.Eviction{Pod: "konnectivity-agent-7xq2d", UID: "1c2d3e4f-0000-4000-8000-00000000a001", At: t0, By: replicaA}
+			c.add(&rec)
+			if err := g.RecordEviction(ctx, a, rec, budget.MinRetention); err != nil {
+				t.Fatal(err)
+			}
+			raw := storedLease(t, store, budget.GroupKey(ns, agent)).Annotations[budget.EvictionsAnnotation]
+			if want := stored + c.added; raw != want {
+				t.Errorf("stored records:\n got %s\nwant %s", raw, want)
+			}
+			// The previous release's record type, decoded as it decodes it.
+			var previous []struct {
+				Pod string    `json:"pod"`
+				UID types.UID `json:"uid"`
+				At  time.Time `json:"at"`
+				By  string    `json:"by,omitempty"`
+			}
+			if err := json.Unmarshal([]byte(raw), &previous); err != nil || len(previous) != 1 || previous[0].UID != rec.UID || !previous[0].At.Equal(t0) {
+				t.Errorf("the previous release reads %+v (%v), want the record as an eviction", previous, err)
+			}
+			if g, err = a.ReadGroup(ctx, agent); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]budget.Eviction{rec}, g.Records); diff != "" {
+				t.Errorf("records read back (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
