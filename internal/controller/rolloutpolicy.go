@@ -109,23 +109,21 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	// One list of the workloads serves the whole status: the count, the fleet's rollouts
+	// in flight, the writers and the audit all read the ones the policy selects.
 	workloads, err := labelledWorkloads(ctx, r.Client)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	status := rolloutPolicyStatus(r.Matcher, p, workloads, nsLabels)
+	status, selected := rolloutPolicyStatus(r.Matcher, p, workloads, nsLabels)
 	now := r.Clock.Now()
 	next := rolloutWindows(p, status, now)
 	if ready := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionReady); ready != nil {
 		r.Metrics.ready("RolloutPolicy", p.Name, *ready)
 	}
 	if status.InFlight, status.InFlightWorkloads = nil, nil; p.Spec.Rules.Concurrency != nil {
-		selected, err := policy.SelectedWorkloads(ctx, r.Client, r.Matcher, p.Spec.Targets, nsLabels)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
 		var names []string
-		for _, slot := range r.Journals.FleetSlots(p, selected, now) {
+		for _, slot := range r.Journals.FleetSlots(p, refs(selected), now) {
 			if !slot.Released {
 				names = append(names, slot.Name())
 				continue
@@ -147,13 +145,11 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 			next = now.Add(inFlightResync)
 		}
 	}
-	if at, err := r.writers(ctx, p, status, nsLabels, now); err != nil {
-		return reconcile.Result{}, err
-	} else if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+	if at := r.writers(p, status, selected, now); !at.IsZero() && (next.IsZero() || at.Before(next)) {
 		next = at
 	}
 	if r.Audit != nil {
-		n, err := r.audit(ctx, p, nsLabels, now)
+		n, err := r.audit(ctx, p, selected, nsLabels, now)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -174,20 +170,16 @@ func (r *RolloutPolicyStatus) Reconcile(ctx context.Context, req reconcile.Reque
 // it selects (none without a revertWindow, or while suspended), records a Warning Event on
 // each fighting workload and the metric, and returns when the condition next changes by
 // the clock alone (zero: not by the clock).
-func (r *RolloutPolicyStatus) writers(ctx context.Context, p *v1alpha1.RolloutPolicy, status *v1alpha1.RolloutPolicyStatus, nsLabels map[string]map[string]string, now time.Time) (time.Time, error) {
+func (r *RolloutPolicyStatus) writers(p *v1alpha1.RolloutPolicy, status *v1alpha1.RolloutPolicyStatus, selected []labelled, now time.Time) time.Time {
 	w := p.Spec.Rules.RevertWindow
 	if w == nil || w.Duration <= 0 || p.Spec.Suspend {
 		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionWritersFighting)
 		r.Metrics.fighting(p.Name, 0)
-		return time.Time{}, nil
-	}
-	selected, err := policy.SelectedWorkloads(ctx, r.Client, r.Matcher, p.Spec.Targets, nsLabels)
-	if err != nil {
-		return time.Time{}, err
+		return time.Time{}
 	}
 	var fights []fight
 	var next time.Time
-	for _, ref := range selected {
+	for _, ref := range refs(selected) {
 		j := r.Journals.Get(ref.Kind, ref.Namespace, ref.Name)
 		if j == nil || j.UID != ref.UID {
 			continue
@@ -204,7 +196,7 @@ func (r *RolloutPolicyStatus) writers(ctx context.Context, p *v1alpha1.RolloutPo
 	}
 	meta.SetStatusCondition(&status.Conditions, writersFighting(p, fights))
 	r.Metrics.fighting(p.Name, len(fights))
-	return next, nil
+	return next
 }
 
 // workloadReference is what an Event on a workload is recorded on: its identity.
@@ -215,11 +207,20 @@ func workloadReference(ref workload.Ref) *metav1.PartialObjectMetadata {
 	}
 }
 
-// labelled is a workload as target selectors see it.
+// labelled is a workload as target selectors see it: its kind, and the object as the cache
+// holds it (read it, never write it).
 type labelled struct {
-	kind      v1alpha1.WorkloadKind
-	namespace string
-	labels    map[string]string
+	kind v1alpha1.WorkloadKind
+	obj  client.Object
+}
+
+// refs are the identities of workloads.
+func refs(ws []labelled) []workload.Ref {
+	out := make([]workload.Ref, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, workload.Ref{Kind: w.kind, Namespace: w.obj.GetNamespace(), Name: w.obj.GetName(), UID: w.obj.GetUID()})
+	}
+	return out
 }
 
 // labelledWorkloads lists every guarded workload from the cache, read-only: at thousands
@@ -236,8 +237,8 @@ func labelledWorkloads(ctx context.Context, c client.Reader) ([]labelled, error)
 			return nil, err
 		}
 		for _, obj := range objs {
-			if m, err := meta.Accessor(obj); err == nil {
-				out = append(out, labelled{kind: k, namespace: m.GetNamespace(), labels: m.GetLabels()})
+			if o, ok := obj.(client.Object); ok {
+				out = append(out, labelled{kind: k, obj: o})
 			}
 		}
 	}
@@ -246,17 +247,18 @@ func labelledWorkloads(ctx context.Context, c client.Reader) ([]labelled, error)
 
 // audit evaluates every workload the policy selects, from the cache, and counts those that
 // break its request-free rules; in Audit and Warn mode each gets a PolicyViolation Event.
-func (r *RolloutPolicyStatus) audit(ctx context.Context, p *v1alpha1.RolloutPolicy, nsLabels map[string]map[string]string, now time.Time) (int32, error) {
+func (r *RolloutPolicyStatus) audit(ctx context.Context, p *v1alpha1.RolloutPolicy, selected []labelled, nsLabels map[string]map[string]string, now time.Time) (int32, error) {
 	if p.Spec.Suspend {
 		return 0, nil
 	}
 	var n int32
 	reports := map[string]*policyReport{}
-	err := policy.EachSelected(ctx, r.Client, r.Matcher, p.Spec.Targets, nsLabels, func(k v1alpha1.WorkloadKind, obj client.Object) {
+	for _, w := range selected {
+		k, obj := w.kind, w.obj
 		found, err := r.Audit(p, obj, nsLabels[obj.GetNamespace()], now)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Auditing a workload", "policy", p.Name)
-			return
+			continue
 		}
 		rep := reports[obj.GetNamespace()]
 		if rep == nil {
@@ -265,15 +267,12 @@ func (r *RolloutPolicyStatus) audit(ctx context.Context, p *v1alpha1.RolloutPoli
 		}
 		rep.add(k, obj, found, now)
 		if len(found) == 0 {
-			return
+			continue
 		}
 		n++
 		if p.Spec.Mode == v1alpha1.ModeAudit || p.Spec.Mode == v1alpha1.ModeWarn {
 			r.Events.Warn(obj, "audit/"+p.Name, now, "PolicyViolation", strings.Join(found.Messages(decision.Deny), "; "))
 		}
-	})
-	if err != nil {
-		return 0, err
 	}
 	return n, r.writeReports(ctx, p, reports)
 }

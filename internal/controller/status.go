@@ -19,29 +19,30 @@ import (
 // namespaces with these labels (by name): Ready unless its selectors are invalid or it is
 // suspended, and the workloads it selects. It starts from a copy of the current status,
 // so that unchanged conditions keep their transition times.
-func rolloutPolicyStatus(m *policy.Matcher, p *v1alpha1.RolloutPolicy, workloads []labelled, nsLabels map[string]map[string]string) *v1alpha1.RolloutPolicyStatus {
+func rolloutPolicyStatus(m *policy.Matcher, p *v1alpha1.RolloutPolicy, workloads []labelled, nsLabels map[string]map[string]string) (*v1alpha1.RolloutPolicyStatus, []labelled) {
 	status := p.Status.DeepCopy()
 	status.ObservedGeneration = p.Generation
 	ready := inForce(p.Generation)
-	var matched int32
+	var selected []labelled
 	for _, w := range workloads {
-		ok, err := m.Selects(p.Spec.Targets, w.kind, nsLabels[w.namespace], w.labels)
+		ok, err := m.Selects(p.Spec.Targets, w.kind, nsLabels[w.obj.GetNamespace()], w.obj.GetLabels())
 		if err != nil {
 			ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector
 			ready.Message = fmt.Sprintf("%v; the policy cannot be evaluated: it selects nothing until it is fixed", err)
-			matched = 0
+			selected = nil
 			break
 		}
 		if ok {
-			matched++
+			selected = append(selected, w)
 		}
 	}
+	matched := int32(len(selected))
 	if p.Spec.Suspend && ready.Status == metav1.ConditionTrue {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonSuspended, "spec.suspend is true"
 	}
 	status.WorkloadsMatched = matched
 	meta.SetStatusCondition(&status.Conditions, ready)
-	return status
+	return status, selected
 }
 
 // rolloutWindows adds what the policy's windows and exemptions say at now to its status,

@@ -18,12 +18,15 @@ func TestRolloutPolicyStatus(t *testing.T) {
 	tenants := &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "tenant"}}
 	cp := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kube-apiserver"}}
 	ns := map[string]map[string]string{"tenant-a": {"tier": "tenant"}, "tenant-b": {"tier": "tenant"}, "infra": {"tier": "infra"}}
+	w := func(kind v1alpha1.WorkloadKind, namespace string, labels map[string]string) labelled {
+		return labelled{kind, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Labels: labels}}}
+	}
 	workloads := []labelled{
-		{v1alpha1.KindDeployment, "tenant-a", map[string]string{"app": "kube-apiserver"}},
-		{v1alpha1.KindDeployment, "tenant-b", map[string]string{"app": "kube-apiserver"}},
-		{v1alpha1.KindStatefulSet, "tenant-b", map[string]string{"app": "kube-apiserver"}},
-		{v1alpha1.KindDeployment, "infra", map[string]string{"app": "kube-apiserver"}},
-		{v1alpha1.KindDaemonSet, "tenant-a", map[string]string{"app": "agent"}},
+		w(v1alpha1.KindDeployment, "tenant-a", map[string]string{"app": "kube-apiserver"}),
+		w(v1alpha1.KindDeployment, "tenant-b", map[string]string{"app": "kube-apiserver"}),
+		w(v1alpha1.KindStatefulSet, "tenant-b", map[string]string{"app": "kube-apiserver"}),
+		w(v1alpha1.KindDeployment, "infra", map[string]string{"app": "kube-apiserver"}),
+		w(v1alpha1.KindDaemonSet, "tenant-a", map[string]string{"app": "agent"}),
 	}
 	cases := map[string]struct {
 		targets         v1alpha1.WorkloadTargets
@@ -49,9 +52,9 @@ func TestRolloutPolicyStatus(t *testing.T) {
 			p := &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 4},
 				Spec: v1alpha1.RolloutPolicySpec{Targets: tc.targets, Suspend: tc.suspend}}
 			for _, m := range []*policy.Matcher{nil, policy.NewMatcher()} {
-				got := rolloutPolicyStatus(m, p, workloads, ns)
-				if got.WorkloadsMatched != tc.matched || got.ObservedGeneration != 4 {
-					t.Errorf("matched %d at generation %d, want %d at 4", got.WorkloadsMatched, got.ObservedGeneration, tc.matched)
+				got, selected := rolloutPolicyStatus(m, p, workloads, ns)
+				if got.WorkloadsMatched != tc.matched || got.ObservedGeneration != 4 || len(selected) != int(tc.matched) {
+					t.Errorf("matched %d (%d selected) at generation %d, want %d at 4", got.WorkloadsMatched, len(selected), got.ObservedGeneration, tc.matched)
 				}
 				c := meta.FindStatusCondition(got.Conditions, v1alpha1.ConditionReady)
 				if c == nil || c.Status != tc.status || c.Reason != tc.reasonWant || c.ObservedGeneration != 4 ||
@@ -68,7 +71,7 @@ func TestRolloutPolicyStatusKeepsTransitionTimes(t *testing.T) {
 	p := &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 2}}
 	p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonValid,
 		Message: "the policy is in force", ObservedGeneration: 1, LastTransitionTime: then}}
-	got := rolloutPolicyStatus(nil, p, nil, nil)
+	got, _ := rolloutPolicyStatus(nil, p, nil, nil)
 	if c := meta.FindStatusCondition(got.Conditions, v1alpha1.ConditionReady); c == nil || !c.LastTransitionTime.Equal(&then) || c.ObservedGeneration != 2 {
 		t.Errorf("Ready = %+v, want the old transition time at generation 2", c)
 	}

@@ -34,7 +34,19 @@ var windowsPath = field.NewPath("spec", "windows")
 // ignored rather than held to: the policy webhook refuses such windows, so one is stored
 // only while holdfast was down, and a window that holds everything until someone notices
 // is a cluster-wide outage, not a guard. Its policy's status says so (Ready=False).
-func ParseWindows(ws []v1alpha1.Window) (out Windows, errs field.ErrorList) {
+//
+// Parsing loads time zones and walks cron schedules, so the result is kept per distinct
+// list of windows (parsedWindows): the guards ask on every request of a policy with
+// windows, and a policy's windows change only with its spec.
+func ParseWindows(ws []v1alpha1.Window) (Windows, field.ErrorList) {
+	if len(ws) == 0 {
+		return Windows{}, nil
+	}
+	return parsed.get(ws)
+}
+
+// parseWindows is ParseWindows without the cache.
+func parseWindows(ws []v1alpha1.Window) (out Windows, errs field.ErrorList) {
 	for i, w := range ws {
 		pw, werrs := parseWindow(w, windowsPath.Index(i))
 		if len(werrs) > 0 {
