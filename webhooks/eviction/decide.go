@@ -101,6 +101,9 @@ type Decision struct {
 	decision.Violations
 	// Guarded is true when at least one policy selected the pod and applied to it.
 	Guarded bool
+	// Applied names the policies that selected the pod and applied to the request, in the
+	// order of Input.Policies: the metrics count the request once under each.
+	Applied decision.Applied
 	// Counts is a guarded eviction of a Ready pod: it takes a pod down, so once admitted it
 	// is recorded, counts against the budget until the pod is gone, and starts the cooldown.
 	// Evicting a pod that is not Ready takes nothing down (E3).
@@ -150,6 +153,7 @@ func Decide(in Input) Decision {
 			continue
 		}
 		d.Guarded = true
+		d.Applied.Add(p.Name)
 		d.Counts = d.Counts || in.Pod.Ready
 		d.UsesRecords = d.UsesRecords || in.Pod.Ready || !alwaysAllows(&p.Spec)
 		found := check(in, &p.Spec, false)
