@@ -42,7 +42,8 @@ func renderedRules(t *testing.T) (file []byte, alerts []string) {
 }
 
 // TestAlertRulesAreTested: every alert the chart renders has a promtool test that expects
-// it to fire.
+// it to fire and one that expects it not to (for a cause that is not its own, or before
+// its `for:` has passed).
 func TestAlertRulesAreTested(t *testing.T) {
 	raw, err := os.ReadFile(alertTests)
 	if err != nil {
@@ -54,6 +55,44 @@ func TestAlertRulesAreTested(t *testing.T) {
 		if !fires.Match(raw) {
 			t.Errorf("alert %s: no test in %s expects it to fire", a, alertTests)
 		}
+		silent := regexp.MustCompile(`(?m)alertname: ` + a + `\n\s+exp_alerts: \[\]`)
+		if !silent.Match(raw) {
+			t.Errorf("alert %s: no test in %s expects it not to fire", a, alertTests)
+		}
+	}
+}
+
+// TestEvictionAlertIsPerPolicy: the stuck-drain alert sets each policy's deferrals against
+// its own admitted evictions, never against every policy's (on(), or the deprecated
+// holdfast_evictions_total whose admitted evictions carry no policy).
+func TestEvictionAlertIsPerPolicy(t *testing.T) {
+	rules, _ := renderedRules(t)
+	var file struct {
+		Groups []struct {
+			Rules []struct{ Alert, Expr string }
+		}
+	}
+	if err := yaml.Unmarshal(rules, &file); err != nil {
+		t.Fatal(err)
+	}
+	var expr string
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "HoldfastEvictionsDeferredLong" {
+				expr = r.Expr
+			}
+		}
+	}
+	if expr == "" {
+		t.Fatal("no HoldfastEvictionsDeferredLong")
+	}
+	for _, bad := range []string{"on()", "on ()", "holdfast_evictions_total", `policy=""`} {
+		if strings.Contains(expr, bad) {
+			t.Errorf("HoldfastEvictionsDeferredLong reads %s: %s", bad, expr)
+		}
+	}
+	if strings.Count(expr, "sum by (policy)") != 2 {
+		t.Errorf("HoldfastEvictionsDeferredLong does not match deferrals and admissions by policy: %s", expr)
 	}
 }
 

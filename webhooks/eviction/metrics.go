@@ -10,6 +10,7 @@ import (
 
 // Metrics are the eviction guard's metrics. A nil *Metrics counts nothing.
 type Metrics struct {
+	requests *prometheus.CounterVec
 	reviews  *prometheus.CounterVec
 	findings *prometheus.CounterVec
 	// evictions is the deprecated holdfast_evictions_total, kept unchanged for one release.
@@ -24,9 +25,13 @@ type Metrics struct {
 // NewMetrics creates the eviction guard's metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdfast_eviction_requests_total",
+			Help: "Eviction (and guarded DELETE) requests of pods DisruptionPolicies select, each counted once, by the outcome of the request: allowed (no finding), deferred (429), denied (403), warned, audited, released (let go after maxHold), unguarded (no policy applied: owners holdfast does not guard, pods already going, exempt requesters). Per policy: holdfast_eviction_reviews_total.",
+		}, []string{"outcome"}),
 		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_eviction_reviews_total",
-			Help: "Eviction (and guarded DELETE) requests of pods DisruptionPolicies select, counted once under each policy that applied, by policy and the outcome that policy gave: allowed (it found nothing), deferred, denied, warned, audited, released (let go after maxHold). Requests no policy applied to (owners holdfast does not guard, pods already going, exempt requesters) count once under policy=\"\", outcome=\"unguarded\".",
+			Help: "Eviction (and guarded DELETE) requests of pods DisruptionPolicies select, counted once under each policy that applied (a request two policies apply to counts once under each), by policy and the outcome that policy gave: allowed (it found nothing), deferred, denied, warned, audited, released (let go after maxHold). Requests no policy applied to are counted in holdfast_eviction_requests_total only.",
 		}, []string{"policy", "outcome"}),
 		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_eviction_findings_total",
@@ -60,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Deferrals of evictions whose pod had been held longer than the deferring policy's maxHold, by policy.",
 		}, []string{"policy"}),
 	}
-	for _, c := range []prometheus.Collector{m.reviews, m.findings, m.evictions, m.deferredSeconds, m.decisionSeconds, m.errors, m.heldSeconds, m.heldLong} {
+	for _, c := range []prometheus.Collector{m.requests, m.reviews, m.findings, m.evictions, m.deferredSeconds, m.decisionSeconds, m.errors, m.heldSeconds, m.heldLong} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -101,17 +106,29 @@ func policyOutcome(vs decision.Violations, policy string) string {
 	return out
 }
 
+// requestOutcome is what the request came to: its most severe finding's outcome.
+func requestOutcome(d Decision) string {
+	if len(d.Applied.Names()) == 0 {
+		return "unguarded"
+	}
+	out := "allowed"
+	for _, v := range d.Violations {
+		if o := outcome(v); severity[o] > severity[out] {
+			out = o
+		}
+	}
+	return out
+}
+
 func (m *Metrics) observe(d Decision, in Input, took time.Duration) {
 	if m == nil {
 		return
 	}
 	m.decisionSeconds.Observe(took.Seconds())
-	// Requests: once under each policy that applied, whatever it found.
+	m.requests.WithLabelValues(requestOutcome(d)).Inc()
+	// Reviews: the request once under each policy that applied, whatever it found.
 	for _, p := range d.Applied.Names() {
 		m.reviews.WithLabelValues(p, policyOutcome(d.Violations, p)).Inc()
-	}
-	if len(d.Applied.Names()) == 0 {
-		m.reviews.WithLabelValues("", "unguarded").Inc()
 	}
 	for _, v := range d.Violations {
 		m.findings.WithLabelValues(v.Policy, outcome(v), v.Rule).Inc()

@@ -17,7 +17,8 @@ import (
 )
 
 // TestMetricsCountRequests decides evictions with Decide and counts them: a request counts
-// once in holdfast_eviction_reviews_total under each policy that applied, with the outcome
+// once in holdfast_eviction_requests_total, and once in holdfast_eviction_reviews_total
+// under each policy that applied, with the outcome
 // that policy gave and never with an empty policy when one applied; its findings count one
 // by one in holdfast_eviction_findings_total; the deprecated holdfast_evictions_total counts
 // as it did.
@@ -36,36 +37,42 @@ func TestMetricsCountRequests(t *testing.T) {
 	for name, tc := range map[string]struct {
 		policies   []v1alpha1.DisruptionPolicy
 		unguarded  bool // the pod's owner is not guarded (no group)
+		requests   map[string]float64
 		reviews    map[string]float64
 		findings   map[string]float64
 		deprecated map[string]float64
 	}{
 		"two findings of one policy count one request": {policies: []v1alpha1.DisruptionPolicy{strict},
-			reviews: map[string]float64{"outcome=deferred,policy=strict": 1},
+			requests: map[string]float64{"outcome=deferred": 1},
+			reviews:  map[string]float64{"outcome=deferred,policy=strict": 1},
 			findings: map[string]float64{"outcome=deferred,policy=strict,rule=cooldown": 1,
 				"outcome=deferred,policy=strict,rule=maxUnavailable": 1},
 			deprecated: map[string]float64{"outcome=deferred,policy=strict,rule=cooldown": 1,
 				"outcome=deferred,policy=strict,rule=maxUnavailable": 1}},
 		// The request is deferred; the policy that found nothing says so under its own name.
 		"a policy that finds nothing counts allowed under its name": {policies: []v1alpha1.DisruptionPolicy{strict, lenient},
-			reviews: map[string]float64{"outcome=deferred,policy=strict": 1, "outcome=allowed,policy=lenient": 1},
+			requests: map[string]float64{"outcome=deferred": 1},
+			reviews:  map[string]float64{"outcome=deferred,policy=strict": 1, "outcome=allowed,policy=lenient": 1},
 			findings: map[string]float64{"outcome=deferred,policy=strict,rule=cooldown": 1,
 				"outcome=deferred,policy=strict,rule=maxUnavailable": 1},
 			deprecated: map[string]float64{"outcome=deferred,policy=strict,rule=cooldown": 1,
 				"outcome=deferred,policy=strict,rule=maxUnavailable": 1}},
 		"an admitted eviction carries its policy": {policies: []v1alpha1.DisruptionPolicy{lenient, suspended},
+			requests: map[string]float64{"outcome=allowed": 1},
 			reviews:  map[string]float64{"outcome=allowed,policy=lenient": 1},
 			findings: map[string]float64{},
 			// The previous release's form: admitted evictions without a policy.
 			deprecated: map[string]float64{"outcome=allowed,policy=,rule=": 1}},
 		"a warning policy's two findings count one warned request": {policies: []v1alpha1.DisruptionPolicy{warn},
-			reviews: map[string]float64{"outcome=warned,policy=warn": 1},
+			requests: map[string]float64{"outcome=warned": 1},
+			reviews:  map[string]float64{"outcome=warned,policy=warn": 1},
 			findings: map[string]float64{"outcome=warned,policy=warn,rule=cooldown": 1,
 				"outcome=warned,policy=warn,rule=maxUnavailable": 1},
 			deprecated: map[string]float64{"outcome=warned,policy=warn,rule=cooldown": 1,
 				"outcome=warned,policy=warn,rule=maxUnavailable": 1}},
 		"an owner holdfast does not guard": {policies: []v1alpha1.DisruptionPolicy{strict}, unguarded: true,
-			reviews:    map[string]float64{"outcome=unguarded,policy=": 1},
+			requests:   map[string]float64{"outcome=unguarded": 1},
+			reviews:    map[string]float64{},
 			findings:   map[string]float64{},
 			deprecated: map[string]float64{"outcome=unguarded,policy=,rule=": 1}},
 	} {
@@ -83,7 +90,7 @@ func TestMetricsCountRequests(t *testing.T) {
 				in.Group = nil
 			}
 			m.observe(Decide(in), in, time.Millisecond)
-			for metric, want := range map[string]map[string]float64{"holdfast_eviction_reviews_total": tc.reviews,
+			for metric, want := range map[string]map[string]float64{"holdfast_eviction_requests_total": tc.requests, "holdfast_eviction_reviews_total": tc.reviews,
 				"holdfast_eviction_findings_total": tc.findings, "holdfast_evictions_total": tc.deprecated} {
 				if diff := cmp.Diff(want, utiltesting.Counts(t, reg, metric)); diff != "" {
 					t.Errorf("%s (-want +got):\n%s", metric, diff)

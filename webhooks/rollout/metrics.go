@@ -11,6 +11,7 @@ import (
 
 // Metrics are the rollout guard's metrics. A nil *Metrics counts nothing.
 type Metrics struct {
+	requests *prometheus.CounterVec
 	reviews  *prometheus.CounterVec
 	findings *prometheus.CounterVec
 	// decisions is the deprecated holdfast_rollout_decisions_total, kept unchanged for one
@@ -23,9 +24,13 @@ type Metrics struct {
 // NewMetrics creates the rollout guard's metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdfast_rollout_requests_total",
+			Help: "Admission requests of guarded workload kinds, each counted once, by the outcome of the request (allowed: no finding, denied, warned, audited; unguarded: no policy selected the workload) and workload kind. Per policy: holdfast_rollout_reviews_total.",
+		}, []string{"outcome", "kind"}),
 		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_rollout_reviews_total",
-			Help: "Admission requests of guarded workloads, counted once under each RolloutPolicy that selected the workload, by policy, the outcome that policy gave (allowed: it found nothing, denied, warned, audited) and workload kind. Requests no policy applied to count once under policy=\"\", outcome=\"unguarded\".",
+			Help: "Admission requests of guarded workloads, counted once under each RolloutPolicy that selected the workload (a request two policies select counts once under each), by policy, the outcome that policy gave (allowed: it found nothing, denied, warned, audited) and workload kind. Requests no policy selected are counted in holdfast_rollout_requests_total only.",
 		}, []string{"policy", "outcome", "kind"}),
 		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_rollout_findings_total",
@@ -45,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Starts of rollouts under a policy's fleet limit (rules.concurrency), by policy and outcome: admitted (recorded in its ledger) or held.",
 		}, []string{"policy", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.reviews, m.findings, m.decisions, m.decisionSeconds, m.fleetStarts} {
+	for _, c := range []prometheus.Collector{m.requests, m.reviews, m.findings, m.decisions, m.decisionSeconds, m.fleetStarts} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -73,12 +78,14 @@ func (m *Metrics) observe(kind v1alpha1.WorkloadKind, d Decision, took time.Dura
 		return
 	}
 	m.decisionSeconds.WithLabelValues(string(kind)).Observe(took.Seconds())
-	// Requests: once under each policy that applied, whatever it found.
+	if len(d.Applied.Names()) == 0 {
+		m.requests.WithLabelValues("unguarded", string(kind)).Inc()
+	} else {
+		m.requests.WithLabelValues(outcomes[d.Action()], string(kind)).Inc()
+	}
+	// Reviews: the request once under each policy that applied, whatever it found.
 	for _, p := range d.Applied.Names() {
 		m.reviews.WithLabelValues(p, outcomes[policyAction(d.Violations, p)], string(kind)).Inc()
-	}
-	if len(d.Applied.Names()) == 0 {
-		m.reviews.WithLabelValues("", "unguarded", string(kind)).Inc()
 	}
 	if len(d.Violations) == 0 {
 		m.decisions.WithLabelValues("", "", decision.Allow.String(), string(kind)).Inc()
