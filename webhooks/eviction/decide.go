@@ -390,7 +390,7 @@ func releases(in Input, spec *v1alpha1.DisruptionPolicySpec) bool {
 }
 
 // released is the record of an eviction let go after maxHold: what the policy's own holds
-// said, as an Audit finding, so that it is counted (holdfast_evictions_total
+// said, as an Audit finding, so that it is counted (holdfast_eviction_findings_total
 // outcome="released") and shows in the audit log, never silently admitted.
 func released(p *v1alpha1.DisruptionPolicy, held time.Duration, found []decision.Violation) decision.Violation {
 	refused := make([]string, 0, len(found))
