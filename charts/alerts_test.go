@@ -62,40 +62,6 @@ func TestAlertRulesAreTested(t *testing.T) {
 	}
 }
 
-// TestEvictionAlertIsPerPolicy: the stuck-drain alert sets each policy's deferrals against
-// its own admitted evictions, never against every policy's (on(), or the deprecated
-// holdfast_evictions_total whose admitted evictions carry no policy).
-func TestEvictionAlertIsPerPolicy(t *testing.T) {
-	rules, _ := renderedRules(t)
-	var file struct {
-		Groups []struct {
-			Rules []struct{ Alert, Expr string }
-		}
-	}
-	if err := yaml.Unmarshal(rules, &file); err != nil {
-		t.Fatal(err)
-	}
-	var expr string
-	for _, g := range file.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "HoldfastEvictionsDeferredLong" {
-				expr = r.Expr
-			}
-		}
-	}
-	if expr == "" {
-		t.Fatal("no HoldfastEvictionsDeferredLong")
-	}
-	for _, bad := range []string{"on()", "on ()", "holdfast_evictions_total", `policy=""`} {
-		if strings.Contains(expr, bad) {
-			t.Errorf("HoldfastEvictionsDeferredLong reads %s: %s", bad, expr)
-		}
-	}
-	if strings.Count(expr, "sum by (policy)") != 2 {
-		t.Errorf("HoldfastEvictionsDeferredLong does not match deferrals and admissions by policy: %s", expr)
-	}
-}
-
 // TestUnavailableAlertFollowsTheScrape: HoldfastUnavailable reads `up` of the job that
 // scrapes holdfast, the ServiceMonitor's or scrapeJob, and no `up` at all without either
 // (absent() would otherwise fire for ever where holdfast is scraped another way).
