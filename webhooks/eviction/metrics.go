@@ -39,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"policy", "outcome", "rule"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_evictions_total",
-			Help: "Deprecated, removed in the next release: use holdfast_eviction_reviews_total (requests, with their policy) and holdfast_eviction_findings_total (findings). Findings on evictions of pods DisruptionPolicies select, by policy, outcome (allowed, deferred, denied, warned, audited, released: let go after maxHold) and rule; evictions with no finding count under policy=\"\", outcome=\"allowed\", unguarded owners under outcome=\"unguarded\".",
+			Help: "Deprecated, removed in the next release: use holdfast_eviction_requests_total (requests), holdfast_eviction_reviews_total (requests per policy) and holdfast_eviction_findings_total (findings). Findings on evictions of pods DisruptionPolicies select, by policy, outcome (allowed, deferred, denied, warned, audited, released: let go after maxHold) and rule; evictions with no finding count under policy=\"\", outcome=\"allowed\", unguarded owners under outcome=\"unguarded\".",
 		}, []string{"policy", "outcome", "rule"}),
 		deferredSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "holdfast_eviction_deferred_wait_seconds",

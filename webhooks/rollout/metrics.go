@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"policy", "rule", "action", "kind"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_rollout_decisions_total",
-			Help: "Deprecated, removed in the next release: use holdfast_rollout_reviews_total (requests, with their policy) and holdfast_rollout_findings_total (findings). Rollout policy findings by policy, rule, action and workload kind; requests no policy objected to count under policy=\"\".",
+			Help: "Deprecated, removed in the next release: use holdfast_rollout_requests_total (requests), holdfast_rollout_reviews_total (requests per policy) and holdfast_rollout_findings_total (findings). Rollout policy findings by policy, rule, action and workload kind; requests no policy objected to count under policy=\"\".",
 		}, []string{"policy", "rule", "action", "kind"}),
 		decisionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "holdfast_rollout_decision_duration_seconds",
