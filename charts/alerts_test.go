@@ -42,7 +42,8 @@ func renderedRules(t *testing.T) (file []byte, alerts []string) {
 }
 
 // TestAlertRulesAreTested: every alert the chart renders has a promtool test that expects
-// it to fire.
+// it to fire and one that expects it not to (for a cause that is not its own, or before
+// its `for:` has passed).
 func TestAlertRulesAreTested(t *testing.T) {
 	raw, err := os.ReadFile(alertTests)
 	if err != nil {
@@ -53,6 +54,10 @@ func TestAlertRulesAreTested(t *testing.T) {
 		fires := regexp.MustCompile(`(?m)alertname: ` + a + `\n\s+exp_alerts:\n\s+- exp_labels`)
 		if !fires.Match(raw) {
 			t.Errorf("alert %s: no test in %s expects it to fire", a, alertTests)
+		}
+		silent := regexp.MustCompile(`(?m)alertname: ` + a + `\n\s+exp_alerts: \[\]`)
+		if !silent.Match(raw) {
+			t.Errorf("alert %s: no test in %s expects it not to fire", a, alertTests)
 		}
 	}
 }

@@ -76,13 +76,19 @@ func TestRenderMonitoring(t *testing.T) {
 			alerts[rule["alert"].(string)] = rule
 		}
 	}
-	// Admitted evictions are counted with policy="" (webhooks/eviction/metrics.go): an
-	// expression that matches them by policy never fires. It must ignore their labels, and
-	// fire too when no eviction was ever admitted (no allowed series at all).
+	// Each policy's deferrals are set against its own admitted evictions
+	// (holdfast_eviction_reviews_total carries the policy on every series), never against
+	// every policy's: on(), or the deprecated holdfast_evictions_total whose admitted
+	// evictions carry no policy, would let one policy's admissions silence another's alert.
 	deferred := alerts["HoldfastEvictionsDeferredLong"]
-	if expr := fmt.Sprint(deferred["expr"]); !strings.Contains(expr, `outcome="deferred"`) || !strings.Contains(expr, "unless on()") ||
-		strings.Contains(expr[strings.Index(expr, "unless"):], "by (policy)") {
-		t.Errorf("HoldfastEvictionsDeferredLong cannot fire as the metric is counted: %s", expr)
+	expr := fmt.Sprint(deferred["expr"])
+	for _, bad := range []string{"on()", "on ()", "holdfast_evictions_total", `policy=""`} {
+		if strings.Contains(expr, bad) {
+			t.Errorf("HoldfastEvictionsDeferredLong reads %s: %s", bad, expr)
+		}
+	}
+	if !strings.Contains(expr, `outcome="deferred"`) || strings.Count(expr, "sum by (policy) (increase(holdfast_eviction_reviews_total") != 2 {
+		t.Errorf("HoldfastEvictionsDeferredLong does not match deferrals and admissions by policy: %s", expr)
 	}
 	if deferred["for"] != "30m" {
 		t.Errorf("HoldfastEvictionsDeferredLong for %v, want deferredFor (30m)", deferred["for"])

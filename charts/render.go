@@ -85,6 +85,16 @@ func Render(ns string, values map[string]any) ([]*unstructured.Unstructured, err
 	return renderChart(c, "holdfast", ns, values)
 }
 
+// RenderChart renders the chart in dir, another project's (cert-manager's, for its CRDs),
+// as `helm install name --namespace ns` would.
+func RenderChart(dir, name, ns string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	c, err := loader.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	return renderChart(c, name, ns, values)
+}
+
 // renderChart renders c (and the dependencies its values enable) as `helm install name
 // --namespace ns` would.
 func renderChart(c *chart.Chart, name, ns string, values map[string]any) ([]*unstructured.Unstructured, error) {

@@ -204,7 +204,7 @@ type PDBGeneration struct {
 }
 
 // DisruptionPolicyStatus is what holdfast last observed of a DisruptionPolicy. Eviction
-// counts are in metrics (holdfast_evictions_total), not here.
+// counts are in metrics (holdfast_eviction_requests_total and its kin), not here.
 type DisruptionPolicyStatus struct {
 	// observedGeneration is the policy generation this status describes.
 	// +optional

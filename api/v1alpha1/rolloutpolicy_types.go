@@ -244,7 +244,7 @@ type ArgMatchesReplicas struct {
 }
 
 // RolloutPolicyStatus is what holdfast last observed of a RolloutPolicy. Decision counts
-// are in metrics (holdfast_rollout_decisions_total), not here.
+// are in metrics (holdfast_rollout_requests_total and its kin), not here.
 type RolloutPolicyStatus struct {
 	// observedGeneration is the policy generation this status describes.
 	// +optional

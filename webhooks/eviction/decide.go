@@ -101,6 +101,9 @@ type Decision struct {
 	decision.Violations
 	// Guarded is true when at least one policy selected the pod and applied to it.
 	Guarded bool
+	// Applied names the policies that selected the pod and applied to the request, in the
+	// order of Input.Policies: the metrics count the request once under each.
+	Applied decision.Applied
 	// Counts is a guarded eviction of a Ready pod: it takes a pod down, so once admitted it
 	// is recorded, counts against the budget until the pod is gone, and starts the cooldown.
 	// Evicting a pod that is not Ready takes nothing down (E3).
@@ -150,6 +153,7 @@ func Decide(in Input) Decision {
 			continue
 		}
 		d.Guarded = true
+		d.Applied.Add(p.Name)
 		d.Counts = d.Counts || in.Pod.Ready
 		d.UsesRecords = d.UsesRecords || in.Pod.Ready || !alwaysAllows(&p.Spec)
 		found := check(in, &p.Spec, false)
@@ -386,7 +390,7 @@ func releases(in Input, spec *v1alpha1.DisruptionPolicySpec) bool {
 }
 
 // released is the record of an eviction let go after maxHold: what the policy's own holds
-// said, as an Audit finding, so that it is counted (holdfast_evictions_total
+// said, as an Audit finding, so that it is counted (holdfast_eviction_findings_total
 // outcome="released") and shows in the audit log, never silently admitted.
 func released(p *v1alpha1.DisruptionPolicy, held time.Duration, found []decision.Violation) decision.Violation {
 	refused := make([]string, 0, len(found))

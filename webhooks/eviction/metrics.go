@@ -10,6 +10,10 @@ import (
 
 // Metrics are the eviction guard's metrics. A nil *Metrics counts nothing.
 type Metrics struct {
+	requests *prometheus.CounterVec
+	reviews  *prometheus.CounterVec
+	findings *prometheus.CounterVec
+	// evictions is the deprecated holdfast_evictions_total, kept unchanged for one release.
 	evictions       *prometheus.CounterVec
 	deferredSeconds prometheus.Histogram
 	decisionSeconds prometheus.Histogram
@@ -21,9 +25,21 @@ type Metrics struct {
 // NewMetrics creates the eviction guard's metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdfast_eviction_requests_total",
+			Help: "Eviction (and guarded DELETE) requests of pods DisruptionPolicies select, each counted once, by the outcome of the request: allowed (no finding), deferred (429), denied (403), warned, audited, released (let go after maxHold), unguarded (no policy applied: owners holdfast does not guard, pods already going, exempt requesters). Per policy: holdfast_eviction_reviews_total.",
+		}, []string{"outcome"}),
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdfast_eviction_reviews_total",
+			Help: "Eviction (and guarded DELETE) requests of pods DisruptionPolicies select, counted once under each policy that applied (a request two policies apply to counts once under each), by policy and the outcome that policy gave: allowed (it found nothing), deferred, denied, warned, audited, released (let go after maxHold). Requests no policy applied to are counted in holdfast_eviction_requests_total only.",
+		}, []string{"policy", "outcome"}),
+		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdfast_eviction_findings_total",
+			Help: "Findings of DisruptionPolicies on eviction requests, one per policy and rule that objected, by policy, outcome (deferred, denied, warned, audited, released) and rule: a request with two findings counts twice here, once in holdfast_eviction_reviews_total.",
+		}, []string{"policy", "outcome", "rule"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_evictions_total",
-			Help: "Evictions of pods DisruptionPolicies select, by policy, outcome (allowed, deferred, denied, warned, audited, released: let go after maxHold) and rule; unguarded owners count under outcome=\"unguarded\".",
+			Help: "Deprecated, removed in the next release: use holdfast_eviction_requests_total (requests), holdfast_eviction_reviews_total (requests per policy) and holdfast_eviction_findings_total (findings). Findings on evictions of pods DisruptionPolicies select, by policy, outcome (allowed, deferred, denied, warned, audited, released: let go after maxHold) and rule; evictions with no finding count under policy=\"\", outcome=\"allowed\", unguarded owners under outcome=\"unguarded\".",
 		}, []string{"policy", "outcome", "rule"}),
 		deferredSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "holdfast_eviction_deferred_wait_seconds",
@@ -49,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Deferrals of evictions whose pod had been held longer than the deferring policy's maxHold, by policy.",
 		}, []string{"policy"}),
 	}
-	for _, c := range []prometheus.Collector{m.evictions, m.deferredSeconds, m.decisionSeconds, m.errors, m.heldSeconds, m.heldLong} {
+	for _, c := range []prometheus.Collector{m.requests, m.reviews, m.findings, m.evictions, m.deferredSeconds, m.decisionSeconds, m.errors, m.heldSeconds, m.heldLong} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -57,7 +73,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// outcome names what a violation did to the eviction, for holdfast_evictions_total.
+// outcome names what a violation did to the eviction, for holdfast_eviction_findings_total
+// (and the deprecated holdfast_evictions_total).
 func outcome(v decision.Violation) string {
 	switch {
 	case v.Rule == RuleMaxHold:
@@ -73,24 +90,65 @@ func outcome(v decision.Violation) string {
 	}
 }
 
+// severity orders the outcomes of one policy's findings: a request a policy both defers
+// and refuses for ever was refused.
+var severity = map[string]int{"audited": 1, "warned": 2, "released": 3, "deferred": 4, "denied": 5}
+
+// policyOutcome is the outcome policy gave the request: the most severe of its findings,
+// allowed without any.
+func policyOutcome(vs decision.Violations, policy string) string {
+	out := "allowed"
+	for _, v := range vs {
+		if o := outcome(v); v.Policy == policy && severity[o] > severity[out] {
+			out = o
+		}
+	}
+	return out
+}
+
+// requestOutcome is what the request came to: its most severe finding's outcome.
+func requestOutcome(d Decision) string {
+	if len(d.Applied.Names()) == 0 {
+		return "unguarded"
+	}
+	out := "allowed"
+	for _, v := range d.Violations {
+		if o := outcome(v); severity[o] > severity[out] {
+			out = o
+		}
+	}
+	return out
+}
+
 func (m *Metrics) observe(d Decision, in Input, took time.Duration) {
 	if m == nil {
 		return
 	}
 	m.decisionSeconds.Observe(took.Seconds())
-	if in.Group == nil {
-		m.evictions.WithLabelValues("", "unguarded", "").Inc()
-		return
+	m.requests.WithLabelValues(requestOutcome(d)).Inc()
+	// Reviews: the request once under each policy that applied, whatever it found.
+	for _, p := range d.Applied.Names() {
+		m.reviews.WithLabelValues(p, policyOutcome(d.Violations, p)).Inc()
 	}
-	if len(d.Violations) == 0 {
+	for _, v := range d.Violations {
+		m.findings.WithLabelValues(v.Policy, outcome(v), v.Rule).Inc()
+	}
+	m.deprecated(d, in)
+	if d.Action() == decision.Deny && !d.Never() {
+		m.deferredSeconds.Observe(d.Wait().Seconds())
+	}
+}
+
+// deprecated counts holdfast_evictions_total as the previous release did.
+func (m *Metrics) deprecated(d Decision, in Input) {
+	switch {
+	case in.Group == nil:
+		m.evictions.WithLabelValues("", "unguarded", "").Inc()
+	case len(d.Violations) == 0:
 		m.evictions.WithLabelValues("", "allowed", "").Inc()
-		return
 	}
 	for _, v := range d.Violations {
 		m.evictions.WithLabelValues(v.Policy, outcome(v), v.Rule).Inc()
-	}
-	if d.Action() == decision.Deny && !d.Never() {
-		m.deferredSeconds.Observe(d.Wait().Seconds())
 	}
 }
 

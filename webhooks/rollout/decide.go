@@ -77,6 +77,10 @@ type Decision struct {
 	// Writers name who wrote the refused request and the template it changes; the
 	// handler sets them on a refusal, Decide never does.
 	Writers *Writers
+	// Applied names the policies that selected the workload (before or after the change)
+	// and applied to the request, in the order of Input.Policies: the metrics count the
+	// request once under each.
+	Applied decision.Applied
 }
 
 // Decide evaluates every policy that applies to the request. It does no I/O. An error is
@@ -153,6 +157,7 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 		if !selectsNew && !selectedOld {
 			continue
 		}
+		d.Applied.Add(p.Name)
 		found, err := check(in, &p.Spec.Rules, &rs, skip)
 		if err != nil {
 			return Decision{}, err
