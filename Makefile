@@ -45,6 +45,10 @@ release: ## Build the release offline into RELEASE_DIR: binaries (linux, darwin;
 release-check: ## Build the release twice and fail unless every artefact is the same bytes.
 	BASE_IMAGE="$(RELEASE_BASE)" bash hack/release-check.sh
 
+.PHONY: release-version
+release-version: ## Print the release's image tag and chart version (git describe, without the v).
+	@bash hack/release-version.sh -t
+
 .PHONY: docker-push
 docker-push: ## Push the image layout of `make release` to IMG=<registry>/<repo>:<tag> (login from ~/.docker/config.json; no Docker engine needed).
 	@case "$(IMG)" in */*) ;; *) echo "docker-push: set IMG to a registry's repository and tag, e.g. IMG=ghcr.io/you/holdfast:0.1.0"; exit 1;; esac
@@ -78,10 +82,12 @@ verify: generate ## Regenerate, then fail on any diff; chart and kustomize agree
 	go test -count=1 -run '^TestChartAgreesWithKustomize$$' ./charts/
 
 .PHONY: lint
-lint: ## gofmt and go vet over every build tag, helm lint (Helm's library), the alerts' promtool tests (pinned promtool, built once), and shellcheck on hack/ when installed.
+lint: ## gofmt and go vet over every build tag (and hack/release's module), helm lint (Helm's library), actionlint on .github/workflows (its library), the alerts' promtool tests (pinned promtool, built once), and shellcheck on hack/ when installed.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet -tags integration,e2e,promtool ./...
 	go test -count=1 -run '^TestLint$$' ./charts/
+	go vet -C hack/release ./...
+	go test -count=1 ./hack/workflows/
 	promtool="$$(bash hack/promtool.sh)"; PROMTOOL="$$promtool" go test -tags promtool -count=1 -run '^TestAlertRules$$' ./charts/
 	@if command -v shellcheck >/dev/null; then shellcheck -x hack/*.sh .ci/run; else echo "shellcheck not installed: skipped"; fi
 

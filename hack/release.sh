@@ -21,15 +21,7 @@ pkg=github.com/holdfast-dev/holdfast/internal/version
 commit=$(git rev-parse HEAD)
 epoch=$(git log -1 --format=%ct HEAD)
 created=$(TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd HEAD)
-if [ -z "${RELEASE_VERSION:-}" ]; then
-	# A v-tag names the release (v0.2.0, or v0.2.0-3-g<commit> past it); before the first
-	# tag, the chart's version as a pre-release of this commit, which Helm accepts as semver.
-	if ! RELEASE_VERSION=$(git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null); then
-		chart_version=$(awk '$1 == "version:" {print $2; exit}' charts/holdfast/Chart.yaml)
-		RELEASE_VERSION="v${chart_version}-dev.g$(git rev-parse --short=12 HEAD)"
-		git diff --quiet HEAD || RELEASE_VERSION+="-dirty"
-	fi
-fi
+RELEASE_VERSION="${RELEASE_VERSION:-$(bash hack/release-version.sh)}"
 echo "release ${RELEASE_VERSION} (commit ${commit}, ${created}) into ${out}"
 
 rm -rf "$out"
