@@ -23,14 +23,37 @@ build: ## Build bin/holdfast.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/holdfast ./cmd/holdfast
 
 .PHONY: docker-build
-docker-build: ## Build the container image $(IMG) (needs a Docker engine).
+docker-build: ## Build the container image $(IMG) from the Dockerfile (needs a Docker engine; `make release` needs none).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
-PLATFORMS ?= linux/amd64,linux/arm64
+##@ Release
+
+RELEASE_DIR ?= _output/release
+# The image's base. "none" (the default) builds on an empty base: the binary alone, which
+# is what a machine without a registry can build. "distroless" (CI) builds on
+# DISTROLESS_IMAGE, pinned by digest and pulled from its registry. The digest cannot be
+# checked offline: refresh it with `crane digest gcr.io/distroless/static-debian12:nonroot`.
+BASE_IMAGE ?= none
+DISTROLESS_IMAGE := gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
+RELEASE_BASE = $(if $(filter distroless,$(BASE_IMAGE)),$(DISTROLESS_IMAGE),$(BASE_IMAGE))
+
+.PHONY: release
+release: ## Build the release offline into RELEASE_DIR: binaries (linux, darwin; amd64, arm64), multi-arch OCI image layout, docker archives, chart, SBOM, SHA256SUMS.
+	BASE_IMAGE="$(RELEASE_BASE)" bash hack/release.sh $(RELEASE_DIR)
+
+.PHONY: release-check
+release-check: ## Build the release twice and fail unless every artefact is the same bytes.
+	BASE_IMAGE="$(RELEASE_BASE)" bash hack/release-check.sh
+
+.PHONY: release-version
+release-version: ## Print the release's image tag and chart version (git describe, without the v).
+	@bash hack/release-version.sh -t
 
 .PHONY: docker-push
-docker-push: ## Build $(IMG) for $(PLATFORMS) and push it (needs a Docker engine with buildx and a registry login).
-	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) -t $(IMG) --push .
+docker-push: ## Push the image layout of `make release` to IMG=<registry>/<repo>:<tag> (login from ~/.docker/config.json; no Docker engine needed).
+	@case "$(IMG)" in */*) ;; *) echo "docker-push: set IMG to a registry's repository and tag, e.g. IMG=ghcr.io/you/holdfast:0.1.0"; exit 1;; esac
+	go build -C hack/release -buildvcs=false -trimpath -o $(CURDIR)/_output/bin/release .
+	_output/bin/release push -layout $(RELEASE_DIR)/oci -image $(IMG) $(if $(DIGEST_FILE),-digest-file $(DIGEST_FILE))
 
 ##@ Generate and check
 
@@ -59,10 +82,12 @@ verify: generate ## Regenerate, then fail on any diff; chart and kustomize agree
 	go test -count=1 -run '^TestChartAgreesWithKustomize$$' ./charts/
 
 .PHONY: lint
-lint: ## gofmt and go vet over every build tag, helm lint (Helm's library), the alerts' promtool tests (pinned promtool, built once), and shellcheck on hack/ when installed.
+lint: ## gofmt and go vet over every build tag (and hack/release's module), helm lint (Helm's library), actionlint on .github/workflows (its library), the alerts' promtool tests (pinned promtool, built once), and shellcheck on hack/ when installed.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet -tags integration,e2e,promtool ./...
 	go test -count=1 -run '^TestLint$$' ./charts/
+	go vet -C hack/release ./...
+	go test -count=1 ./hack/workflows/
 	promtool="$$(bash hack/promtool.sh)"; PROMTOOL="$$promtool" go test -tags promtool -count=1 -run '^TestAlertRules$$' ./charts/
 	@if command -v shellcheck >/dev/null; then shellcheck -x hack/*.sh .ci/run; else echo "shellcheck not installed: skipped"; fi
 
