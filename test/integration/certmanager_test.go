@@ -65,17 +65,21 @@ func certManagerCRDs(t *testing.T) []*unstructured.Unstructured {
 func installCertManagerCRDs(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
+	admin, err := client.New(restConfig, client.Options{Scheme: harness.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, u := range certManagerCRDs(t) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
 			t.Fatal(err)
 		}
-		if err := k8s.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := admin.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("CRD %s: %v", crd.Name, err)
 		}
 		eventually(t, "CRD "+crd.Name+" established", func() bool {
 			got := &apiextensionsv1.CustomResourceDefinition{}
-			if k8s.Get(ctx, client.ObjectKeyFromObject(crd), got) != nil {
+			if admin.Get(ctx, client.ObjectKeyFromObject(crd), got) != nil {
 				return false
 			}
 			for _, c := range got.Status.Conditions {
