@@ -1733,7 +1733,7 @@ var mutants = []mutant{
 	{"neverHeld/pending", servingWhen(func(in Input) bool { return in.Pod.Phase == corev1.PodPending }), nil},
 	{"neverHeld/deleteNotReady", servingWhen(func(in Input) bool { return in.Delete && !in.Pod.Ready }), nil},
 	{"neverHeld/deleteOnLostNode", servingWhen(func(in Input) bool { return in.Delete && in.NodeLost }), nil},
-	{"afterMaxHold", func(in Input) Decision { in.Held = 0; return Decide(in) }, nil},
+	{"afterMaxHold", func(in Input) Decision { in.Held = nil; return Decide(in) }, nil},
 	{"topologyBudget", dropRule(RuleTopologyBudget), nil},
 }
 
