@@ -170,7 +170,7 @@ func Decide(in Input) Decision {
 			if kept := check(in, &p.Spec, true); len(kept) > 0 {
 				found = kept
 			} else {
-				d.Violations = append(d.Violations, released(p, in.Held[p.Name], found))
+				d.Violations = append(d.Violations, released(p, in.heldBy(p.Name), found))
 				d.Released = true
 				continue
 			}
@@ -383,10 +383,16 @@ func exempted(policyName string, grant *v1alpha1.TemporaryExemption, found []dec
 	return decision.Exempted(policyName, grant, refused)
 }
 
+// heldBy is how long the policy has held the pod: its own hold, or holdfast's own
+// deferrals (made for every policy that applies) when they began first.
+func (in Input) heldBy(policy string) time.Duration {
+	return max(in.Held[policy], in.Held[SelfPolicy])
+}
+
 // releases is a policy whose holds on the pod have lasted its maxHold and let go after it
 // (afterMaxHold Release).
 func releases(in Input, name string, spec *v1alpha1.DisruptionPolicySpec) bool {
-	return spec.AfterMaxHold == v1alpha1.AfterMaxHoldRelease && spec.MaxHold != nil && in.Held[name] >= spec.MaxHold.Duration
+	return spec.AfterMaxHold == v1alpha1.AfterMaxHoldRelease && spec.MaxHold != nil && in.heldBy(name) >= spec.MaxHold.Duration
 }
 
 // released is the record of an eviction let go after maxHold: what the policy's own holds

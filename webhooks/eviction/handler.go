@@ -373,10 +373,13 @@ func decideWith(decide func(Input) Decision, in Input) Decision {
 	return decide(in)
 }
 
+// SelfPolicy names holdfast's own deferrals, made for whatever policies apply.
+const SelfPolicy = "holdfast"
+
 // retryLater is a deferral that is holdfast's own: the decision could not be made or
 // recorded now, and a retry will.
 func retryLater(why string) Decision {
-	return Decision{Guarded: true, Violations: decision.Violations{{Policy: "holdfast", Rule: RuleMaxUnavailable, Action: decision.Deny,
+	return Decision{Guarded: true, Violations: decision.Violations{{Policy: SelfPolicy, Rule: RuleMaxUnavailable, Action: decision.Deny,
 		Wait: time.Second, Message: why + "; retry"}}}
 }
 

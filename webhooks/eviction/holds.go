@@ -72,8 +72,27 @@ func (h *Holds) Deferred(pod types.UID, policies []string, now time.Time) (time.
 	if p.by == nil {
 		p.by = map[string]span{}
 	}
+	// holdfast's own deferrals (a ledger it could not read or write in time) are made for
+	// every policy that applies: they keep each policy's hold going, and a policy that
+	// defers next holds since the first of them.
+	own, ownLive := p.by[SelfPolicy]
+	ownLive = ownLive && now.Sub(own.last) <= HoldBreak
 	for _, name := range policies {
-		p.by[name] = p.by[name].extend(now)
+		s, live := p.by[name]
+		live = live && now.Sub(s.last) <= HoldBreak
+		s = s.extend(now)
+		if !live && ownLive && name != SelfPolicy {
+			s.since = own.since
+		}
+		p.by[name] = s
+		if name == SelfPolicy {
+			for other, o := range p.by {
+				if now.Sub(o.last) <= HoldBreak {
+					o.last = now
+					p.by[other] = o
+				}
+			}
+		}
 	}
 	h.pods[pod] = p
 	return now.Sub(p.since), p.held(now)

@@ -38,10 +38,15 @@ type sim struct {
 	store       *memstore.Store
 	writer      memstore.Writer
 	journals    *journal.Store
+	// writers are the templates' field managers, which the server's cache keeps.
+	writers *informer.Writers
 	recorders   map[v1alpha1.WorkloadKind]*controller.JournalRecorder
 	rollout     *rollout.Handler
 	eviction    *eviction.Handler
 	rolloutPols bool
+	// revertWindow is the longest of the RolloutPolicies': within it, two writers whose
+	// template changes follow each other are fighting (WritersFighting).
+	revertWindow time.Duration
 
 	nodes     []*node
 	nodeByNam map[string]*node

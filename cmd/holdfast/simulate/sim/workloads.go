@@ -41,6 +41,8 @@ type simWorkload struct {
 	triedAt   int
 	uid       types.UID
 	fig       *WorkloadFigures
+	// writer is the field manager that last changed its template, "" when none named one.
+	writer string
 	evictedAt []time.Time
 	// disruptions are its evicted pods' node labels and times, for the domains they disrupt.
 	disruptions []disruption
