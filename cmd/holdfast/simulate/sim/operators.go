@@ -3,9 +3,9 @@ package sim
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
-	"fmt"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"

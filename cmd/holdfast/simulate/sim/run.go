@@ -32,14 +32,14 @@ const settleLimit = 100000
 var epoch = time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
 
 type sim struct {
-	sc          *Scenario
-	now         time.Time
-	startup     time.Duration
-	store       *memstore.Store
-	writer      memstore.Writer
-	journals    *journal.Store
+	sc       *Scenario
+	now      time.Time
+	startup  time.Duration
+	store    *memstore.Store
+	writer   memstore.Writer
+	journals *journal.Store
 	// writers are the templates' field managers, which the server's cache keeps.
-	writers *informer.Writers
+	writers     *informer.Writers
 	recorders   map[v1alpha1.WorkloadKind]*controller.JournalRecorder
 	rollout     *rollout.Handler
 	eviction    *eviction.Handler
