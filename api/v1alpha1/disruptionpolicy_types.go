@@ -123,9 +123,10 @@ type DisruptionPolicySpec struct {
 	// +optional
 	GuardDeletes bool `json:"guardDeletes,omitempty"`
 
-	// maxHold is how long a pod's eviction may be deferred without a break before holdfast
-	// warns (a Warning Event on the pod and its node, holdfast_eviction_held_seconds), so
-	// that operators act before a platform forces the drain. What happens after it is
+	// maxHold is how long this policy may defer a pod's eviction without a break before
+	// holdfast warns (a Warning Event on the pod and its node, holdfast_eviction_held_seconds),
+	// so that operators act before a platform forces the drain. Each policy's hold is its
+	// own: the time another policy held the pod does not count. What happens after it is
 	// afterMaxHold's.
 	// +optional
 	// +kubebuilder:validation:Type=string
@@ -145,7 +146,11 @@ type DisruptionPolicySpec struct {
 	// topologyBudget limits how many topology domains (zones, by default) may have
 	// disrupted pods of a group at once: the eviction, or guarded delete, of a Ready pod in
 	// another domain waits while that many domains have pods holdfast admitted down whose
-	// replacements are not available yet. Unset, a group's disruptions may span any domains.
+	// replacements are not available yet. A domain is whole again once it has as many of
+	// the group's pods available as served there when the pod was taken down (a pod
+	// re-created in another domain, or for another reason, does not make it whole), or once
+	// the whole group is available again, or after replacementTimeout. Unset, a group's
+	// disruptions may span any domains.
 	// +optional
 	TopologyBudget *TopologyBudget `json:"topologyBudget,omitempty"`
 }

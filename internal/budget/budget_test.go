@@ -271,7 +271,7 @@ func TestSweepsThePreviousReleasesLedgers(t *testing.T) {
 
 // TestAddedRecordFieldsStoredForm pins each field this release adds to a record of the
 // group's ledger: an admitted pod DELETE ("via":"delete"), an eviction released after
-// maxHold ("released":true) and the pod's topology domains. A replica of the previous
+// maxHold ("released":true), the pod's topology domains and the pods serving there. A replica of the previous
 // release (release 5648181), which decodes a record into pod, uid, at and by, counts each
 // as an eviction during an upgrade, and this release reads each back as written.
 func TestAddedRecordFieldsStoredForm(t *testing.T) {
@@ -285,6 +285,10 @@ func TestAddedRecordFieldsStoredForm(t *testing.T) {
 		"the pod's domains": {add: func(r *budget.Eviction) {
 			r.Domains = map[string]string{"topology.kubernetes.io/zone": "eu-west-1a"}
 		}, added: `"domains":{"topology.kubernetes.io/zone":"eu-west-1a"}}]`},
+		"the pods serving in its domains": {add: func(r *budget.Eviction) {
+			r.Domains = map[string]string{"topology.kubernetes.io/zone": "eu-west-1a"}
+			r.Serving = map[string]int32{"topology.kubernetes.io/zone": 3}
+		}, added: `"domains":{"topology.kubernetes.io/zone":"eu-west-1a"},"serving":{"topology.kubernetes.io/zone":3}}]`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()

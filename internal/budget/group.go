@@ -50,6 +50,12 @@ type Eviction struct {
 	// the node may be gone by the time the domain is counted. A release that does not know
 	// the field ignores it.
 	Domains map[string]string `json:"domains,omitempty"`
+	// Serving is, by topologyBudget key, how many of the group's pods served (Ready, not
+	// terminating) in the pod's domain of that key when it was admitted down, this one
+	// included: the domain is whole again once as many are available there (Disrupted).
+	// A release that does not know the field ignores it, and one that reads a record
+	// without it matches a replacement created after the record instead.
+	Serving map[string]int32 `json:"serving,omitempty"`
 }
 
 // ViaDelete marks a record of an admitted pod DELETE.

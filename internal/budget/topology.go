@@ -9,12 +9,14 @@ import (
 
 // Pod is what Disrupted reads of a pod of the group (the caller reads it from
 // workload.Pod): whether it still runs (not terminating nor ended), whether it is available
-// (Ready for minReadySeconds and the clock margin, not terminating), and when it was created.
+// (Ready for minReadySeconds and the clock margin, not terminating), when it was created,
+// and its node's value of the topology key ("" for a node without it, or one not read).
 type Pod struct {
 	UID       types.UID
 	Created   time.Time
 	Running   bool
 	Available bool
+	Domain    string
 }
 
 // Disrupted is the topology domains (values of key) with pods of a group that holdfast
@@ -23,14 +25,24 @@ type Pod struct {
 // (a record) disrupts its domain from the moment it is admitted until:
 //   - its pod still serves after EvictionLapse: kube refused it, nothing went down;
 //   - the group is whole again: as many available pods as it expects (and it expects some);
-//   - a replacement is available: a pod of the group created after the record (read
-//     with the writer's clock margin added: a pod created just before the record is no
-//     replacement, whatever the two clocks say), not the
-//     record's own, available (Ready for minReady and not terminating) and not already
-//     counted as another record's replacement. A DaemonSet's agent that comes back on its
-//     cordoned node is such a replacement, as a Deployment's pod in another zone is;
+//   - its domain is whole again: as many of the group's pods available there, the record's
+//     own aside, as served there when it was admitted, the record's own included
+//     (Eviction.Serving). Counted, not matched: kube's controllers re-create a pod
+//     wherever the scheduler puts it, so a replacement is no particular pod. A DaemonSet's
+//     agent that comes back on its cordoned node makes its domain whole; a Deployment's
+//     pod re-created in another zone does not (that zone gained, this one is still short:
+//     two zones would be down if another were drained now), and the domain frees when the
+//     group is whole or by the bound. A pod re-created in another zone for another reason
+//     (a crash, a node-pressure eviction, a manual delete) frees nothing here. The count
+//     compares pods with pods, read from the caches of any replica alike: no clock is
+//     read, and a pod that served before the eviction is in the count it must get back to;
 //   - or bound has passed since it was admitted (topologyBudget.replacementTimeout): a
-//     replacement that cannot be scheduled does not hold every other domain for ever.
+//     replacement that cannot be scheduled, or a domain that lost another pod meanwhile,
+//     does not hold every other domain for ever.
+//
+// A record without the count (written by a release that did not keep it) frees its domain
+// once a pod of the group created after it (read with the clock margin of the replica
+// that wrote it) is available in the same domain and not counted for another record.
 //
 // Pods that are unavailable for other reasons (a NotReady node, a crash) disrupt no
 // domain: holdfast did not take them down, and one failing node in one zone must not hold
@@ -68,8 +80,12 @@ func Disrupted(records []Eviction, pods []Pod, expected int32, key string, bound
 			}
 		} else if whole {
 			continue
+		} else if served, counted := r.Serving[key]; counted {
+			if servingIn(pods, domain, r.UID) >= served {
+				continue
+			}
 		} else if j := slices.IndexFunc(pods, func(p Pod) bool {
-			return p.UID != r.UID && !used[p.UID] && !p.Created.Before(r.At.Add(margin)) && p.Available
+			return p.UID != r.UID && p.Domain == domain && !used[p.UID] && !p.Created.Before(r.At.Add(margin)) && p.Available
 		}); j >= 0 {
 			used[pods[j].UID] = true
 			continue
@@ -79,4 +95,15 @@ func Disrupted(records []Eviction, pods []Pod, expected int32, key string, bound
 		}
 	}
 	return out
+}
+
+// servingIn counts the pods available in domain, but the one with UID except.
+func servingIn(pods []Pod, domain string, except types.UID) int32 {
+	var n int32
+	for _, p := range pods {
+		if p.Available && p.Domain == domain && p.UID != except {
+			n++
+		}
+	}
+	return n
 }

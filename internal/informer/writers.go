@@ -43,6 +43,10 @@ func (w *Writers) Forget(uid types.UID) {
 	delete(w.by, uid)
 }
 
+// Observe keeps the template's writer of obj as the cache's transform does, for a store
+// that has none (the simulator's in-memory cluster).
+func (w *Writers) Observe(obj metav1.Object) { w.record(obj) }
+
 // record keeps the template's writer of obj, read from its managedFields before they are
 // stripped; an object without one (managed fields disabled, or none owns the template)
 // keeps nothing.

@@ -62,13 +62,17 @@ type Input struct {
 	// NodeLost is a pod on a node the node lifecycle controller has tainted not-ready,
 	// unreachable or out of service: deleting it is the documented recovery.
 	NodeLost bool
-	// Held is how long this replica has deferred the pod's evictions without a break
-	// (Holds), zero when it holds none: a policy with afterMaxHold Release lets its own holds
-	// go once it reaches maxHold.
-	Held time.Duration
+	// Held is how long each policy has deferred the pod's evictions on this replica without
+	// a break (Holds), by policy name; a policy absent holds none. A policy with
+	// afterMaxHold Release lets its own holds go once its own hold reaches maxHold.
+	Held map[string]time.Duration
 	// Domains are the pod's node's values of the policies' topologyBudget keys, by key;
 	// a key the node lacks is absent (the pod is in no domain of it).
 	Domains map[string]string
+	// NodeDomains are the topologyBudget keys' values of the nodes the group's pods run on,
+	// by node name, then key: how a domain is told whole again (budget.Disrupted). Read
+	// only when the pod is in a domain.
+	NodeDomains map[string]map[string]string
 }
 
 // margin is how much older than it looks a record may be, read on this replica's clock.
@@ -164,13 +168,13 @@ func Decide(in Input) Decision {
 			found = append(found, v)
 		}
 		// Only an enforced policy holds, and so only its holds are released.
-		if len(found) > 0 && grant == nil && action == decision.Deny && releases(in, &p.Spec) {
+		if len(found) > 0 && grant == nil && action == decision.Deny && releases(in, p.Name, &p.Spec) {
 			// The hold has lasted maxHold: only the budget, as kube's PDB counts it, still
 			// defers. What the policy's own holds said goes on record.
 			if kept := check(in, &p.Spec, true); len(kept) > 0 {
 				found = kept
 			} else {
-				d.Violations = append(d.Violations, released(p, in.Held, found))
+				d.Violations = append(d.Violations, released(p, in.heldBy(p.Name), found))
 				d.Released = true
 				continue
 			}
@@ -383,10 +387,16 @@ func exempted(policyName string, grant *v1alpha1.TemporaryExemption, found []dec
 	return decision.Exempted(policyName, grant, refused)
 }
 
+// heldBy is how long the policy has held the pod: its own hold, or holdfast's own
+// deferrals (made for every policy that applies) when they began first.
+func (in Input) heldBy(policy string) time.Duration {
+	return max(in.Held[policy], in.Held[SelfPolicy])
+}
+
 // releases is a policy whose holds on the pod have lasted its maxHold and let go after it
 // (afterMaxHold Release).
-func releases(in Input, spec *v1alpha1.DisruptionPolicySpec) bool {
-	return spec.AfterMaxHold == v1alpha1.AfterMaxHoldRelease && spec.MaxHold != nil && in.Held >= spec.MaxHold.Duration
+func releases(in Input, name string, spec *v1alpha1.DisruptionPolicySpec) bool {
+	return spec.AfterMaxHold == v1alpha1.AfterMaxHoldRelease && spec.MaxHold != nil && in.heldBy(name) >= spec.MaxHold.Duration
 }
 
 // released is the record of an eviction let go after maxHold: what the policy's own holds

@@ -211,6 +211,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	if err := h.readDomains(ctx, &in, pod); err != nil {
 		return h.ledgerFailed(finish, err)
 	}
+	if err := h.readNodeDomains(ctx, &in); err != nil {
+		return h.fail(err)
+	}
 	if deleting {
 		// kube checks no PodDisruptionBudget on a DELETE: two floors do not matter.
 	} else if both, err := twoFloors(ctx, h.Reader, h.APIReader, pod, start); err != nil {
@@ -264,7 +267,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		if deleting {
 			rec.Via = budget.ViaDelete
 		}
-		rec.Domains = in.Domains
+		rec.Domains, rec.Serving = in.Domains, Serving(in)
 		err = g.RecordEviction(lctx, h.Ledgers, rec, keep)
 		switch {
 		case err == nil:
@@ -342,20 +345,20 @@ func twoFloors(ctx context.Context, cached, live client.Reader, pod *corev1.Pod,
 // operators should act first. It never changes the answer.
 func (h *Handler) heldTooLong(ctx context.Context, pod *corev1.Pod, d Decision, in Input) {
 	now := in.Now
-	held := h.Holds.Deferred(pod.UID, now)
+	held, by := h.Holds.Deferred(pod.UID, deferring(d), now)
 	if note, ok := outlasts(pod, d, in, held, func() (time.Time, bool) { return h.nodeClaimDeadline(ctx, pod) }); ok {
 		h.Events.Warn(pod, "deadline", now, "EvictionOutlastsDrainer", note)
 		if node := nodeOf(pod); node != nil {
 			h.Events.Warn(node, "deadline/"+string(pod.UID), now, "EvictionOutlastsDrainer", note)
 		}
 	}
-	limit, name := maxHold(d, in.Policies)
-	if limit == 0 || held <= limit {
+	name, limit, long, over := maxHold(d, in.Policies, by)
+	if !over {
 		return
 	}
 	h.Metrics.heldTooLong(name)
-	note := fmt.Sprintf("the eviction of pod %s/%s has been deferred for %s, longer than policy %s's maxHold of %s: %s",
-		pod.Namespace, pod.Name, held.Round(time.Second), name, limit, d.Denial())
+	note := fmt.Sprintf("the eviction of pod %s/%s has been deferred by policy %s for %s, longer than its maxHold of %s: %s",
+		pod.Namespace, pod.Name, name, long.Round(time.Second), limit, d.Denial())
 	h.Events.Warn(pod, "held", now, "EvictionHeldTooLong", note)
 	if node := nodeOf(pod); node != nil {
 		h.Events.Warn(node, "held/"+string(pod.UID), now, "EvictionHeldTooLong", note)
@@ -370,10 +373,13 @@ func decideWith(decide func(Input) Decision, in Input) Decision {
 	return decide(in)
 }
 
+// SelfPolicy names holdfast's own deferrals, made for whatever policies apply.
+const SelfPolicy = "holdfast"
+
 // retryLater is a deferral that is holdfast's own: the decision could not be made or
 // recorded now, and a retry will.
 func retryLater(why string) Decision {
-	return Decision{Guarded: true, Violations: decision.Violations{{Policy: "holdfast", Rule: RuleMaxUnavailable, Action: decision.Deny,
+	return Decision{Guarded: true, Violations: decision.Violations{{Policy: SelfPolicy, Rule: RuleMaxUnavailable, Action: decision.Deny,
 		Wait: time.Second, Message: why + "; retry"}}}
 }
 

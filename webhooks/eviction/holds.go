@@ -3,6 +3,7 @@ package eviction
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,20 +25,37 @@ import (
 const HoldBreak = time.Minute
 
 // Holds tracks, per pod, since when this replica has deferred its evictions without a
-// break (maxHold). Each replica sees the retries it answers; a drain whose retries are
-// spread over replicas is warned about by each once its own view passes maxHold.
+// break, and since when each policy has (maxHold). Each replica sees the retries it
+// answers; a drain whose retries are spread over replicas is warned about by each once its
+// own view passes maxHold. A policy's maxHold counts its own hold, not the pod's: one
+// policy's long hold (a freeze window) must not release another's that began a moment ago.
 type Holds struct {
 	mu   sync.Mutex
 	pods map[types.UID]hold
 }
 
-type hold struct{ since, last time.Time }
+// hold is a pod's: span since its first deferral; by, each deferring policy's own.
+type hold struct {
+	span
+	by map[string]span
+}
 
-// Deferred records a deferral of the pod's eviction at now and returns how long the pod
-// has been held.
-func (h *Holds) Deferred(pod types.UID, now time.Time) time.Duration {
+type span struct{ since, last time.Time }
+
+// extend is the span with a deferral at now, a new one after a break.
+func (s span) extend(now time.Time) span {
+	if s.since.IsZero() || now.Sub(s.last) > HoldBreak {
+		s.since = now
+	}
+	s.last = now
+	return s
+}
+
+// Deferred records a deferral of the pod's eviction at now by the policies named, and
+// returns how long the pod has been held and how long each policy has held it.
+func (h *Holds) Deferred(pod types.UID, policies []string, now time.Time) (time.Duration, map[string]time.Duration) {
 	if h == nil {
-		return 0
+		return 0, nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -49,28 +67,62 @@ func (h *Holds) Deferred(pod types.UID, now time.Time) time.Duration {
 			delete(h.pods, uid)
 		}
 	}
-	p, ok := h.pods[pod]
-	if !ok {
-		p.since = now
+	p := h.pods[pod]
+	p.span = p.span.extend(now)
+	if p.by == nil {
+		p.by = map[string]span{}
 	}
-	p.last = now
+	// holdfast's own deferrals (a ledger it could not read or write in time) are made for
+	// every policy that applies: they keep each policy's hold going, and a policy that
+	// defers next holds since the first of them.
+	own, ownLive := p.by[SelfPolicy]
+	ownLive = ownLive && now.Sub(own.last) <= HoldBreak
+	for _, name := range policies {
+		s, live := p.by[name]
+		live = live && now.Sub(s.last) <= HoldBreak
+		s = s.extend(now)
+		if !live && ownLive && name != SelfPolicy {
+			s.since = own.since
+		}
+		p.by[name] = s
+		if name == SelfPolicy {
+			for other, o := range p.by {
+				if now.Sub(o.last) <= HoldBreak {
+					o.last = now
+					p.by[other] = o
+				}
+			}
+		}
+	}
 	h.pods[pod] = p
-	return now.Sub(p.since)
+	return now.Sub(p.since), p.held(now)
 }
 
-// Held is how long the pod has been held as of now, without recording a deferral: zero
-// when this replica holds none (or the last deferral is more than HoldBreak old).
-func (h *Holds) Held(pod types.UID, now time.Time) time.Duration {
+// held is how long each policy has held the pod as of now: those whose last deferral is
+// more than HoldBreak old hold it no longer.
+func (p hold) held(now time.Time) map[string]time.Duration {
+	out := make(map[string]time.Duration, len(p.by))
+	for name, s := range p.by {
+		if now.Sub(s.last) <= HoldBreak {
+			out[name] = max(now.Sub(s.since), 0)
+		}
+	}
+	return out
+}
+
+// Held is how long each policy has held the pod as of now, without recording a deferral:
+// nil when this replica holds none (or the last deferral is more than HoldBreak old).
+func (h *Holds) Held(pod types.UID, now time.Time) map[string]time.Duration {
 	if h == nil {
-		return 0
+		return nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p, ok := h.pods[pod]
 	if !ok || now.Sub(p.last) > HoldBreak {
-		return 0
+		return nil
 	}
-	return max(now.Sub(p.since), 0)
+	return p.held(now)
 }
 
 // Ended forgets the pod's hold (its eviction was admitted) and returns how long it lasted.
@@ -85,20 +137,32 @@ func (h *Holds) Ended(pod types.UID, now time.Time) (time.Duration, bool) {
 	return now.Sub(p.since), ok
 }
 
-// maxHold is the shortest maxHold of the policies that deferred the eviction, zero when
-// none has one.
-func maxHold(d Decision, policies []v1alpha1.DisruptionPolicy) (time.Duration, string) {
-	var least time.Duration
-	var name string
+// deferring names the policies whose violations defer the eviction.
+func deferring(d Decision) []string {
+	var names []string
 	for _, v := range d.Violations {
-		for i := range policies {
-			p := &policies[i]
-			if p.Name == v.Policy && p.Spec.MaxHold != nil && (least == 0 || p.Spec.MaxHold.Duration < least) {
-				least, name = p.Spec.MaxHold.Duration, p.Name
-			}
+		if v.Action == decision.Deny && !slices.Contains(names, v.Policy) {
+			names = append(names, v.Policy)
 		}
 	}
-	return least, name
+	return names
+}
+
+// maxHold is the deferring policy whose own hold has lasted longest past its maxHold, with
+// that maxHold and hold; false when none has lasted past it.
+func maxHold(d Decision, policies []v1alpha1.DisruptionPolicy, held map[string]time.Duration) (string, time.Duration, time.Duration, bool) {
+	var name string
+	var limit, longest time.Duration
+	for i := range policies {
+		p := &policies[i]
+		if p.Spec.MaxHold == nil || !deferredBy(d, p.Name) {
+			continue
+		}
+		if h := held[p.Name]; h > p.Spec.MaxHold.Duration && h-p.Spec.MaxHold.Duration > longest-limit {
+			name, limit, longest = p.Name, p.Spec.MaxHold.Duration, h
+		}
+	}
+	return name, limit, longest, name != ""
 }
 
 // nodeOf is the node an Event about a held pod is also recorded on.

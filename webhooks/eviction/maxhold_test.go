@@ -108,7 +108,7 @@ func TestDecideAfterMaxHold(t *testing.T) {
 			}
 			p := dp(tc.mut)
 			in := Input{Pod: g.Pods[1], PodLabels: map[string]string{"app": "agent"}, Group: g, Records: tc.records,
-				Policies: []v1alpha1.DisruptionPolicy{p}, User: authenticationv1.UserInfo{Username: cmpOr(tc.user, "alice")}, Now: now, Held: tc.held}
+				Policies: []v1alpha1.DisruptionPolicy{p}, User: authenticationv1.UserInfo{Username: cmpOr(tc.user, "alice")}, Now: now, Held: map[string]time.Duration{p.Name: tc.held}}
 			if tc.rollout {
 				in.Rollout = &budget.SharedRollout{RolloutPolicy: "agents", Budgets: []string{p.Name}, Since: now.Add(-time.Minute), StallIn: time.Minute}
 			}
@@ -270,5 +270,77 @@ func TestNodeClaimDeadline(t *testing.T) {
 	pod.Spec.NodeName = "ip-10-0-0-2"
 	if _, ok := h.nodeClaimDeadline(context.Background(), pod); ok {
 		t.Error("a node without a NodeClaim has a Karpenter deadline")
+	}
+}
+
+// TestReleaseCountsOnlyThePolicysOwnHold: maxHold counts each policy's own hold of the
+// pod (Holds), not the pod's. Policy "freeze" (no afterMaxHold) holds the drain for an hour with a Deny window;
+// policy "agents" (afterMaxHold Release, maxHold 30s, cooldown 10m) holds nothing during
+// it. When the window ends an eviction of another agent was admitted a moment before (by a
+// requester the freeze exempts), so "agents"' cooldown now defers the pod: its own hold has
+// lasted no time at all, and it is not released until it has lasted its own 30s: counted
+// per pod, the freeze's hour released it at once.
+func TestReleaseCountsOnlyThePolicysOwnHold(t *testing.T) {
+	agents := dp(func(s *v1alpha1.DisruptionPolicySpec) {
+		release(s)
+		s.Cooldown = &metav1.Duration{Duration: 10 * time.Minute}
+	})
+	freeze := dp(func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 10 * * *", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}
+	})
+	freeze.Name = "freeze"
+	objs, pod := agentGroup(nil)
+	for _, o := range objs {
+		if q, ok := o.(*corev1.Pod); ok {
+			q.Status.Conditions[0].Status = corev1.ConditionTrue
+			q.Status.Conditions[0].LastTransitionTime = metav1.NewTime(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+		}
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
+	ledgers := &budget.Ledgers{Live: fake.NewClientBuilder().Build(), Namespace: "holdfast-system", Identity: "replica-0"}
+	h := &Handler{Reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, append(objs, &agents, &freeze)...),
+		Clock: clk, Ledgers: ledgers, Holds: &Holds{}, Events: &events.Limiter{Recorder: &eventLog{}}}
+	body, _ := json.Marshal(&policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}})
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "1",
+		Kind:     metav1.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: "eviction",
+		Namespace: pod.Namespace, Name: pod.Name, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: body},
+		UserInfo: authenticationv1.UserInfo{Username: "alice"}}}
+	// The drain retries every 30s through the freeze window: deferred by the window alone.
+	for clk.Now().Before(time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)) {
+		resp := h.Handle(context.Background(), req)
+		if resp.Allowed || resp.Result.Code != http.StatusTooManyRequests {
+			t.Fatalf("at %s answered %d, want 429 inside the freeze", clk.Now().Format(time.TimeOnly), resp.Result.Code)
+		}
+		if clk.Now().Equal(time.Date(2026, 11, 30, 10, 59, 30, 0, time.UTC)) {
+			// Another agent's eviction, admitted for a requester the freeze exempts.
+			g, err := ledgers.ReadGroup(context.Background(), "ds")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.RecordEviction(context.Background(), ledgers, budget.Eviction{Pod: "other", UID: "other", At: clk.Now(), By: "replica-0"}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Step(30 * time.Second)
+	}
+	// 11:00:00: the window has ended; "agents"' cooldown (10m, from 10:59:30) is the only
+	// hold, and it has held the pod for no time at all.
+	resp := h.Handle(context.Background(), req)
+	t.Logf("at 11:00:00 allowed=%v message=%q audit=%v", resp.Allowed, resp.Result.Message, resp.AuditAnnotations)
+	if resp.Allowed {
+		t.Fatalf("released at once when the freeze ended (audit %q): policy agents' own hold (its cooldown) had lasted 0s, "+
+			"not its maxHold of 30s; the hour counted was policy freeze's, which does not release", resp.AuditAnnotations[RuleMaxHold])
+	}
+	// The way out stays: once "agents" has held the pod for its own 30s, it lets go.
+	for resp.Allowed == false && clk.Now().Before(time.Date(2026, 11, 30, 11, 1, 0, 0, time.UTC)) {
+		clk.Step(10 * time.Second)
+		resp = h.Handle(context.Background(), req)
+	}
+	if at := clk.Now(); !resp.Allowed || at.Before(time.Date(2026, 11, 30, 11, 0, 30, 0, time.UTC)) {
+		t.Fatalf("at %s allowed=%v (%s), want released once policy agents' own hold reached 30s (11:00:30)", at.Format(time.TimeOnly), resp.Allowed, resp.Result.Message)
+	}
+	if len(resp.AuditAnnotations) == 0 {
+		t.Errorf("the release is not on record: audit %v", resp.AuditAnnotations)
 	}
 }

@@ -44,7 +44,8 @@ func topologyHold(in Input, spec *v1alpha1.DisruptionPolicySpec) (decision.Viola
 	}
 	// A retried eviction of this very pod is the same disruption, not another one.
 	others := slices.DeleteFunc(slices.Clone(in.Records), func(r budget.Eviction) bool { return r.UID == in.Pod.UID })
-	disrupted := budget.Disrupted(others, DisruptionView(in.Group.Pods, settle, in.Now), in.Group.Expected, key, bound, in.Now, in.Identity)
+	view := DisruptionView(in.Group.Pods, settle, in.Now, key, in.NodeDomains)
+	disrupted := budget.Disrupted(others, view, in.Group.Expected, key, bound, in.Now, in.Identity)
 	if _, same := disrupted[mine]; same || len(disrupted) < limit {
 		return decision.Violation{}, false
 	}
@@ -111,12 +112,61 @@ func (h *Handler) readDomains(ctx context.Context, in *Input, pod *corev1.Pod) e
 }
 
 // DisruptionView is the group's pods as budget.Disrupted reads them, at now, with pods
-// available once Ready for settle.
-func DisruptionView(pods []workload.Pod, settle time.Duration, now time.Time) []budget.Pod {
+// available once Ready for settle, each in its node's domain of key (nodes' values by
+// node name, then key).
+func DisruptionView(pods []workload.Pod, settle time.Duration, now time.Time, key string, nodes map[string]map[string]string) []budget.Pod {
 	out := make([]budget.Pod, 0, len(pods))
 	for _, p := range pods {
-		out = append(out, budget.Pod{UID: p.UID, Created: p.Created, Available: p.Available(settle, now),
+		out = append(out, budget.Pod{UID: p.UID, Created: p.Created, Available: p.Available(settle, now), Domain: nodes[p.Node][key],
 			Running: !p.Terminating && p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed})
 	}
 	return out
+}
+
+// Serving is what the record of the pod's admitted eviction keeps of its domains
+// (budget.Eviction.Serving): by key, how many of the group's pods serve in the pod's
+// domain now, the pod included. Nil when the pod is in no domain.
+func Serving(in Input) map[string]int32 {
+	if len(in.Domains) == 0 || in.Group == nil {
+		return nil
+	}
+	out := make(map[string]int32, len(in.Domains))
+	for key, mine := range in.Domains {
+		n := int32(1) // the pod itself, Ready, or its eviction would not be recorded
+		for _, p := range in.Group.Pods {
+			if p.UID != in.Pod.UID && p.Serving() && in.NodeDomains[p.Node][key] == mine {
+				n++
+			}
+		}
+		out[key] = n
+	}
+	return out
+}
+
+// readNodeDomains fills in.NodeDomains with the topology keys' values of the nodes the
+// group's pods run on, from the node cache: a node missing there (one that joined a moment
+// ago) is in no domain, so its pods make no domain whole, which errs toward holding.
+func (h *Handler) readNodeDomains(ctx context.Context, in *Input) error {
+	keys := topologyKeys(in.Policies)
+	if len(keys) == 0 || in.Group == nil || len(in.Domains) == 0 {
+		return nil
+	}
+	in.NodeDomains = make(map[string]map[string]string, len(in.Group.Pods))
+	for _, p := range in.Group.Pods {
+		if _, seen := in.NodeDomains[p.Node]; seen || p.Node == "" {
+			continue
+		}
+		node := &corev1.Node{}
+		if err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: p.Node}, node); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("reading node %s for its topology: %w", p.Node, err)
+		}
+		values := map[string]string{}
+		for _, k := range keys {
+			if v, ok := node.Labels[k]; ok {
+				values[k] = v
+			}
+		}
+		in.NodeDomains[p.Node] = values
+	}
+	return nil
 }

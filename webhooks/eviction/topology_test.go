@@ -44,11 +44,31 @@ func zoned(mut func(*v1alpha1.DisruptionPolicySpec)) v1alpha1.DisruptionPolicy {
 	})
 }
 
-// gone removes pod i from the group and returns its record, admitted ago.
+// nodeZones are the zones of the nodes of the group's pods, as the handler reads them from
+// the node cache: node-X-k is in zone X.
+func nodeZones(g *workload.Group) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, p := range g.Pods {
+		if strings.HasPrefix(p.Node, "node-") && len(p.Node) > 5 {
+			out[p.Node] = map[string]string{zoneKey: p.Node[5:6]}
+		}
+	}
+	return out
+}
+
+// gone removes pod i from the group and returns its record, admitted ago, as the handler
+// writes it (Serving: the pods that served in its zone then, itself included).
 func gone(g *workload.Group, i int, ago time.Duration) budget.Eviction {
 	p := g.Pods[i]
+	serving := Serving(Input{Pod: p, Group: g, Domains: zoneOf(i), NodeDomains: nodeZones(g)})
 	g.Pods = slices.DeleteFunc(g.Pods, func(q workload.Pod) bool { return q.UID == p.UID })
-	return budget.Eviction{Pod: p.Name, UID: p.UID, At: now.Add(-ago), By: "self", Domains: zoneOf(i)}
+	return budget.Eviction{Pod: p.Name, UID: p.UID, At: now.Add(-ago), By: "self", Domains: zoneOf(i), Serving: serving}
+}
+
+// replacementIn adds a pod created at created, Ready since ready ago, on node.
+func replacementIn(g *workload.Group, name, node string, created, ready time.Duration) {
+	replacement(g, name, created, ready)
+	g.Pods[len(g.Pods)-1].Node = node
 }
 
 // replacement adds a pod created at created, Ready since ready ago.
@@ -100,13 +120,47 @@ func TestDecideTopologyBudget(t *testing.T) {
 				return []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-time.Minute), By: "self", Domains: zoneOf(0)}}
 			},
 			pod: "p2", domains: zoneOf(2), held: true},
-		"an available replacement frees the zone, wherever it runs": {policy: zoned(nil),
+		"an available replacement in the zone frees it": {policy: zoned(nil),
 			setup: func(g *workload.Group) []budget.Eviction {
+				g.Meta.Expected = 7 // one pod short besides: only the zone's count frees it
 				r := gone(g, 0, 20*time.Second)
-				replacement(g, "p6", 15*time.Second, 5*time.Second)
+				replacementIn(g, "p6", "node-a-2", 15*time.Second, 5*time.Second)
 				return []budget.Eviction{r}
 			},
 			pod: "p2", domains: zoneOf(2)},
+		"a replacement in another zone frees the zone once the group is whole": {policy: zoned(nil),
+			setup: func(g *workload.Group) []budget.Eviction {
+				r := gone(g, 0, 20*time.Second)
+				replacementIn(g, "p6", "node-c-2", 15*time.Second, 5*time.Second)
+				return []budget.Eviction{r}
+			},
+			pod: "p2", domains: zoneOf(2)},
+		"a replacement in another zone does not free the zone while the group is not whole": {policy: zoned(nil),
+			setup: func(g *workload.Group) []budget.Eviction {
+				g.Meta.Expected = 7
+				r := gone(g, 0, 20*time.Second)
+				replacementIn(g, "p6", "node-c-2", 15*time.Second, 5*time.Second)
+				return []budget.Eviction{r}
+			},
+			pod: "p2", domains: zoneOf(2), held: true},
+		"a record without the count (a previous release's) is freed by a later replacement in its zone": {policy: zoned(nil),
+			setup: func(g *workload.Group) []budget.Eviction {
+				g.Meta.Expected = 7
+				r := gone(g, 0, 20*time.Second)
+				r.Serving = nil
+				replacementIn(g, "p6", "node-a-2", 15*time.Second, 5*time.Second)
+				return []budget.Eviction{r}
+			},
+			pod: "p2", domains: zoneOf(2)},
+		"a record without the count is not freed by a replacement in another zone": {policy: zoned(nil),
+			setup: func(g *workload.Group) []budget.Eviction {
+				g.Meta.Expected = 7
+				r := gone(g, 0, 20*time.Second)
+				r.Serving = nil
+				replacementIn(g, "p6", "node-b-2", 15*time.Second, 5*time.Second)
+				return []budget.Eviction{r}
+			},
+			pod: "p2", domains: zoneOf(2), held: true},
 		"a replacement that has not settled for minReadySeconds does not": {policy: zoned(func(s *v1alpha1.DisruptionPolicySpec) { s.MinReadySeconds = 30 }),
 			setup: func(g *workload.Group) []budget.Eviction {
 				r := gone(g, 0, 20*time.Second)
@@ -122,8 +176,8 @@ func TestDecideTopologyBudget(t *testing.T) {
 			pod: "p2", domains: zoneOf(2), held: true},
 		"one replacement frees one zone, not two": {policy: zoned(func(s *v1alpha1.DisruptionPolicySpec) { s.TopologyBudget.MaxDisruptedDomains = 2 }),
 			setup: func(g *workload.Group) []budget.Eviction {
-				ra, rb := gone(g, 0, 40*time.Second), gone(g, 2, 30*time.Second)
-				replacement(g, "p6", 20*time.Second, 5*time.Second)
+				ra, rb := gone(g, 0, 40*time.Second), gone(g, 2, 30*time.Second) // p0 in a, then p3 in b
+				replacementIn(g, "p6", "node-a-2", 20*time.Second, 5*time.Second)
 				return []budget.Eviction{ra, rb}
 			},
 			pod: "p4", domains: zoneOf(4)},
@@ -204,7 +258,7 @@ func TestDecideTopologyBudget(t *testing.T) {
 			}
 			in := Input{Pod: g.Pods[i], PodLabels: map[string]string{"app": "agent"}, Group: g, Records: records,
 				Policies: []v1alpha1.DisruptionPolicy{tc.policy}, User: authenticationv1.UserInfo{Username: "admin"},
-				Identity: "self", Now: now, Domains: tc.domains, Delete: tc.delete}
+				Identity: "self", Now: now, Domains: tc.domains, NodeDomains: nodeZones(g), Delete: tc.delete}
 			d := Decide(in)
 			var rules []string
 			for _, v := range d.Violations {
@@ -228,5 +282,64 @@ func TestDecideTopologyBudget(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnrelatedReplacementFreesNoZone: a pod re-created for another reason (the
+// replacement of a pod that holdfast never took down: a crash, a node-pressure eviction, a
+// manual delete in zone c) does not free zone a, whose admitted eviction's replacement is
+// not available: a zone is whole again when it has as many available pods as served there
+// when the eviction was admitted. Counted per group, it let the drain into zone b: two
+// zones down at once under maxDisruptedDomains 1.
+func TestUnrelatedReplacementFreesNoZone(t *testing.T) {
+	g := zonal(v1alpha1.KindDeployment)
+	// 12:00-20s: holdfast admits the eviction of p0 (zone a); its replacement does not
+	// become available (unschedulable, pulling, crash-looping).
+	ra := gone(g, 0, 20*time.Second)
+	// 12:00-15s: p4 (zone c) is deleted by someone else (not recorded: holdfast did not
+	// take it down); the ReplicaSet re-creates it as p4r, available 5s ago.
+	g.Pods[3].UID, g.Pods[3].Name = "u4-gone", "p4-gone" // index 3 is p4 after p0 left
+	g.Pods = append(g.Pods[:3], g.Pods[4:]...)
+	replacementIn(g, "p4r", "node-c-0", 15*time.Second, 5*time.Second)
+	i := 1 // p2, zone b (p0 is gone: p1 p2 p3 p5 p4r)
+	if g.Pods[i].Name != "p2" {
+		t.Fatalf("pod %d is %s", i, g.Pods[i].Name)
+	}
+	in := Input{Pod: g.Pods[i], PodLabels: map[string]string{"app": "agent"}, Group: g, Records: []budget.Eviction{ra},
+		Policies: []v1alpha1.DisruptionPolicy{zoned(nil)}, User: authenticationv1.UserInfo{Username: "admin"},
+		Identity: "self", Now: now, Domains: zoneOf(2), NodeDomains: nodeZones(g)}
+	d := Decide(in)
+	if d.Action() != decision.Deny {
+		t.Fatalf("the eviction of p2 in zone b was admitted while zone a's admitted eviction (p0) has no available replacement "+
+			"(p4r replaced a zone-c pod holdfast never took down): two zones down under maxDisruptedDomains 1; violations %v", d.Violations)
+	}
+}
+
+// TestPromptReplacementSeenByEveryReplica: kube's ReplicaSet controller creates a
+// replacement within a second of the eviction. While the group is not whole for another
+// reason (one pod NotReady on a failing node in zone c), zone a frees once its available
+// pods are back to the count its record keeps, on every replica alike: no clock is read.
+// Matched by creation time, a record written by another replica counted only pods created
+// MaxClockSkew (5s) after it, and this replica held zone b for the full replacementTimeout
+// (10m) while the writer admitted at once.
+func TestPromptReplacementSeenByEveryReplica(t *testing.T) {
+	g := zonal(v1alpha1.KindDeployment)
+	g.Pods[4].Ready = false // p4, zone c: its node failing; holdfast took nothing down there
+	ra := gone(g, 0, time.Minute)
+	ra.By = "replica-1"
+	// The ReplicaSet controller's replacement, created 0.5s after the eviction, Ready 30s.
+	replacementIn(g, "p0r", "node-a-2", time.Minute-500*time.Millisecond, 30*time.Second)
+	i := 1 // p2, zone b
+	in := Input{Pod: g.Pods[i], PodLabels: map[string]string{"app": "agent"}, Group: g, Records: []budget.Eviction{ra},
+		Policies: []v1alpha1.DisruptionPolicy{zoned(nil)}, User: authenticationv1.UserInfo{Username: "admin"},
+		Identity: "replica-0", Now: now, Domains: zoneOf(2), NodeDomains: nodeZones(g)}
+	if d := Decide(in); d.Action() == decision.Deny {
+		t.Fatalf("zone a's eviction has an available replacement (created 0.5s after it), yet this replica holds zone b for %s: %s",
+			d.Wait().Round(time.Second), d.Denial())
+	}
+	// The writer's own view admits it: the two replicas disagree for replacementTimeout.
+	in.Records[0].By = "replica-0"
+	if d := Decide(in); d.Action() == decision.Deny {
+		t.Fatalf("the writing replica holds too: %s", d.Denial())
 	}
 }

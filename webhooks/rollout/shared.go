@@ -179,24 +179,25 @@ func (h *Handler) workloadDomains(ctx context.Context, ref workload.Ref, dp *v1a
 		settle += budget.MaxClockSkew
 	}
 	var domains []string
+	of := map[string]string{} // node name to its domain, "" for none
 	for _, p := range pods {
-		if p.Node == "" || p.Terminating {
+		if _, seen := of[p.Node]; seen || p.Node == "" {
 			continue
 		}
 		node := &corev1.Node{}
-		if err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: p.Node}, node); err != nil {
-			if client.IgnoreNotFound(err) != nil {
-				return nil, nil, err
-			}
-			continue
+		if err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: p.Node}, node); client.IgnoreNotFound(err) != nil {
+			return nil, nil, err
 		}
-		if d, ok := node.Labels[key]; ok && !slices.Contains(domains, d) {
+		of[p.Node] = node.Labels[key]
+	}
+	for _, p := range pods {
+		if d := of[p.Node]; d != "" && !p.Terminating && !slices.Contains(domains, d) {
 			domains = append(domains, d)
 		}
 	}
 	view := make([]budget.Pod, 0, len(pods))
 	for _, p := range pods {
-		view = append(view, budget.Pod{UID: p.UID, Created: p.Created, Available: p.Available(settle, now),
+		view = append(view, budget.Pod{UID: p.UID, Created: p.Created, Available: p.Available(settle, now), Domain: of[p.Node],
 			Running: !p.Terminating && p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed})
 	}
 	return view, domains, nil

@@ -127,6 +127,12 @@ type Apply struct {
 	Backoff *Backoff `json:"backoff,omitempty"`
 	// user is the requester (default "operator").
 	User string `json:"user,omitempty"`
+	// fieldManager is the field manager the writer names in its requests, which the API
+	// server keeps as the template's manager once a change is admitted (kubebuilder
+	// operators all default to "manager"); unset names none. An apply with another user or
+	// fieldManager than the workload's earlier ones is another writer: each keeps wanting
+	// its own spec, as two controllers reconciling one workload do.
+	FieldManager string `json:"fieldManager,omitempty"`
 }
 
 // Backoff is a requeue delay that doubles from Initial up to Max.
@@ -229,6 +235,14 @@ type Limits struct {
 	// counts in its node's domain until a pod of the workload created after it serves, or
 	// until as many serve as the workload wants.
 	MaxDisruptedDomains *DomainLimit `json:"maxDisruptedDomains,omitempty"`
+	// writersFighting true expects holdfast to report two writers alternating the
+	// workload's templates (the RolloutPolicy's WritersFighting condition: two field
+	// managers whose changes follow each other within its revertWindow, as the revision
+	// journal records them); false expects none.
+	WritersFighting *bool `json:"writersFighting,omitempty"`
+	// refusalNamesWriters true expects a refused change of the workload whose message names
+	// both writers: the request's field manager and the one that last changed the template.
+	RefusalNamesWriters *bool `json:"refusalNamesWriters,omitempty"`
 }
 
 // DomainLimit is a limit on topology domains.

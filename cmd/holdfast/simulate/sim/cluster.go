@@ -50,7 +50,12 @@ func (s *sim) load() error {
 			// Load admitted it through internal/validation, as the API server would.
 			obj.SetUID(s.uid())
 			s.store.Put(obj.DeepCopyObject().(client.Object))
-			_, s.rolloutPols = obj.(*v1alpha1.RolloutPolicy)
+			if rp, ok := obj.(*v1alpha1.RolloutPolicy); ok {
+				s.rolloutPols = true
+				if rw := rp.Spec.Rules.RevertWindow; rw != nil && rw.Duration > s.revertWindow {
+					s.revertWindow = rw.Duration
+				}
+			}
 		}
 	}
 	for _, o := range s.sc.Objects {

@@ -137,6 +137,17 @@ func (s *sim) expectLimits(l scenariov1alpha1.Limits, at *field.Path, w *simWork
 		add("maxDisruptedDomains", fmt.Sprintf("at most %d %s", d.Max, d.Key), fmt.Sprintf("%s with pods evicted and not yet replaced at once", plural(n, d.Key+" domain")),
 			n <= int(d.Max))
 	}
+	if want := l.WritersFighting; want != nil {
+		got := "no writers reported fighting"
+		if f.WritersFighting != nil {
+			got = fmt.Sprintf("WritersFighting: field managers %q then %q", f.WritersFighting[0], f.WritersFighting[1])
+		}
+		add("writersFighting", map[bool]string{true: "two writers reported fighting", false: "none reported"}[*want], got, (f.WritersFighting != nil) == *want)
+	}
+	if want := l.RefusalNamesWriters; want != nil {
+		add("refusalNamesWriters", map[bool]string{true: "a refusal naming both writers", false: "none naming both"}[*want],
+			plural(f.RefusalsNamingWriters, "refusal")+" naming both writers", (f.RefusalsNamingWriters > 0) == *want)
+	}
 	// Only a workload an operator drives converges on something: a top-level limit is
 	// not held against the others.
 	if d := l.ConvergedWithin; d != nil && w.op != nil {

@@ -20,6 +20,7 @@ func TestShippedScenariosKeepTheirPromises(t *testing.T) {
 		"kiam-node-group-swap": {"spec.expect.minReady", "spec.expect.drained"},
 		"bounded-hold":         {"spec.expect.maxUnavailable", "spec.expect.maxForced", "spec.expect.minReleased", "spec.expect.drained"},
 		"delete-drain":         {"spec.expect.maxUnavailable", "spec.expect.drained"},
+		"two-writers":          {"spec.expect.maxRevisions", "spec.expect.writersFighting", "spec.expect.refusalNamesWriters"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			sc := load(t, shipped(name))
@@ -202,5 +203,36 @@ func TestDeleteDrainNeedsGuardDeletes(t *testing.T) {
 	res = run(t, sc)
 	if q := res.Requests; q.DeletesAllowed != 1 || q.DeletesRefused != 3 || q.EvictionsAllowed != 0 {
 		t.Errorf("with guardDeletes: %d deletes allowed, %d refused, %d evictions; want 1, 3, 0", q.DeletesAllowed, q.DeletesRefused, q.EvictionsAllowed)
+	}
+}
+
+// Two writers are told apart only by their field managers: with both left at kubebuilder's
+// default ("manager"), the third change is still refused, but neither the refusal nor
+// WritersFighting can say who is fighting, and both expectations go unmet.
+func TestTwoWritersNeedDistinctFieldManagers(t *testing.T) {
+	sc := load(t, shipped("two-writers"))
+	res := run(t, sc)
+	if w := res.Workloads[0]; !slices.Equal(w.WritersFighting, []string{"platform-operator", "argocd-controller"}) || w.RefusalsNamingWriters == 0 {
+		t.Errorf("distinct field managers: WritersFighting %v, %d refusals naming both; want platform-operator then argocd-controller, and some", w.WritersFighting, w.RefusalsNamingWriters)
+	}
+	same := *sc
+	same.Spec.Timeline = slices.Clone(sc.Spec.Timeline)
+	for i, st := range same.Spec.Timeline {
+		if st.Apply != nil {
+			a := *st.Apply
+			a.FieldManager = "manager"
+			same.Spec.Timeline[i].Apply = &a
+		}
+	}
+	res = run(t, &same)
+	var unmet []string
+	for _, o := range res.Unmet() {
+		unmet = append(unmet, o.Expectation)
+	}
+	if want := []string{"spec.expect.writersFighting", "spec.expect.refusalNamesWriters"}; !slices.Equal(unmet, want) {
+		t.Errorf("both named manager: unmet %v, want %v (the third change refused all the same: %d refusals)", unmet, want, res.Requests.RolloutRefused)
+	}
+	if res.Requests.RolloutRefused == 0 {
+		t.Error("both named manager: the third change was not refused")
 	}
 }

@@ -89,7 +89,7 @@ func (s *sim) finish() {
 		f.Converged = w.exists && rolledOut(s, w)
 		for _, o := range s.operators {
 			if o.w == w {
-				f.Refusals = o.refusals
+				f.Refusals += o.refusals // every writer's
 				f.Converged = f.Converged && o.done
 			}
 		}

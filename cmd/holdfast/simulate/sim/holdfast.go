@@ -39,6 +39,7 @@ func (s *sim) holdfast() error {
 	g := app.Guards{Cache: s.store, Live: s.writer, Client: s.writer, Scheme: informer.NewScheme(), Clock: clock{s},
 		Namespace: Namespace, Identity: "holdfast-simulate", Shared: shared}
 	s.rollout, s.eviction = g.Handlers()
+	s.writers = shared.Writers
 	s.journals = shared.Journals
 	s.recorders = map[v1alpha1.WorkloadKind]*controller.JournalRecorder{}
 	for _, k := range workload.Kinds() {
@@ -69,17 +70,25 @@ func (s *sim) record() {
 		} else {
 			s.journals.Delete(name)
 		}
+		// What the RolloutPolicy controller reads for its WritersFighting condition.
+		if f, ok := s.journals.Get(w.ref.Kind, w.ref.Namespace, w.ref.Name).Fight(s.revertWindow, s.now); ok && w.fig.WritersFighting == nil {
+			w.fig.WritersFighting = []string{f.First, f.Second}
+		}
 	}
 }
 
 // send is the API server calling a webhook with an admission request for obj.
 func (s *sim) send(handle func(context.Context, admission.Request) admission.Response, op admissionv1.Operation, ref workload.Ref,
-	obj, old client.Object, user authenticationv1.UserInfo) admission.Response {
+	obj, old client.Object, user authenticationv1.UserInfo, fieldManager string) admission.Response {
 	s.seq++
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: types.UID(fmt.Sprint(s.seq)),
 		Kind:     metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: string(ref.Kind)},
 		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: workload.Resource(ref.Kind)},
 		Name:     ref.Name, Namespace: ref.Namespace, Operation: op, DryRun: ptr.To(false), UserInfo: user}}
+	if fieldManager != "" {
+		// The request's options, as the API server sends them: CreateOptions or UpdateOptions.
+		req.Options.Raw, _ = json.Marshal(map[string]string{"fieldManager": fieldManager})
+	}
 	req.Object.Raw, _ = json.Marshal(obj)
 	if old != nil {
 		req.OldObject.Raw, _ = json.Marshal(old)

@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -37,7 +40,7 @@ func (s *sim) want(a *scenariov1alpha1.Apply) {
 		w = s.newWorkload(ref)
 	}
 	for _, o := range s.operators {
-		if o.w == w {
+		if o.w == w && writer(o.want) == writer(a) {
 			o.want = a
 			if o.done {
 				o.done, o.next, o.backoff = false, s.now, 0
@@ -45,8 +48,18 @@ func (s *sim) want(a *scenariov1alpha1.Apply) {
 			return
 		}
 	}
-	w.op = &operator{w: w, want: a, next: s.now}
-	s.operators = append(s.operators, w.op)
+	// Another writer of the same workload (another user or field manager) is another
+	// controller with its own loop: both keep wanting their own specs.
+	o := &operator{w: w, want: a, next: s.now}
+	if w.op == nil {
+		w.op = o
+	}
+	s.operators = append(s.operators, o)
+}
+
+// writer is who sends an apply's requests: its user and field manager.
+func writer(a *scenariov1alpha1.Apply) [2]string {
+	return [2]string{cmp.Or(a.User, scenariov1alpha1.DefaultOperator), a.FieldManager}
 }
 
 // operate sends the operator's change; refused, it requeues with backoff.
@@ -74,10 +87,14 @@ func (s *sim) operate(o *operator) {
 	if user == "" {
 		user = scenariov1alpha1.DefaultOperator
 	}
-	resp := s.send(s.rollout.Handle, op, w.ref, newObj, oldObj, authenticationv1.UserInfo{Username: user})
+	resp := s.send(s.rollout.Handle, op, w.ref, newObj, oldObj, authenticationv1.UserInfo{Username: user}, a.FieldManager)
 	e := Entry{Request: string(op), Object: w.ref.String(), Answer: "admitted", By: user}
 	if !resp.Allowed {
 		e.Answer, e.Message = answer(resp)
+		if w.writer != "" && a.FieldManager != "" && w.writer != a.FieldManager &&
+			strings.Contains(e.Message, strconv.Quote(w.writer)) && strings.Contains(e.Message, strconv.Quote(a.FieldManager)) {
+			w.fig.RefusalsNamingWriters++
+		}
 		s.res.Requests.RolloutRefused++
 		o.refusals++
 		o.backoff = nextBackoff(o.backoff, a.Backoff)
@@ -89,13 +106,23 @@ func (s *sim) operate(o *operator) {
 	s.res.Requests.RolloutAdmitted++
 	s.log(e)
 	o.done, o.backoff = true, 0
+	if a.FieldManager != "" && (op == admissionv1.Create || templateChanged(oldObj, newObj)) {
+		// The API server moves the template's fields to the manager whose request changed
+		// them, stamped with the time; holdfast's cache keeps that one manager.
+		newObj.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: a.FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
+			APIVersion: "apps/v1", Time: ptr.To(metav1.NewTime(s.now)), FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{"f:spec":{}}}}`)}}})
+		w.writer = a.FieldManager
+	}
 	if op == admissionv1.Create {
 		if err := s.create(w, newObj); err != nil {
 			s.res.Errors = append(s.res.Errors, fmt.Sprintf("%.1fs %s: %v", s.at(), w.ref, err))
 		}
+		s.writers.Observe(newObj)
 		return
 	}
 	w.obj = newObj
+	s.writers.Observe(newObj)
 	if err := s.adopt(w); err != nil {
 		s.res.Errors = append(s.res.Errors, fmt.Sprintf("%.1fs %s: %v", s.at(), w.ref, err))
 	}
@@ -132,6 +159,13 @@ func newWorkloadObject(a *scenariov1alpha1.Apply) client.Object {
 	}
 	return &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: sel,
 		UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType}}}
+}
+
+// templateChanged is whether new's pod template differs from old's.
+func templateChanged(old, new client.Object) bool {
+	a, _ := json.Marshal(workload.PodTemplate(old))
+	b, _ := json.Marshal(workload.PodTemplate(new))
+	return string(a) != string(b)
 }
 
 // applyTo writes what a wants into obj and reports whether that changed it.

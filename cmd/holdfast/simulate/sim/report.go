@@ -67,6 +67,13 @@ type WorkloadFigures struct {
 	// pods of the workload evicted and not yet replaced at once; only for the labels the
 	// scenario's expectations name.
 	MaxDisruptedDomains map[string]int `json:"maxDisruptedDomains,omitempty"`
+	// WritersFighting are the first two field managers holdfast reported alternating its
+	// templates within the revertWindow (WritersFighting), in the order they wrote; none
+	// when it reported none.
+	WritersFighting []string `json:"writersFighting,omitempty"`
+	// RefusalsNamingWriters counts its refused changes whose message names both the
+	// request's field manager and the one that last changed its template.
+	RefusalsNamingWriters int `json:"refusalsNamingWriters,omitempty"`
 }
 
 // DrainFigures are one drain's figures.

@@ -32,16 +32,21 @@ const settleLimit = 100000
 var epoch = time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
 
 type sim struct {
-	sc          *Scenario
-	now         time.Time
-	startup     time.Duration
-	store       *memstore.Store
-	writer      memstore.Writer
-	journals    *journal.Store
+	sc       *Scenario
+	now      time.Time
+	startup  time.Duration
+	store    *memstore.Store
+	writer   memstore.Writer
+	journals *journal.Store
+	// writers are the templates' field managers, which the server's cache keeps.
+	writers     *informer.Writers
 	recorders   map[v1alpha1.WorkloadKind]*controller.JournalRecorder
 	rollout     *rollout.Handler
 	eviction    *eviction.Handler
 	rolloutPols bool
+	// revertWindow is the longest of the RolloutPolicies': within it, two writers whose
+	// template changes follow each other are fighting (WritersFighting).
+	revertWindow time.Duration
 
 	nodes     []*node
 	nodeByNam map[string]*node

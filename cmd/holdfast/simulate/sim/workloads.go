@@ -38,9 +38,11 @@ type simWorkload struct {
 	objects   map[*pod]*corev1.Pod
 	pending   []*pod // not yet scheduled
 	// triedAt is s.placements when its pending pods last failed to be placed.
-	triedAt   int
-	uid       types.UID
-	fig       *WorkloadFigures
+	triedAt int
+	uid     types.UID
+	fig     *WorkloadFigures
+	// writer is the field manager that last changed its template, "" when none named one.
+	writer    string
 	evictedAt []time.Time
 	// disruptions are its evicted pods' node labels and times, for the domains they disrupt.
 	disruptions []disruption
