@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/charts"
+	"github.com/holdfast-dev/holdfast/test/harness"
 )
 
 // certManagerVersion is the cert-manager release whose CRDs the chart's cert-manager mode
