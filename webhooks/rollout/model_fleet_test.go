@@ -111,6 +111,9 @@ type fconfig struct {
 	// and limitCap its maxInFlightCap (0: none).
 	slotLifetime *time.Duration
 	limitCap     int
+	// perNamespace is concurrency.maxInFlightPerNamespace (0: unset); when set, perNamespace+1
+	// workloads share each namespace, so that the limit can bind.
+	perNamespace int
 }
 
 var (
@@ -150,7 +153,23 @@ func fleetConfig(seed uint64) fconfig {
 	if r.IntN(2) == 0 {
 		c.limitCap = 1 + r.IntN(2)
 	}
+	if c.concurrency != nil && r.IntN(2) == 0 {
+		c.perNamespace = 1 + r.IntN(2)
+	}
 	return c
+}
+
+// namespaceOf is where workload i lives, and its name: one namespace each, or, under
+// maxInFlightPerNamespace, perNamespace+1 to a namespace (the first named mName).
+func (c fconfig) namespaceOf(i int) (ns, name string) {
+	if c.perNamespace == 0 {
+		return fmt.Sprintf("t%d", i), mName
+	}
+	ns = fmt.Sprintf("t%d", i/(c.perNamespace+1))
+	if i%(c.perNamespace+1) == 0 {
+		return ns, mName
+	}
+	return ns, fmt.Sprintf("%s%d", mName, i)
 }
 
 // fleetLimit is maxInFlight resolved as docs/fleet.md states, written apart from
@@ -190,6 +209,7 @@ func groupBudget(v intstr.IntOrString, expected int) int {
 type fwl struct {
 	kind       v1alpha1.WorkloadKind
 	ns         string
+	name       string
 	generation int64
 	observed   int64
 	t          tmpl
@@ -284,7 +304,8 @@ func newFleet(seed uint64, broken func(Input) (Decision, error)) *fworld {
 	w.ledger = &racingClient{Client: fake.NewClientBuilder().WithScheme(modelScheme).
 		WithObjectTracker(clienttesting.NewObjectTracker(modelScheme, serializer.NewCodecFactory(modelScheme).UniversalDecoder())).Build()}
 	for i, kind := range cfg.kinds {
-		x := &fwl{kind: kind, ns: fmt.Sprintf("t%d", i), generation: 1, replicas: cfg.sizes[i], t: tmpl{tag: 1},
+		ns, name := cfg.namespaceOf(i)
+		x := &fwl{kind: kind, ns: ns, name: name, generation: 1, replicas: cfg.sizes[i], t: tmpl{tag: 1},
 			revisions: map[tmpl]int64{}, created: map[tmpl]time.Time{}, names: map[*mpod]string{}, goneAt: map[*mpod]time.Time{},
 			broken: map[int]bool{}, admitted: map[int]fexcuse{}, progressed: w.now, prev: 1}
 		if kind == v1alpha1.KindDeployment {
@@ -407,7 +428,7 @@ func (w *fworld) control() {
 			for _, p := range x.pods {
 				pods = append(pods, fmt.Sprintf("%d/%d%s", p.Template.tag, p.Slot, map[bool]string{true: "R", false: "-"}[w.ready(p)]+map[bool]string{true: "T", false: ""}[p.Terminating]))
 			}
-			w.tracef("  %s %s/kas spec %d×%d down %d: %v", x.kind, x.ns, x.t.tag, x.replicas, w.down(x), pods)
+			w.tracef("  %s %s spec %d×%d down %d: %v", x.kind, x.ref(), x.t.tag, x.replicas, w.down(x), pods)
 		}
 	}
 	w.checkFleet()
@@ -452,7 +473,8 @@ func (w *fworld) checkFleet() {
 		return
 	}
 	var counted []string
-	for i, x := range w.ws {
+	perNamespace := map[string][]string{}
+	for _, x := range w.ws {
 		if w.released(x) {
 			if x.rolling() {
 				w.checked["F1released"]++
@@ -460,7 +482,18 @@ func (w *fworld) checkFleet() {
 			continue // stalled beyond its slot's lifetime: the breaker lets the fleet go on
 		}
 		if a, ok := x.admitted[x.t.tag]; ok && a.fleet == "" && x.rolling() {
-			counted = append(counted, fmt.Sprintf("%s %s/kas %v", x.kind, w.ws[i].ns, x.live))
+			name := fmt.Sprintf("%s %s/%s %v", x.kind, x.ns, x.name, x.live)
+			counted = append(counted, name)
+			perNamespace[x.ns] = append(perNamespace[x.ns], name)
+		}
+	}
+	if w.cfg.perNamespace > 0 {
+		for _, ns := range slices.Sorted(maps.Keys(perNamespace)) {
+			w.checked["F1namespace"]++
+			if n := len(perNamespace[ns]); n > w.cfg.perNamespace {
+				w.violate("F1: %d selected workloads of namespace %s roll out at once (%s), maxInFlightPerNamespace is %d",
+					n, ns, strings.Join(perNamespace[ns], "; "), w.cfg.perNamespace)
+			}
 		}
 	}
 	w.maxSeen = max(w.maxSeen, len(counted))
@@ -513,8 +546,8 @@ func (w *fworld) checkBudgets() {
 		w.checked["F2"]++
 		limit := max(groupBudget(w.cfg.budget, x.want()), x.rolloutUnavailable())
 		if down > limit && !x.excused && !w.stalled(x) {
-			w.violate("F2: %s %s/kas has %d pods unavailable, over its shared budget (%s of %d: %d, its rollout's own %d)",
-				x.kind, x.ns, down, w.cfg.budget.String(), x.want(), groupBudget(w.cfg.budget, x.want()), x.rolloutUnavailable())
+			w.violate("F2: %s %s has %d pods unavailable, over its shared budget (%s of %d: %d, its rollout's own %d)",
+				x.kind, x.ref(), down, w.cfg.budget.String(), x.want(), groupBudget(w.cfg.budget, x.want()), x.rolloutUnavailable())
 		}
 	}
 }
@@ -552,11 +585,25 @@ func (w *fworld) objects() []client.Object {
 		if w.cfg.limitCap > 0 {
 			rules.Concurrency.MaxInFlightCap = ptr.To(int32(w.cfg.limitCap))
 		}
+		if w.cfg.perNamespace > 0 {
+			rules.Concurrency.MaxInFlightPerNamespace = ptr.To(int32(w.cfg.perNamespace))
+		}
 	}
 	if w.cfg.shared {
 		rules.SharedBudget = &v1alpha1.SharedBudget{DisruptionPolicy: fBudget}
 	}
-	dp := v1alpha1.DisruptionPolicySpec{Targets: v1alpha1.PodTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": mName}}},
+	pods := &metav1.LabelSelector{MatchLabels: map[string]string{"app": mName}}
+	if w.cfg.perNamespace > 0 {
+		// Workloads of one namespace have their own names and app labels.
+		var apps []string
+		for _, x := range w.ws {
+			if !slices.Contains(apps, x.name) {
+				apps = append(apps, x.name)
+			}
+		}
+		pods = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: apps}}}
+	}
+	dp := v1alpha1.DisruptionPolicySpec{Targets: v1alpha1.PodTargets{Selector: pods},
 		Mode: v1alpha1.ModeEnforce, MaxUnavailable: ptr.To(w.cfg.budget)}
 	if w.cfg.cooldown > 0 {
 		dp.Cooldown = &metav1.Duration{Duration: w.cfg.cooldown}
@@ -573,18 +620,18 @@ func (w *fworld) objects() []client.Object {
 	return objs
 }
 
-func (w *fworld) podTemplate(t tmpl) *corev1.PodTemplateSpec {
-	return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": mName}},
+func (x *fwl) podTemplate(t tmpl) *corev1.PodTemplateSpec {
+	return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": x.name}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: fmt.Sprintf("app:%d", t.tag)}}}}
 }
 
 // object is workload x as the API server holds it, its status as its controller last
 // wrote it.
 func (w *fworld) object(x *fwl) client.Object {
-	meta := metav1.ObjectMeta{Namespace: x.ns, Name: mName, UID: types.UID("uid-" + x.ns), Generation: x.generation,
+	meta := metav1.ObjectMeta{Namespace: x.ns, Name: x.name, UID: types.UID("uid-" + x.uidPrefix()), Generation: x.generation,
 		Labels: map[string]string{"guard": "on"}}
-	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": mName}}
-	tpl := *w.podTemplate(x.t)
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": x.name}}
+	tpl := *x.podTemplate(x.t)
 	all, updated := 0, 0
 	for _, p := range x.pods {
 		if w.ready(p) {
@@ -603,7 +650,7 @@ func (w *fworld) object(x *fwl) client.Object {
 			Status: appsv1.DeploymentStatus{ObservedGeneration: x.observed, Replicas: int32(len(x.pods)), UpdatedReplicas: int32(updated),
 				AvailableReplicas: int32(all), ReadyReplicas: int32(all)}}
 	case v1alpha1.KindStatefulSet:
-		rev, current := revisionName(x.t), revisionName(x.current)
+		rev, current := revisionOf(x.name, x.t), revisionOf(x.name, x.current)
 		return &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(x.replicas)), Selector: sel, Template: tpl,
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(0)), MaxUnavailable: mu}}},
@@ -622,10 +669,13 @@ func (w *fworld) object(x *fwl) client.Object {
 // pods on their nodes, an evicted pod terminating).
 func (w *fworld) workloadObjects(x *fwl) []client.Object {
 	owner := w.object(x)
-	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: x.ns, Labels: map[string]string{corev1.LabelMetadataName: x.ns}}}, owner}
+	objs := []client.Object{owner}
+	if x.name == mName { // the first workload of its namespace brings it
+		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: x.ns, Labels: map[string]string{corev1.LabelMetadataName: x.ns}}})
+	}
 	refs := []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(string(x.kind)))}
-	return append(objs, mworkload{ns: x.ns, kind: x.kind, owners: refs, revisions: x.revisions, created: x.created, template: w.podTemplate,
-		uidPrefix: x.ns, pods: x.pods, ready: w.ready, pod: func(_ int, p *mpod, pod *corev1.Pod) {
+	return append(objs, mworkload{ns: x.ns, name: x.name, kind: x.kind, owners: refs, revisions: x.revisions, created: x.created, template: x.podTemplate,
+		uidPrefix: x.uidPrefix(), pods: x.pods, ready: w.ready, pod: func(_ int, p *mpod, pod *corev1.Pod) {
 			pod.Name, pod.UID = x.names[p], types.UID(x.ns+"-"+x.names[p])
 			if p.Slot >= 0 && x.kind == v1alpha1.KindDaemonSet {
 				pod.Spec.NodeName = fmt.Sprintf("node-%d", p.Slot)
@@ -634,6 +684,17 @@ func (w *fworld) workloadObjects(x *fwl) []client.Object {
 				pod.DeletionTimestamp = ptr.To(metav1.NewTime(at.Add(-fGrace)))
 			}
 		}}.objects()...)
+}
+
+// ref is x's namespace and name.
+func (x *fwl) ref() string { return x.ns + "/" + x.name }
+
+// uidPrefix tells x's objects' UIDs from those of the other workloads of its namespace.
+func (x *fwl) uidPrefix() string {
+	if x.name == mName {
+		return x.ns
+	}
+	return x.ns + "-" + x.name
 }
 
 // truthReader is the cluster as it is now (built once per change and second).
@@ -650,7 +711,7 @@ func (w *fworld) record() {
 	w.lastRecord = w.now
 	r := w.truthReader()
 	for _, x := range w.ws {
-		x.journal = observe(r, x.kind, x.ns, x.journal, nil, w.now)
+		x.journal = observeNamed(r, x.kind, x.ns, x.name, x.journal, nil, w.now)
 	}
 	w.store = w.journals()
 }
@@ -728,12 +789,12 @@ func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID: types.UID(fmt.Sprint(len(w.ops))), Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: string(x.kind)},
 		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: workload.Resource(x.kind)},
-		Name:     mName, Namespace: x.ns, Operation: admissionv1.Update, DryRun: ptr.To(false),
+		Name:     x.name, Namespace: x.ns, Operation: admissionv1.Update, DryRun: ptr.To(false),
 		UserInfo: authenticationv1.UserInfo{Username: user},
 		Object:   runtime.RawExtension{Raw: mustMarshal(newObj)}, OldObject: runtime.RawExtension{Raw: mustMarshal(oldObj)},
 	}}
 	resp := rep.handler.Handle(context.Background(), req)
-	w.tracef("%s %s/kas tag %d→%d replicas %d→%d by %s via %d: allowed=%t %s", x.kind, x.ns, beforeT.tag, x.t.tag, beforeReplicas, x.replicas, user, i, resp.Allowed, resp.Result.Message)
+	w.tracef("%s %s tag %d→%d replicas %d→%d by %s via %d: allowed=%t %s", x.kind, x.ref(), beforeT.tag, x.t.tag, beforeReplicas, x.replicas, user, i, resp.Allowed, resp.Result.Message)
 	if !resp.Allowed {
 		if ex := exemption(user, w.now); ex != "" {
 			w.violate("%s (%s) was refused: %s", user, ex, resp.Result.Message)
@@ -799,12 +860,12 @@ func (w *fworld) checkStartBudget(x *fwl) {
 	w.checked["F2start"]++
 	last := x.evictions[len(x.evictions)-1]
 	if w.cfg.cooldown > 0 && w.now.Sub(last) < w.cfg.cooldown {
-		w.violate("F2: %s %s/kas started a rollout %s after an eviction of its pods, within the shared cooldown of %s",
-			x.kind, x.ns, w.now.Sub(last), w.cfg.cooldown)
+		w.violate("F2: %s %s started a rollout %s after an eviction of its pods, within the shared cooldown of %s",
+			x.kind, x.ref(), w.now.Sub(last), w.cfg.cooldown)
 	}
 	if n, limit := w.evictedDown(x), groupBudget(w.cfg.budget, x.want()); n >= max(limit, 1) {
-		w.violate("F2: %s %s/kas started a rollout while %d of its pods evicted in the last %s were down, its whole shared budget of %d",
-			x.kind, x.ns, n, fGrace+5*time.Second, limit)
+		w.violate("F2: %s %s started a rollout while %d of its pods evicted in the last %s were down, its whole shared budget of %d",
+			x.kind, x.ref(), n, fGrace+5*time.Second, limit)
 	}
 }
 
@@ -1005,7 +1066,7 @@ func (w *fworld) operate() {
 		}
 		if w.now.After(bound) {
 			w.deadlock = true
-			w.violate("L1: %s %s/kas's new template was still refused %s after every rollout finished", x.kind, x.ns, w.now.Sub(from))
+			w.violate("L1: %s %s's new template was still refused %s after every rollout finished", x.kind, x.ref(), w.now.Sub(from))
 			return
 		}
 		w.advance(mRetry)
@@ -1057,8 +1118,8 @@ func (w *fworld) releaseLiveness(settle time.Duration) bool {
 		}
 		if w.now.After(bound) {
 			w.deadlock = true
-			w.violate("L2: %s %s/kas's new template was still refused %s after the slots of %d stalled rollouts lapsed (stalledSlotLifetime %s)",
-				y.kind, y.ns, w.now.Sub(from), len(stalled), *lifetime)
+			w.violate("L2: %s %s's new template was still refused %s after the slots of %d stalled rollouts lapsed (stalledSlotLifetime %s)",
+				y.kind, y.ref(), w.now.Sub(from), len(stalled), *lifetime)
 			return true
 		}
 		w.advance(mRetry)
@@ -1185,7 +1246,7 @@ func TestRolloutFleetModel(t *testing.T) {
 	}
 	fmt.Printf("RELIABILITY rollout-fleet-model-checked %s maxInFlightSeen=%d\n", strings.Join(checked, " "), res.maxSeen)
 	fmt.Printf("RELIABILITY rollout-fleet-model-operations %s\n", strings.Join(shares, " "))
-	for _, inv := range []string{"F1", "F1released", "F2", "F2start", "L1", "L2"} {
+	for _, inv := range []string{"F1", "F1namespace", "F1released", "F2", "F2start", "L1", "L2"} {
 		if res.checked[inv] < 10 {
 			t.Errorf("invariant %s judged %d outcomes, want at least 10", inv, res.checked[inv])
 		}
@@ -1204,6 +1265,7 @@ var fleetReplays = []struct {
 }{
 	{seed: 0, check: RuleConcurrency},
 	{seed: 3, check: budget.RuleSharedBudget},
+	{seed: 50, check: checkPerNamespace},
 }
 
 var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
