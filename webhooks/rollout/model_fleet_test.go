@@ -1441,9 +1441,9 @@ var fleetReplays = []struct {
 	seed  uint64
 	check string
 }{
-	{seed: 0, check: RuleConcurrency},
-	{seed: 3, check: budget.RuleSharedBudget},
-	{seed: 50, check: checkPerNamespace},
+	{seed: 1, check: RuleConcurrency},
+	{seed: 22, check: budget.RuleSharedBudget},
+	{seed: 12, check: checkPerNamespace},
 }
 
 var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
