@@ -362,6 +362,13 @@ func TestScaleOfAnOnDeleteStatefulSetIsAStartForTheFleet(t *testing.T) {
 	if d := decide(t, in); !d.Starts || d.Action() == decision.Deny {
 		t.Errorf("with a slot free: starts=%t %v", d.Starts, d.Violations)
 	}
+	// A new OnDelete StatefulSet (no revision, no pod) has never served: the fleet limit
+	// does not hold its creation.
+	fresh := Input{Operation: admissionv1.Create, New: wl(sts, 4, B, grown), Now: now, User: in.User, Policies: in.Policies,
+		Fleets: map[string]Fleet{limited.Name: {Selected: 9, InFlight: []string{"Deployment t1/kube-apiserver"}}}}
+	if d := decide(t, fresh); d.Action() == decision.Deny {
+		t.Errorf("the CREATE of a new OnDelete StatefulSet with the fleet's slot taken: %v", d.Violations)
+	}
 
 	shared := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents-rollouts"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
 		SharedBudget: &v1alpha1.SharedBudget{DisruptionPolicy: "agents"}}}}
