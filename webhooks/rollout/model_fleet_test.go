@@ -227,15 +227,15 @@ type fwl struct {
 	// strategy, partition a StatefulSet's RollingUpdate partition.
 	paused, onDelete bool
 	partition        int
-	current    tmpl
-	sets       []*kubemodel.ReplicaSet[tmpl]
-	revisions  map[tmpl]int64
-	created    map[tmpl]time.Time
-	pods       []*mpod
-	names      map[*mpod]string
-	goneAt     map[*mpod]time.Time
-	broken     map[int]bool
-	journal    *journal.Journal
+	current          tmpl
+	sets             []*kubemodel.ReplicaSet[tmpl]
+	revisions        map[tmpl]int64
+	created          map[tmpl]time.Time
+	pods             []*mpod
+	names            map[*mpod]string
+	goneAt           map[*mpod]time.Time
+	broken           map[int]bool
+	journal          *journal.Journal
 
 	// What the outcome invariants keep, from the pods and the clock.
 	live []tmpl
@@ -309,7 +309,7 @@ type fworld struct {
 	// exemption ends on its clock (docs/invariants.md: exempt until it expires on the
 	// clock of the replica that decides, at most budget.MaxClockSkew from the cluster's).
 	deciding time.Duration
-	maxSeen    int // the most counted workloads rolling at once
+	maxSeen  int // the most counted workloads rolling at once
 }
 
 func newFleet(seed uint64, broken func(Input) (Decision, error)) *fworld {
