@@ -52,7 +52,7 @@ type Input struct {
 	Matcher *policy.Matcher
 	// Journal is the workload's revision journal, nil when there is none (or it is
 	// invalid: read as absent); History is its revisions and pod activity in the cluster.
-	// Both are read when the request may start a rollout (MayStart).
+	// Both are read when the request may start a rollout (startsNow).
 	Journal *journal.Journal
 	History history.History
 	// Fleets are, by policy name, what each policy with a concurrency rule sees of the
@@ -165,7 +165,7 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 		if skip.runs(RuleWindow) {
 			found = append(found, checkWindows(in, &p.Spec, &rs, resumes)...)
 		}
-		if (p.Spec.Rules.Concurrency != nil || p.Spec.Rules.SharedBudget != nil) && (rs.start || resumes) && !rs.cancel && MayStart(in) {
+		if (p.Spec.Rules.Concurrency != nil || p.Spec.Rules.SharedBudget != nil) && (rs.start || resumes) && !rs.cancel && startsNow(in) {
 			// Neither holds a rollback or the fix of a stalled rollout.
 			if stalled, _ := rs.stalled(in, p.Spec.Rules.Settle); !stalled {
 				if p.Spec.Rules.Concurrency != nil && skip.runs(RuleConcurrency) {

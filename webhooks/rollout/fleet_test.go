@@ -302,3 +302,84 @@ func TestSharedBudgetZones(t *testing.T) {
 		})
 	}
 }
+
+// TestScalePastAPartitionIsAStartForTheFleet: a StatefulSet held by a partition at its
+// replicas with a template staged is scaled up past the partition; kube creates the new
+// ordinals (at or above the partition) on the staged template at once, so the scale starts
+// a rollout, and the fleet's one slot taken holds it.
+func TestScalePastAPartitionIsAStartForTheFleet(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	sts := v1alpha1.KindStatefulSet
+	held := workload.Rollout{Held: true, Progress: workload.Progress{Kind: sts, Updated: 0, Target: 0, Available: 2, Want: 2, Total: 2}}
+	grown := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: sts, Updated: 0, Target: 2, Available: 2, Want: 4, Total: 2}}
+	p := fleetPolicy(intstr.FromInt32(1))
+	in := Input{Operation: admissionv1.Update, Old: wl(sts, 2, B, held), New: wl(sts, 4, B, grown), Now: now,
+		History: history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2), rev(2, B, time.Minute, 0)}, LastActivity: now.Add(-time.Minute)},
+		User:    authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p},
+		Fleets: map[string]Fleet{p.Name: {Selected: 9, InFlight: []string{"Deployment t1/kube-apiserver"}}}}
+	d := decide(t, in)
+	if !d.Starts || d.Action() != decision.Deny || len(d.Violations) == 0 || d.Violations[0].Rule != RuleConcurrency {
+		t.Errorf("a scale past the partition with the fleet's one slot taken: starts=%t %v", d.Starts, d.Violations)
+	}
+	in.Fleets[p.Name] = Fleet{Selected: 9}
+	if d := decide(t, in); !d.Starts || d.Action() == decision.Deny {
+		t.Errorf("a scale past the partition with a slot free: starts=%t %v", d.Starts, d.Violations)
+	}
+}
+
+// TestScaleOfAnOnDeleteStatefulSetIsAStartForTheFleet: an OnDelete StatefulSet with a
+// template staged and no pod of it is scaled up; kube creates the new ordinals on the
+// staged template at once (newVersionedStatefulSetPod), so the scale is a start
+// (startsStaged), and the fleet limit and the shared budget hold it as they hold any
+// start, and the handler reads their ledgers for it. They did not: the fleet explorer
+// (seed 1563) had it admitted right after an eviction took the group's whole shared
+// budget, and beside a rollout holding the fleet's one slot.
+func TestScaleOfAnOnDeleteStatefulSetIsAStartForTheFleet(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	sts := v1alpha1.KindStatefulSet
+	held := workload.Rollout{Held: true, OnDelete: true, Progress: workload.Progress{Kind: sts, Updated: 0, Target: 2, Available: 2, Want: 2, Total: 2}}
+	grown := held
+	grown.Progress.Want = 4
+	hist := history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 2), rev(2, B, time.Minute, 0)}, LastActivity: now.Add(-time.Minute)}
+	j := jr(9, jrev(A, time.Hour, 0, 50*time.Minute))
+	j.Kind, j.Held = sts, true
+	limited := fleetPolicy(intstr.FromInt32(1))
+	in := Input{Operation: admissionv1.Update, Old: gen(wl(sts, 2, B, held), 9), New: gen(wl(sts, 4, B, grown), 10), Now: now, History: hist, Journal: j,
+		User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{limited},
+		Fleets: map[string]Fleet{limited.Name: {Selected: 9, InFlight: []string{"Deployment t1/kube-apiserver"}}}}
+	if !startsStaged(in) {
+		t.Fatalf("the scale of an OnDelete StatefulSet over a staged template is no start (startsStaged)")
+	}
+	h := &Handler{}
+	if got := h.limitedPolicies(&in); len(got) != 1 {
+		t.Errorf("the handler reads no fleet ledger for it: %v", got)
+	}
+	d := decide(t, in)
+	if !d.Starts || d.Action() != decision.Deny || len(d.Violations) == 0 || d.Violations[0].Rule != RuleConcurrency {
+		t.Errorf("with the fleet's one slot taken: starts=%t %v", d.Starts, d.Violations)
+	}
+	in.Fleets[limited.Name] = Fleet{Selected: 9}
+	if d := decide(t, in); !d.Starts || d.Action() == decision.Deny {
+		t.Errorf("with a slot free: starts=%t %v", d.Starts, d.Violations)
+	}
+	// A new OnDelete StatefulSet (no revision, no pod) has never served: the fleet limit
+	// does not hold its creation.
+	fresh := Input{Operation: admissionv1.Create, New: wl(sts, 4, B, grown), Now: now, User: in.User, Policies: in.Policies,
+		Fleets: map[string]Fleet{limited.Name: {Selected: 9, InFlight: []string{"Deployment t1/kube-apiserver"}}}}
+	if d := decide(t, fresh); d.Action() == decision.Deny {
+		t.Errorf("the CREATE of a new OnDelete StatefulSet with the fleet's slot taken: %v", d.Violations)
+	}
+
+	shared := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents-rollouts"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
+		SharedBudget: &v1alpha1.SharedBudget{DisruptionPolicy: "agents"}}}}
+	agents := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptrIntOrString(intstr.FromInt32(1))}}
+	in.Policies, in.Fleets = []v1alpha1.RolloutPolicy{shared}, nil
+	in.Evictions = map[string]budget.Evictions{shared.Name: {Policy: agents, Records: []budget.Eviction{{Pod: "p", UID: "u", At: now.Add(-time.Second)}}}}
+	if got := sharedPolicies(&in); len(got) != 1 {
+		t.Errorf("the handler reads no eviction ledger for it: %v", got)
+	}
+	d = decide(t, in)
+	if d.Action() != decision.Deny || len(d.Violations) == 0 || d.Violations[0].Rule != budget.RuleSharedBudget {
+		t.Errorf("an eviction in flight fills the shared budget: %v", d.Violations)
+	}
+}

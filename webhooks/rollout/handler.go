@@ -230,7 +230,7 @@ func (h *Handler) readLedgers(ctx context.Context, in *Input, limited, shared []
 // limitedPolicies are the policies with a fleet limit that select the workload, when the
 // request may start a rollout.
 func (h *Handler) limitedPolicies(in *Input) []*v1alpha1.RolloutPolicy {
-	if !MayStart(*in) {
+	if !startsNow(*in) {
 		return nil
 	}
 	return selecting(in, func(r *v1alpha1.RolloutRules) bool { return r.Concurrency != nil })

@@ -92,7 +92,7 @@ func (o fop) String() string {
 }
 
 var fopKinds = []string{"edit", "edit", "edit", "editAs", "editOld", "scale", "evict", "evict", "evict", "evictEdit",
-	"race", "raceEvict", "raceStart", "tick", "tick", "sync", "policy"}
+	"race", "raceEvict", "raceStart", "tick", "tick", "sync", "policy", "pause", "resume", "partition", "onDelete", "rollingUpdate", "holdRelease"}
 
 // fconfig is what a sequence's seed draws: the workloads and the policies.
 type fconfig struct {
@@ -111,6 +111,12 @@ type fconfig struct {
 	// and limitCap its maxInFlightCap (0: none).
 	slotLifetime *time.Duration
 	limitCap     int
+	// perNamespace is concurrency.maxInFlightPerNamespace (0: unset); when set, perNamespace+1
+	// workloads share each namespace, so that the limit can bind.
+	perNamespace int
+	// skew is how far rollout replica 1's clock is ahead of the cluster's (behind when
+	// negative), within budget.MaxClockSkew; replica 0 and the eviction guard keep its time.
+	skew time.Duration
 }
 
 var (
@@ -150,7 +156,27 @@ func fleetConfig(seed uint64) fconfig {
 	if r.IntN(2) == 0 {
 		c.limitCap = 1 + r.IntN(2)
 	}
+	if c.concurrency != nil && r.IntN(2) == 0 {
+		c.perNamespace = 1 + r.IntN(2)
+	}
+	c.skew = fSkews[r.IntN(len(fSkews))]
 	return c
+}
+
+// fSkews are the clock skews drawn between the two rollout replicas.
+var fSkews = []time.Duration{0, 0, 2 * time.Second, -3 * time.Second, budget.MaxClockSkew, -budget.MaxClockSkew}
+
+// namespaceOf is where workload i lives, and its name: one namespace each, or, under
+// maxInFlightPerNamespace, perNamespace+1 to a namespace (the first named mName).
+func (c fconfig) namespaceOf(i int) (ns, name string) {
+	if c.perNamespace == 0 {
+		return fmt.Sprintf("t%d", i), mName
+	}
+	ns = fmt.Sprintf("t%d", i/(c.perNamespace+1))
+	if i%(c.perNamespace+1) == 0 {
+		return ns, mName
+	}
+	return ns, fmt.Sprintf("%s%d", mName, i)
 }
 
 // fleetLimit is maxInFlight resolved as docs/fleet.md states, written apart from
@@ -190,21 +216,26 @@ func groupBudget(v intstr.IntOrString, expected int) int {
 type fwl struct {
 	kind       v1alpha1.WorkloadKind
 	ns         string
+	name       string
 	generation int64
 	observed   int64
 	t          tmpl
 	replicas   int
 	nodes      []int
 	maxUnavail int
-	current    tmpl
-	sets       []*kubemodel.ReplicaSet[tmpl]
-	revisions  map[tmpl]int64
-	created    map[tmpl]time.Time
-	pods       []*mpod
-	names      map[*mpod]string
-	goneAt     map[*mpod]time.Time
-	broken     map[int]bool
-	journal    *journal.Journal
+	// paused is a Deployment's spec.paused, onDelete a StatefulSet's or DaemonSet's OnDelete
+	// strategy, partition a StatefulSet's RollingUpdate partition.
+	paused, onDelete bool
+	partition        int
+	current          tmpl
+	sets             []*kubemodel.ReplicaSet[tmpl]
+	revisions        map[tmpl]int64
+	created          map[tmpl]time.Time
+	pods             []*mpod
+	names            map[*mpod]string
+	goneAt           map[*mpod]time.Time
+	broken           map[int]bool
+	journal          *journal.Journal
 
 	// What the outcome invariants keep, from the pods and the clock.
 	live []tmpl
@@ -233,6 +264,7 @@ type fwl struct {
 type fexcuse struct{ fleet, shared string }
 
 type freplica struct {
+	skew    time.Duration
 	reader  client.Reader
 	store   *journal.Store
 	synced  time.Time
@@ -272,19 +304,25 @@ type fworld struct {
 	violations []string
 	deadlock   bool
 	checked    map[string]int
-	maxSeen    int // the most counted workloads rolling at once
+	gaps       map[string]int // the known gaps seen, by name
+	// deciding is the skew of the replica deciding the request being sent: a temporary
+	// exemption ends on its clock (docs/invariants.md: exempt until it expires on the
+	// clock of the replica that decides, at most budget.MaxClockSkew from the cluster's).
+	deciding time.Duration
+	maxSeen  int // the most counted workloads rolling at once
 }
 
 func newFleet(seed uint64, broken func(Input) (Decision, error)) *fworld {
 	cfg := fleetConfig(seed)
 	w := &fworld{seed: seed, cfg: cfg, rng: rand.New(rand.NewPCG(seed, 0xf7)), now: mStart, mode: v1alpha1.ModeEnforce,
-		policyAt: mStart.Add(-time.Hour), nextTag: 2, checked: map[string]int{}, version: 1}
+		policyAt: mStart.Add(-time.Hour), nextTag: 2, checked: map[string]int{}, gaps: map[string]int{}, version: 1}
 	// The API server's object store, as client-go's tracker keeps it (resource versions,
 	// conflicts), without managed fields, which no ledger reads.
 	w.ledger = &racingClient{Client: fake.NewClientBuilder().WithScheme(modelScheme).
 		WithObjectTracker(clienttesting.NewObjectTracker(modelScheme, serializer.NewCodecFactory(modelScheme).UniversalDecoder())).Build()}
 	for i, kind := range cfg.kinds {
-		x := &fwl{kind: kind, ns: fmt.Sprintf("t%d", i), generation: 1, replicas: cfg.sizes[i], t: tmpl{tag: 1},
+		ns, name := cfg.namespaceOf(i)
+		x := &fwl{kind: kind, ns: ns, name: name, generation: 1, replicas: cfg.sizes[i], t: tmpl{tag: 1},
 			revisions: map[tmpl]int64{}, created: map[tmpl]time.Time{}, names: map[*mpod]string{}, goneAt: map[*mpod]time.Time{},
 			broken: map[int]bool{}, admitted: map[int]fexcuse{}, progressed: w.now, prev: 1}
 		if kind == v1alpha1.KindDeployment {
@@ -312,8 +350,12 @@ func newFleet(seed uint64, broken func(Input) (Decision, error)) *fworld {
 	w.now = w.now.Add(time.Minute + cfg.offset)
 	w.record()
 	for i := range w.reps {
-		c := clocktesting.NewFakePassiveClock(w.now)
-		rep := &freplica{clock: c}
+		rep := &freplica{}
+		if i == 1 {
+			rep.skew = cfg.skew
+		}
+		c := clocktesting.NewFakePassiveClock(w.now.Add(rep.skew))
+		rep.clock = c
 		rep.handler = &Handler{Reader: utiltesting.ReaderFunc(func() client.Reader { return rep.reader }), Decoder: admission.NewDecoder(modelScheme),
 			Clock: c, Matcher: policy.NewMatcher(), decide: broken,
 			Ledgers: &budget.Ledgers{Live: w.ledger, Namespace: fLedgerNamespace, Identity: fmt.Sprintf("replica-%d", i)}}
@@ -350,6 +392,7 @@ func (w *fworld) ready(p *mpod) bool {
 // kube is workload x as its controller reads it.
 func (w *fworld) kube(x *fwl) *kubemodel.Workload[tmpl] {
 	return &kubemodel.Workload[tmpl]{Kind: x.kind, Template: x.t, Replicas: x.replicas, Nodes: x.nodes, Current: x.current, HasCurrent: true,
+		Paused: x.paused, OnDelete: x.onDelete, Partition: x.partition,
 		Sets: x.sets, MaxUnavailable: x.maxUnavail, MaxSurge: 1, Pods: x.pods, Revisions: x.revisions, Ready: w.ready,
 		NewPod: func(t tmpl, slot int) *mpod {
 			p := &mpod{Template: t, Slot: slot, Created: w.now}
@@ -383,6 +426,7 @@ func (w *fworld) control() {
 			w.version++
 		}
 		x.pods, x.current, x.sets = k.Pods, k.Current, k.Sets
+		before := x.live
 		x.live = nil
 		ready, cur := 0, 0
 		for _, p := range x.pods {
@@ -397,6 +441,11 @@ func (w *fworld) control() {
 			}
 		}
 		x.maxReady = max(x.maxReady, min(ready, x.want()))
+		for _, t := range x.live {
+			if a := x.admitted[t.tag]; !slices.Contains(before, t) && a.fleet == stagedTemplatePods {
+				w.gaps[stagedTemplatePods]++
+			}
+		}
 		if cur > x.best {
 			x.best, x.progressed = cur, w.now
 		}
@@ -407,7 +456,7 @@ func (w *fworld) control() {
 			for _, p := range x.pods {
 				pods = append(pods, fmt.Sprintf("%d/%d%s", p.Template.tag, p.Slot, map[bool]string{true: "R", false: "-"}[w.ready(p)]+map[bool]string{true: "T", false: ""}[p.Terminating]))
 			}
-			w.tracef("  %s %s/kas spec %d×%d down %d: %v", x.kind, x.ns, x.t.tag, x.replicas, w.down(x), pods)
+			w.tracef("  %s %s spec %d×%d down %d: %v", x.kind, x.ref(), x.t.tag, x.replicas, w.down(x), pods)
 		}
 	}
 	w.checkFleet()
@@ -416,6 +465,69 @@ func (w *fworld) control() {
 
 // rolling is a workload with two or more templates having live pods.
 func (x *fwl) rolling() bool { return len(x.live) >= 2 }
+
+// inFlight is a rolling workload whose controller rolls it out (docs/fleet.md: "a paused
+// or OnDelete workload is not in flight: lifting the hold is the start, and is held
+// then"): not held, and not at rest under its partition (a StatefulSet whose ordinals from
+// its partition up all run its template, Ready, has finished the rollout its partition
+// asked for; the next is the partition lowered, a start).
+func (w *fworld) inFlight(x *fwl) bool {
+	if x.rolling() && x.held() {
+		w.checked["F1held"]++
+		return false
+	}
+	if !x.rolling() || x.kind != v1alpha1.KindStatefulSet || x.partition == 0 {
+		return x.rolling()
+	}
+	slots := x.bySlot()
+	for o := range x.replicas {
+		p := slots[o]
+		if p == nil || (o >= x.partition && (p.Template != x.t || !w.ready(p))) {
+			return true
+		}
+	}
+	return false
+}
+
+func (x *fwl) bySlot() map[int]*mpod {
+	out := map[int]*mpod{}
+	for _, p := range x.pods {
+		out[p.Slot] = p
+	}
+	return out
+}
+
+// held is a workload whose controller does not roll its template out: a paused
+// Deployment, an OnDelete StatefulSet or DaemonSet, a StatefulSet partitioned at its
+// replicas (mworld.held).
+func (x *fwl) held() bool {
+	switch x.kind {
+	case v1alpha1.KindDeployment:
+		return x.paused
+	case v1alpha1.KindStatefulSet:
+		return x.onDelete || x.partition >= x.replicas
+	}
+	return x.onDelete
+}
+
+// other is the template a start of x's current one replaces: the newest other template
+// with live pods, or the one its last start replaced.
+func (x *fwl) other() tmpl {
+	out, n := tmpl{tag: x.prev}, int64(-1)
+	for _, t := range x.live {
+		if t != x.t && x.revisions[t] > n {
+			out, n = t, x.revisions[t]
+		}
+	}
+	return out
+}
+
+// stagedTemplatePods is the known gap of that name (docs/invariants.md, "Known gaps"; the
+// single explorer's mworld.stagedTemplatePods): a template staged on a held workload gets
+// its first pods when kube replaces an evicted pod of an OnDelete workload from its
+// current template; the eviction is judged by the eviction guard's budget, and no rollout
+// request is made that holdfast could refuse.
+const stagedTemplatePods = "stagedTemplatePods"
 
 // stalled is a rollout whose current template has had no more pods Ready for stallAfter
 // (less the leader's lag, which may see it late).
@@ -452,15 +564,27 @@ func (w *fworld) checkFleet() {
 		return
 	}
 	var counted []string
-	for i, x := range w.ws {
+	perNamespace := map[string][]string{}
+	for _, x := range w.ws {
 		if w.released(x) {
 			if x.rolling() {
 				w.checked["F1released"]++
 			}
 			continue // stalled beyond its slot's lifetime: the breaker lets the fleet go on
 		}
-		if a, ok := x.admitted[x.t.tag]; ok && a.fleet == "" && x.rolling() {
-			counted = append(counted, fmt.Sprintf("%s %s/kas %v", x.kind, w.ws[i].ns, x.live))
+		if a, ok := x.admitted[x.t.tag]; ok && a.fleet == "" && w.inFlight(x) {
+			name := fmt.Sprintf("%s %s/%s %v", x.kind, x.ns, x.name, x.live)
+			counted = append(counted, name)
+			perNamespace[x.ns] = append(perNamespace[x.ns], name)
+		}
+	}
+	if w.cfg.perNamespace > 0 {
+		for _, ns := range slices.Sorted(maps.Keys(perNamespace)) {
+			w.checked["F1namespace"]++
+			if n := len(perNamespace[ns]); n > w.cfg.perNamespace {
+				w.violate("F1: %d selected workloads of namespace %s roll out at once (%s), maxInFlightPerNamespace is %d",
+					n, ns, strings.Join(perNamespace[ns], "; "), w.cfg.perNamespace)
+			}
 		}
 	}
 	w.maxSeen = max(w.maxSeen, len(counted))
@@ -513,8 +637,8 @@ func (w *fworld) checkBudgets() {
 		w.checked["F2"]++
 		limit := max(groupBudget(w.cfg.budget, x.want()), x.rolloutUnavailable())
 		if down > limit && !x.excused && !w.stalled(x) {
-			w.violate("F2: %s %s/kas has %d pods unavailable, over its shared budget (%s of %d: %d, its rollout's own %d)",
-				x.kind, x.ns, down, w.cfg.budget.String(), x.want(), groupBudget(w.cfg.budget, x.want()), x.rolloutUnavailable())
+			w.violate("F2: %s %s has %d pods unavailable, over its shared budget (%s of %d: %d, its rollout's own %d)",
+				x.kind, x.ref(), down, w.cfg.budget.String(), x.want(), groupBudget(w.cfg.budget, x.want()), x.rolloutUnavailable())
 		}
 	}
 }
@@ -523,7 +647,7 @@ func (w *fworld) checkBudgets() {
 // requester (exemption, the single explorer's registry), a policy in Warn, a policy
 // changed less than a cache's lag ago.
 func (w *fworld) exception(user string) string {
-	if ex := exemption(user, w.now); ex != "" {
+	if ex := exemption(user, w.now.Add(w.deciding)); ex != "" {
 		return ex
 	}
 	if w.mode != v1alpha1.ModeEnforce {
@@ -552,11 +676,25 @@ func (w *fworld) objects() []client.Object {
 		if w.cfg.limitCap > 0 {
 			rules.Concurrency.MaxInFlightCap = ptr.To(int32(w.cfg.limitCap))
 		}
+		if w.cfg.perNamespace > 0 {
+			rules.Concurrency.MaxInFlightPerNamespace = ptr.To(int32(w.cfg.perNamespace))
+		}
 	}
 	if w.cfg.shared {
 		rules.SharedBudget = &v1alpha1.SharedBudget{DisruptionPolicy: fBudget}
 	}
-	dp := v1alpha1.DisruptionPolicySpec{Targets: v1alpha1.PodTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": mName}}},
+	pods := &metav1.LabelSelector{MatchLabels: map[string]string{"app": mName}}
+	if w.cfg.perNamespace > 0 {
+		// Workloads of one namespace have their own names and app labels.
+		var apps []string
+		for _, x := range w.ws {
+			if !slices.Contains(apps, x.name) {
+				apps = append(apps, x.name)
+			}
+		}
+		pods = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: apps}}}
+	}
+	dp := v1alpha1.DisruptionPolicySpec{Targets: v1alpha1.PodTargets{Selector: pods},
 		Mode: v1alpha1.ModeEnforce, MaxUnavailable: ptr.To(w.cfg.budget)}
 	if w.cfg.cooldown > 0 {
 		dp.Cooldown = &metav1.Duration{Duration: w.cfg.cooldown}
@@ -573,18 +711,18 @@ func (w *fworld) objects() []client.Object {
 	return objs
 }
 
-func (w *fworld) podTemplate(t tmpl) *corev1.PodTemplateSpec {
-	return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": mName}},
+func (x *fwl) podTemplate(t tmpl) *corev1.PodTemplateSpec {
+	return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": x.name}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: fmt.Sprintf("app:%d", t.tag)}}}}
 }
 
 // object is workload x as the API server holds it, its status as its controller last
 // wrote it.
 func (w *fworld) object(x *fwl) client.Object {
-	meta := metav1.ObjectMeta{Namespace: x.ns, Name: mName, UID: types.UID("uid-" + x.ns), Generation: x.generation,
+	meta := metav1.ObjectMeta{Namespace: x.ns, Name: x.name, UID: types.UID("uid-" + x.uidPrefix()), Generation: x.generation,
 		Labels: map[string]string{"guard": "on"}}
-	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": mName}}
-	tpl := *w.podTemplate(x.t)
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": x.name}}
+	tpl := *x.podTemplate(x.t)
 	all, updated := 0, 0
 	for _, p := range x.pods {
 		if w.ready(p) {
@@ -597,21 +735,28 @@ func (w *fworld) object(x *fwl) client.Object {
 	mu := ptr.To(intstr.FromInt32(int32(x.maxUnavail)))
 	switch x.kind {
 	case v1alpha1.KindDeployment:
-		return &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(x.replicas)), Selector: sel, Template: tpl,
+		return &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(x.replicas)), Selector: sel, Template: tpl, Paused: x.paused,
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
 				MaxUnavailable: mu, MaxSurge: ptr.To(intstr.FromInt32(1))}}},
 			Status: appsv1.DeploymentStatus{ObservedGeneration: x.observed, Replicas: int32(len(x.pods)), UpdatedReplicas: int32(updated),
 				AvailableReplicas: int32(all), ReadyReplicas: int32(all)}}
 	case v1alpha1.KindStatefulSet:
-		rev, current := revisionName(x.t), revisionName(x.current)
+		rev, current := revisionOf(x.name, x.t), revisionOf(x.name, x.current)
+		st := appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+			RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(x.partition)), MaxUnavailable: mu}}
+		if x.onDelete {
+			st = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+		}
 		return &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(x.replicas)), Selector: sel, Template: tpl,
-			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(0)), MaxUnavailable: mu}}},
+			UpdateStrategy: st},
 			Status: appsv1.StatefulSetStatus{ObservedGeneration: x.observed, Replicas: int32(len(x.pods)), UpdatedReplicas: int32(updated),
 				ReadyReplicas: int32(all), AvailableReplicas: int32(all), CurrentRevision: current, UpdateRevision: rev}}
 	default:
-		return &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tpl,
-			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType, RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: mu}}},
+		st := appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType, RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: mu}}
+		if x.onDelete {
+			st = appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
+		}
+		return &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tpl, UpdateStrategy: st},
 			Status: appsv1.DaemonSetStatus{ObservedGeneration: x.observed, DesiredNumberScheduled: int32(len(x.nodes)), CurrentNumberScheduled: int32(len(x.pods)),
 				UpdatedNumberScheduled: int32(updated), NumberAvailable: int32(all), NumberReady: int32(all)}}
 	}
@@ -622,10 +767,13 @@ func (w *fworld) object(x *fwl) client.Object {
 // pods on their nodes, an evicted pod terminating).
 func (w *fworld) workloadObjects(x *fwl) []client.Object {
 	owner := w.object(x)
-	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: x.ns, Labels: map[string]string{corev1.LabelMetadataName: x.ns}}}, owner}
+	objs := []client.Object{owner}
+	if x.name == mName { // the first workload of its namespace brings it
+		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: x.ns, Labels: map[string]string{corev1.LabelMetadataName: x.ns}}})
+	}
 	refs := []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(string(x.kind)))}
-	return append(objs, mworkload{ns: x.ns, kind: x.kind, owners: refs, revisions: x.revisions, created: x.created, template: w.podTemplate,
-		uidPrefix: x.ns, pods: x.pods, ready: w.ready, pod: func(_ int, p *mpod, pod *corev1.Pod) {
+	return append(objs, mworkload{ns: x.ns, name: x.name, kind: x.kind, owners: refs, revisions: x.revisions, created: x.created, template: x.podTemplate,
+		uidPrefix: x.uidPrefix(), pods: x.pods, ready: w.ready, pod: func(_ int, p *mpod, pod *corev1.Pod) {
 			pod.Name, pod.UID = x.names[p], types.UID(x.ns+"-"+x.names[p])
 			if p.Slot >= 0 && x.kind == v1alpha1.KindDaemonSet {
 				pod.Spec.NodeName = fmt.Sprintf("node-%d", p.Slot)
@@ -634,6 +782,17 @@ func (w *fworld) workloadObjects(x *fwl) []client.Object {
 				pod.DeletionTimestamp = ptr.To(metav1.NewTime(at.Add(-fGrace)))
 			}
 		}}.objects()...)
+}
+
+// ref is x's namespace and name.
+func (x *fwl) ref() string { return x.ns + "/" + x.name }
+
+// uidPrefix tells x's objects' UIDs from those of the other workloads of its namespace.
+func (x *fwl) uidPrefix() string {
+	if x.name == mName {
+		return x.ns
+	}
+	return x.ns + "-" + x.name
 }
 
 // truthReader is the cluster as it is now (built once per change and second).
@@ -650,7 +809,7 @@ func (w *fworld) record() {
 	w.lastRecord = w.now
 	r := w.truthReader()
 	for _, x := range w.ws {
-		x.journal = observe(r, x.kind, x.ns, x.journal, nil, w.now)
+		x.journal = observeNamed(r, x.kind, x.ns, x.name, x.journal, nil, w.now)
 	}
 	w.store = w.journals()
 }
@@ -716,34 +875,51 @@ func (w *fworld) violate(format string, args ...any) {
 // the API server stores it, and a start is noted for the outcome invariants.
 func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 	beforeT, beforeReplicas := x.t, x.replicas
+	beforePaused, beforeOnDelete, beforePartition, heldBefore := x.paused, x.onDelete, x.partition, x.held()
 	oldObj := w.object(x)
 	next()
-	if x.t == beforeT && x.replicas == beforeReplicas {
+	if x.t == beforeT && x.replicas == beforeReplicas && x.paused == beforePaused && x.onDelete == beforeOnDelete && x.partition == beforePartition {
 		return true
 	}
 	x.generation++
 	newObj := w.object(x)
 	rep := w.reps[i]
-	rep.clock.SetTime(w.now)
+	rep.clock.SetTime(w.now.Add(rep.skew))
+	w.deciding = rep.skew
+	defer func() { w.deciding = 0 }()
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID: types.UID(fmt.Sprint(len(w.ops))), Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: string(x.kind)},
 		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: workload.Resource(x.kind)},
-		Name:     mName, Namespace: x.ns, Operation: admissionv1.Update, DryRun: ptr.To(false),
+		Name:     x.name, Namespace: x.ns, Operation: admissionv1.Update, DryRun: ptr.To(false),
 		UserInfo: authenticationv1.UserInfo{Username: user},
 		Object:   runtime.RawExtension{Raw: mustMarshal(newObj)}, OldObject: runtime.RawExtension{Raw: mustMarshal(oldObj)},
 	}}
 	resp := rep.handler.Handle(context.Background(), req)
-	w.tracef("%s %s/kas tag %d→%d replicas %d→%d by %s via %d: allowed=%t %s", x.kind, x.ns, beforeT.tag, x.t.tag, beforeReplicas, x.replicas, user, i, resp.Allowed, resp.Result.Message)
+	w.tracef("%s %s tag %d→%d replicas %d→%d by %s via %d: allowed=%t %s", x.kind, x.ref(), beforeT.tag, x.t.tag, beforeReplicas, x.replicas, user, i, resp.Allowed, resp.Result.Message)
 	if !resp.Allowed {
-		if ex := exemption(user, w.now); ex != "" {
+		if ex := w.exception(user); ex != "" && exemption(user, w.now.Add(w.deciding)) != "" {
 			w.violate("%s (%s) was refused: %s", user, ex, resp.Result.Message)
 		}
 		x.t, x.replicas, x.generation = beforeT, beforeReplicas, x.generation-1
+		x.paused, x.onDelete, x.partition = beforePaused, beforeOnDelete, beforePartition
 		return false
 	}
 	w.version++
-	if x.t.tag != beforeT.tag {
+	// A start is what makes kube create pods of the template: an edit of a workload that is
+	// not held, a release (a resume, OnDelete back to RollingUpdate, a partition lowered) and
+	// a scale up of an OnDelete StatefulSet, whose new ordinals get its template
+	// (newVersionedStatefulSetPod). An edit of a held workload only stages its template.
+	release := (heldBefore && !x.held()) || (x.kind == v1alpha1.KindStatefulSet && x.partition < beforePartition && !x.held()) ||
+		(x.kind == v1alpha1.KindStatefulSet && x.onDelete && x.replicas > beforeReplicas)
+	switch {
+	case x.t.tag != beforeT.tag && !x.held():
 		w.started(x, beforeT, user)
+	case release:
+		w.started(x, x.other(), user)
+	case x.t.tag != beforeT.tag && x.rolling():
+		x.admitted[x.t.tag] = x.admitted[beforeT.tag] // the rollout it holds is the one counted
+	case x.t.tag != beforeT.tag:
+		x.admitted[x.t.tag] = fexcuse{fleet: stagedTemplatePods, shared: stagedTemplatePods}
 	}
 	if x.replicas < beforeReplicas {
 		x.scaledDown = w.now
@@ -799,12 +975,12 @@ func (w *fworld) checkStartBudget(x *fwl) {
 	w.checked["F2start"]++
 	last := x.evictions[len(x.evictions)-1]
 	if w.cfg.cooldown > 0 && w.now.Sub(last) < w.cfg.cooldown {
-		w.violate("F2: %s %s/kas started a rollout %s after an eviction of its pods, within the shared cooldown of %s",
-			x.kind, x.ns, w.now.Sub(last), w.cfg.cooldown)
+		w.violate("F2: %s %s started a rollout %s after an eviction of its pods, within the shared cooldown of %s",
+			x.kind, x.ref(), w.now.Sub(last), w.cfg.cooldown)
 	}
 	if n, limit := w.evictedDown(x), groupBudget(w.cfg.budget, x.want()); n >= max(limit, 1) {
-		w.violate("F2: %s %s/kas started a rollout while %d of its pods evicted in the last %s were down, its whole shared budget of %d",
-			x.kind, x.ns, n, fGrace+5*time.Second, limit)
+		w.violate("F2: %s %s started a rollout while %d of its pods evicted in the last %s were down, its whole shared budget of %d",
+			x.kind, x.ref(), n, fGrace+5*time.Second, limit)
 	}
 }
 
@@ -942,6 +1118,51 @@ func (w *fworld) step(op fop) {
 		} else {
 			w.sync(i)
 		}
+	case "pause":
+		if x.kind == v1alpha1.KindDeployment {
+			w.send(i, x, func() { x.paused = true }, mOperator)
+		}
+	case "resume":
+		w.send(i, x, func() { x.paused, x.onDelete = false, false }, mOperator)
+	case "onDelete":
+		if x.kind != v1alpha1.KindDeployment {
+			w.send(i, x, func() { x.onDelete = true }, mOperator)
+		}
+	case "rollingUpdate":
+		w.send(i, x, func() { x.onDelete, x.partition = false, 0 }, mOperator)
+	case "partition":
+		if x.kind == v1alpha1.KindStatefulSet {
+			w.send(i, x, func() { x.partition = op.N % (x.replicas + 1) }, mOperator)
+		}
+	case "holdRelease":
+		// A template staged on a held workload and released while another workload rolls
+		// out: the release (a resume, OnDelete back to RollingUpdate, a partition lowered)
+		// is a start the fleet limit and the shared budget judge.
+		var hold, release func()
+		switch x.kind {
+		case v1alpha1.KindDeployment:
+			hold, release = func() { x.paused = true }, func() { x.paused = false }
+		case v1alpha1.KindStatefulSet:
+			if op.N%2 == 0 {
+				hold, release = func() { x.partition = x.replicas }, func() { x.partition = op.N / 2 % x.replicas }
+				break
+			}
+			fallthrough
+		default:
+			hold, release = func() { x.onDelete = true }, func() { x.onDelete = false }
+		}
+		if !w.send(i, x, hold, mOperator) {
+			return
+		}
+		w.advance(mMaxLag + time.Second)
+		edit(mOperator)
+		w.advance(mMinInterval + time.Duration(op.N%3)*time.Second)
+		y := w.ws[(op.W+1)%len(w.ws)]
+		tag := w.nextTag
+		w.nextTag++
+		w.send(1-i, y, func() { y.t = tmpl{tag: tag} }, mOperator)
+		w.advance(time.Duration(1+op.N%3) * time.Second)
+		w.send(i, x, release, mOperator)
 	case "policy":
 		w.mode = []v1alpha1.Mode{v1alpha1.ModeEnforce, v1alpha1.ModeEnforce, v1alpha1.ModeWarn}[op.N%3]
 		w.policyAt = w.now
@@ -960,6 +1181,13 @@ func (w *fworld) operate() {
 		rolloutTime = max(rolloutTime, x.want()+1)
 	}
 	settle := time.Duration(rolloutTime) * 6 * time.Second
+	// Holds the sequence left (pauses, OnDelete, partitions) are lifted by an exempt
+	// requester: the ways out of a hold are the single explorer's to prove.
+	for _, x := range w.ws {
+		if x.paused || x.onDelete || x.partition > 0 {
+			w.send(0, x, func() { x.paused, x.onDelete, x.partition = false, false, 0 }, mBreakGlass)
+		}
+	}
 	if w.releaseLiveness(settle) {
 		return
 	}
@@ -1005,7 +1233,7 @@ func (w *fworld) operate() {
 		}
 		if w.now.After(bound) {
 			w.deadlock = true
-			w.violate("L1: %s %s/kas's new template was still refused %s after every rollout finished", x.kind, x.ns, w.now.Sub(from))
+			w.violate("L1: %s %s's new template was still refused %s after every rollout finished", x.kind, x.ref(), w.now.Sub(from))
 			return
 		}
 		w.advance(mRetry)
@@ -1057,8 +1285,8 @@ func (w *fworld) releaseLiveness(settle time.Duration) bool {
 		}
 		if w.now.After(bound) {
 			w.deadlock = true
-			w.violate("L2: %s %s/kas's new template was still refused %s after the slots of %d stalled rollouts lapsed (stalledSlotLifetime %s)",
-				y.kind, y.ns, w.now.Sub(from), len(stalled), *lifetime)
+			w.violate("L2: %s %s's new template was still refused %s after the slots of %d stalled rollouts lapsed (stalledSlotLifetime %s)",
+				y.kind, y.ref(), w.now.Sub(from), len(stalled), *lifetime)
 			return true
 		}
 		w.advance(mRetry)
@@ -1077,7 +1305,7 @@ func (w *fworld) admissionBound(x *fwl, from time.Time) time.Time {
 		last := x.evictions[len(x.evictions)-1]
 		from = maxTime(from, last.Add(budget.EvictionLapse+budget.MaxClockSkew), last.Add(w.cfg.cooldown+budget.MaxClockSkew))
 	}
-	bound := from.Add(2*mMaxLag + 2*mRetry)
+	bound := from.Add(2*mMaxLag + 2*mRetry + max(w.cfg.skew, -w.cfg.skew))
 	if _, wait := windowHolds(w.cfg.window, from); wait > 0 {
 		bound = bound.Add(wait) // a window holds new rollouts for at most this long
 	}
@@ -1129,14 +1357,14 @@ func (w *fworld) replayCase() string {
 
 type fleetResult struct {
 	sequences, steps, violations, deadlocks, maxSeen int
-	counts, checked                                  map[string]int
+	counts, checked, gaps                            map[string]int
 	failed                                           []uint64 // the sequences that broke an outcome
 	first                                            *fworld
 }
 
 func exploreFleet(n int, broken func(Input) (Decision, error)) fleetResult {
 	logf.SetLogger(logr.Discard())
-	res := fleetResult{counts: map[string]int{}, checked: map[string]int{}}
+	res := fleetResult{counts: map[string]int{}, checked: map[string]int{}, gaps: map[string]int{}}
 	for seed := uint64(*fleetModelFrom); seed < uint64(*fleetModelFrom+n); seed++ {
 		w := generatedFleet(seed, broken, res.counts)
 		res.sequences++
@@ -1144,6 +1372,9 @@ func exploreFleet(n int, broken func(Input) (Decision, error)) fleetResult {
 		res.maxSeen = max(res.maxSeen, w.maxSeen)
 		for k, v := range w.checked {
 			res.checked[k] += v
+		}
+		for k, v := range w.gaps {
+			res.gaps[k] += v
 		}
 		if len(w.violations) > 0 {
 			res.violations += len(w.violations)
@@ -1171,8 +1402,16 @@ func fleetCaught(n int, mutant func(Input) (Decision, error)) (int, string) {
 
 func TestRolloutFleetModel(t *testing.T) {
 	res := exploreFleet(*fleetModelSequences, nil)
-	fmt.Printf("RELIABILITY rollout-fleet-model sequences=%d steps=%d invariantViolations=%d deadlocks=%d\n",
-		res.sequences, res.steps, res.violations, res.deadlocks)
+	gaps := "none"
+	if len(res.gaps) > 0 {
+		var named []string
+		for _, k := range slices.Sorted(maps.Keys(res.gaps)) {
+			named = append(named, fmt.Sprintf("%s:%d", k, res.gaps[k]))
+		}
+		gaps = strings.Join(named, ",")
+	}
+	fmt.Printf("RELIABILITY rollout-fleet-model sequences=%d steps=%d invariantViolations=%d deadlocks=%d knownGaps=%s\n",
+		res.sequences, res.steps, res.violations, res.deadlocks, gaps)
 	var checked, shares []string
 	for _, k := range slices.Sorted(maps.Keys(res.checked)) {
 		checked = append(checked, fmt.Sprintf("%s=%d", k, res.checked[k]))
@@ -1185,7 +1424,7 @@ func TestRolloutFleetModel(t *testing.T) {
 	}
 	fmt.Printf("RELIABILITY rollout-fleet-model-checked %s maxInFlightSeen=%d\n", strings.Join(checked, " "), res.maxSeen)
 	fmt.Printf("RELIABILITY rollout-fleet-model-operations %s\n", strings.Join(shares, " "))
-	for _, inv := range []string{"F1", "F1released", "F2", "F2start", "L1", "L2"} {
+	for _, inv := range []string{"F1", "F1namespace", "F1released", "F2", "F2start", "L1", "L2"} {
 		if res.checked[inv] < 10 {
 			t.Errorf("invariant %s judged %d outcomes, want at least 10", inv, res.checked[inv])
 		}
@@ -1202,8 +1441,9 @@ var fleetReplays = []struct {
 	seed  uint64
 	check string
 }{
-	{seed: 0, check: RuleConcurrency},
-	{seed: 3, check: budget.RuleSharedBudget},
+	{seed: 1, check: RuleConcurrency},
+	{seed: 22, check: budget.RuleSharedBudget},
+	{seed: 12, check: checkPerNamespace},
 }
 
 var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")

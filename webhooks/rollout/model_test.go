@@ -616,6 +616,17 @@ type mworkload struct {
 	pods      []*mpod
 	ready     func(*mpod) bool
 	pod       func(i int, p *mpod, pod *corev1.Pod)
+	// name is the workload's name, its pods' app label and its revisions' prefix (mName
+	// when empty): the fleet explorer puts several workloads in one namespace.
+	name string
+}
+
+// app is the workload's name, its pods' app label.
+func (m mworkload) app() string {
+	if m.name == "" {
+		return mName
+	}
+	return m.name
 }
 
 // objects is the workload's revisions and pods as the API server holds them: a
@@ -626,12 +637,12 @@ func (m mworkload) objects() []client.Object {
 	var objs []client.Object
 	rsOf := map[tmpl]*appsv1.ReplicaSet{}
 	for t, n := range m.revisions {
-		name := revisionName(t)
+		name := revisionOf(m.app(), t)
 		spec := m.template(t)
 		if m.kind == v1alpha1.KindDeployment {
 			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: name, UID: types.UID("rs-" + m.uidPrefix + name),
 				CreationTimestamp: metav1.NewTime(m.created[t]), OwnerReferences: m.owners,
-				Labels:      map[string]string{"app": mName, appsv1.DefaultDeploymentUniqueLabelKey: name},
+				Labels:      map[string]string{"app": m.app(), appsv1.DefaultDeploymentUniqueLabelKey: name},
 				Annotations: map[string]string{"deployment.kubernetes.io/revision": fmt.Sprint(n)}}, Spec: appsv1.ReplicaSetSpec{Template: *spec}}
 			rs.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
 			rsOf[t] = rs
@@ -641,12 +652,12 @@ func (m mworkload) objects() []client.Object {
 		raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": spec}})
 		objs = append(objs, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: name, UID: types.UID("cr-" + m.uidPrefix + name),
 			CreationTimestamp: metav1.NewTime(m.created[t]), OwnerReferences: m.owners,
-			Labels: map[string]string{"app": mName, appsv1.ControllerRevisionHashLabelKey: name}},
+			Labels: map[string]string{"app": m.app(), appsv1.ControllerRevisionHashLabelKey: name}},
 			Data: runtime.RawExtension{Raw: raw}, Revision: n})
 	}
 	for i, p := range m.pods {
-		name := revisionName(p.Template)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, CreationTimestamp: metav1.NewTime(p.Created), Labels: map[string]string{"app": mName}},
+		name := revisionOf(m.app(), p.Template)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, CreationTimestamp: metav1.NewTime(p.Created), Labels: map[string]string{"app": m.app()}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 		m.pod(i, p, pod)
 		status, since := corev1.ConditionFalse, p.Created
@@ -671,7 +682,10 @@ func (m mworkload) objects() []client.Object {
 }
 
 // revisionName is the name of a template's revision, and its value of kube's hash label.
-func revisionName(t tmpl) string { return fmt.Sprintf("%s-%d-%d", mName, t.tag, t.count) }
+func revisionName(t tmpl) string { return revisionOf(mName, t) }
+
+// revisionOf is revisionName for the workload named name.
+func revisionOf(name string, t tmpl) string { return fmt.Sprintf("%s-%d-%d", name, t.tag, t.count) }
 
 func (w *mworld) podTemplate(t tmpl) *corev1.PodTemplateSpec {
 	c := []corev1.Container{{Name: "app", Image: fmt.Sprintf("app:%d", t.tag)}}
@@ -775,8 +789,13 @@ func (w *mworld) record() {
 // observe is the leader's recorder observing the workload of kind in ns, as r holds it
 // and its revisions, into its journal j (nil for none yet).
 func observe(r client.Reader, kind v1alpha1.WorkloadKind, ns string, j *journal.Journal, flags []v1alpha1.ArgMatchesReplicas, now time.Time) *journal.Journal {
+	return observeNamed(r, kind, ns, mName, j, flags, now)
+}
+
+// observeNamed is observe for the workload named name.
+func observeNamed(r client.Reader, kind v1alpha1.WorkloadKind, ns, name string, j *journal.Journal, flags []v1alpha1.ArgMatchesReplicas, now time.Time) *journal.Journal {
 	obj, _ := workload.New(kind)
-	if err := r.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: mName}, obj); err != nil {
+	if err := r.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
 		panic(err)
 	}
 	wl, err := workload.From(obj)
@@ -2172,10 +2191,7 @@ func TestRolloutModelCatchesBrokenDecisions(t *testing.T) {
 
 // uncaughtMutants are the checks whose removal no outcome the explorer observes can catch,
 // each with the reason and the table test that holds it instead. They are not explored.
-var uncaughtMutants = map[string]string{
-	checkPerNamespace: "the fleet explorer gives each workload its own namespace, so no sequence has two of one namespace in flight " +
-		"(TestFleetLimit, \"maxInFlightPerNamespace holds a tenant at its share\")",
-}
+var uncaughtMutants = map[string]string{}
 
 // TestRolloutModelCatchesEveryMutant is the mutation test (docs/invariants.md, "How they
 // are proven"): each check of Decide removed in turn, the explorer must find an outcome

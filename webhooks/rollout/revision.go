@@ -43,6 +43,11 @@ func MayStart(in Input) bool {
 	return false
 }
 
+// startsNow is a request after which kube creates pods of a template that has none:
+// MayStart, or a held StatefulSet grown over its staged template (startsStaged). The fleet
+// limit and the shared budget judge both, and the handler reads their ledgers for both.
+func startsNow(in Input) bool { return MayStart(in) || startsStaged(in) }
+
 // liftsHold is an UPDATE that lifts a hold (resumes, switches from OnDelete, lowers a
 // partition): a scale that does too is judged as what it rolls out, since the held
 // template's pods start now, whatever its flags (I4 does not make it a non-start).

@@ -90,7 +90,7 @@ func topologyWait(in Input, b budget.Evictions) (time.Duration, string) {
 // sharedPolicies are the policies with a sharedBudget that select the workload, on an
 // UPDATE that may start a rollout.
 func sharedPolicies(in *Input) []*v1alpha1.RolloutPolicy {
-	if in.Old == nil || !MayStart(*in) {
+	if in.Old == nil || !startsNow(*in) {
 		return nil
 	}
 	return selecting(in, func(r *v1alpha1.RolloutRules) bool { return r.SharedBudget != nil })
