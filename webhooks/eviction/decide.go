@@ -120,6 +120,9 @@ type Decision struct {
 	// because the pod's hold had lasted its maxHold (afterMaxHold Release), recorded as a
 	// RuleMaxHold finding.
 	Released bool
+	// Retry is holdfast's own deferral (retryLater): the decision could not be made or
+	// recorded now. It holds the pod for every policy that applies, under selfHold.
+	Retry bool
 }
 
 // Decide evaluates every DisruptionPolicy that selects the pod. It does no I/O.
@@ -390,7 +393,7 @@ func exempted(policyName string, grant *v1alpha1.TemporaryExemption, found []dec
 // heldBy is how long the policy has held the pod: its own hold, or holdfast's own
 // deferrals (made for every policy that applies) when they began first.
 func (in Input) heldBy(policy string) time.Duration {
-	return max(in.Held[policy], in.Held[SelfPolicy])
+	return max(in.Held[policy], in.Held[selfHold])
 }
 
 // releases is a policy whose holds on the pod have lasted its maxHold and let go after it

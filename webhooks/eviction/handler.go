@@ -212,7 +212,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		return h.ledgerFailed(finish, err)
 	}
 	if err := h.readNodeDomains(ctx, &in); err != nil {
-		return h.fail(err)
+		return h.ledgerFailed(finish, err)
 	}
 	if deleting {
 		// kube checks no PodDisruptionBudget on a DELETE: two floors do not matter.
@@ -373,13 +373,18 @@ func decideWith(decide func(Input) Decision, in Input) Decision {
 	return decide(in)
 }
 
-// SelfPolicy names holdfast's own deferrals, made for whatever policies apply.
+// SelfPolicy names holdfast's own deferrals, made for whatever policies apply, in their
+// messages and metrics.
 const SelfPolicy = "holdfast"
+
+// selfHold is the key of holdfast's own deferrals among a pod's holds. A "/" is in no
+// object's name, so no DisruptionPolicy (one named "holdfast" included) shares its hold.
+const selfHold = "holdfast/self"
 
 // retryLater is a deferral that is holdfast's own: the decision could not be made or
 // recorded now, and a retry will.
 func retryLater(why string) Decision {
-	return Decision{Guarded: true, Violations: decision.Violations{{Policy: SelfPolicy, Rule: RuleMaxUnavailable, Action: decision.Deny,
+	return Decision{Guarded: true, Retry: true, Violations: decision.Violations{{Policy: SelfPolicy, Rule: RuleMaxUnavailable, Action: decision.Deny,
 		Wait: time.Second, Message: why + "; retry"}}}
 }
 

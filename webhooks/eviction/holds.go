@@ -75,17 +75,17 @@ func (h *Holds) Deferred(pod types.UID, policies []string, now time.Time) (time.
 	// holdfast's own deferrals (a ledger it could not read or write in time) are made for
 	// every policy that applies: they keep each policy's hold going, and a policy that
 	// defers next holds since the first of them.
-	own, ownLive := p.by[SelfPolicy]
+	own, ownLive := p.by[selfHold]
 	ownLive = ownLive && now.Sub(own.last) <= HoldBreak
 	for _, name := range policies {
 		s, live := p.by[name]
 		live = live && now.Sub(s.last) <= HoldBreak
 		s = s.extend(now)
-		if !live && ownLive && name != SelfPolicy {
+		if !live && ownLive && name != selfHold {
 			s.since = own.since
 		}
 		p.by[name] = s
-		if name == SelfPolicy {
+		if name == selfHold {
 			for other, o := range p.by {
 				if now.Sub(o.last) <= HoldBreak {
 					o.last = now
@@ -139,6 +139,9 @@ func (h *Holds) Ended(pod types.UID, now time.Time) (time.Duration, bool) {
 
 // deferring names the policies whose violations defer the eviction.
 func deferring(d Decision) []string {
+	if d.Retry {
+		return []string{selfHold}
+	}
 	var names []string
 	for _, v := range d.Violations {
 		if v.Action == decision.Deny && !slices.Contains(names, v.Policy) {

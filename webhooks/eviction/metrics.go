@@ -106,9 +106,10 @@ func policyOutcome(vs decision.Violations, policy string) string {
 	return out
 }
 
-// requestOutcome is what the request came to: its most severe finding's outcome.
+// requestOutcome is what the request came to: its most severe finding's outcome. A retry
+// holdfast asks for itself (retryLater) is a deferral of a guarded pod, never unguarded.
 func requestOutcome(d Decision) string {
-	if len(d.Applied.Names()) == 0 {
+	if len(d.Applied.Names()) == 0 && !d.Retry {
 		return "unguarded"
 	}
 	out := "allowed"

@@ -125,10 +125,18 @@ func DisruptionView(pods []workload.Pod, settle time.Duration, now time.Time, ke
 
 // Serving is what the record of the pod's admitted eviction keeps of its domains
 // (budget.Eviction.Serving): by key, how many of the group's pods serve in the pod's
-// domain now, the pod included. Nil when the pod is in no domain.
+// domain now, the pod included. Nil when the pod is in no domain, or when a serving pod's
+// node is not in the cache: a count that missed it would free the domain before its
+// replacement, so the record is kept as the previous release wrote it (freed by a later
+// replacement in the same domain).
 func Serving(in Input) map[string]int32 {
 	if len(in.Domains) == 0 || in.Group == nil {
 		return nil
+	}
+	for _, p := range in.Group.Pods {
+		if p.UID != in.Pod.UID && p.Serving() && in.NodeDomains[p.Node] == nil {
+			return nil
+		}
 	}
 	out := make(map[string]int32, len(in.Domains))
 	for key, mine := range in.Domains {
@@ -145,7 +153,8 @@ func Serving(in Input) map[string]int32 {
 
 // readNodeDomains fills in.NodeDomains with the topology keys' values of the nodes the
 // group's pods run on, from the node cache: a node missing there (one that joined a moment
-// ago) is in no domain, so its pods make no domain whole, which errs toward holding.
+// ago) is in no domain (a nil entry), so its pods make no domain whole, which errs toward
+// holding, and no count is recorded beside it (Serving).
 func (h *Handler) readNodeDomains(ctx context.Context, in *Input) error {
 	keys := topologyKeys(in.Policies)
 	if len(keys) == 0 || in.Group == nil || len(in.Domains) == 0 {
@@ -157,7 +166,10 @@ func (h *Handler) readNodeDomains(ctx context.Context, in *Input) error {
 			continue
 		}
 		node := &corev1.Node{}
-		if err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: p.Node}, node); client.IgnoreNotFound(err) != nil {
+		if err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: p.Node}, node); apierrors.IsNotFound(err) {
+			in.NodeDomains[p.Node] = nil
+			continue
+		} else if err != nil {
 			return fmt.Errorf("reading node %s for its topology: %w", p.Node, err)
 		}
 		values := map[string]string{}

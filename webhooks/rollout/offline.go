@@ -90,8 +90,8 @@ func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
 		{RuleMinInterval, r.MinInterval != nil},
 		{RuleRevertWindow, r.RevertWindow != nil},
 		{RuleWindow, len(p.Spec.Windows) > 0},
-		{RuleConcurrency, r.Concurrency != nil && MayStart(in)},
-		{budget.RuleSharedBudget, r.SharedBudget != nil && in.Operation == admissionv1.Update && MayStart(in)},
+		{RuleConcurrency, r.Concurrency != nil && startsNow(in)},
+		{budget.RuleSharedBudget, r.SharedBudget != nil && in.Operation == admissionv1.Update && startsNow(in)},
 	} {
 		if c.set {
 			out = append(out, c.rule)
