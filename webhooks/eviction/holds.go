@@ -137,14 +137,17 @@ func (h *Holds) Ended(pod types.UID, now time.Time) (time.Duration, bool) {
 	return now.Sub(p.since), ok
 }
 
-// deferring names the policies whose violations defer the eviction.
+// deferring names the policies whose holds go on while the eviction is deferred: those
+// whose violations defer it, and those that let go of it after their maxHold (RuleMaxHold)
+// while another policy still defers it, so that a released policy's hold does not lapse
+// and start again from zero when the other lets go.
 func deferring(d Decision) []string {
 	if d.Retry {
 		return []string{selfHold}
 	}
 	var names []string
 	for _, v := range d.Violations {
-		if v.Action == decision.Deny && !slices.Contains(names, v.Policy) {
+		if (v.Action == decision.Deny || v.Rule == RuleMaxHold) && !slices.Contains(names, v.Policy) {
 			names = append(names, v.Policy)
 		}
 	}

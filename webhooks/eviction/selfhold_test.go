@@ -64,3 +64,49 @@ func TestAPolicyNamedHoldfastHoldsOnlyItsOwn(t *testing.T) {
 		t.Errorf("policy agents' cooldown began now but was released at once: the policy named %q counted as holdfast's own deferrals (heldBy)", SelfPolicy)
 	}
 }
+
+// TestAReleasedHoldGoesOnWhileAnotherPolicyDefers: P (cooldown, Release after 30s) and Q
+// (a Deny window). Once P is released, only Q defers; P's hold goes on with Q's deferrals
+// rather than lapsing after HoldBreak and starting again from zero, so when Q's window
+// ends P does not hold the drain for another maxHold.
+func TestAReleasedHoldGoesOnWhileAnotherPolicyDefers(t *testing.T) {
+	g := group(v1alpha1.KindDaemonSet, 4)
+	p := dp(func(s *v1alpha1.DisruptionPolicySpec) {
+		release(s)
+		s.Cooldown = &metav1.Duration{Duration: time.Hour}
+	})
+	q := dp(func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 11 * * *", Duration: metav1.Duration{Duration: 2 * time.Hour}, Action: v1alpha1.WindowDeny}}
+	})
+	q.Name = "freeze"
+	h := &Holds{}
+	base := Input{Pod: g.Pods[1], PodLabels: map[string]string{"app": "agent"}, Group: g,
+		Policies: []v1alpha1.DisruptionPolicy{p, q}, User: authenticationv1.UserInfo{Username: "alice"}}
+	t0 := now.Add(-30 * time.Minute) // 11:30, window until 13:00
+	var lastReleased, reheld time.Duration
+	for i := 0; i <= 60; i++ {
+		in := base
+		in.Now = t0.Add(time.Duration(i) * 5 * time.Second)
+		in.Records = []budget.Eviction{{Pod: "gone", UID: "gone", At: t0.Add(-time.Minute)}}
+		holdStep(h, in)
+		held := h.Held(in.Pod.UID, in.Now)
+		if held[p.Name] >= 30*time.Second {
+			lastReleased = in.Now.Sub(t0)
+		} else if lastReleased > 0 && reheld == 0 {
+			reheld = in.Now.Sub(t0)
+		}
+	}
+	t.Logf("P released until %s, P's hold restarted from zero at %s", lastReleased, reheld)
+	if lastReleased == 0 {
+		t.Fatal("P was never released: the sequence does not reach the case")
+	}
+	if reheld > 0 {
+		// Q's window ends now (Q removed): P defers again although it released before.
+		in := base
+		in.Policies = []v1alpha1.DisruptionPolicy{p}
+		in.Now = t0.Add(reheld + 5*time.Second)
+		in.Records = []budget.Eviction{{Pod: "gone", UID: "gone", At: t0.Add(-time.Minute)}}
+		d := holdStep(h, in)
+		t.Errorf("after %s of holds, with the freeze over, P defers again (released %v, action %v): up to another maxHold of delay", in.Now.Sub(t0), d.Released, d.Action())
+	}
+}
