@@ -327,14 +327,10 @@ func TestScalePastAPartitionIsAStartForTheFleet(t *testing.T) {
 	}
 }
 
-// TestScaleOfAnOnDeleteStatefulSetIsAStartForTheFleet: an OnDelete StatefulSet with a
-// template staged and no pod of it is scaled up; kube creates the new ordinals on the
-// staged template at once (newVersionedStatefulSetPod), so the scale is a start
-// (startsStaged), and the fleet limit and the shared budget hold it as they hold any
-// start, and the handler reads their ledgers for it. They did not: the fleet explorer
-// (seed 1563) had it admitted right after an eviction took the group's whole shared
-// budget, and beside a rollout holding the fleet's one slot.
-func TestScaleOfAnOnDeleteStatefulSetIsAStartForTheFleet(t *testing.T) {
+// stagedStartScale is the scale of an OnDelete StatefulSet, its template B staged with no
+// pod, from 2 to 4 replicas (kube creates ordinals 2 and 3 on B), under a fleet limit of 1
+// whose one slot another workload's rollout holds.
+func stagedStartScale() (Input, v1alpha1.RolloutPolicy) {
 	A, B := template("A", "3"), template("B", "3")
 	sts := v1alpha1.KindStatefulSet
 	held := workload.Rollout{Held: true, OnDelete: true, Progress: workload.Progress{Kind: sts, Updated: 0, Target: 2, Available: 2, Want: 2, Total: 2}}
@@ -347,6 +343,18 @@ func TestScaleOfAnOnDeleteStatefulSetIsAStartForTheFleet(t *testing.T) {
 	in := Input{Operation: admissionv1.Update, Old: gen(wl(sts, 2, B, held), 9), New: gen(wl(sts, 4, B, grown), 10), Now: now, History: hist, Journal: j,
 		User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{limited},
 		Fleets: map[string]Fleet{limited.Name: {Selected: 9, InFlight: []string{"Deployment t1/kube-apiserver"}}}}
+	return in, limited
+}
+
+// TestScaleOfAnOnDeleteStatefulSetIsAStartForTheFleet: an OnDelete StatefulSet with a
+// template staged and no pod of it is scaled up; kube creates the new ordinals on the
+// staged template at once (newVersionedStatefulSetPod), so the scale is a start
+// (startsStaged), and the fleet limit and the shared budget hold it as they hold any
+// start, and the handler reads their ledgers for it. They did not: the fleet explorer
+// (seed 1563) had it admitted right after an eviction took the group's whole shared
+// budget, and beside a rollout holding the fleet's one slot.
+func TestScaleOfAnOnDeleteStatefulSetIsAStartForTheFleet(t *testing.T) {
+	in, limited := stagedStartScale()
 	if !startsStaged(in) {
 		t.Fatalf("the scale of an OnDelete StatefulSet over a staged template is no start (startsStaged)")
 	}
@@ -364,7 +372,9 @@ func TestScaleOfAnOnDeleteStatefulSetIsAStartForTheFleet(t *testing.T) {
 	}
 	// A new OnDelete StatefulSet (no revision, no pod) has never served: the fleet limit
 	// does not hold its creation.
-	fresh := Input{Operation: admissionv1.Create, New: wl(sts, 4, B, grown), Now: now, User: in.User, Policies: in.Policies,
+	created := *in.New
+	created.Generation = 0
+	fresh := Input{Operation: admissionv1.Create, New: &created, Now: now, User: in.User, Policies: in.Policies,
 		Fleets: map[string]Fleet{limited.Name: {Selected: 9, InFlight: []string{"Deployment t1/kube-apiserver"}}}}
 	if d := decide(t, fresh); d.Action() == decision.Deny {
 		t.Errorf("the CREATE of a new OnDelete StatefulSet with the fleet's slot taken: %v", d.Violations)
