@@ -13,7 +13,6 @@ import (
 
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
@@ -80,21 +79,7 @@ func TestPolicyReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	eventually(t, "the PolicyReport CRD established", func() bool {
-		got := &apiextensionsv1.CustomResourceDefinition{}
-		if admin.Get(ctx, client.ObjectKeyFromObject(crd), got) != nil {
-			return false
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true
-			}
-		}
-		return false
-	})
+	installCRD(t, admin, crd)
 	ns := createNamespace(t, nil)
 	p := utiltesting.MakeRolloutPolicy("report").Mode(v1alpha1.ModeAudit).
 		ArgMatchesReplicas("konnectivity-server", "--server-count").Obj()

@@ -65,7 +65,6 @@ func certManagerCRDs(t *testing.T) []*unstructured.Unstructured {
 // serves them.
 func installCertManagerCRDs(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
 	admin, err := client.New(restConfig, client.Options{Scheme: harness.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -75,22 +74,30 @@ func installCertManagerCRDs(t *testing.T) {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
 			t.Fatal(err)
 		}
-		if err := admin.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("CRD %s: %v", crd.Name, err)
-		}
-		eventually(t, "CRD "+crd.Name+" established", func() bool {
-			got := &apiextensionsv1.CustomResourceDefinition{}
-			if admin.Get(ctx, client.ObjectKeyFromObject(crd), got) != nil {
-				return false
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true
-				}
-			}
-			return false
-		})
+		installCRD(t, admin, crd)
 	}
+}
+
+// installCRD creates crd through admin (a client whose scheme knows CRDs) and waits until
+// the API server serves it.
+func installCRD(t *testing.T, admin client.Client, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	ctx := context.Background()
+	if err := admin.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("CRD %s: %v", crd.Name, err)
+	}
+	eventually(t, "CRD "+crd.Name+" established", func() bool {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		if admin.Get(ctx, client.ObjectKeyFromObject(crd), got) != nil {
+			return false
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // TestCertManagerMode creates what the chart renders with certificates.mode=cert-manager
