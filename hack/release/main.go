@@ -388,15 +388,7 @@ func pushCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	lp, err := layout.FromPath(*dir)
-	if err != nil {
-		return err
-	}
-	outer, err := lp.ImageIndex()
-	if err != nil {
-		return err
-	}
-	im, err := outer.IndexManifest()
+	outer, im, err := readLayout(*dir)
 	if err != nil {
 		return err
 	}
@@ -421,4 +413,21 @@ func pushCmd(args []string) error {
 	}
 	sort.Strings(found)
 	return fmt.Errorf("%s holds no image index (found %v)", *dir, found)
+}
+
+// readLayout opens the OCI image layout in dir: its outer index and that index's manifest.
+func readLayout(dir string) (v1.ImageIndex, *v1.IndexManifest, error) {
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	outer, err := lp.ImageIndex()
+	if err != nil {
+		return nil, nil, err
+	}
+	im, err := outer.IndexManifest()
+	if err != nil {
+		return nil, nil, err
+	}
+	return outer, im, nil
 }

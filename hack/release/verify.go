@@ -17,7 +17,6 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -44,15 +43,7 @@ func verifyCmd(args []string) error {
 	if m.created, err = parseCreated(*created); err != nil {
 		return err
 	}
-	lp, err := layout.FromPath(filepath.Join(*dir, "oci"))
-	if err != nil {
-		return err
-	}
-	outer, err := lp.ImageIndex()
-	if err != nil {
-		return err
-	}
-	om, err := outer.IndexManifest()
+	outer, om, err := readLayout(filepath.Join(*dir, "oci"))
 	if err != nil {
 		return err
 	}
