@@ -275,11 +275,26 @@ func TestSelfTestRunsWithTheChartsIdentity(t *testing.T) {
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "registry.k8s.io/pause:3.10"}}}}}}
-	err = as.Create(ctx, d)
-	if err == nil {
-		_ = k8s.Delete(ctx, d)
+	// The admission policy and its binding reach the API server's informers on their own
+	// schedule, independent of RBAC: until both are seen, a create is let through, so the
+	// refusal is awaited (and anything created on the way removed).
+	refused := func(err error) bool {
+		return err != nil && (apierrors.IsInvalid(err) || apierrors.IsForbidden(err)) && strings.Contains(err.Error(), "may only send dry runs")
 	}
-	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) || err == nil || !strings.Contains(err.Error(), "may only send dry runs") {
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		err = as.Create(ctx, d.DeepCopy())
+		if err == nil {
+			if err := k8s.Delete(ctx, d); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+		if refused(err) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !refused(err) {
 		t.Errorf("a create that is not a dry run, as %s: got %v, want the admission policy's refusal", user, err)
 	}
 	if err := as.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "x"}}, client.DryRunAll); !apierrors.IsForbidden(err) {
