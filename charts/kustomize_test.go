@@ -1,11 +1,11 @@
 package charts
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -92,24 +92,80 @@ func holdfastInNamespace(t *testing.T, objs []*unstructured.Unstructured, ns str
 // extra kustomization lines ({config} is config/'s path from the overlay).
 func namespaceOverlay(t *testing.T, extra string) []*unstructured.Unstructured {
 	t.Helper()
-	dir := t.TempDir()
-	config, err := filepath.Abs(ConfigDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Kustomize refuses absolute paths to other kustomizations.
-	rel, err := filepath.Rel(dir, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	overlay := "resources:\n  - " + filepath.Join(rel, "default") + "\nnamespace: platform-guard\n" +
-		strings.ReplaceAll(extra, "{config}", rel)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	objs, err := kustomize(dir)
+	objs, err := Overlay(t.TempDir(), "resources:\n  - {config}/default\nnamespace: platform-guard\n"+extra)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return objs
+}
+
+// TestKustomizeCertManager: the cert-manager component (config/certmanager) installs the
+// objects the chart renders with certificates.mode=cert-manager, in holdfast-system and,
+// with its namespace transformer, in another namespace: the same Issuers and
+// Certificates, no Secret of holdfast's, no rotation of its own, and the CA injected from
+// the serving Certificate of holdfast's namespace.
+func TestKustomizeCertManager(t *testing.T) {
+	for ns, kustomization := range map[string]string{
+		"holdfast-system": "resources:\n  - {config}/default\ncomponents:\n  - {config}/certmanager\n",
+		"platform-guard": "resources:\n  - {config}/default\nnamespace: platform-guard\ncomponents:\n  - {config}/certmanager\n" +
+			"transformers:\n  - {config}/namespace\n  - {config}/certmanager/namespace\n",
+	} {
+		t.Run(ns, func(t *testing.T) {
+			k, err := Overlay(t.TempDir(), kustomization)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := Render(ns, map[string]any{"certificates": map[string]any{"mode": "cert-manager"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			holdfastInNamespace(t, k, ns)
+			chart := map[string]*unstructured.Unstructured{}
+			for _, u := range h {
+				if u.GetAPIVersion() == "cert-manager.io/v1" {
+					chart[u.GetKind()+"/"+u.GetName()] = u
+				}
+			}
+			for _, u := range k {
+				switch {
+				case u.GetKind() == "Secret" && u.GetName() == "holdfast-webhook-cert":
+					t.Error("the component leaves holdfast's own Secret: cert-manager writes it")
+				case u.GetAPIVersion() == "cert-manager.io/v1":
+					key := u.GetKind() + "/" + u.GetName()
+					c := chart[key]
+					delete(chart, key)
+					if c == nil {
+						t.Errorf("%s only in kustomize", key)
+					} else if diff := cmp.Diff(c.Object["spec"], u.Object["spec"]); diff != "" || u.GetNamespace() != ns {
+						t.Errorf("%s in %s (-chart +kustomize):\n%s", key, u.GetNamespace(), diff)
+					}
+				}
+			}
+			for key := range chart {
+				t.Errorf("%s only in the chart", key)
+			}
+			var d appsv1.Deployment
+			if !one(t, k, "Deployment", &d) {
+				t.FailNow()
+			}
+			args := d.Spec.Template.Spec.Containers[0].Args
+			if slices.ContainsFunc(args, func(a string) bool {
+				return strings.HasPrefix(a, "--cert-rotation") || strings.HasPrefix(a, "--webhook-secret")
+			}) || !slices.Contains(args, "--webhook-configuration=holdfast") {
+				t.Errorf("args %v: want no rotation of holdfast's own and the rest kept", args)
+			}
+			if !slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+				return v.Secret != nil && v.Secret.SecretName == "holdfast-webhook-cert"
+			}) {
+				t.Error("the Deployment no longer serves the Secret the serving Certificate writes")
+			}
+			var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+			if !one(t, k, "ValidatingWebhookConfiguration", &vwc) {
+				t.FailNow()
+			}
+			if got, want := vwc.Annotations["cert-manager.io/inject-ca-from"], ns+"/holdfast-webhook-cert"; got != want {
+				t.Errorf("cert-manager.io/inject-ca-from %q, want %q", got, want)
+			}
+		})
+	}
 }

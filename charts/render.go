@@ -4,6 +4,7 @@ package charts
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -34,6 +35,29 @@ func ConfigDir() string {
 // `kubectl kustomize` would, with kustomize's own library.
 func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
 	return kustomize(filepath.Join(ConfigDir(), dir))
+}
+
+// Overlay writes kustomization into dir as an overlay of config/ ({config} in its text is
+// config/'s path from dir, since kustomize refuses absolute paths to other kustomizations)
+// and builds it.
+func Overlay(dir, kustomization string) ([]*unstructured.Unstructured, error) {
+	config, err := filepath.Abs(ConfigDir())
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := filepath.Rel(abs, config)
+	if err != nil {
+		return nil, err
+	}
+	text := strings.ReplaceAll(kustomization, "{config}", filepath.ToSlash(rel))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(text), 0o644); err != nil {
+		return nil, err
+	}
+	return kustomize(dir)
 }
 
 // kustomize builds the kustomization in dir.

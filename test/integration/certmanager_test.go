@@ -174,6 +174,22 @@ func TestCertManagerMode(t *testing.T) {
 		checkServing(t, ns, objs, stored)
 	})
 
+	// The kustomize component in a namespace of its own: the same chain, accepted by the
+	// same schema, tied to the Deployment and webhook configuration kustomize renders.
+	t.Run("the kustomize component", func(t *testing.T) {
+		ns := createNamespace(t, nil)
+		objs, err := charts.Overlay(t.TempDir(), "resources:\n  - {config}/default\nnamespace: "+ns+
+			"\ncomponents:\n  - {config}/certmanager\ntransformers:\n  - {config}/namespace\n  - {config}/certmanager/namespace\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := createCertManagerObjects(t, objs)
+		if len(stored) != 4 {
+			t.Fatalf("want two Issuers and two Certificates, got %v", keysOf(stored))
+		}
+		checkServing(t, ns, objs, stored)
+	})
+
 	// The schema is enforced: the same Certificate without an issuer, or with isCA as a
 	// string, is refused by the API server, so the objects above passed a real check.
 	t.Run("cert-manager's schema refuses a broken Certificate", func(t *testing.T) {
