@@ -156,9 +156,13 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		if !ok {
 			continue
 		}
-		if cur := journals.Get(ref.Kind, ref.Namespace, ref.Name).Current(); cur != nil && cur.Template == s.Template {
+		j := journals.Get(ref.Kind, ref.Namespace, ref.Name)
+		if cur := j.Current(); cur != nil && cur.Template == s.Template && !j.Held {
 			continue // the journal shows it: counted above, finished, released or never served
 		}
+		// A held workload's journal shows no slot (Rolling), yet kube creates the pods a
+		// staged start began (a held StatefulSet grown over its staged template) all the
+		// same: the start counts until it lapses.
 		seen[s.Workload] = true
 		out = append(out, s.Workload)
 	}

@@ -172,6 +172,44 @@ func TestInFlight(t *testing.T) {
 	}
 }
 
+// TestStagedStartHoldsItsSlot: a held StatefulSet grown over its staged template (a
+// staged start) makes kube create pods of that template at once; once the leader records
+// them, its journal shows the template current but held, which holds no slot (Rolling). The
+// start the handler recorded keeps the slot until it lapses, not only until the journal
+// shows the template: otherwise a second start is admitted while the first one's pods
+// come up.
+func TestStagedStartHoldsItsSlot(t *testing.T) {
+	b, _ := workload.FromSpec(template("b", "3"), "").Sum()
+	sts := workload.Ref{Kind: v1alpha1.KindStatefulSet, Namespace: "t8", Name: "etcd"}
+	j := &journal.Journal{Kind: sts.Kind, Namespace: sts.Namespace, Name: sts.Name, Held: true,
+		Revisions: []journal.Revision{{Template: b, Since: now.Add(-20 * time.Second), Progressed: now.Add(-20 * time.Second), Available: 1}}}
+	cm, err := journal.Encode(j, "holdfast-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &journal.Store{}
+	store.Add(cm)
+	p := fleetPolicy(intstr.FromInt32(1))
+	starts := []budget.Start{{Workload: sts.String(), Template: b, At: now.Add(-30 * time.Second)}}
+	selected := []workload.Ref{sts, {Kind: v1alpha1.KindDeployment, Namespace: "self", Name: "kube-apiserver"}}
+	if got, _ := InFlight(&p, selected, store, starts, "Deployment self/kube-apiserver", now); !slices.Equal(got, []string{sts.String()}) {
+		t.Errorf("in flight = %v, want the staged start of %s", got, sts)
+	}
+	if got, _ := InFlight(&p, selected, store, starts, "Deployment self/kube-apiserver", now.Add(budget.StartLapse+budget.MaxClockSkew)); len(got) != 0 {
+		t.Errorf("in flight after the start lapsed = %v, want none (the journal shows it held)", got)
+	}
+	// Unheld, the journal shows it: its slot is the journal's (Rolling), counted once.
+	j.Held = false
+	if cm, err = journal.Encode(j, "holdfast-system"); err != nil {
+		t.Fatal(err)
+	}
+	store.Add(cm)
+	lapsed := now.Add(budget.StartLapse + budget.MaxClockSkew)
+	if got, _ := InFlight(&p, selected, store, starts, "Deployment self/kube-apiserver", lapsed); len(got) != 1 || !strings.HasPrefix(got[0], sts.String()) {
+		t.Errorf("unheld, in flight = %v, want %s from its journal", got, sts)
+	}
+}
+
 // TestSharedBudget: a start waits while the workload's evictions under the shared
 // DisruptionPolicy fill its budget or are within its cooldown; a rollback never waits.
 func TestSharedBudget(t *testing.T) {
