@@ -158,10 +158,10 @@ type DisruptionPolicySpec struct {
 // TopologyBudget is a budget of topology domains with disrupted pods, per group.
 type TopologyBudget struct {
 	// key is the node label whose values are the domains, e.g. topology.kubernetes.io/zone.
-	// A pod's domain is its node's value. Pods on nodes without the label are in no
-	// domain: they are not limited by the topology budget (maxUnavailable still applies),
-	// and their disruptions hold no domain. A key no node carries makes the policy
-	// Ready=False.
+	// A pod's domain is its node's value. Pods on nodes without the label, or with it
+	// empty, are in no domain: they are not limited by the topology budget (maxUnavailable
+	// still applies), and their disruptions hold no domain. A key no node carries with a
+	// value makes the policy Ready=False.
 	// +kubebuilder:default="topology.kubernetes.io/zone"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=317

@@ -10,7 +10,8 @@ import (
 // Pod is what Disrupted reads of a pod of the group (the caller reads it from
 // workload.Pod): whether it still runs (not terminating nor ended), whether it is available
 // (Ready for minReadySeconds and the clock margin, not terminating), when it was created,
-// and its node's value of the topology key ("" for a node without it, or one not read).
+// and its node's value of the topology key ("" for a node without it, with it empty, or
+// one not read: no domain).
 type Pod struct {
 	UID       types.UID
 	Created   time.Time
@@ -64,9 +65,9 @@ func Disrupted(records []Eviction, pods []Pod, expected int32, key string, bound
 	used := map[types.UID]bool{}
 	out := map[string]time.Time{}
 	for _, r := range sorted {
-		domain, ok := r.Domains[key]
-		if !ok {
-			continue
+		domain := r.Domains[key]
+		if domain == "" {
+			continue // in no domain (a record written while an empty value was one)
 		}
 		margin := Margin(self, r.By)
 		frees := r.At.Add(margin + bound)

@@ -77,11 +77,12 @@ func disruptionPolicyReady(p *v1alpha1.DisruptionPolicy) metav1.Condition {
 
 // topologyReady makes ready False when no node carries the policy's topologyBudget key (a
 // typo, or a cluster without zones): the budget then limits nothing, since a pod on a node
-// without the key is in no domain, and the policy says so rather than holding every drain.
+// without the key (or with it empty) is in no domain, and the policy says so rather than
+// holding every drain.
 func topologyReady(p *v1alpha1.DisruptionPolicy, nodes []corev1.Node, ready *metav1.Condition) {
 	key, _, _ := p.Spec.TopologyBudget.Resolved()
 	for i := range nodes {
-		if _, ok := nodes[i].Labels[key]; ok {
+		if nodes[i].Labels[key] != "" {
 			return
 		}
 	}

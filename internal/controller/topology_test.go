@@ -41,6 +41,11 @@ func TestTopologyKeyNoNodeCarries(t *testing.T) {
 		!strings.Contains(c.Message, "spec.topologyBudget.key") || !strings.Contains(c.Message, "zoen") {
 		t.Errorf("Ready = %+v, want False (%s) naming the field and the key", c, v1alpha1.ReasonTopologyKeyMissing)
 	}
+	// A node with the label empty is in no domain: it does not carry the key.
+	store.Put(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-empty", Labels: map[string]string{"topology.kubernetes.io/zoen": ""}}})
+	if c := ready(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonTopologyKeyMissing {
+		t.Errorf("Ready = %+v with the key on a node only empty, want False (%s)", c, v1alpha1.ReasonTopologyKeyMissing)
+	}
 	store.Put(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b", Labels: map[string]string{"topology.kubernetes.io/zoen": "b"}}})
 	if c := ready(); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready = %+v once a node carries the key, want True", c)

@@ -25,7 +25,8 @@ const RuleTopologyBudget = "topologyBudget"
 
 // topologyHold defers the eviction (or guarded delete) of a serving pod whose domain is
 // not among the group's disrupted ones while maxDisruptedDomains domains are (budget.Disrupted
-// says what disrupted is). A pod in no domain (its node lacks the key) is not limited; nor
+// says what disrupted is). A pod in no domain (its node lacks the key, or has it empty) is
+// not limited; nor
 // is a pod that serves nothing, whose eviction takes nothing down. The wait named is the
 // bound: the time the first disrupted domain frees at the latest.
 func topologyHold(in Input, spec *v1alpha1.DisruptionPolicySpec) (decision.Violation, bool) {
@@ -101,7 +102,9 @@ func (h *Handler) readDomains(ctx context.Context, in *Input, pod *corev1.Pod) e
 		return fmt.Errorf("reading node %s for its topology: %w", pod.Spec.NodeName, err)
 	}
 	for _, k := range keys {
-		if v, ok := node.Labels[k]; ok {
+		// An empty value is no domain, as a missing label is (budget.Pod.Domain): the
+		// rollout side's shared budget reads it so too.
+		if v := node.Labels[k]; v != "" {
 			if in.Domains == nil {
 				in.Domains = map[string]string{}
 			}
@@ -174,7 +177,7 @@ func (h *Handler) readNodeDomains(ctx context.Context, in *Input) error {
 		}
 		values := map[string]string{}
 		for _, k := range keys {
-			if v, ok := node.Labels[k]; ok {
+			if v := node.Labels[k]; v != "" {
 				values[k] = v
 			}
 		}

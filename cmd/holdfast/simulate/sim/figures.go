@@ -151,9 +151,9 @@ func (s *sim) disruptedDomains(w *simWorkload, key string, whole bool) int {
 	used := map[*pod]bool{}
 	domains := map[string]bool{}
 	for _, d := range w.disruptions {
-		domain, ok := d.labels[key]
-		if !ok {
-			continue
+		domain := d.labels[key]
+		if domain == "" {
+			continue // in no domain: the node lacks the label, or has it empty
 		}
 		replaced := false
 		for _, p := range w.k.Pods {
