@@ -161,7 +161,9 @@ type TopologyBudget struct {
 	// A pod's domain is its node's value. Pods on nodes without the label, or with it
 	// empty, are in no domain: they are not limited by the topology budget (maxUnavailable
 	// still applies), and their disruptions hold no domain. A key no node carries with a
-	// value makes the policy Ready=False.
+	// value makes the policy Ready=False. Changed (or the budget added) while a drain runs,
+	// each pod taken down before, whose domain of the new key was not read, counts as a
+	// domain of its own until the group is whole again or replacementTimeout passes.
 	// +kubebuilder:default="topology.kubernetes.io/zone"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=317

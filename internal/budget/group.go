@@ -46,9 +46,10 @@ type Eviction struct {
 
 	// Domains are the pod's topology domains when it was admitted down: its node's value of
 	// each topologyBudget key of the policies that applied (DisruptionPolicy
-	// topologyBudget), by key; none for a node without the key. Kept in the record because
-	// the node may be gone by the time the domain is counted. A release that does not know
-	// the field ignores it.
+	// topologyBudget), by key; "" for a node without the key or with it empty. Kept in the
+	// record because the node may be gone by the time the domain is counted; a key missing
+	// here was not read (Disrupted, NotRecorded). A release that does not know the field
+	// ignores it.
 	Domains map[string]string `json:"domains,omitempty"`
 	// Serving is, by topologyBudget key, how many of the group's pods served (Ready, not
 	// terminating) in the pod's domain of that key when it was admitted down, this one

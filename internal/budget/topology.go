@@ -20,6 +20,10 @@ type Pod struct {
 	Domain    string
 }
 
+// NotRecorded names the domain of a record admitted without a value for the topology key
+// (Disrupted). A label value has no spaces, so it is no node's domain.
+const NotRecorded = "(not recorded)"
+
 // Disrupted is the topology domains (values of key) with pods of a group that holdfast
 // admitted down and whose replacements are not available yet, each with the latest time it
 // frees (by the bound, if no replacement comes first). An admitted eviction or delete
@@ -45,11 +49,17 @@ type Pod struct {
 // once a pod of the group created after it (read with the clock margin of the replica
 // that wrote it) is available in the same domain and not counted for another record.
 //
+// A record admitted while key was not among the policies' topology keys (the key changed,
+// or the budget was added, while a drain ran) has no value for it: its pod went down in a
+// domain nobody read, which disrupts a domain of its own (NotRecorded) until the pod is
+// seen running after the lapse, the group is whole, or the bound passes; no replacement is
+// counted in it. A record of a node without the key says so with an empty value, and
+// disrupts no domain.
+//
 // Pods that are unavailable for other reasons (a NotReady node, a crash) disrupt no
 // domain: holdfast did not take them down, and one failing node in one zone must not hold
-// the drains of all others. Records without a value for key (the pod's node had no such
-// label, or a release that did not record domains wrote them) disrupt no domain. Records
-// are read with the clock margin of the replica that wrote them (self is this replica).
+// the drains of all others. Records are read with the clock margin of the replica that
+// wrote them (self is this replica).
 func Disrupted(records []Eviction, pods []Pod, expected int32, key string, bound time.Duration, now time.Time, self string) map[string]time.Time {
 	var available int32
 	for _, p := range pods {
@@ -65,9 +75,17 @@ func Disrupted(records []Eviction, pods []Pod, expected int32, key string, bound
 	used := map[types.UID]bool{}
 	out := map[string]time.Time{}
 	for _, r := range sorted {
-		domain := r.Domains[key]
+		domain, recorded := r.Domains[key]
+		if !recorded {
+			// Admitted while key was no topology key of the policies that applied: the pod
+			// went down in a domain nobody read. Its node's domain if it is still there.
+			domain = NotRecorded
+			if i := slices.IndexFunc(pods, func(p Pod) bool { return p.UID == r.UID }); i >= 0 {
+				domain = pods[i].Domain
+			}
+		}
 		if domain == "" {
-			continue // in no domain (a record written while an empty value was one)
+			continue // in no domain: its node lacked the key, or had it empty
 		}
 		margin := Margin(self, r.By)
 		frees := r.At.Add(margin + bound)

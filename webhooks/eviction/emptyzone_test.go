@@ -37,6 +37,13 @@ func TestEmptyZoneIsNoDomain(t *testing.T) {
 	if v, ok := in.Domains[zoneKey]; ok {
 		t.Errorf("a node with %s empty puts the pod in domain %q, want none", zoneKey, v)
 	}
+	// Its record says the key was read and found no domain, which disrupts none; a key
+	// missing from a record would be one not read (budget.NotRecorded).
+	if got := recordedDomains(in); len(got) != 1 || got[zoneKey] != "" {
+		t.Errorf("the record keeps domains %v, want %s read as none", got, zoneKey)
+	} else if _, ok := got[zoneKey]; !ok {
+		t.Errorf("the record keeps domains %v without %s", got, zoneKey)
+	}
 	// Zone b disrupted, one zone allowed: the pod in no domain is not limited.
 	in.Records = []budget.Eviction{gone(g, 2, 10*time.Second)}
 	in.Pod = g.Pods[0]

@@ -267,7 +267,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		if deleting {
 			rec.Via = budget.ViaDelete
 		}
-		rec.Domains, rec.Serving = in.Domains, Serving(in)
+		rec.Domains, rec.Serving = recordedDomains(in), Serving(in)
 		err = g.RecordEviction(lctx, h.Ledgers, rec, keep)
 		switch {
 		case err == nil:

@@ -114,6 +114,23 @@ func (h *Handler) readDomains(ctx context.Context, in *Input, pod *corev1.Pod) e
 	return nil
 }
 
+// recordedDomains is what the record of the pod's admitted eviction keeps of its domains
+// (budget.Eviction.Domains): its domain of every topology key of the policies, "" where it
+// is in none, so that a key read and found empty is told from a key not read (a policy's
+// key changed, or its budget added, after the record: budget.NotRecorded). Nil without
+// topology keys.
+func recordedDomains(in Input) map[string]string {
+	keys := topologyKeys(in.Policies)
+	if len(keys) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(keys))
+	for _, k := range keys {
+		out[k] = in.Domains[k]
+	}
+	return out
+}
+
 // DisruptionView is the group's pods as budget.Disrupted reads them, at now, with pods
 // available once Ready for settle, each in its node's domain of key (nodes' values by
 // node name, then key).

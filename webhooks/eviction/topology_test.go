@@ -209,10 +209,32 @@ func TestDecideTopologyBudget(t *testing.T) {
 		"a pod on a node without the key is not zone-limited": {policy: zoned(nil),
 			setup: func(g *workload.Group) []budget.Eviction { return []budget.Eviction{gone(g, 0, 10*time.Second)} },
 			pod:   "p2"},
-		"a record without domains (a previous release's) disrupts no zone": {policy: zoned(nil),
+		// The key changed, or the budget was added, while a drain ran: a pod the record took
+		// down is down in some zone all the same.
+		"a record without the key (admitted before the budget or its key) disrupts a zone not recorded": {policy: zoned(nil),
+			setup: func(g *workload.Group) []budget.Eviction {
+				r := gone(g, 0, 10*time.Second)
+				r.Domains = map[string]string{"example.com/rack": "r1"}
+				return []budget.Eviction{r}
+			},
+			pod: "p2", domains: zoneOf(2), held: true, says: []string{budget.NotRecorded}},
+		"a record without domains at all disrupts a zone not recorded": {policy: zoned(nil),
 			setup: func(g *workload.Group) []budget.Eviction {
 				r := gone(g, 0, 10*time.Second)
 				r.Domains = nil
+				return []budget.Eviction{r}
+			},
+			pod: "p2", domains: zoneOf(2), held: true},
+		"a record without the key whose pod still terminates is in its node's zone": {policy: zoned(nil),
+			setup: func(g *workload.Group) []budget.Eviction {
+				g.Pods[0].Terminating = true
+				return []budget.Eviction{{Pod: "p0", UID: "u0", At: now.Add(-10 * time.Second), By: "self"}}
+			},
+			pod: "p1", domains: zoneOf(1)},
+		"a record that read the key on a node without it disrupts no zone": {policy: zoned(nil),
+			setup: func(g *workload.Group) []budget.Eviction {
+				r := gone(g, 0, 10*time.Second)
+				r.Domains = map[string]string{zoneKey: ""}
 				return []budget.Eviction{r}
 			},
 			pod: "p2", domains: zoneOf(2)},
