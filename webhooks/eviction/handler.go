@@ -160,6 +160,12 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 
 	// finish records and answers the final decision; ledger conflicts retried before it are not counted.
 	finish := func(d Decision) admission.Response {
+		if d.Retry && len(d.Applied.Names()) == 0 {
+			// holdfast's own deferral holds the drain under every policy that applies: it
+			// counts under each (holdfast_eviction_reviews_total), so that a policy whose
+			// drain is stuck on a contended or slow ledger alerts as one held by a rule.
+			d.Applied = decideWith(h.decide, in).Applied
+		}
 		h.Metrics.observe(d, in, h.Clock.Since(start))
 		if len(d.Violations) > 0 {
 			logf.FromContext(ctx).Info("Eviction policy violated", "pod", klog.KObj(pod), "request", kind, "action", d.Action().String(), "dryRun", dryRun,

@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"outcome"}),
 		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_eviction_reviews_total",
-			Help: "Eviction (and guarded DELETE) requests of pods DisruptionPolicies select, counted once under each policy that applied (a request two policies apply to counts once under each), by policy and the outcome that policy gave: allowed (it found nothing), deferred, denied, warned, audited, released (let go after maxHold). Requests no policy applied to are counted in holdfast_eviction_requests_total only.",
+			Help: "Eviction (and guarded DELETE) requests of pods DisruptionPolicies select, counted once under each policy that applied (a request two policies apply to counts once under each), by policy and the outcome that policy gave: allowed (it found nothing), deferred, denied, warned, audited, released (let go after maxHold); holdfast's own deferral (its ledger slow or contended) counts as deferred under each policy that applied. Requests no policy applied to are counted in holdfast_eviction_requests_total only.",
 		}, []string{"policy", "outcome"}),
 		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_eviction_findings_total",
@@ -129,7 +129,11 @@ func (m *Metrics) observe(d Decision, in Input, took time.Duration) {
 	m.requests.WithLabelValues(requestOutcome(d)).Inc()
 	// Reviews: the request once under each policy that applied, whatever it found.
 	for _, p := range d.Applied.Names() {
-		m.reviews.WithLabelValues(p, policyOutcome(d.Violations, p)).Inc()
+		o := policyOutcome(d.Violations, p)
+		if d.Retry {
+			o = "deferred" // holdfast's own deferral, under every policy that applies
+		}
+		m.reviews.WithLabelValues(p, o).Inc()
 	}
 	for _, v := range d.Violations {
 		m.findings.WithLabelValues(v.Policy, outcome(v), v.Rule).Inc()
