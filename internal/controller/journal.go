@@ -48,6 +48,16 @@ type JournalRecorder struct {
 	Writers *informer.Writers
 
 	gone sync.Map // NamespacedName → the last state of a deleted workload (lastSeen)
+	// wrote holds each journal the recorder wrote until its cache shows the write
+	// (ConfigMap name → ownWrite).
+	wrote sync.Map
+}
+
+// ownWrite is a journal the recorder wrote, and the resourceVersion it replaced ("" for a
+// create): a cache that still shows that version has not seen the write.
+type ownWrite struct {
+	over string
+	cm   *corev1.ConfigMap
 }
 
 // +kubebuilder:rbac:groups="",namespace=holdfast-system,resources=configmaps,verbs=get;list;watch;create;update;delete
@@ -114,12 +124,14 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err := informer.List(ctx, r.Client, &policies); err != nil {
 		return reconcile.Result{}, err
 	}
+	name := journal.Name(r.Kind, req.Namespace, req.Name)
 	existing := stored{cm: &corev1.ConfigMap{}}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: journal.Name(r.Kind, req.Namespace, req.Name)}, existing.cm)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, existing.cm)
 	if client.IgnoreNotFound(err) != nil {
 		return reconcile.Result{}, err
 	}
 	existing.found = err == nil
+	existing = r.latest(name, existing)
 	var j *journal.Journal
 	if existing.found {
 		if j, err = journal.Decode(existing.cm); err != nil {
@@ -239,11 +251,30 @@ type stored struct {
 	found, invalid bool
 }
 
+// latest is the journal as the recorder last wrote it while the cache has not seen that
+// write, else existing. Read from a cache that lags, a journal the recorder has just
+// written would be written again over a version that is no longer stored: refused as a
+// conflict and retried, once for each change while changes come faster than the cache.
+func (r *JournalRecorder) latest(name string, existing stored) stored {
+	v, ok := r.wrote.Load(name)
+	if !ok {
+		return existing
+	}
+	w := v.(ownWrite)
+	if rv := existing.cm.ResourceVersion; (existing.found && rv == w.over) || (!existing.found && w.over == "") {
+		return stored{cm: w.cm.DeepCopy(), found: true}
+	}
+	// The cache shows the write, or another writer followed it.
+	r.wrote.Delete(name)
+	return existing
+}
+
 // drop deletes the journal read, if there was one.
 func (r *JournalRecorder) drop(ctx context.Context, existing stored) error {
 	if !existing.found {
 		return nil
 	}
+	r.wrote.Delete(existing.cm.Name)
 	err := client.IgnoreNotFound(r.Client.Delete(ctx, existing.cm, client.Preconditions{UID: &existing.cm.UID}))
 	if err == nil && existing.invalid {
 		r.Metrics.Rebuilt()
@@ -265,11 +296,18 @@ func (r *JournalRecorder) write(ctx context.Context, existing stored, j *journal
 	if err != nil {
 		return err
 	}
+	over := ""
 	if !existing.found {
 		err = r.Client.Create(ctx, cm)
 	} else {
-		cm.ResourceVersion = existing.cm.ResourceVersion
+		over = existing.cm.ResourceVersion
+		cm.ResourceVersion = over
 		err = r.Client.Update(ctx, cm)
+	}
+	if err != nil {
+		r.wrote.Delete(cm.Name)
+	} else {
+		r.wrote.Store(cm.Name, ownWrite{over: over, cm: cm})
 	}
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		return errors.Join(err, errors.New("the journal changed since it was read; reconciling again"))

@@ -72,8 +72,13 @@ func TestAPausedDeploymentsJournalNeverLoops(t *testing.T) {
 		if got := counter(t, "holdfast_journal_rebuilds_total") - rebuiltBefore; got != 0 {
 			t.Errorf("%s: %v journals rebuilt, want 0", phase, got)
 		}
-		t.Logf("%s: %d journal writes, %d deletes, %v failed reconciles of the recorder", phase, writes, deletes,
-			reconcileErrors(t, "journal-deployment")-failedBefore)
+		// A recorder that reads its own write back from a cache that lags writes over a
+		// version no longer stored: a conflict, retried.
+		failed := reconcileErrors(t, "journal-deployment") - failedBefore
+		if failed > 3 {
+			t.Errorf("%s: %v failed reconciles of the recorder, want at most 3", phase, failed)
+		}
+		t.Logf("%s: %d journal writes, %d deletes, %v failed reconciles of the recorder", phase, writes, deletes, failed)
 	}
 
 	if err := k8s.Create(ctx, d); err != nil {
