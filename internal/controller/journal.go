@@ -48,6 +48,16 @@ type JournalRecorder struct {
 	Writers *informer.Writers
 
 	gone sync.Map // NamespacedName → the last state of a deleted workload (lastSeen)
+	// wrote holds each journal the recorder wrote until its cache shows the write
+	// (ConfigMap name → ownWrite).
+	wrote sync.Map
+}
+
+// ownWrite is a journal the recorder wrote, and the resourceVersion it replaced ("" for a
+// create): a cache that still shows that version has not seen the write.
+type ownWrite struct {
+	over string
+	cm   *corev1.ConfigMap
 }
 
 // +kubebuilder:rbac:groups="",namespace=holdfast-system,resources=configmaps,verbs=get;list;watch;create;update;delete
@@ -114,16 +124,19 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err := informer.List(ctx, r.Client, &policies); err != nil {
 		return reconcile.Result{}, err
 	}
-	existing := &corev1.ConfigMap{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: journal.Name(r.Kind, req.Namespace, req.Name)}, existing)
+	name := journal.Name(r.Kind, req.Namespace, req.Name)
+	existing := stored{cm: &corev1.ConfigMap{}}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, existing.cm)
 	if client.IgnoreNotFound(err) != nil {
 		return reconcile.Result{}, err
 	}
-	found := err == nil
+	existing.found = err == nil
+	existing = r.latest(name, existing)
 	var j *journal.Journal
-	if found {
-		if j, err = journal.Decode(existing); err != nil {
+	if existing.found {
+		if j, err = journal.Decode(existing.cm); err != nil {
 			// Rebuilt below from the cluster's history; until then decisions read it as absent.
+			existing.invalid = true
 			r.Metrics.Invalid()
 			logf.FromContext(ctx).Error(err, "Rebuilding an invalid revision journal")
 		}
@@ -168,7 +181,7 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 		}
 	}
 	if !guarded {
-		return r.retire(ctx, existing, j, found, now, journal.Retention(policies.Items))
+		return r.retire(ctx, existing, j, now, journal.Retention(policies.Items))
 	}
 
 	h, err := history.Read(ctx, r.Client, w)
@@ -181,12 +194,12 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 		// Nothing has rolled out yet (a Deployment created paused has no ReplicaSet): a
 		// journal needs a revision, so there is none until one rolls out. Written anyway,
 		// it would be read back as invalid and rebuilt on every look.
-		return reconcile.Result{}, r.drop(ctx, existing, found)
+		return reconcile.Result{}, r.drop(ctx, existing)
 	}
 	if reflect.DeepEqual(j, next) {
 		return reconcile.Result{}, nil
 	}
-	return reconcile.Result{}, r.write(ctx, existing, next, found)
+	return reconcile.Result{}, r.write(ctx, existing, next)
 }
 
 // guards is whether a policy selects the workload w (nil: none does), and the
@@ -214,14 +227,14 @@ func (r *JournalRecorder) guards(ctx context.Context, policies *v1alpha1.Rollout
 
 // retire keeps the journal of a workload that is gone, or no longer guarded, for keep
 // after it was seen so, then deletes it.
-func (r *JournalRecorder) retire(ctx context.Context, existing *corev1.ConfigMap, j *journal.Journal, found bool, now time.Time, keep time.Duration) (reconcile.Result, error) {
+func (r *JournalRecorder) retire(ctx context.Context, existing stored, j *journal.Journal, now time.Time, keep time.Duration) (reconcile.Result, error) {
 	switch {
 	case j == nil || len(j.Revisions) == 0 || (j.Deleted != nil && now.Sub(*j.Deleted) >= keep):
-		return reconcile.Result{}, r.drop(ctx, existing, found)
+		return reconcile.Result{}, r.drop(ctx, existing)
 	case j.Deleted == nil:
 		next := *j
 		next.Deleted = ptr.To(now)
-		if err := r.write(ctx, existing, &next, found); err != nil {
+		if err := r.write(ctx, existing, &next); err != nil {
 			return reconcile.Result{}, err
 		}
 		return reconcile.Result{RequeueAfter: keep}, nil
@@ -230,29 +243,77 @@ func (r *JournalRecorder) retire(ctx context.Context, existing *corev1.ConfigMap
 	}
 }
 
+// stored is a workload's journal as the recorder read it from the cache.
+type stored struct {
+	cm *corev1.ConfigMap
+	// found is a journal read, invalid one that did not decode: the write or delete that
+	// replaces it is a rebuild.
+	found, invalid bool
+}
+
+// latest is the journal as the recorder last wrote it while the cache has not seen that
+// write, else existing. Read from a cache that lags, a journal the recorder has just
+// written would be written again over a version that is no longer stored: refused as a
+// conflict and retried, once for each change while changes come faster than the cache.
+func (r *JournalRecorder) latest(name string, existing stored) stored {
+	v, ok := r.wrote.Load(name)
+	if !ok {
+		return existing
+	}
+	w := v.(ownWrite)
+	if rv := existing.cm.ResourceVersion; (existing.found && rv == w.over) || (!existing.found && w.over == "") {
+		return stored{cm: w.cm.DeepCopy(), found: true}
+	}
+	// The cache shows the write, or another writer followed it.
+	r.wrote.Delete(name)
+	return existing
+}
+
 // drop deletes the journal read, if there was one.
-func (r *JournalRecorder) drop(ctx context.Context, existing *corev1.ConfigMap, found bool) error {
-	if !found {
+func (r *JournalRecorder) drop(ctx context.Context, existing stored) error {
+	if !existing.found {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}))
+	r.wrote.Delete(existing.cm.Name)
+	err := client.IgnoreNotFound(r.Client.Delete(ctx, existing.cm, client.Preconditions{UID: &existing.cm.UID}))
+	if err == nil && existing.invalid {
+		r.Metrics.Rebuilt()
+	}
+	return err
 }
 
 // write creates or updates the journal, with the resourceVersion read: optimistic
-// concurrency against a second leader's write.
-func (r *JournalRecorder) write(ctx context.Context, existing *corev1.ConfigMap, j *journal.Journal, found bool) error {
+// concurrency against a second leader's write. A journal that would read back as invalid
+// is not written: retried, it would be refused again on every look, so it is logged and
+// counted, and the workload's next change tries again.
+func (r *JournalRecorder) write(ctx context.Context, existing stored, j *journal.Journal) error {
 	cm, err := journal.Encode(j, r.Namespace)
+	if errors.Is(err, journal.ErrInvalid) {
+		r.Metrics.Unwritable()
+		logf.FromContext(ctx).Error(err, "Not writing a revision journal that would read as invalid")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	if !found {
+	over := ""
+	if !existing.found {
 		err = r.Client.Create(ctx, cm)
 	} else {
-		cm.ResourceVersion = existing.ResourceVersion
+		over = existing.cm.ResourceVersion
+		cm.ResourceVersion = over
 		err = r.Client.Update(ctx, cm)
+	}
+	if err != nil {
+		r.wrote.Delete(cm.Name)
+	} else {
+		r.wrote.Store(cm.Name, ownWrite{over: over, cm: cm})
 	}
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		return errors.Join(err, errors.New("the journal changed since it was read; reconciling again"))
+	}
+	if err == nil && existing.invalid {
+		r.Metrics.Rebuilt()
 	}
 	return err
 }

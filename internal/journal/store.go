@@ -18,17 +18,29 @@ import (
 
 // Metrics counts what the journal's readers and writer found.
 type Metrics struct {
-	invalid prometheus.Counter
+	invalid, rebuilds, unwritable prometheus.Counter
 }
 
 // NewMetrics registers the journal's metrics with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{invalid: prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "holdfast_journal_invalid_total",
-		Help: "Revision journals read that did not decode or did not describe their workload (edited by hand, corrupt); each was read as absent.",
-	})}
-	if err := reg.Register(m.invalid); err != nil {
-		return nil, err
+	m := &Metrics{
+		invalid: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "holdfast_journal_invalid_total",
+			Help: "Revision journals read that did not decode or did not describe their workload (edited by hand, corrupt); each was read as absent.",
+		}),
+		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "holdfast_journal_rebuilds_total",
+			Help: "Revision journals the leader replaced or deleted because they read as invalid; a journal it wrote and rebuilt again is a write loop.",
+		}),
+		unwritable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "holdfast_journal_unwritable_total",
+			Help: "Revision journals the leader did not write because they would read as invalid; the workload keeps the journal it had, or none, until its next change.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.invalid, m.rebuilds, m.unwritable} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -37,6 +49,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) Invalid() {
 	if m != nil {
 		m.invalid.Inc()
+	}
+}
+
+// Rebuilt counts one invalid journal the leader replaced or deleted; a nil Metrics counts
+// nothing.
+func (m *Metrics) Rebuilt() {
+	if m != nil {
+		m.rebuilds.Inc()
+	}
+}
+
+// Unwritable counts one journal the leader did not write because it would read as
+// invalid; a nil Metrics counts nothing.
+func (m *Metrics) Unwritable() {
+	if m != nil {
+		m.unwritable.Inc()
 	}
 }
 
