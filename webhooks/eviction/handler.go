@@ -116,8 +116,20 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		kind = "delete"
 	}
 
-	var policies v1alpha1.DisruptionPolicyList
-	if err := informer.List(ctx, h.Reader, &policies); err != nil {
+	// An eviction reads the policies and the pod from the cache into one allocation; a
+	// DELETE carries the pod as the API server holds it.
+	var policies *v1alpha1.DisruptionPolicyList
+	pod := deleted
+	if deleting {
+		policies = &v1alpha1.DisruptionPolicyList{}
+	} else {
+		read := &struct {
+			policies v1alpha1.DisruptionPolicyList
+			pod      corev1.Pod
+		}{}
+		policies, pod = &read.policies, &read.pod
+	}
+	if err := informer.List(ctx, h.Reader, policies); err != nil {
 		return h.fail(fmt.Errorf("listing DisruptionPolicies: %w", err))
 	}
 	if len(policies.Items) == 0 {
@@ -126,9 +138,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	// Objects missing from this replica's cache may be new ones it has not seen yet:
 	// confirm with the API server before treating them as gone.
 	reader := fallbackReader{cached: h.Reader, live: h.APIReader}
-	pod := deleted // a DELETE carries the pod as the API server holds it
-	if pod == nil {
-		pod = &corev1.Pod{}
+	if !deleting {
 		if err := informer.Get(ctx, reader, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
 			if apierrors.IsNotFound(err) {
 				return admission.Allowed("") // the API server answers 404 itself
@@ -412,7 +422,7 @@ type fallbackReader struct {
 
 func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	err := r.cached.Get(ctx, key, obj, opts...)
-	if apierrors.IsNotFound(err) && r.live != nil {
+	if err != nil && apierrors.IsNotFound(err) && r.live != nil { // IsNotFound(nil) allocates
 		return r.live.Get(ctx, key, obj, opts...)
 	}
 	return err
