@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -462,15 +463,51 @@ func (h *Handler) decode(req admission.Request) (*policyv1.Eviction, error) {
 	return ev, nil
 }
 
+// deletedPod is what decisions read of the pod a DELETE removes: what the cache keeps of
+// pods (identity, ownership, node and readiness), every condition, and the grace period a
+// drainer's deadline counts with. The rest (containers, volumes, managed fields, most of
+// the status: most of a pod's bytes) is skipped, not decoded.
+type deletedPod struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        struct {
+		Name              string                  `json:"name"`
+		Namespace         string                  `json:"namespace"`
+		UID               types.UID               `json:"uid"`
+		ResourceVersion   string                  `json:"resourceVersion"`
+		Labels            map[string]string       `json:"labels"`
+		OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
+		CreationTimestamp metav1.Time             `json:"creationTimestamp"`
+		DeletionTimestamp *metav1.Time            `json:"deletionTimestamp"`
+	} `json:"metadata"`
+	Spec struct {
+		NodeName                      string `json:"nodeName"`
+		TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds"`
+	} `json:"spec"`
+	Status struct {
+		Phase      corev1.PodPhase       `json:"phase"`
+		Conditions []corev1.PodCondition `json:"conditions"`
+	} `json:"status"`
+}
+
 // decodeDelete reads the pod a DELETE removes, as the API server holds it (oldObject).
 func decodeDelete(req admission.Request) (*corev1.Pod, error) {
 	if req.Kind.Kind != "Pod" || req.Resource.Resource != "pods" || req.SubResource != "" {
 		return nil, fmt.Errorf("unsupported DELETE of %s %s/%s: this webhook guards pods", req.Kind.Kind, req.Resource.Resource, req.SubResource)
 	}
-	pod := &corev1.Pod{}
-	if err := apijson.Unmarshal(req.OldObject.Raw, pod); err != nil {
+	read := &struct { // one allocation for what is decoded and the pod made of it
+		d   deletedPod
+		pod corev1.Pod
+	}{}
+	d, pod := &read.d, &read.pod
+	if err := apijson.Unmarshal(req.OldObject.Raw, d); err != nil {
 		return nil, fmt.Errorf("decoding the deleted pod: %w", err)
 	}
+	*pod = corev1.Pod{TypeMeta: d.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: d.Metadata.Name, Namespace: d.Metadata.Namespace, UID: d.Metadata.UID,
+			ResourceVersion: d.Metadata.ResourceVersion, Labels: d.Metadata.Labels, OwnerReferences: d.Metadata.OwnerReferences,
+			CreationTimestamp: d.Metadata.CreationTimestamp, DeletionTimestamp: d.Metadata.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: d.Spec.NodeName, TerminationGracePeriodSeconds: d.Spec.TerminationGracePeriodSeconds},
+		Status: corev1.PodStatus{Phase: d.Status.Phase, Conditions: d.Status.Conditions}}
 	if pod.Name != req.Name || pod.Namespace != req.Namespace {
 		return nil, fmt.Errorf("the deleted object is pod %s/%s but the request is for pod %s/%s", pod.Namespace, pod.Name, req.Namespace, req.Name)
 	}
