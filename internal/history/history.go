@@ -156,6 +156,7 @@ func (h History) Newest() *Revision {
 // them when owner is empty).
 func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 	out := make([]Revision, 0, len(sets))
+	templates := make([]workload.Template, len(sets)) // one allocation for all
 	for i := range sets {
 		rs := &sets[i]
 		if owner != "" && !workload.ControlledBy(rs.OwnerReferences, owner) {
@@ -165,7 +166,7 @@ func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 			Name:       rs.Name,
 			Number:     revisionNumber(rs.Annotations[revisionAnnotation]),
 			Renumbered: revisionNumbers(rs.Annotations[revisionHistoryAnnotation]),
-			Template:   revisionTemplate(&rs.Spec.Template, rs.Annotations),
+			Template:   revisionTemplate(&templates[i], &rs.Spec.Template, rs.Annotations),
 			Created:    rs.CreationTimestamp.Time,
 			Serving:    rs.Status.AvailableReplicas,
 			Pods:       rs.Status.Replicas,
@@ -285,14 +286,14 @@ func sortRevisions(rs []Revision) {
 }
 
 // revisionTemplate is a ReplicaSet's template, or its fingerprint alone once Slim dropped it.
-func revisionTemplate(t *corev1.PodTemplateSpec, annotations map[string]string) *workload.Template {
+func revisionTemplate(dst *workload.Template, t *corev1.PodTemplateSpec, annotations map[string]string) *workload.Template {
 	sum := annotations[workload.FingerprintAnnotation]
 	if t.Spec.Containers == nil {
-		if f := workload.FromFingerprint(sum); f != nil {
-			return f
+		if _, ok := dst.Wrap(nil, sum).Sum(); ok {
+			return dst // slimmed by the cache: known by its fingerprint
 		}
 	}
-	return workload.FromSpec(t, sum)
+	return dst.Wrap(t, sum)
 }
 
 // Slim is the cache transform for ReplicaSets and ControllerRevisions: it records the

@@ -63,14 +63,25 @@ func List(ctx context.Context, r client.Reader, list client.ObjectList) error {
 
 // ListIn lists the objects of one namespace, without copying them.
 func ListIn(ctx context.Context, r client.Reader, list client.ObjectList, namespace string) error {
-	return r.List(ctx, list, &client.ListOptions{Namespace: namespace, UnsafeDisableDeepCopy: &readOnly})
+	return listWith(ctx, r, list, client.ListOptions{Namespace: namespace, UnsafeDisableDeepCopy: &readOnly})
 }
 
 // ListOwned lists the objects in namespace whose controller has the UID owner (by
 // OwnerIndex), without copying them.
 func ListOwned(ctx context.Context, r client.Reader, list client.ObjectList, namespace string, owner types.UID) error {
-	return r.List(ctx, list, &client.ListOptions{Namespace: namespace,
+	return listWith(ctx, r, list, client.ListOptions{Namespace: namespace,
 		FieldSelector: fields.OneTermEqualSelector(OwnerIndex, string(owner)), UnsafeDisableDeepCopy: &readOnly})
+}
+
+// listWith lists with opts, which escape to the heap with the variadic argument that holds
+// them: one allocation for both.
+func listWith(ctx context.Context, r client.Reader, list client.ObjectList, opts client.ListOptions) error {
+	held := &struct {
+		opts client.ListOptions
+		arg  [1]client.ListOption
+	}{opts: opts}
+	held.arg[0] = &held.opts
+	return r.List(ctx, list, held.arg[:]...)
 }
 
 // IndexOwners adds OwnerIndex for the objects that make up a workload: its ReplicaSets,

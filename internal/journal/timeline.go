@@ -358,7 +358,7 @@ func settledIn(h history.History, sum string) bool {
 // Matches is whether the template is the revision's, or differs from it only in the
 // argsMatchReplicas flags (a scale, I4).
 func Matches(r *Revision, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) bool {
-	if sum, ok := t.Sum(); ok && sum == r.Template {
+	if t.SumIs(r.Template) {
 		return true
 	}
 	if r.Shape == "" || len(flags) == 0 {

@@ -80,7 +80,10 @@ func names(users, groups, serviceAccounts []string, user authenticationv1.UserIn
 	if sa, ok := strings.CutPrefix(user.Username, serviceAccountPrefix); ok {
 		// The API server names service accounts system:serviceaccount:<ns>:<name>;
 		// the policy writes them <ns>/<name>.
-		if ns, name, ok := strings.Cut(sa, ":"); ok && slices.Contains(serviceAccounts, ns+"/"+name) {
+		if ns, name, ok := strings.Cut(sa, ":"); ok && slices.ContainsFunc(serviceAccounts, func(s string) bool {
+			// s == ns+"/"+name, without building it per request
+			return len(s) == len(ns)+1+len(name) && s[len(ns)] == '/' && s[:len(ns)] == ns && s[len(ns)+1:] == name
+		}) {
 			return true
 		}
 	}

@@ -55,17 +55,22 @@ type ObjectDecoder func(dec *jsontext.Decoder) (runtime.Object, error)
 
 // decodeOptions are the options that decode a review with objects. They are built once:
 // encoding/json/v2 caches its decoders per set of unmarshalers.
+// Without objects, the objects' JSON is kept as a slice of the body all the same, rather
+// than copied.
 func decodeOptions(objects ObjectDecoder) jsonv2.Options {
-	if objects == nil {
-		return apijson.Options()
-	}
 	return jsonv2.JoinOptions(apijson.Options(), jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(
 		func(dec *jsontext.Decoder, re *runtime.RawExtension) error {
 			if dec.PeekKind() == 'n' {
 				return errors.ErrUnsupported // the default: no object
 			}
 			before := dec.UnreadBuffer()
-			obj, err := objects(dec)
+			var obj runtime.Object
+			var err error
+			if objects != nil {
+				obj, err = objects(dec)
+			} else {
+				err = dec.SkipValue()
+			}
 			if err != nil {
 				return err
 			}
@@ -145,10 +150,14 @@ var jsonContentType = []string{"application/json"}
 
 // write answers with an admission.k8s.io/v1 AdmissionReview.
 func write(w http.ResponseWriter, resp admission.Response) {
-	ar := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Response: &resp.AdmissionResponse}
+	out := &struct { // one allocation for the review and the response it points to
+		ar   admissionv1.AdmissionReview
+		resp admissionv1.AdmissionResponse
+	}{ar: admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}},
+		resp: resp.AdmissionResponse}
+	out.ar.Response = &out.resp
 	w.Header()["Content-Type"] = jsonContentType
-	if err := json.NewEncoder(w).Encode(ar); err != nil {
+	if err := json.NewEncoder(w).Encode(&out.ar); err != nil {
 		logf.Log.WithName("admission").Error(err, "Writing the admission response")
 	}
 }

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,17 +102,26 @@ func readsAsTyped(t *testing.T, kind string, raw []byte) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The flags asked about: every element of every command line, and its name before an
+	// "=", as well as one no command line has.
+	flags := []string{"--missing"}
 	for _, c := range spec.Spec.Containers {
 		containers = append(containers, c.Name)
+		for _, a := range slices.Concat(c.Command, c.Args) {
+			name, _, _ := strings.Cut(a, "=")
+			flags = append(flags, a, name)
+		}
 	}
 	for _, ctr := range containers {
-		lc, lok, lerr := lean.Template.CommandLine(ctr)
-		tc, tok, terr := typed.Template.CommandLine(ctr)
-		if diff := cmp.Diff(tc, lc, cmp.Comparer(func(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") })); diff != "" || lok != tok || (lerr == nil) != (terr == nil) {
-			t.Errorf("container %q: lean %t %v, typed %t %v (-typed +lean):\n%s", ctr, lok, lerr, tok, terr, diff)
-		}
-		if lerr != nil {
-			t.Errorf("reading the command line of %q decoded the template and failed: %v", ctr, lerr)
+		for _, flag := range flags {
+			lf, lok, lerr := lean.Template.Flag(ctr, flag)
+			tf, tok, terr := typed.Template.Flag(ctr, flag)
+			if diff := cmp.Diff(tf, lf); diff != "" || lok != tok || (lerr == nil) != (terr == nil) {
+				t.Errorf("container %q, flag %q: lean %t %v, typed %t %v (-typed +lean):\n%s", ctr, flag, lok, lerr, tok, terr, diff)
+			}
+			if lerr != nil {
+				t.Errorf("reading %s of %q decoded the template and failed: %v", flag, ctr, lerr)
+			}
 		}
 	}
 	return true
@@ -137,23 +147,33 @@ func TestDecodeRefusesWrongShapes(t *testing.T) {
 	}
 }
 
-func TestRawStrings(t *testing.T) {
+// TestRawFlag holds rawJSON.flag to FlagValue over the array decoded as encoding/json/v2
+// decodes it.
+func TestRawFlag(t *testing.T) {
 	cases := map[string][]string{
-		`null`:                     nil,
-		`[]`:                       {},
-		` [ "a" , "b=c" ] `:        {"a", "b=c"},
-		`["\u00e9\"x\"", "ü", ""]`: {`é"x"`, "ü", ""},
-		"[\"\xff\"]":               {"\ufffd"},
+		`null`:                         nil,
+		``:                             nil,
+		`[]`:                           {},
+		` [ "a" , "--n=c" ] `:          {"a", "--n=c"},
+		`["--n", "1", "--n=2", "--n"]`: {"--n", "1", "--n=2", "--n"},
+		`["--n=1", "--n", "--n", "3"]`: {"--n=1", "--n", "--n", "3"},
+		`["--n", "--n=2"]`:             {"--n", "--n=2"},
+		`["\u002d-n", "\u00e9\"x\""]`:  {"--n", `é"x"`},
+		`["--n=\u00e9", "ü", ""]`:      {"--n=é", "ü", ""},
+		"[\"--n\", \"\xff\"]":          {"--n", "\ufffd"},
+		`["--n="]`:                     {"--n="},
+		`["--nn=1", "-n", "--n-x=2"]`:  {"--nn=1", "-n", "--n-x=2"},
 	}
-	for raw, want := range cases {
-		got, err := rawJSON(raw).strings()
-		if err != nil || !cmp.Equal(got, want) || (got == nil) != (want == nil) {
-			t.Errorf("%s: got %q, %v; want %q", raw, got, err, want)
+	for raw, argv := range cases {
+		value, at, found, err := rawJSON(raw).flag("--n")
+		wantValue, wantAt, wantFound := FlagValue(nil, argv, "--n")
+		if err != nil || string(value) != wantValue || at != wantAt.Index || found != wantFound {
+			t.Errorf("%s: got %q at %d (%t), %v; want %q at %d (%t)", raw, value, at, found, err, wantValue, wantAt.Index, wantFound)
 		}
 	}
-	for _, raw := range []string{`{}`, `"a"`, `[1]`, `["a",2]`, `["a" "b"]`, `["a"`, `["a`, `[`, ``} {
-		if got, err := rawJSON(raw).strings(); err == nil {
-			t.Errorf("%s: got %q, want an error", raw, got)
+	for _, raw := range []string{`{}`, `"a"`, `[1]`, `["a",2]`, `["a" "b"]`, `["a"`, `["a`, `[`, `["--n", null]`} {
+		if value, _, _, err := rawJSON(raw).flag("--n"); err == nil {
+			t.Errorf("%s: got %q, want an error", raw, value)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"strings"
 
@@ -74,6 +75,22 @@ func (t *Template) Sum() (string, bool) {
 	if !t.fingerprint() && !t.computeFingerprint() {
 		return "", false
 	}
-	t.hex = hex.EncodeToString(t.sum[:])
+	var buf [2 * sha256.Size]byte
+	hex.Encode(buf[:], t.sum[:])
+	t.hex = string(buf[:])
 	return t.hex, true
+}
+
+// SumIs is whether Sum is sum, without encoding a fingerprint that is not yet: the
+// template an UPDATE replaces is compared with recorded ones, its own never asked for.
+func (t *Template) SumIs(sum string) bool {
+	if t.hex != "" {
+		return t.hex == sum
+	}
+	if !t.fingerprint() && !t.computeFingerprint() {
+		return false
+	}
+	var buf [2 * sha256.Size]byte
+	hex.Encode(buf[:], t.sum[:])
+	return string(buf[:]) == sum
 }

@@ -124,31 +124,38 @@ func (r *rawJSON) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 
 var errNotStrings = errors.New("not a JSON array of strings")
 
-// strings decodes a JSON array of strings, or null, as encoding/json/v2 does (see
-// apijson.Unmarshal), with two allocations however long it is: the elements share one copy
-// of the array, unless they have escapes or invalid UTF-8 and are decoded alone.
-func (r rawJSON) strings() ([]string, error) {
-	if string(r) == "null" {
-		return nil, nil
+// flag reads flag from a JSON array of strings, null or nothing (a command or args the
+// object does not have) as FlagValue reads it from one of them: the value, a slice of r
+// unless the element has escapes or invalid UTF-8 and is decoded alone as encoding/json/v2
+// does (see apijson.Unmarshal), its index, and whether it was found.
+func (r rawJSON) flag(flag string) (value []byte, at int, found bool, err error) {
+	if len(r) == 0 || string(r) == "null" {
+		return nil, 0, false, nil
 	}
-	n := 0
-	if err := r.eachString(func(int, int, bool) { n++ }); err != nil {
-		return nil, err
-	}
-	all, out := string(r), make([]string, 0, n)
-	var err error
-	r.eachString(func(from, to int, plain bool) {
-		if plain {
-			out = append(out, all[from+1:to-1])
-			return
+	var decodeErr error
+	i, follows := 0, false
+	err = r.eachString(func(from, to int, plain bool) {
+		a := r[from+1 : to-1]
+		if !plain {
+			var s string
+			if e := apijson.Unmarshal(r[from:to], &s); e != nil {
+				decodeErr = e
+			}
+			a = []byte(s)
 		}
-		var s string
-		if e := apijson.Unmarshal(r[from:to], &s); e != nil {
-			err = e
+		if follows { // "--flag v"
+			value, at, found = a, i, true
 		}
-		out = append(out, s)
+		if len(a) > len(flag) && a[len(flag)] == '=' && string(a[:len(flag)]) == flag { // "--flag=v"
+			value, at, found = a[len(flag)+1:], i, true
+		}
+		follows = string(a) == flag
+		i++
 	})
-	return out, err
+	if err == nil {
+		err = decodeErr
+	}
+	return value, at, found, err
 }
 
 // eachString calls f with the offsets of each quoted element of the array, and whether it

@@ -40,16 +40,22 @@ type Template struct {
 // FromSpec wraps a typed pod template. sum, when not empty, is its known fingerprint
 // (FingerprintAnnotation's hex value).
 func FromSpec(t *corev1.PodTemplateSpec, sum string) *Template {
-	out := &Template{typed: t}
-	out.hasSum = len(sum) == hex.EncodedLen(sha256.Size)
-	if out.hasSum {
-		_, err := hex.Decode(out.sum[:], []byte(sum))
-		out.hasSum = err == nil
-		if out.hasSum {
-			out.hex = strings.ToLower(sum)
+	return new(Template).Wrap(t, sum)
+}
+
+// Wrap makes t the template FromSpec(spec, sum) returns and returns t: for callers that
+// allocate many templates at once, as a workload's revisions are read on every review.
+func (t *Template) Wrap(spec *corev1.PodTemplateSpec, sum string) *Template {
+	*t = Template{typed: spec}
+	t.hasSum = len(sum) == hex.EncodedLen(sha256.Size)
+	if t.hasSum {
+		_, err := hex.Decode(t.sum[:], []byte(sum))
+		t.hasSum = err == nil
+		if t.hasSum {
+			t.hex = strings.ToLower(sum)
 		}
 	}
-	return out
+	return t
 }
 
 // FromFingerprint is a template known only by its fingerprint (FingerprintAnnotation's
@@ -214,48 +220,60 @@ func withoutHashLabels(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
 	return c
 }
 
-// CommandLine is a container's name, command and args: what flag rules read. Index is the
-// container's place in spec.containers.
-type CommandLine struct {
-	Name          string
-	Index         int
-	Command, Args []string
+// ContainerFlag is a flag read from a container's command line as FlagValue reads it:
+// the container's place in spec.containers and, when Found, the flag's value and where it
+// sits.
+type ContainerFlag struct {
+	Container int
+	Value     string
+	At        ArgPath
+	Found     bool
 }
 
-// CommandLine returns the command line of the named container, decoding only that
-// container's command and args when the template is still JSON. ok is false when no
-// container has the name; err is a template that does not decode.
-func (t *Template) CommandLine(container string) (c CommandLine, ok bool, err error) {
+// Flag reads flag from the command line of the named container. While the template is
+// still JSON it scans only that container's command and args, allocating nothing but the
+// value. ok is false when no container has the name; err is a template that does not
+// decode.
+func (t *Template) Flag(container, flag string) (f ContainerFlag, ok bool, err error) {
 	if t.typed != nil || t.commands == nil {
-		return t.typedCommandLine(container)
+		return t.typedFlag(container, flag)
 	}
 	for i, c := range t.commands {
 		if string(c.name) != container {
 			continue
 		}
-		out := CommandLine{Name: container, Index: i}
-		var err error
-		if out.Command, err = c.command.strings(); err == nil {
-			out.Args, err = c.args.strings()
+		f := ContainerFlag{Container: i}
+		var value []byte
+		for _, part := range [...]struct {
+			name string
+			argv rawJSON
+		}{{"command", c.command}, {"args", c.args}} {
+			v, at, found, err := part.argv.flag(flag)
+			if err != nil {
+				return t.typedFlag(container, flag) // which reports the error
+			}
+			if found { // the last occurrence wins, args after command
+				value, f.At, f.Found = v, ArgPath{part.name, at}, true
+			}
 		}
-		if err != nil {
-			return t.typedCommandLine(container) // which reports the error
-		}
-		return out, true, nil
+		f.Value = string(value)
+		return f, true, nil
 	}
-	return CommandLine{}, false, nil
+	return ContainerFlag{}, false, nil
 }
 
-func (t *Template) typedCommandLine(container string) (CommandLine, bool, error) {
+func (t *Template) typedFlag(container, flag string) (ContainerFlag, bool, error) {
 	spec, err := t.Spec()
 	if err != nil {
-		return CommandLine{}, false, err
+		return ContainerFlag{}, false, err
 	}
 	cs := spec.Spec.Containers
 	for i := range cs {
 		if cs[i].Name == container {
-			return CommandLine{Name: cs[i].Name, Index: i, Command: cs[i].Command, Args: cs[i].Args}, true, nil
+			f := ContainerFlag{Container: i}
+			f.Value, f.At, f.Found = FlagValue(cs[i].Command, cs[i].Args, flag)
+			return f, true, nil
 		}
 	}
-	return CommandLine{}, false, nil
+	return ContainerFlag{}, false, nil
 }

@@ -6,9 +6,10 @@ import (
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
-// maxUnselectedAllocs guards BenchmarkEvictionUnselected's allocations (33 when this was
-// written): every eviction in the cluster takes this path.
-const maxUnselectedAllocs = 40
+// maxUnselectedAllocs guards BenchmarkEvictionUnselected's allocations at the figure
+// holdfast's performance target sets (25 when this was last lowered): every eviction in
+// the cluster takes this path.
+const maxUnselectedAllocs = 25
 
 func TestEvictionUnselectedAllocs(t *testing.T) {
 	h, body := unselectedScene(t)

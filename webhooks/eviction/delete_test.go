@@ -16,6 +16,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -223,5 +224,50 @@ func TestBadDeleteRequests(t *testing.T) {
 	req.OldObject.Raw = []byte(`{"metadata":`)
 	if resp := h.Handle(context.Background(), req); resp.Allowed || resp.Result.Code != http.StatusBadRequest {
 		t.Errorf("response = %+v, want 400", resp.Result)
+	}
+}
+
+// TestDecodeDeleteReadsAsWhole holds decodeDelete, which decodes only what decisions read
+// of the deleted pod, to the pod decoded whole, on a pod as the kubelet and its managers
+// leave it: every field decisions read is read the same.
+func TestDecodeDeleteReadsAsWhole(t *testing.T) {
+	_, pod := agentGroup(nil)
+	pod = pod.DeepCopy()
+	pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	pod.ResourceVersion, pod.Annotations = "42", map[string]string{"kubectl.kubernetes.io/default-container": "agent"}
+	pod.DeletionTimestamp = ptr.To(metav1.NewTime(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)))
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+		Subresource: "status", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:phase":{}}}`)}}}
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	pod.Spec.Containers = []corev1.Container{{Name: "agent", Image: "registry.k8s.io/agent:v1", Args: []string{"--v=2"},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}
+	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", Ready: true, RestartCount: 2}}
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole corev1.Pod
+	if err := json.Unmarshal(raw, &whole); err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeDelete(admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Name: pod.Name, Namespace: pod.Namespace, Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: raw}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What decisions read: identity, labels, ownership, creation and deletion, node, grace
+	// period, phase and conditions.
+	want := &corev1.Pod{TypeMeta: whole.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: whole.Name, Namespace: whole.Namespace, UID: whole.UID,
+		ResourceVersion: whole.ResourceVersion, Labels: whole.Labels, OwnerReferences: whole.OwnerReferences,
+		CreationTimestamp: whole.CreationTimestamp, DeletionTimestamp: whole.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: whole.Spec.NodeName, TerminationGracePeriodSeconds: whole.Spec.TerminationGracePeriodSeconds},
+		Status: corev1.PodStatus{Phase: whole.Status.Phase, Conditions: whole.Status.Conditions}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the deleted pod reads differently from the pod decoded whole (-whole +read):\n%s", diff)
+	}
+	if workload.PodOf(got) != workload.PodOf(&whole) {
+		t.Errorf("PodOf reads %+v, want %+v", workload.PodOf(got), workload.PodOf(&whole))
 	}
 }

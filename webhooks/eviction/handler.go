@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -116,8 +117,20 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		kind = "delete"
 	}
 
-	var policies v1alpha1.DisruptionPolicyList
-	if err := informer.List(ctx, h.Reader, &policies); err != nil {
+	// An eviction reads the policies and the pod from the cache into one allocation; a
+	// DELETE carries the pod as the API server holds it.
+	var policies *v1alpha1.DisruptionPolicyList
+	pod := deleted
+	if deleting {
+		policies = &v1alpha1.DisruptionPolicyList{}
+	} else {
+		read := &struct {
+			policies v1alpha1.DisruptionPolicyList
+			pod      corev1.Pod
+		}{}
+		policies, pod = &read.policies, &read.pod
+	}
+	if err := informer.List(ctx, h.Reader, policies); err != nil {
 		return h.fail(fmt.Errorf("listing DisruptionPolicies: %w", err))
 	}
 	if len(policies.Items) == 0 {
@@ -126,9 +139,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	// Objects missing from this replica's cache may be new ones it has not seen yet:
 	// confirm with the API server before treating them as gone.
 	reader := fallbackReader{cached: h.Reader, live: h.APIReader}
-	pod := deleted // a DELETE carries the pod as the API server holds it
-	if pod == nil {
-		pod = &corev1.Pod{}
+	if !deleting {
 		if err := informer.Get(ctx, reader, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
 			if apierrors.IsNotFound(err) {
 				return admission.Allowed("") // the API server answers 404 itself
@@ -418,7 +429,7 @@ type fallbackReader struct {
 
 func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	err := r.cached.Get(ctx, key, obj, opts...)
-	if apierrors.IsNotFound(err) && r.live != nil {
+	if err != nil && apierrors.IsNotFound(err) && r.live != nil { // IsNotFound(nil) allocates
 		return r.live.Get(ctx, key, obj, opts...)
 	}
 	return err
@@ -458,15 +469,51 @@ func (h *Handler) decode(req admission.Request) (*policyv1.Eviction, error) {
 	return ev, nil
 }
 
+// deletedPod is what decisions read of the pod a DELETE removes: what the cache keeps of
+// pods (identity, ownership, node and readiness), every condition, and the grace period a
+// drainer's deadline counts with. The rest (containers, volumes, managed fields, most of
+// the status: most of a pod's bytes) is skipped, not decoded.
+type deletedPod struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        struct {
+		Name              string                  `json:"name"`
+		Namespace         string                  `json:"namespace"`
+		UID               types.UID               `json:"uid"`
+		ResourceVersion   string                  `json:"resourceVersion"`
+		Labels            map[string]string       `json:"labels"`
+		OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
+		CreationTimestamp metav1.Time             `json:"creationTimestamp"`
+		DeletionTimestamp *metav1.Time            `json:"deletionTimestamp"`
+	} `json:"metadata"`
+	Spec struct {
+		NodeName                      string `json:"nodeName"`
+		TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds"`
+	} `json:"spec"`
+	Status struct {
+		Phase      corev1.PodPhase       `json:"phase"`
+		Conditions []corev1.PodCondition `json:"conditions"`
+	} `json:"status"`
+}
+
 // decodeDelete reads the pod a DELETE removes, as the API server holds it (oldObject).
 func decodeDelete(req admission.Request) (*corev1.Pod, error) {
 	if req.Kind.Kind != "Pod" || req.Resource.Resource != "pods" || req.SubResource != "" {
 		return nil, fmt.Errorf("unsupported DELETE of %s %s/%s: this webhook guards pods", req.Kind.Kind, req.Resource.Resource, req.SubResource)
 	}
-	pod := &corev1.Pod{}
-	if err := apijson.Unmarshal(req.OldObject.Raw, pod); err != nil {
+	read := &struct { // one allocation for what is decoded and the pod made of it
+		d   deletedPod
+		pod corev1.Pod
+	}{}
+	d, pod := &read.d, &read.pod
+	if err := apijson.Unmarshal(req.OldObject.Raw, d); err != nil {
 		return nil, fmt.Errorf("decoding the deleted pod: %w", err)
 	}
+	*pod = corev1.Pod{TypeMeta: d.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: d.Metadata.Name, Namespace: d.Metadata.Namespace, UID: d.Metadata.UID,
+			ResourceVersion: d.Metadata.ResourceVersion, Labels: d.Metadata.Labels, OwnerReferences: d.Metadata.OwnerReferences,
+			CreationTimestamp: d.Metadata.CreationTimestamp, DeletionTimestamp: d.Metadata.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: d.Spec.NodeName, TerminationGracePeriodSeconds: d.Spec.TerminationGracePeriodSeconds},
+		Status: corev1.PodStatus{Phase: d.Status.Phase, Conditions: d.Status.Conditions}}
 	if pod.Name != req.Name || pod.Namespace != req.Namespace {
 		return nil, fmt.Errorf("the deleted object is pod %s/%s but the request is for pod %s/%s", pod.Namespace, pod.Name, req.Namespace, req.Name)
 	}

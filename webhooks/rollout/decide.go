@@ -350,15 +350,14 @@ func checkArgsMatchReplicas(w *workload.Workload, rules []v1alpha1.ArgMatchesRep
 	replicas := *w.Replicas
 	var out []finding
 	for _, r := range rules {
-		c, ok, err := w.Template.CommandLine(r.Container)
+		f, ok, err := w.Template.Flag(r.Container, r.Flag)
 		if err != nil {
 			return nil, fmt.Errorf("object: %w", err)
 		}
 		if !ok {
 			continue // The rule guards workloads that run this container.
 		}
-		i := c.Index
-		value, path, found := workload.FlagValue(c.Command, c.Args, r.Flag)
+		i, value, path, found := f.Container, f.Value, f.At, f.Found
 		switch {
 		case !found:
 			out = append(out, finding{rule: RuleArgsMatchReplicas, field: containersPath.Index(i), message: fmt.Sprintf(
