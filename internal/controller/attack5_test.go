@@ -55,7 +55,7 @@ func TestAttackHandDeletedJournalNotRebuilt(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: labels}}}})
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "web", UID: "d1", Generation: 1, Labels: labels,
 		CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl},
+		Spec:   appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}}
 	store.Put(d)
 	rsTmpl := *tmpl.DeepCopy()
