@@ -20,8 +20,9 @@ type Pod struct {
 	Domain    string
 }
 
-// NotRecorded names the domain of a record admitted without a value for the topology key
-// (Disrupted). A label value has no spaces, so it is no node's domain.
+// NotRecorded begins the name of the domain of a record admitted without a value for the
+// topology key (Disrupted), followed by its pod's name and UID. A label value has no spaces,
+// so it is no node's domain.
 const NotRecorded = "(not recorded)"
 
 // Disrupted is the topology domains (values of key) with pods of a group that holdfast
@@ -51,7 +52,8 @@ const NotRecorded = "(not recorded)"
 //
 // A record admitted while key was not among the policies' topology keys (the key changed,
 // or the budget was added, while a drain ran) has no value for it: its pod went down in a
-// domain nobody read, which disrupts a domain of its own (NotRecorded) until the pod is
+// domain nobody read, which disrupts a domain of its own (NotRecorded and the pod: two such
+// records are two domains, since the pods may have been in two) until the pod is
 // seen running after the lapse, the group is whole, or the bound passes; no replacement is
 // counted in it. A record of a node without the key says so with an empty value, and
 // disrupts no domain.
@@ -79,7 +81,7 @@ func Disrupted(records []Eviction, pods []Pod, expected int32, key string, bound
 		if !recorded {
 			// Admitted while key was no topology key of the policies that applied: the pod
 			// went down in a domain nobody read. Its node's domain if it is still there.
-			domain = NotRecorded
+			domain = NotRecorded + " " + r.Pod + " " + string(r.UID)
 			if i := slices.IndexFunc(pods, func(p Pod) bool { return p.UID == r.UID }); i >= 0 {
 				domain = pods[i].Domain
 			}

@@ -78,7 +78,7 @@ func (r *JournalRecorder) SetupWithManager(mgr ctrl.Manager) error {
 		Named("journal-"+strings.ToLower(string(r.Kind))).
 		Watches(obj, r.lastSeen()).
 		Watches(&v1alpha1.RolloutPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allWorkloads)).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.journaled), builder.WithPredicates(isJournal)).
+		Watches(&corev1.ConfigMap{}, r.journalEvents(), builder.WithPredicates(isJournal)).
 		Complete(r)
 }
 
@@ -104,6 +104,29 @@ func (r *JournalRecorder) lastSeen() handler.EventHandler {
 	}
 }
 
+// journalEvents enqueues a journal's workload on every change to the journal. A journal
+// deleted (by hand, or by another writer) forgets the recorder's own copy of its last
+// write: a cache without the journal cannot tell "not seen the create yet" from "seen it,
+// then the delete", and the copy would stand in for a journal that is gone.
+func (r *JournalRecorder) journalEvents() handler.EventHandler {
+	mapped := handler.EnqueueRequestsFromMapFunc(r.journaled)
+	return handler.Funcs{
+		CreateFunc:  mapped.Create,
+		UpdateFunc:  mapped.Update,
+		GenericFunc: mapped.Generic,
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.Object != nil {
+				r.wrote.Delete(e.Object.GetName())
+			}
+			mapped.Delete(ctx, e, q)
+		},
+	}
+}
+
+// ownWriteRecheck is how soon a look that read the recorder's own copy of a journal (its
+// cache lagging) is made again, so that the copy stands in for the cache only briefly.
+const ownWriteRecheck = 5 * time.Second
+
 // journaled maps a journal to its workload.
 func (r *JournalRecorder) journaled(_ context.Context, o client.Object) []reconcile.Request {
 	cm, ok := o.(*corev1.ConfigMap)
@@ -118,7 +141,7 @@ func (r *JournalRecorder) journaled(_ context.Context, o client.Object) []reconc
 }
 
 // Reconcile brings the workload's journal up to date with what the cache shows of it.
-func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, rerr error) {
 	now := r.Clock.Now()
 	var policies v1alpha1.RolloutPolicyList
 	if err := informer.List(ctx, r.Client, &policies); err != nil {
@@ -131,7 +154,14 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, err
 	}
 	existing.found = err == nil
-	existing = r.latest(name, existing)
+	existing, own := r.latest(name, existing)
+	if own {
+		defer func() {
+			if rerr == nil && result.IsZero() {
+				result.RequeueAfter = ownWriteRecheck
+			}
+		}()
+	}
 	var j *journal.Journal
 	if existing.found {
 		if j, err = journal.Decode(existing.cm); err != nil {
@@ -252,21 +282,21 @@ type stored struct {
 }
 
 // latest is the journal as the recorder last wrote it while the cache has not seen that
-// write, else existing. Read from a cache that lags, a journal the recorder has just
+// write (and true: the look is made again soon, ownWriteRecheck), else existing. Read from a cache that lags, a journal the recorder has just
 // written would be written again over a version that is no longer stored: refused as a
 // conflict and retried, once for each change while changes come faster than the cache.
-func (r *JournalRecorder) latest(name string, existing stored) stored {
+func (r *JournalRecorder) latest(name string, existing stored) (stored, bool) {
 	v, ok := r.wrote.Load(name)
 	if !ok {
-		return existing
+		return existing, false
 	}
 	w := v.(ownWrite)
 	if rv := existing.cm.ResourceVersion; (existing.found && rv == w.over) || (!existing.found && w.over == "") {
-		return stored{cm: w.cm.DeepCopy(), found: true}
+		return stored{cm: w.cm.DeepCopy(), found: true}, true
 	}
 	// The cache shows the write, or another writer followed it.
 	r.wrote.Delete(name)
-	return existing
+	return existing, false
 }
 
 // drop deletes the journal read, if there was one.

@@ -289,3 +289,27 @@ func TestEncodeNeverWritesWhatReadsAsInvalid(t *testing.T) {
 		t.Fatalf("Encode of a journal with no revision = %v, %v; want ErrInvalid", cm, err)
 	}
 }
+
+// TestHeldStagedTemplateProgresses: a held workload whose staged template has pods (a held
+// StatefulSet grown over it; here a paused Deployment whose new template reached pods
+// before the pause) records their coming up as progress of that template, which the
+// fleet limit reads to keep a staged start's slot while its pods come up.
+func TestHeldStagedTemplateProgresses(t *testing.T) {
+	a, b := deployment("a", 3, true, false), deployment("b", 3, false, true)
+	j := Observe(nil, a, history.History{}, nil, t0)
+	h := history.History{Revisions: []history.Revision{{Name: "a", Number: 1, Template: a.Template, Serving: 3},
+		{Name: "b", Number: 2, Template: b.Template, Serving: 1}}}
+	j = Observe(j, b, h, nil, t0.Add(time.Minute))
+	if cur := j.Current(); !j.Held || cur.Template != sumOf(b) || cur.Available != 1 {
+		t.Fatalf("the staged template with a pod: held %t, %+v", j.Held, cur)
+	}
+	h.Revisions[1].Serving = 2
+	j = Observe(j, b, h, nil, t0.Add(3*time.Minute))
+	if cur := j.Current(); !j.Held || cur.Available != 2 || !cur.Progressed.Equal(t0.Add(3*time.Minute)) {
+		t.Fatalf("a second pod of the staged template came up while held: %+v, want Available 2 progressed at %s", cur, t0.Add(3*time.Minute))
+	}
+	h.Revisions[1].Serving = 1
+	if cur := Observe(j, b, h, nil, t0.Add(4*time.Minute)).Current(); cur.Available != 2 || !cur.Progressed.Equal(t0.Add(3*time.Minute)) {
+		t.Fatalf("fewer pods later are no progress: %+v", cur)
+	}
+}

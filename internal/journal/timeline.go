@@ -458,6 +458,15 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 			}
 			next.Revisions = append(next.Revisions, r)
 		}
+		// A staged template that is current has pods kube creates while held (a held
+		// StatefulSet grown over it): their coming up is progress, which the fleet limit
+		// reads (a staged start holds its slot while its pods come up). Lifting the hold
+		// restarts the stall clock anyway.
+		if cur := next.Current(); cur != nil && cur.Template == sum {
+			if r := h.Find(w.Template); r != nil && r.Serving > cur.Available {
+				cur.Available, cur.Progressed = r.Serving, now
+			}
+		}
 		// Numbers kube gave staged templates are no change of the current one.
 		next.observe(h, sum, next.Observed.updated())
 		return next

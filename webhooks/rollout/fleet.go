@@ -149,20 +149,26 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		}
 	}
 	for _, s := range starts {
-		if seen[s.Workload] || now.Sub(s.At) >= budget.StartLapse+budget.MaxClockSkew {
-			continue
-		}
 		ref, ok := workload.ParseRef(s.Workload)
-		if !ok {
+		if seen[s.Workload] || !ok {
 			continue
 		}
 		j := journals.Get(ref.Kind, ref.Namespace, ref.Name)
-		if cur := j.Current(); cur != nil && cur.Template == s.Template && !j.Held {
+		cur := j.Current()
+		if cur != nil && cur.Template == s.Template && !j.Held {
 			continue // the journal shows it: counted above, finished, released or never served
 		}
 		// A held workload's journal shows no slot (Rolling), yet kube creates the pods a
 		// staged start began (a held StatefulSet grown over its staged template) all the
-		// same: the start counts until it lapses.
+		// same: the start counts until it lapses, and while they keep coming up (the
+		// journal's progress of that template) until it lapses after the last.
+		since := s.At
+		if cur != nil && cur.Template == s.Template && cur.Finished == nil && cur.Progressed.After(since) {
+			since = cur.Progressed
+		}
+		if now.Sub(since) >= budget.StartLapse+budget.MaxClockSkew {
+			continue
+		}
 		seen[s.Workload] = true
 		out = append(out, s.Workload)
 	}

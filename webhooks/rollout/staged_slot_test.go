@@ -12,15 +12,16 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
-// TestAttackStagedStartSlotLapsesWhilePodsComeUp: an OnDelete StatefulSet is scaled from 1
+// TestStagedStartKeepsItsSlotWhilePodsComeUp: an OnDelete StatefulSet is scaled from 1
 // to 10 over a staged template b (a staged start, admitted under maxInFlight 1). kube
 // creates its ordinals one by one, each once the one before is Ready: ten pods of b take
 // longer than the start's lapse. The journal shows b current, unfinished and still
 // progressing (its available pods rose a moment ago), but held, which holds no slot
-// (Rolling); the start lapses after budget.StartLapse. From then the fleet sees nothing
-// in flight and admits another workload's start while the StatefulSet's pods of b are
-// still being created: two templates rolling out at once under maxInFlight 1.
-func TestAttackStagedStartSlotLapsesWhilePodsComeUp(t *testing.T) {
+// (Rolling). The start lapsed after budget.StartLapse, and from then the fleet saw nothing
+// in flight and admitted another workload's start while the StatefulSet's pods of b were
+// still being created. The start now lapses only StartLapse after the journal's last
+// progress of b.
+func TestStagedStartKeepsItsSlotWhilePodsComeUp(t *testing.T) {
 	a, _ := workload.FromSpec(template("a", "3"), "").Sum()
 	b, _ := workload.FromSpec(template("b", "3"), "").Sum()
 	sts := workload.Ref{Kind: v1alpha1.KindStatefulSet, Namespace: "t8", Name: "etcd"}

@@ -11,13 +11,14 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/decision"
 )
 
-// TestAttackNotRecordedRecordsCollapse: the budget's key changed mid-drain under
+// TestNotRecordedRecordsAreDomainsOfTheirOwn: the budget's key changed mid-drain under
 // maxDisruptedDomains 2 (or the budget was added then). Two pods were admitted down
 // before it, p0 in zone a and p2 in zone b; neither record has the key, neither pod is
 // still there. Each is down in some zone nobody read: two domains, possibly a and b. Both
-// records name the one domain budget.NotRecorded, so they count as one disrupted domain,
-// and the eviction of p4 in zone c is admitted: three zones down under a budget of two.
-func TestAttackNotRecordedRecordsCollapse(t *testing.T) {
+// records named the one domain budget.NotRecorded, so they counted as one disrupted
+// domain, and the eviction of p4 in zone c was admitted: three zones down under a budget
+// of two. Each is now a domain of its own.
+func TestNotRecordedRecordsAreDomainsOfTheirOwn(t *testing.T) {
 	g := zonal(v1alpha1.KindDeployment)
 	ra, rb := gone(g, 0, 40*time.Second), gone(g, 2, 30*time.Second) // p0 in a, then p2 in b (index 2 is p3 after p0 left)
 	for _, r := range []*budget.Eviction{&ra, &rb} {

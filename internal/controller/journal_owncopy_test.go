@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -34,14 +36,14 @@ func (c laggingJournals) Get(ctx context.Context, key client.ObjectKey, obj clie
 	return c.Writer.Get(ctx, key, obj, opts...)
 }
 
-// TestAttackHandDeletedJournalNotRebuilt: the recorder creates a workload's journal; the
+// TestHandDeletedJournalIsRebuilt: the recorder creates a workload's journal; the
 // journal is deleted by hand (or by another writer) before the recorder's next look. Its
 // cache then shows the journal gone, as it showed it before the create: a missing journal
-// cannot tell "not seen yet" from "seen, then deleted". The recorder reads its own copy
-// as the journal, finds nothing to change and writes nothing: the journal stays deleted
-// (read as absent by every decision) until the workload next changes, though a journal
-// deleted by hand is to be rebuilt (SetupWithManager).
-func TestAttackHandDeletedJournalNotRebuilt(t *testing.T) {
+// cannot tell "not seen yet" from "seen, then deleted". The recorder read its own copy as
+// the journal, found nothing to change and wrote nothing: the journal stayed deleted (read
+// as absent by every decision) until the workload next changed. The delete event now
+// forgets the copy (journalEvents), and the journal is rebuilt.
+func TestHandDeletedJournalIsRebuilt(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	store := memstore.New(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID})
@@ -79,9 +81,20 @@ func TestAttackHandDeletedJournalNotRebuilt(t *testing.T) {
 	if err := store.Get(ctx, key, cm); err != nil {
 		t.Fatalf("the recorder wrote no journal: %v", err)
 	}
-	// Deleted by hand. The delete enqueues the workload (the journal watch); the cache
-	// shows no journal.
+	// A look before the cache shows the create reads the recorder's own copy, and is made
+	// again soon, so that the copy stands in for the cache only briefly.
+	if res, err := r.Reconcile(ctx, req); err != nil || res.RequeueAfter != ownWriteRecheck {
+		t.Errorf("a look that read the recorder's own copy: %+v, %v; want it made again after %s", res, err, ownWriteRecheck)
+	}
+	// Deleted by hand. The delete reaches the recorder through its journal watch, which
+	// enqueues the workload; the cache shows no journal.
 	store.Remove(cm)
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	r.journalEvents().Delete(ctx, event.DeleteEvent{Object: cm}, q)
+	if q.Len() != 1 {
+		t.Fatalf("the journal's delete enqueued %d requests, want its workload", q.Len())
+	}
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
