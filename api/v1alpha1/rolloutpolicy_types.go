@@ -135,7 +135,10 @@ type ConcurrencyRule struct {
 	// the fix of a stalled rollout are never held by it. A stalled rollout keeps its slot
 	// for stalledSlotLifetime, so that a failing release stops spreading once maxInFlight
 	// workloads have stalled, like a circuit breaker; its rollback or fix frees the slot
-	// when it finishes. A paused or OnDelete workload is not in flight.
+	// when it finishes. A paused or OnDelete workload is not in flight, but for a held
+	// StatefulSet grown over its staged template: kube creates the new ordinals from it at
+	// once, so that scale is a start, and holds a slot while those pods come up (until 2
+	// minutes after the last became available).
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[0-9]+%$')",message="must be a positive number of workloads or a percentage such as 10%"
 	MaxInFlight intstr.IntOrString `json:"maxInFlight"`
