@@ -90,18 +90,9 @@ func (r *JournalRecorder) allWorkloads(ctx context.Context, _ client.Object) []r
 // deleted: a deletion may come before the recorder saw the last template change, which
 // an orphaning delete leaves rolling out for a re-created workload to adopt.
 func (r *JournalRecorder) lastSeen() handler.EventHandler {
-	enqueue := &handler.EnqueueRequestForObject{}
-	return handler.Funcs{
-		CreateFunc:  enqueue.Create,
-		UpdateFunc:  enqueue.Update,
-		GenericFunc: enqueue.Generic,
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.Object != nil {
-				r.gone.Store(types.NamespacedName{Namespace: e.Object.GetNamespace(), Name: e.Object.GetName()}, e.Object)
-			}
-			enqueue.Delete(ctx, e, q)
-		},
-	}
+	return onDelete(&handler.EnqueueRequestForObject{}, func(o client.Object) {
+		r.gone.Store(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}, o)
+	})
 }
 
 // journalEvents enqueues a journal's workload on every change to the journal. A journal
@@ -109,16 +100,20 @@ func (r *JournalRecorder) lastSeen() handler.EventHandler {
 // write: a cache without the journal cannot tell "not seen the create yet" from "seen it,
 // then the delete", and the copy would stand in for a journal that is gone.
 func (r *JournalRecorder) journalEvents() handler.EventHandler {
-	mapped := handler.EnqueueRequestsFromMapFunc(r.journaled)
+	return onDelete(handler.EnqueueRequestsFromMapFunc(r.journaled), func(o client.Object) { r.wrote.Delete(o.GetName()) })
+}
+
+// onDelete is h, which also hands each deleted object to gone before h enqueues it.
+func onDelete(h handler.EventHandler, gone func(client.Object)) handler.EventHandler {
 	return handler.Funcs{
-		CreateFunc:  mapped.Create,
-		UpdateFunc:  mapped.Update,
-		GenericFunc: mapped.Generic,
+		CreateFunc:  h.Create,
+		UpdateFunc:  h.Update,
+		GenericFunc: h.Generic,
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if e.Object != nil {
-				r.wrote.Delete(e.Object.GetName())
+				gone(e.Object)
 			}
-			mapped.Delete(ctx, e, q)
+			h.Delete(ctx, e, q)
 		},
 	}
 }

@@ -183,12 +183,7 @@ func TestStagedStartHoldsItsSlot(t *testing.T) {
 	sts := workload.Ref{Kind: v1alpha1.KindStatefulSet, Namespace: "t8", Name: "etcd"}
 	j := &journal.Journal{Kind: sts.Kind, Namespace: sts.Namespace, Name: sts.Name, Held: true,
 		Revisions: []journal.Revision{{Template: b, Since: now.Add(-20 * time.Second), Progressed: now.Add(-20 * time.Second), Available: 1}}}
-	cm, err := journal.Encode(j, "holdfast-system")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &journal.Store{}
-	store.Add(cm)
+	store := storeOf(t, j)
 	p := fleetPolicy(intstr.FromInt32(1))
 	starts := []budget.Start{{Workload: sts.String(), Template: b, At: now.Add(-30 * time.Second)}}
 	selected := []workload.Ref{sts, {Kind: v1alpha1.KindDeployment, Namespace: "self", Name: "kube-apiserver"}}
@@ -200,14 +195,25 @@ func TestStagedStartHoldsItsSlot(t *testing.T) {
 	}
 	// Unheld, the journal shows it: its slot is the journal's (Rolling), counted once.
 	j.Held = false
-	if cm, err = journal.Encode(j, "holdfast-system"); err != nil {
-		t.Fatal(err)
-	}
-	store.Add(cm)
+	store = storeOf(t, j)
 	lapsed := now.Add(budget.StartLapse + budget.MaxClockSkew)
 	if got, _ := InFlight(&p, selected, store, starts, "Deployment self/kube-apiserver", lapsed); len(got) != 1 || !strings.HasPrefix(got[0], sts.String()) {
 		t.Errorf("unheld, in flight = %v, want %s from its journal", got, sts)
 	}
+}
+
+// storeOf is a journal store holding the journals js, as the leader stores them.
+func storeOf(t *testing.T, js ...*journal.Journal) *journal.Store {
+	t.Helper()
+	store := &journal.Store{}
+	for _, j := range js {
+		cm, err := journal.Encode(j, "holdfast-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.Add(cm)
+	}
+	return store
 }
 
 // TestSharedBudget: a start waits while the workload's evictions under the shared

@@ -31,12 +31,7 @@ func TestStagedStartKeepsItsSlotWhilePodsComeUp(t *testing.T) {
 			{Template: a, Since: now.Add(-time.Hour), Until: &started, Available: 1, Progressed: now.Add(-time.Hour)},
 			// 3 of the 10 pods of b available, the last a few seconds ago: far from finished.
 			{Template: b, Since: started, Progressed: now.Add(-5 * time.Second), Available: 3}}}
-	cm, err := journal.Encode(j, "holdfast-system")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &journal.Store{}
-	store.Add(cm)
+	store := storeOf(t, j)
 	p := fleetPolicy(intstr.FromInt32(1))
 	starts := []budget.Start{{Workload: sts.String(), Template: b, At: started}}
 	other := workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: "t9", Name: "kube-apiserver"}
