@@ -277,9 +277,10 @@ type stored struct {
 }
 
 // latest is the journal as the recorder last wrote it while the cache has not seen that
-// write (and true: the look is made again soon, ownWriteRecheck), else existing. Read from a cache that lags, a journal the recorder has just
-// written would be written again over a version that is no longer stored: refused as a
-// conflict and retried, once for each change while changes come faster than the cache.
+// write (and true: the look is made again soon, ownWriteRecheck), else existing. Read
+// from a cache that lags, a journal the recorder has just written would be written again
+// over a version that is no longer stored: refused as a conflict and retried, once for
+// each change while changes come faster than the cache.
 func (r *JournalRecorder) latest(name string, existing stored) (stored, bool) {
 	v, ok := r.wrote.Load(name)
 	if !ok {

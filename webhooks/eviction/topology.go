@@ -26,9 +26,8 @@ const RuleTopologyBudget = "topologyBudget"
 // topologyHold defers the eviction (or guarded delete) of a serving pod whose domain is
 // not among the group's disrupted ones while maxDisruptedDomains domains are (budget.Disrupted
 // says what disrupted is). A pod in no domain (its node lacks the key, or has it empty) is
-// not limited; nor
-// is a pod that serves nothing, whose eviction takes nothing down. The wait named is the
-// bound: the time the first disrupted domain frees at the latest.
+// not limited; nor is a pod that serves nothing, whose eviction takes nothing down. The
+// wait named is the bound: the time the first disrupted domain frees at the latest.
 func topologyHold(in Input, spec *v1alpha1.DisruptionPolicySpec) (decision.Violation, bool) {
 	tb := spec.TopologyBudget
 	if tb == nil || in.Group == nil || !in.Pod.Ready {

@@ -149,8 +149,11 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		}
 	}
 	for _, s := range starts {
+		if seen[s.Workload] {
+			continue
+		}
 		ref, ok := workload.ParseRef(s.Workload)
-		if seen[s.Workload] || !ok {
+		if !ok {
 			continue
 		}
 		j := journals.Get(ref.Kind, ref.Namespace, ref.Name)
