@@ -50,9 +50,9 @@ var (
 	// dashboard writes every selector with braces.
 	metricRef = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\s*[{\[]`)
 	// A file that defines metrics: prometheus.CounterOpts{…}.
-	metricOpts = regexp.MustCompile(`prometheus\.(Counter|Gauge|Histogram|Summary)Opts\b`)
+	metricOpts = regexp.MustCompile(`prometheus\.((Counter|Gauge|Histogram|Summary)Opts\b|NewDesc\()`)
 	// Go's metric definitions: Name: "holdfast_evictions_total".
-	metricName = regexp.MustCompile(`Name:\s+"([a-z_:][a-z0-9_:]*)"`)
+	metricName = regexp.MustCompile(`(?:Name:\s+|prometheus\.NewDesc\()"([a-z_:][a-z0-9_:]*)"`)
 	// PromQL's string literals, where a regular expression may look like a metric.
 	stringLiteral = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 	// Grafana variables: $namespace, ${datasource}; $__rate_interval and $__range are Grafana's.

@@ -93,6 +93,15 @@ func TestRenderMonitoring(t *testing.T) {
 	if deferred["for"] != "30m" {
 		t.Errorf("HoldfastEvictionsDeferredLong for %v, want deferredFor (30m)", deferred["for"])
 	}
+	// A stuck pod is read from the longest hold per policy, against deferredFor in seconds;
+	// the per-policy deferral alert waits while it fires.
+	if stuck := fmt.Sprint(alerts["HoldfastEvictionStuck"]["expr"]); stuck !=
+		`max by (policy) (holdfast_eviction_longest_hold_seconds{namespace="holdfast-system"}) > 1800` {
+		t.Errorf("HoldfastEvictionStuck: %s", stuck)
+	}
+	if !strings.HasSuffix(expr, `unless on (policy) (max by (policy) (holdfast_eviction_longest_hold_seconds{namespace="holdfast-system"}) > 1800)`) {
+		t.Errorf("HoldfastEvictionsDeferredLong does not wait while HoldfastEvictionStuck fires: %s", expr)
+	}
 	// The Prometheus operator names a ServiceMonitor's job after the Service it scrapes.
 	unavailable := alerts["HoldfastUnavailable"]
 	if unavailable == nil {
@@ -325,6 +334,30 @@ func TestRenderSecurityContext(t *testing.T) {
 	} {
 		if _, err := render(t, "holdfast-system", vals); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestDeferredForInSeconds renders deferredFor in each unit the values schema allows as the
+// seconds HoldfastEvictionStuck compares the longest hold with.
+func TestDeferredForInSeconds(t *testing.T) {
+	for deferredFor, seconds := range map[string]string{"90s": "90", "45m": "2700", "2h": "7200"} {
+		objs, err := render(t, "holdfast-system", map[string]any{"metrics": map[string]any{
+			"prometheusRule": map[string]any{"enabled": true, "deferredFor": deferredFor}}})
+		if err != nil {
+			t.Fatalf("deferredFor %s: %v", deferredFor, err)
+		}
+		groups, _, _ := unstructured.NestedSlice(objs["PrometheusRule/holdfast"].Object, "spec", "groups")
+		var stuck string
+		for _, g := range groups {
+			for _, r := range g.(map[string]any)["rules"].([]any) {
+				if rule := r.(map[string]any); rule["alert"] == "HoldfastEvictionStuck" {
+					stuck = fmt.Sprint(rule["expr"])
+				}
+			}
+		}
+		if !strings.HasSuffix(stuck, "> "+seconds) {
+			t.Errorf("deferredFor %s: HoldfastEvictionStuck is %q, want a threshold of %s seconds", deferredFor, stuck, seconds)
 		}
 	}
 }

@@ -125,6 +125,27 @@ func (h *Holds) Held(pod types.UID, now time.Time) map[string]time.Duration {
 	return p.held(now)
 }
 
+// Longest is, per policy, the longest hold on any pod as of now that the policy's own
+// deferrals keep going (a last deferral more than HoldBreak old holds no longer), for
+// holdfast_eviction_longest_hold_seconds. holdfast's own deferrals (selfHold) are left
+// out: they keep the holds of the policies that applied going.
+func (h *Holds) Longest(now time.Time) map[string]time.Duration {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]time.Duration{}
+	for _, p := range h.pods {
+		for name, held := range p.held(now) {
+			if name != selfHold && held >= out[name] {
+				out[name] = held
+			}
+		}
+	}
+	return out
+}
+
 // Ended forgets the pod's hold (its eviction was admitted) and returns how long it lasted.
 func (h *Holds) Ended(pod types.UID, now time.Time) (time.Duration, bool) {
 	if h == nil {

@@ -174,3 +174,29 @@ func (m *Metrics) heldTooLong(policy string) {
 		m.heldLong.WithLabelValues(policy).Inc()
 	}
 }
+
+// longestHold is holdfast_eviction_longest_hold_seconds.
+var longestHold = prometheus.NewDesc("holdfast_eviction_longest_hold_seconds",
+	"Per DisruptionPolicy, how long the pod it has held longest, as this replica sees it, has had its evictions deferred by that policy without a break (a minute without a retry ends a hold; an admitted eviction ends it). A policy holding no pod has no series. The alert HoldfastEvictionStuck reads it: unlike holdfast_eviction_reviews_total, it is not silenced by the same policy admitting evictions in another group.",
+	[]string{"policy"}, nil)
+
+// holdsCollector reads holdfast_eviction_longest_hold_seconds from the holds at each
+// scrape.
+type holdsCollector struct {
+	holds *Holds
+	now   func() time.Time
+}
+
+func (c holdsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- longestHold }
+
+func (c holdsCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, held := range c.holds.Longest(c.now()) {
+		ch <- prometheus.MustNewConstMetric(longestHold, prometheus.GaugeValue, held.Seconds(), name)
+	}
+}
+
+// RegisterHolds registers holdfast_eviction_longest_hold_seconds with reg, read from holds
+// as of now() at each scrape.
+func RegisterHolds(reg prometheus.Registerer, holds *Holds, now func() time.Time) error {
+	return reg.Register(holdsCollector{holds: holds, now: now})
+}

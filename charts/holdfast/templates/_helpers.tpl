@@ -45,3 +45,9 @@ app.kubernetes.io/component: selftest
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
+
+{{/* A duration of the form the values schema allows (a count and s, m or h) in seconds. */}}
+{{- define "holdfast.seconds" -}}
+{{- $n := . | trimSuffix "s" | trimSuffix "m" | trimSuffix "h" | atoi -}}
+{{- if hasSuffix "h" . }}{{ mul $n 3600 }}{{ else if hasSuffix "m" . }}{{ mul $n 60 }}{{ else }}{{ $n }}{{ end -}}
+{{- end }}

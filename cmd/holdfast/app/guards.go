@@ -78,7 +78,7 @@ func (g Guards) Handlers() (*rollout.Handler, *eviction.Handler) {
 		Events:    g.limiter(),
 		Matcher:   g.Shared.Matcher,
 		Metrics:   g.Shared.Eviction,
-		Holds:     &eviction.Holds{},
+		Holds:     g.Shared.Holds,
 		Journals:  g.Shared.Journals,
 	}
 	return r, e

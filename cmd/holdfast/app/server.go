@@ -125,6 +125,9 @@ type Shared struct {
 	// Journals are the revision journals, fed by the ConfigMap informer, which decisions
 	// and the policy status read.
 	Journals *journal.Store
+	// Holds are how long the eviction guard has deferred each pod's evictions (maxHold),
+	// which holdfast_eviction_longest_hold_seconds reads at each scrape.
+	Holds *eviction.Holds
 	// Writers are the field managers that last changed each workload's template, fed by
 	// the workload informers' transform (CacheOptions): refusals name them and the
 	// journal recorders record them.
@@ -162,8 +165,12 @@ func NewShared(reg prometheus.Registerer) (*Shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering the CRD check's metric: %w", err)
 	}
+	holds := &eviction.Holds{}
+	if err := eviction.RegisterHolds(reg, holds, time.Now); err != nil {
+		return nil, fmt.Errorf("registering the eviction holds' metric: %w", err)
+	}
 	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w, Sweeper: sw, Policies: pm,
-		CRDsOutdated: crds, Journals: &journal.Store{Metrics: j, Log: ctrl.Log.WithName("journal")}, Writers: informer.NewWriters()}, nil
+		CRDsOutdated: crds, Holds: holds, Journals: &journal.Store{Metrics: j, Log: ctrl.Log.WithName("journal")}, Writers: informer.NewWriters()}, nil
 }
 
 // Setup registers holdfast's webhooks and its controllers with one manager (SetupWebhooks
