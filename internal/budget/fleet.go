@@ -38,6 +38,10 @@ type Fleet struct {
 	policy *v1alpha1.RolloutPolicy
 }
 
+// Copy is a copy of the read to write with on its own: a write updates the ledger it was
+// made with (ledger.Ledger.Write).
+func (f Fleet) Copy() Fleet { return Fleet{f.Ledger.Copy(), f.policy} }
+
 // StartsKey is the fleet ledger of the policy named.
 func StartsKey(namespace, policyName string) client.ObjectKey {
 	sum := sha256.Sum256([]byte(policyName))

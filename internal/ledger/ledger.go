@@ -51,13 +51,20 @@ func Read[R any](ctx context.Context, r client.Reader, key client.ObjectKey, ann
 	return l, nil
 }
 
+// Copy is a copy of the read that a write does not change. Records and the Lease are
+// shared: neither is changed in place.
+func (l *Ledger[R]) Copy() *Ledger[R] {
+	c := *l
+	return &c
+}
+
 // Annotation is another annotation of the ledger's Lease, as read.
 func (l *Ledger[R]) Annotation(key string) string {
 	return l.lease.Annotations[key]
 }
 
 // Write replaces the records, as by (a replica) at at; owners are set when it creates the
-// Lease. A conflict means another replica wrote first, AlreadyExists that one created it
+// Lease. Once written, l holds what was written. A conflict means another replica wrote first, AlreadyExists that one created it
 // first, and NotFound that it was deleted since it was read: the caller decides again on a
 // fresh read.
 func (l *Ledger[R]) Write(ctx context.Context, c client.Client, records []R, by string, at time.Time, owners ...metav1.OwnerReference) error {
@@ -82,10 +89,17 @@ func (l *Ledger[R]) WriteWith(ctx context.Context, c client.Client, records []R,
 	lease.Spec.HolderIdentity = &by
 	lease.Spec.RenewTime = &now
 	if l.exists {
-		return c.Update(ctx, lease) // carries resourceVersion: optimistic concurrency
+		err = c.Update(ctx, lease) // carries resourceVersion: optimistic concurrency
+	} else {
+		lease.OwnerReferences = owners
+		err = c.Create(ctx, lease)
 	}
-	lease.OwnerReferences = owners
-	return c.Create(ctx, lease)
+	if err == nil {
+		// The ledger is now what was written: a writer that holds on to it writes next
+		// with the new resourceVersion.
+		l.lease, l.exists, l.Records = lease, true, records
+	}
+	return err
 }
 
 // LastWrite is when a ledger was last written: its renew time, or its creation.

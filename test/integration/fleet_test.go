@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -109,3 +110,55 @@ func TestFleetSlotsCannotBeCaptured(t *testing.T) {
 }
 
 func ptr32(v int32) *int32 { return &v }
+
+// TestFleetBurstInOneReplica: twenty served Deployments under `maxInFlight: 5` change their
+// templates at once, through the real API server to one holdfast replica. Exactly five
+// start (counted from the Deployments' generations), and every other answer is the fleet
+// limit's refusal: the replica records its starts one after another (its start lock), so
+// none of them is answered "contended" after losing the race on the Lease five times.
+func TestFleetBurstInOneReplica(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, map[string]string{"fleet-test": "burst"})
+	p := &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns + "-fleet"}, Spec: v1alpha1.RolloutPolicySpec{
+		Targets: v1alpha1.WorkloadTargets{Kinds: []v1alpha1.WorkloadKind{v1alpha1.KindDeployment},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+		Rules: v1alpha1.RolloutRules{Concurrency: &v1alpha1.ConcurrencyRule{MaxInFlight: intstr.FromInt32(5)}}}}
+	if err := k8s.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
+	intercepted(t, p)
+	r := &corpusRun{t: t, ns: ns}
+	var ws []*appsv1.Deployment
+	for i := range 20 {
+		w := corpusWorkload(v1alpha1.KindDeployment, ns, fmt.Sprintf("server-%02d", i))
+		if err := k8s.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		writeFinishedStatus(t, w)
+		ws = append(ws, r.journaled(w, true).(*appsv1.Deployment))
+	}
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		w.Spec.Template.Spec.Containers[0].Image = "registry.example/main:2"
+		wg.Go(func() { errs[i] = k8s.Update(ctx, w) })
+	}
+	wg.Wait()
+	admitted, starts := 0, 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			admitted++
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "maxInFlight"):
+		default:
+			t.Errorf("%s: %v, want admitted or refused by the fleet limit", ws[i].Name, err)
+		}
+		if fetched(t, ws[i]).GetGeneration() > 1 {
+			starts++
+		}
+	}
+	if admitted != 5 || starts != 5 {
+		t.Errorf("%d admitted, %d Deployments whose template changed; want 5 and 5 under maxInFlight 5", admitted, starts)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,14 +33,15 @@ const serverCountCEL = `object.spec.template.spec.containers.all(c, c.name != 'k
   (has(c.args) && c.args.exists(a, a == '--server-count=' + string(object.spec.replicas))))`
 
 // compare measures Deployment template updates through the API server in five modes,
-// interleaved so that drift in the machine's load falls on all alike: (none) no admission
+// in o.rounds rounds whose ratios are reported as their median and range, interleaved
+// update by update so that drift in the machine's load falls on all alike: (none) no admission
 // check, (vap) a ValidatingAdmissionPolicy with the --server-count rule in CEL, (noop) a
 // webhook that allows everything (the floor of any out-of-process webhook), (holdfast)
 // holdfast enforcing the same rule, and (unguarded) holdfast installed with a policy that
 // does not select the namespace: the API server must not call it at all.
 func (b *bench) compare(ctx context.Context, o options) error {
 	// holdfast's leader derives its entries from the policy: only mode holdfast's namespace.
-	if err := b.webhooks.Install(b.cfg); err != nil {
+	if err := b.install(); err != nil {
 		return err
 	}
 	noop, err := startNoop(ctx)
@@ -129,11 +131,15 @@ func (b *bench) compare(ctx context.Context, o options) error {
 		}
 		return time.Since(t), nil
 	}
+	// The updates run in o.rounds rounds; each round's ratios are set apart, so that the
+	// figures are the median of the rounds with their range, not one draw.
 	lat := map[string][]time.Duration{}
+	rounds := make([]map[string][]time.Duration, max(o.rounds, 1))
+	perRound := max(o.updates/len(rounds), 1)
 	warmup := min(100, o.updates/10)
 	var served [2]histogram
 	var failOpen [2]float64
-	for i := range warmup + o.updates {
+	for i := range warmup + perRound*len(rounds) {
 		if i == warmup {
 			served[0] = b.webhookLatency()
 			if failOpen[0], err = b.apiserverFailOpen(ctx); err != nil {
@@ -148,6 +154,11 @@ func (b *bench) compare(ctx context.Context, o options) error {
 			}
 			if i >= warmup {
 				lat[m] = append(lat[m], d)
+				r := (i - warmup) / perRound
+				if rounds[r] == nil {
+					rounds[r] = map[string][]time.Duration{}
+				}
+				rounds[r][m] = append(rounds[r][m], d)
 			}
 		}
 	}
@@ -162,15 +173,27 @@ func (b *bench) compare(ctx context.Context, o options) error {
 		report("apiserver-"+m+"-p50", p50[m], "ms")
 		report("apiserver-"+m+"-p99", p99[m], "ms")
 	}
-	report("apiserver-updates-per-mode", float64(o.updates), "updates")
+	// The ratios of each round, reported as their median and range over the rounds.
+	ratios := map[string][]float64{}
+	for _, r := range rounds {
+		q := func(m string, p float64) float64 { return percentile(sorted(r[m]), p) }
+		ratios["holdfast-vs-vap-p99"] = append(ratios["holdfast-vs-vap-p99"], q("holdfast", 0.99)/q("vap", 0.99))
+		ratios["holdfast-vs-noop-p50"] = append(ratios["holdfast-vs-noop-p50"], q("holdfast", 0.50)/q("noop", 0.50))
+		ratios["holdfast-vs-noop-p99"] = append(ratios["holdfast-vs-noop-p99"], q("holdfast", 0.99)/q("noop", 0.99))
+		ratios["unguarded-vs-none-p50"] = append(ratios["unguarded-vs-none-p50"], q("unguarded", 0.50)/q("none", 0.50))
+	}
+	for _, name := range []string{"holdfast-vs-vap-p99", "holdfast-vs-noop-p50", "holdfast-vs-noop-p99", "unguarded-vs-none-p50"} {
+		rs := slices.Sorted(slices.Values(ratios[name]))
+		report("apiserver-"+name+"-ratio", rs[len(rs)/2], "ratio")
+		report("apiserver-"+name+"-ratio-min", rs[0], "ratio")
+		report("apiserver-"+name+"-ratio-max", rs[len(rs)-1], "ratio")
+	}
+	report("apiserver-rounds", float64(len(rounds)), "rounds")
+	report("apiserver-updates-per-mode", float64(perRound*len(rounds)), "updates")
 	// Of mode holdfast's latency, the part spent inside holdfast's webhook server.
 	if n := served[1].count - served[0].count; n > 0 {
 		report("apiserver-holdfast-served-mean", (served[1].sum-served[0].sum)/n*1000, "ms")
 	}
-	report("apiserver-holdfast-vs-vap-p99-ratio", p99["holdfast"]/p99["vap"], "ratio")
-	report("apiserver-holdfast-vs-noop-p50-ratio", p50["holdfast"]/p50["noop"], "ratio")
-	report("apiserver-holdfast-vs-noop-p99-ratio", p99["holdfast"]/p99["noop"], "ratio")
-	report("apiserver-unguarded-vs-none-p50-ratio", p50["unguarded"]/p50["none"], "ratio")
 	// holdfast was sent one request per update of mode holdfast; any more came from mode
 	// unguarded, which no policy selects.
 	unguardedCalls := served[1].count - served[0].count - float64(o.updates)
@@ -220,12 +243,12 @@ const noopEntry = "noop.bench.holdfast.dev"
 
 // apiserverFailOpen sums the API server's apiserver_admission_webhook_fail_open_count.
 func (b *bench) apiserverFailOpen(ctx context.Context) (float64, error) {
-	return b.apiserverMetric(ctx, "apiserver_admission_webhook_fail_open_count{", "")
+	return b.apiserverMetric(ctx, "apiserver_admission_webhook_fail_open_count{")
 }
 
 // apiserverMetric sums the API server's samples whose line starts with prefix (a metric
-// name and its brace) and contains label.
-func (b *bench) apiserverMetric(ctx context.Context, prefix, label string) (float64, error) {
+// name and its brace) and contains every label.
+func (b *bench) apiserverMetric(ctx context.Context, prefix string, labels ...string) (float64, error) {
 	cs, err := kubernetes.NewForConfig(b.cfg)
 	if err != nil {
 		return 0, err
@@ -236,7 +259,7 @@ func (b *bench) apiserverMetric(ctx context.Context, prefix, label string) (floa
 	}
 	var sum float64
 	for line := range strings.Lines(string(raw)) {
-		if !strings.HasPrefix(line, prefix) || !strings.Contains(line, label) {
+		if !strings.HasPrefix(line, prefix) || !containsAll(line, labels) {
 			continue
 		}
 		fields := strings.Fields(line)
@@ -245,6 +268,15 @@ func (b *bench) apiserverMetric(ctx context.Context, prefix, label string) (floa
 		}
 	}
 	return sum, nil
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 func ptrTo[T any](v T) *T { return &v }

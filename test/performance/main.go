@@ -5,6 +5,8 @@
 //   - serve: reviews/s and latency over TLS 1.3 with keep-alive, straight at the replica;
 //   - apiserver: Deployment updates through the API server with no admission check, with
 //     a ValidatingAdmissionPolicy, and with holdfast, enforcing the same rule, interleaved;
+//   - fleet: the fleet ledger under a burst: 500 selected Deployments change their template
+//     at once under maxInFlight 10%;
 //   - memory: the scale curve: informer sync, resident memory and review p99 at 1,000,
 //     10,000 and 25,000 pods (with 200/2,000/5,000 workloads; 50,000 with -scale-50k), and
 //     the bytes each cached pod costs.
@@ -44,11 +46,13 @@ const holdfastNamespace = "holdfast-system"
 func main() {
 	var o options
 	flag.StringVar(&o.binary, "holdfast", "bin/holdfast", "the holdfast binary to measure")
-	flag.StringVar(&o.only, "only", "serve,apiserver,memory", "which measurements to run, in order, comma-separated")
+	flag.StringVar(&o.only, "only", "serve,apiserver,memory,fleet", "which measurements to run, in order, comma-separated")
+	flag.IntVar(&o.fleet, "fleet", 500, "selected Deployments changing their template at once in the fleet burst")
 	flag.DurationVar(&o.window, "window", 20*time.Second, "how long each serving phase lasts")
 	flag.IntVar(&o.workers, "workers", 4, "concurrent connections of the unpaced serving phase")
 	flag.IntVar(&o.rate, "rate", 200, "reviews/s of the paced serving phase")
 	flag.IntVar(&o.updates, "updates", 2000, "Deployment updates per admission mode")
+	flag.IntVar(&o.rounds, "rounds", 5, "rounds the updates are split into: the API server comparison's ratios are the median and range of the rounds'")
 	flag.BoolVar(&o.scale50k, "scale-50k", false, "extend the scale curve (memory) to 50,000 pods over 10,000 workloads")
 	noop := flag.Bool("noop-server", false, "serve as the serving phase's control instead of measuring (see noopServer)")
 	flag.Parse()
@@ -72,6 +76,7 @@ type options struct {
 	binary, only           string
 	window                 time.Duration
 	workers, rate, updates int
+	rounds, fleet          int
 	scale50k               bool
 }
 
@@ -87,6 +92,21 @@ type bench struct {
 	webhook  string // https://127.0.0.1:port
 	// pprofPort serves the replica's /debug/pprof.
 	pprofPort int
+	// installed is whether the webhook configuration is installed (install).
+	installed bool
+}
+
+// install installs the webhook configuration once, for the measurements through the API
+// server.
+func (b *bench) install() error {
+	if b.installed {
+		return nil
+	}
+	if err := b.webhooks.Install(b.cfg); err != nil {
+		return err
+	}
+	b.installed = true
+	return nil
 }
 
 func run(ctx context.Context, o options) error {
@@ -115,6 +135,8 @@ func run(ctx context.Context, o options) error {
 			err = b.compare(ctx, o)
 		case "memory":
 			err = b.memory(ctx, o)
+		case "fleet":
+			err = b.fleet(ctx, o)
 		default:
 			err = fmt.Errorf("unknown measurement %q", m)
 		}

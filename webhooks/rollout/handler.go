@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
+	"golang.org/x/sync/semaphore"
 	admissionv1 "k8s.io/api/admission/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -65,10 +68,28 @@ type Handler struct {
 	// Writers are the field managers that last changed each workload's template, which a
 	// refusal names; nil names none.
 	Writers *informer.Writers
+
+	// starts lets one request of this replica at a time record a start (startLock).
+	starts     *semaphore.Weighted
+	startsOnce sync.Once
+	// written are the fleet ledgers this replica wrote last, by policy UID (readFleet).
+	written   map[types.UID]budget.Fleet
+	writtenMu sync.Mutex
 }
 
-// startAttempts bounds the optimistic-concurrency retries on a fleet ledger.
-const startAttempts = 5
+// startLock is the replica's lock on recording starts. A burst of template changes under
+// one fleet limit would otherwise race on one Lease, every write but one conflicting and
+// retrying until the requests run out of time (500 at once: 9 admitted, 487 failed on
+// their deadline); under it, the replica's requests write one after another, and only
+// other replicas' writes conflict. Requests that do not start a rollout never take it.
+func (h *Handler) startLock() *semaphore.Weighted {
+	h.startsOnce.Do(func() { h.starts = semaphore.NewWeighted(1) })
+	return h.starts
+}
+
+// startAttempts bounds the optimistic-concurrency retries on a fleet ledger, the first
+// read before the replica's start lock included.
+const startAttempts = 6
 
 var _ admission.Handler = &Handler{}
 
@@ -142,6 +163,12 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 	}
 	ctx, cancel := h.Ledgers.Bound(ctx)
 	defer cancel()
+	locked := false
+	defer func() {
+		if locked {
+			h.startLock().Release(1)
+		}
+	}()
 	for range startAttempts {
 		ledgers, group, err := h.readLedgers(ctx, in, limited, shared)
 		if err != nil {
@@ -154,6 +181,15 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		}
 		if d.Action() == decision.Deny || dryRun || !d.Starts || (len(ledgers) == 0 && group == nil) {
 			return d, nil
+		}
+		if !locked {
+			// A start: decide again on ledgers read under the replica's lock, then record.
+			if err := h.startLock().Acquire(ctx, 1); err != nil {
+				return Decision{}, fmt.Errorf("waiting to record the start of %s: %w; retry", in.New, err)
+			}
+			locked = true
+			in.Now = h.Clock.Now()
+			continue
 		}
 		target, _ := in.New.Template.Sum()
 		start := budget.Start{Workload: in.New.Ref.String(), Template: target, At: in.Now, By: h.Ledgers.Self()}
@@ -271,7 +307,7 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 		}
 		var starts []budget.Start
 		if h.Ledgers != nil {
-			l, err := h.Ledgers.ReadFleet(ctx, p)
+			l, err := h.readFleet(ctx, p)
 			if err != nil {
 				return nil, fmt.Errorf("policy %s: %w; retry", p.Name, err)
 			}
@@ -284,11 +320,39 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 	return ledgers, nil
 }
 
+// readFleet reads the policy's fleet ledger: the one this replica wrote last, when it has
+// written one, or else from the API server. A ledger another replica wrote since makes
+// this replica's next write conflict, and the ledger is then read afresh; a refusal on
+// the one written last is sound, as starts leave a ledger only by lapsing with time,
+// which decisions count. In a burst, only starts reach the API server.
+func (h *Handler) readFleet(ctx context.Context, p *v1alpha1.RolloutPolicy) (budget.Fleet, error) {
+	h.writtenMu.Lock()
+	f, ok := h.written[p.UID]
+	h.writtenMu.Unlock()
+	if ok {
+		return f.Copy(), nil // a write updates the ledger it was made with
+	}
+	return h.Ledgers.ReadFleet(ctx, p)
+}
+
 // recordStart writes the start into each policy's ledger; the first failure stops it (the
-// caller decides again on a fresh read; a start recorded twice counts once).
+// caller decides again on a fresh read; a start recorded twice counts once). It keeps each
+// ledger written for the next decision (readFleet), and forgets them all on a failure.
 func (h *Handler) recordStart(ctx context.Context, limited []*v1alpha1.RolloutPolicy, ledgers map[string]budget.Fleet, s budget.Start) error {
 	for _, p := range limited {
-		if err := ledgers[p.Name].RecordStart(ctx, h.Ledgers, s); err != nil {
+		f := ledgers[p.Name]
+		err := f.RecordStart(ctx, h.Ledgers, s)
+		h.writtenMu.Lock()
+		if err != nil {
+			clear(h.written)
+		} else {
+			if h.written == nil {
+				h.written = map[types.UID]budget.Fleet{}
+			}
+			h.written[p.UID] = f.Copy()
+		}
+		h.writtenMu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
