@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -8,15 +9,20 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -435,5 +441,59 @@ func TestScaleOfAnOnDeleteStatefulSetIsAStartForTheFleet(t *testing.T) {
 	d = decide(t, in)
 	if d.Action() != decision.Deny || len(d.Violations) == 0 || d.Violations[0].Rule != budget.RuleSharedBudget {
 		t.Errorf("an eviction in flight fills the shared budget: %v", d.Violations)
+	}
+}
+
+// startScene is a handler whose decisions start a rollout under a fleet-limited policy,
+// with its fleet ledgers in an in-memory API server.
+func startScene(t *testing.T) (*Handler, *Input, *clocktesting.FakePassiveClock) {
+	t.Helper()
+	p := fleetPolicy(intstr.FromInt32(1))
+	p.UID = "policy-uid"
+	clk := clocktesting.NewFakePassiveClock(now)
+	h := &Handler{Reader: fake.NewClientBuilder().WithScheme(informer.NewScheme()).Build(), Clock: clk, Matcher: policy.NewMatcher(),
+		Journals: &journal.Store{}, Ledgers: &budget.Ledgers{Live: fake.NewClientBuilder().WithScheme(informer.NewScheme()).Build(),
+			Namespace: "holdfast-system", Identity: "replica-0", Timeout: 100 * time.Millisecond}}
+	h.decide = func(Input) (Decision, error) { return Decision{Starts: true}, nil }
+	in := &Input{Operation: admissionv1.Create, Policies: []v1alpha1.RolloutPolicy{p}, Matcher: h.Matcher, Now: now,
+		New: wl(v1alpha1.KindDeployment, 3, template("A", "3"), workload.Rollout{})}
+	return h, in, clk
+}
+
+// TestCreateDoesNotWaitForTheStartLock: a CREATE is never refused by a fleet limit, so it
+// does not wait behind the starts the replica is recording: with the lock held past the
+// ledgers' timeout it is still admitted.
+func TestCreateDoesNotWaitForTheStartLock(t *testing.T) {
+	h, in, _ := startScene(t)
+	if err := h.startLock().Acquire(context.Background(), 1); err != nil { // another start being recorded
+		t.Fatal(err)
+	}
+	if d, err := h.decideAndRecord(context.Background(), in, false); err != nil || d.Action() == decision.Deny {
+		t.Fatalf("a CREATE while the start lock is held: %v %v, want admitted", d.Violations, err)
+	}
+}
+
+// TestWrittenLedgerIsReadWhileFresh: decisions read a fleet ledger as the replica last
+// wrote it for writtenFresh, then from the API server again: a ledger deleted by hand (to
+// free a fleet) stops counting within seconds, not when its starts lapse.
+func TestWrittenLedgerIsReadWhileFresh(t *testing.T) {
+	h, in, clk := startScene(t)
+	if _, err := h.decideAndRecord(context.Background(), in, false); err != nil {
+		t.Fatal(err)
+	}
+	p := &in.Policies[0]
+	lease := &coordinationv1.Lease{}
+	if err := h.Ledgers.Live.Get(context.Background(), budget.StartsKey("holdfast-system", p.Name), lease); err != nil {
+		t.Fatalf("the start was not recorded: %v", err)
+	}
+	if err := h.Ledgers.Live.Delete(context.Background(), lease); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := h.readFleet(context.Background(), p, now.Add(time.Second)); err != nil || len(f.Records) != 1 {
+		t.Errorf("a second after the write: %d records (%v), want the one written", len(f.Records), err)
+	}
+	clk.SetTime(now.Add(writtenFresh))
+	if f, err := h.readFleet(context.Background(), p, now.Add(writtenFresh)); err != nil || len(f.Records) != 0 {
+		t.Errorf("writtenFresh after the write: %d records (%v), want the deleted ledger read as empty", len(f.Records), err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -73,7 +74,7 @@ type Handler struct {
 	starts     *semaphore.Weighted
 	startsOnce sync.Once
 	// written are the fleet ledgers this replica wrote last, by policy UID (readFleet).
-	written   map[types.UID]budget.Fleet
+	written   map[types.UID]writtenFleet
 	writtenMu sync.Mutex
 }
 
@@ -86,6 +87,16 @@ func (h *Handler) startLock() *semaphore.Weighted {
 	h.startsOnce.Do(func() { h.starts = semaphore.NewWeighted(1) })
 	return h.starts
 }
+
+// writtenFleet is a fleet ledger as this replica wrote it, and when.
+type writtenFleet struct {
+	budget.Fleet
+	at time.Time
+}
+
+// writtenFresh is how long decisions read a fleet ledger as this replica last wrote it: a
+// burst, not longer. A ledger deleted or rewritten by hand since is read within it.
+const writtenFresh = 10 * time.Second
 
 // startAttempts bounds the optimistic-concurrency retries on a fleet ledger, the first
 // read before the replica's start lock included.
@@ -182,8 +193,10 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		if d.Action() == decision.Deny || dryRun || !d.Starts || (len(ledgers) == 0 && group == nil) {
 			return d, nil
 		}
-		if !locked {
-			// A start: decide again on ledgers read under the replica's lock, then record.
+		if !locked && in.Operation != admissionv1.Create {
+			// A start: decide again on ledgers read under the replica's lock, then record. A
+			// CREATE, never refused by a fleet limit, does not wait for it: it records
+			// what it can in its time, as before.
 			if err := h.startLock().Acquire(ctx, 1); err != nil {
 				return Decision{}, fmt.Errorf("waiting to record the start of %s: %w; retry", in.New, err)
 			}
@@ -307,7 +320,7 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 		}
 		var starts []budget.Start
 		if h.Ledgers != nil {
-			l, err := h.readFleet(ctx, p)
+			l, err := h.readFleet(ctx, p, in.Now)
 			if err != nil {
 				return nil, fmt.Errorf("policy %s: %w; retry", p.Name, err)
 			}
@@ -320,16 +333,16 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 	return ledgers, nil
 }
 
-// readFleet reads the policy's fleet ledger: the one this replica wrote last, when it has
-// written one, or else from the API server. A ledger another replica wrote since makes
-// this replica's next write conflict, and the ledger is then read afresh; a refusal on
-// the one written last is sound, as starts leave a ledger only by lapsing with time,
-// which decisions count. In a burst, only starts reach the API server.
-func (h *Handler) readFleet(ctx context.Context, p *v1alpha1.RolloutPolicy) (budget.Fleet, error) {
+// readFleet reads the policy's fleet ledger: the one this replica wrote in the last
+// writtenFresh, when it has written one, or else from the API server. A ledger another
+// replica wrote since makes this replica's next write conflict, and the ledger is then read
+// afresh; a refusal on the one written last is sound, as starts leave a ledger only by
+// lapsing with time, which decisions count. In a burst, only starts reach the API server.
+func (h *Handler) readFleet(ctx context.Context, p *v1alpha1.RolloutPolicy, now time.Time) (budget.Fleet, error) {
 	h.writtenMu.Lock()
 	f, ok := h.written[p.UID]
 	h.writtenMu.Unlock()
-	if ok {
+	if ok && now.Sub(f.at) < writtenFresh {
 		return f.Copy(), nil // a write updates the ledger it was made with
 	}
 	return h.Ledgers.ReadFleet(ctx, p)
@@ -337,7 +350,7 @@ func (h *Handler) readFleet(ctx context.Context, p *v1alpha1.RolloutPolicy) (bud
 
 // recordStart writes the start into each policy's ledger; the first failure stops it (the
 // caller decides again on a fresh read; a start recorded twice counts once). It keeps each
-// ledger written for the next decision (readFleet), and forgets them all on a failure.
+// ledger written for the next decisions (readFleet), and forgets them all on a failure.
 func (h *Handler) recordStart(ctx context.Context, limited []*v1alpha1.RolloutPolicy, ledgers map[string]budget.Fleet, s budget.Start) error {
 	for _, p := range limited {
 		f := ledgers[p.Name]
@@ -347,9 +360,14 @@ func (h *Handler) recordStart(ctx context.Context, limited []*v1alpha1.RolloutPo
 			clear(h.written)
 		} else {
 			if h.written == nil {
-				h.written = map[types.UID]budget.Fleet{}
+				h.written = map[types.UID]writtenFleet{}
 			}
-			h.written[p.UID] = f.Copy()
+			for uid, w := range h.written {
+				if s.At.Sub(w.at) >= writtenFresh {
+					delete(h.written, uid) // deleted policies' too
+				}
+			}
+			h.written[p.UID] = writtenFleet{f.Copy(), s.At}
 		}
 		h.writtenMu.Unlock()
 		if err != nil {
