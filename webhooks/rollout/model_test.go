@@ -102,7 +102,18 @@ func mopApplies(op string, kind v1alpha1.WorkloadKind) bool {
 // that a sequence replays alike), drawn from those that apply to the workload's kind, then
 // the scripted operator of I6. counts, when not nil, counts the operations drawn.
 func generated(seed uint64, broken func(Input) (Decision, error), counts map[string]int) *mworld {
+	return generatedWith(seed, broken, counts, nil)
+}
+
+// generatedWith is generated with the world changed by mutate before its first operation.
+func generatedWith(seed uint64, broken func(Input) (Decision, error), counts map[string]int, mutate func(*mworld)) *mworld {
 	w := newMWorld(seed, broken)
+	if mutate != nil {
+		mutate(w)
+		for i := range w.replicas2 {
+			w.sync(i)
+		}
+	}
 	gen := rand.New(rand.NewPCG(seed, 0x0905))
 	var kinds []string
 	for _, k := range mopKinds {
@@ -218,6 +229,42 @@ type mworld struct {
 	violations []string
 	deadlock   bool
 	broken2    func(Input) (Decision, error)
+
+	// The writers of the template (WR1, WR2): manager is the field manager of the request
+	// being sent; changes are the admitted changes of spec.template, each by its request's
+	// manager, which kube's managedFields name as the template's last writer.
+	manager  string
+	changes  []tchange
+	managers *rand.Rand // draws each edit's manager, apart from the operations' stream
+	// noWriters and noAttribute are the writer mutants: replicas that do not read the
+	// template's writer (informer.Writers), and a recorder that does not attribute it.
+	noWriters, noAttribute bool
+	// refusalsChecked and fightsChecked count the outcomes WR1 and WR2 judged.
+	refusalsChecked, fightsChecked int
+}
+
+// tchange is an admitted change of the workload's template: the template, the field
+// manager that made it, when, of which workload (uid), and whether the leader's recorder
+// saw its template become the journal's current revision.
+type tchange struct {
+	t        tmpl
+	by       string
+	at       time.Time
+	uid      int
+	recorded bool
+}
+
+// mManagers are the field managers the model's writers use: distinct names, as two
+// operators built with kubebuilder both default to "manager".
+var mManagers = []string{"platform-operator", "gitops-sync"}
+
+// writer is the field manager kube's managedFields name as the last writer of the
+// template: that of the last admitted change, "" before any.
+func (w *mworld) writer() (string, time.Time) {
+	if n := len(w.changes); n > 0 && w.changes[n-1].uid == w.uid {
+		return w.changes[n-1].by, w.changes[n-1].at
+	}
+	return "", time.Time{}
 }
 
 // admission7 is what the truth said when a request that changes what the controller rolls
@@ -235,6 +282,9 @@ type admission7 struct {
 }
 
 type mreplica struct {
+	// writer is the template's writer as of the replica's last sync, of workload uid.
+	writer  string
+	uid     int
 	reader  client.Reader
 	store   *journal.Store
 	synced  time.Time
@@ -316,7 +366,8 @@ func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
 		kind:     workload.Kinds()[r.IntN(3)],
 		replicas: 3, nodes: 3 + r.IntN(2), guarded: true, broken: map[int]bool{}, numbers: map[tmpl]int64{}, created: map[tmpl]time.Time{},
 		notReady: map[int]bool{}, exists: true, uid: 1, generation: 1, broken2: broken, admitted: map[tmpl]admission7{},
-		lastLive: map[int]time.Time{}, newest: 1, newestAt: mStart, gaps: map[string]int{}}
+		lastLive: map[int]time.Time{}, newest: 1, newestAt: mStart, gaps: map[string]int{},
+		manager: mManagers[0], managers: rand.New(rand.NewPCG(seed, 0x3a17))}
 	if w.kind == v1alpha1.KindDaemonSet {
 		w.replicas = w.nodes
 	}
@@ -700,6 +751,12 @@ func (w *mworld) podTemplate(t tmpl) *corev1.PodTemplateSpec {
 func (w *mworld) object() client.Object {
 	meta := metav1.ObjectMeta{Namespace: mNamespace, Name: mName, UID: types.UID(fmt.Sprintf("uid-%d", w.uid)), Generation: w.generation,
 		Labels: map[string]string{"guard": map[bool]string{true: "on", false: "off"}[w.guarded]}}
+	if by, at := w.writer(); by != "" {
+		// The API server moves the template's fields to the manager whose request changed
+		// them, and stamps its entry.
+		meta.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: by, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1",
+			Time: &metav1.Time{Time: at}, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{"f:spec":{}}}}`)}}}
+	}
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": mName}}
 	tpl := *w.podTemplate(w.t)
 	var mu *intstr.IntOrString
@@ -783,7 +840,84 @@ func (w *mworld) record() {
 		}
 		return
 	}
+	prev := w.journal
 	w.journal = observe(w.truthReader(), w.kind, mNamespace, w.journal, rules.ArgsMatchReplicas, w.now)
+	// The recorder attributes the current revision to the template's writer as its cache
+	// reads it (controller.JournalRecorder: Journal.Attribute with informer.Writers).
+	if by, _ := w.writer(); !w.noAttribute {
+		w.journal.Attribute(prev, by)
+	}
+	if prev == nil {
+		// A journal rebuilt from kube's history knows the writer of its current template
+		// only: managedFields name the last writer, and the history none.
+		for i := range w.changes {
+			w.changes[i].recorded = false
+		}
+	}
+	// The change is seen when its template becomes the journal's current revision at this
+	// record: that is when the recorder reads who wrote it.
+	if n, cur := len(w.changes), w.journal.Current(); n > 0 && cur != nil && w.changes[n-1].uid == w.uid && cur.Template == w.sum(w.changes[n-1].t) {
+		if was := prev.Current(); was == nil || was.Template != cur.Template || !was.Since.Equal(cur.Since) {
+			w.changes[n-1].recorded = true
+		}
+	}
+	w.checkFight(rules)
+}
+
+// checkWriters is WR1: a policy's refusal of a request names its user and field manager,
+// and the field manager kube's managedFields name as the template's last writer, as the
+// refusing replica's cache read them.
+func (w *mworld) checkWriters(op admissionv1.Operation, rep *mreplica, resp admission.Response, user string, uid int) {
+	if op != admissionv1.Update || resp.Result == nil || resp.Result.Details == nil ||
+		!slices.ContainsFunc(resp.Result.Details.Causes, func(c metav1.StatusCause) bool { return c.Type == CauseType }) {
+		return // not a policy's refusal
+	}
+	w.refusalsChecked++
+	msg := resp.Result.Message
+	want := []string{fmt.Sprintf("request by user %q", user), fmt.Sprintf("with field manager %q", w.manager)}
+	if rep.writer != "" && rep.uid == uid {
+		want = append(want, fmt.Sprintf("last changed by field manager %q", rep.writer))
+	}
+	for _, s := range want {
+		if !strings.Contains(msg, s) {
+			w.violate("WR1: a refusal does not say %s: %s", s, msg)
+		}
+	}
+}
+
+// checkFight is WR2: when the last two changes of the template were made by two field
+// managers within the policy's revert window, and the leader's recorder saw each become
+// the current revision, the fight is reported (Journal.Fight, which the policy's
+// WritersFighting condition, the workload's Event and the metric read) naming both, in
+// order.
+func (w *mworld) checkFight(rules *v1alpha1.RolloutRules) {
+	n := len(w.changes)
+	if rules.RevertWindow == nil || n < 2 {
+		return
+	}
+	first, second := w.changes[n-2], w.changes[n-1]
+	window := rules.RevertWindow.Duration
+	if first.uid != w.uid || second.uid != w.uid || !first.recorded || !second.recorded || first.by == second.by ||
+		first.t == second.t || !first.at.After(w.now.Add(-window)) || w.journal == nil {
+		return
+	}
+	// The two changes are the journal's last two revisions only when the recorder saw
+	// nothing between them (a revision it numbered from kube's history, a re-create).
+	revs := w.journal.Revisions
+	if len(revs) < 3 || revs[len(revs)-2].Template != w.sum(first.t) || revs[len(revs)-1].Template != w.sum(second.t) {
+		return
+	}
+	w.fightsChecked++
+	if f, ok := w.journal.Fight(window, w.now); !ok || f.First != first.by || f.Second != second.by {
+		w.violate("WR2: %s changed the template at %s and %s at %s, within the revert window of %s, and no fight is reported (%+v, %t)",
+			first.by, first.at.Format("15:04:05"), second.by, second.at.Format("15:04:05"), window, f, ok)
+	}
+}
+
+// sum is the fingerprint the journal keeps of template t.
+func (w *mworld) sum(t tmpl) string {
+	s, _ := workload.FromSpec(w.podTemplate(t), "").Sum()
+	return s
 }
 
 // observe is the leader's recorder observing the workload of kind in ns, as r holds it
@@ -813,6 +947,16 @@ func observeNamed(r client.Reader, kind v1alpha1.WorkloadKind, ns, name string, 
 func (w *mworld) sync(i int) {
 	rep := w.replicas2[i]
 	rep.reader, rep.synced = w.truthReader(), w.now
+	// The cache's transform reads the template's writer from the workload's managedFields.
+	rep.handler.Writers = informer.NewWriters()
+	if w.exists {
+		rep.handler.Writers.Observe(w.object())
+	}
+	rep.writer, _ = w.writer()
+	rep.uid = w.uid
+	if w.noWriters {
+		rep.handler.Writers = nil
+	}
 	rep.store = &journal.Store{}
 	if w.journal != nil {
 		cm, err := journal.Encode(w.journal, "holdfast-system")
@@ -862,6 +1006,7 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 		Name:     mName, Namespace: mNamespace, Operation: op, DryRun: ptr.To(false),
 		UserInfo: authenticationv1.UserInfo{Username: user},
 		Object:   runtime.RawExtension{Raw: mustMarshal(newObj)},
+		Options:  runtime.RawExtension{Raw: fmt.Appendf(nil, `{"kind":%q,"apiVersion":"meta.k8s.io/v1","fieldManager":%q}`, optionsKind[op], w.manager)},
 	}}
 	if op == admissionv1.Update {
 		req.OldObject = runtime.RawExtension{Raw: mustMarshal(oldObj)}
@@ -878,8 +1023,12 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 		if ex := exemption(user, w.now); ex != "" && modelPolicies[w.policy] != nil {
 			w.violate("%s (%s) was refused: %s", user, ex, resp.Result.Message)
 		}
+		w.checkWriters(op, rep, resp, user, before.uid)
 		restore(w, &before)
 		return false
+	}
+	if op == admissionv1.Create || w.t != before.t {
+		w.changes = append(w.changes, tchange{t: w.t, by: w.manager, at: w.now, uid: w.uid})
 	}
 	if op == admissionv1.Create && w.kind == v1alpha1.KindStatefulSet {
 		// A created StatefulSet has no current revision: kube takes its update revision
@@ -890,6 +1039,9 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 	w.checkServerCount(&before)
 	return true
 }
+
+// optionsKind is the kind of a request's options.
+var optionsKind = map[admissionv1.Operation]string{admissionv1.Create: "CreateOptions", admissionv1.Update: "UpdateOptions"}
 
 // checkServerCount is A1: kube converges every pod to the spec's template, so an admitted
 // request that leaves --server-count differing from spec.replicas (a new difference: the
@@ -1135,7 +1287,9 @@ func (w *mworld) step(op mop) {
 		tag := w.nextTag
 		w.nextTag++
 		w.broken[tag] = op.N%5 == 0
+		w.manager = mManagers[w.managers.IntN(len(mManagers))]
 		update(func() { w.t.tag = tag })
+		w.manager = mManagers[0]
 	case "editAs":
 		// An edit by a requester the policies exempt, or exempted until a time, or not.
 		tag := w.nextTag
@@ -1149,7 +1303,9 @@ func (w *mworld) step(op mop) {
 		w.windowAt = w.now
 	case "editOld":
 		if tag := 1 + op.N%max(1, w.nextTag-1); w.exists {
+			w.manager = mManagers[w.managers.IntN(len(mManagers))]
 			update(func() { w.t.tag = tag })
+			w.manager = mManagers[0]
 		}
 	case "pause":
 		if w.exists && w.kind == v1alpha1.KindDeployment {
@@ -1437,6 +1593,7 @@ func (w *mworld) operate() {
 
 type rolloutModelResult struct {
 	sequences, steps, violations, deadlocks, entered int
+	refusalsChecked, fightsChecked                   int
 	counts                                           map[string]int
 	gaps                                             map[string]int // known gaps met, by name
 	first                                            *mworld
@@ -1453,6 +1610,8 @@ func exploreRollouts(n int, broken func(Input) (Decision, error)) rolloutModelRe
 		res.sequences++
 		res.steps += len(w.ops)
 		res.entered += w.entered
+		res.refusalsChecked += w.refusalsChecked
+		res.fightsChecked += w.fightsChecked
 		if len(w.violations) > 0 {
 			res.violations += len(w.violations)
 			if res.first == nil {
@@ -1494,6 +1653,10 @@ func TestRolloutModel(t *testing.T) {
 	}
 	fmt.Printf("RELIABILITY rollout-model sequences=%d steps=%d invariantViolations=%d deadlocks=%d knownGaps=%s\n",
 		res.sequences, res.steps, res.violations, res.deadlocks, strings.Join(gaps, ","))
+	fmt.Printf("RELIABILITY rollout-model-writers refusalsChecked=%d fightsChecked=%d\n", res.refusalsChecked, res.fightsChecked)
+	if res.refusalsChecked == 0 || res.fightsChecked == 0 {
+		t.Errorf("WR1 judged %d refusals and WR2 %d fights: the sequences never reach what they check", res.refusalsChecked, res.fightsChecked)
+	}
 	kinds := slices.Sorted(func(yield func(string) bool) {
 		for k := range res.counts {
 			if !yield(k) {
@@ -2186,6 +2349,34 @@ func TestRolloutModelCatchesBrokenDecisions(t *testing.T) {
 				t.Errorf("no %s violation found in 600 sequences", c.invariant)
 			}
 		})
+	}
+}
+
+// TestRolloutModelCatchesWriterMutants: the writers' checks are not Decide's, so the
+// mutation test above does not remove them; each is removed here, and WR1 or WR2 must catch
+// it within the sequences make test runs: replicas that do not read the template's writer
+// from the cache, and a recorder that does not attribute it.
+func TestRolloutModelCatchesWriterMutants(t *testing.T) {
+	for name, c := range map[string]struct {
+		invariant string
+		mutate    func(*mworld)
+	}{
+		"writers/refusal": {"WR1:", func(w *mworld) { w.noWriters = true }},
+		"writers/fight":   {"WR2:", func(w *mworld) { w.noAttribute = true }},
+	} {
+		at := -1
+		for seed := range uint64(*rolloutModelSequences) {
+			w := generatedWith(seed, nil, nil, c.mutate)
+			if slices.ContainsFunc(w.violations, func(v string) bool { return strings.HasPrefix(v, c.invariant) || strings.Contains(v, " "+c.invariant) }) {
+				at = int(seed)
+				t.Logf("mutant %s caught by sequence %d: %s", name, seed, w.violations[0])
+				break
+			}
+		}
+		if at < 0 {
+			t.Errorf("mutant %s passed %d sequences", name, *rolloutModelSequences)
+		}
+		fmt.Printf("RELIABILITY rollout-mutation mutant=%s caughtAt=%d\n", name, at+1)
 	}
 }
 
