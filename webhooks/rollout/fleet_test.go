@@ -465,11 +465,38 @@ func startScene(t *testing.T) (*Handler, *Input, *clocktesting.FakePassiveClock)
 // ledgers' timeout it is still admitted.
 func TestCreateDoesNotWaitForTheStartLock(t *testing.T) {
 	h, in, _ := startScene(t)
-	if err := h.startLock().Acquire(context.Background(), 1); err != nil { // another start being recorded
+	// Another start under the policy is being recorded.
+	if _, err := h.starts.lock(context.Background(), []*v1alpha1.RolloutPolicy{&in.Policies[0]}); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := h.decideAndRecord(context.Background(), in, false); err != nil || d.Action() == decision.Deny {
 		t.Fatalf("a CREATE while the start lock is held: %v %v, want admitted", d.Violations, err)
+	}
+}
+
+// TestStartLocksArePerPolicy: a start waits for the replica's lock of its own policy only.
+// While a burst holds one policy's lock, a start under another is recorded at once; a
+// start under the held one waits, and is answered "retry" when its time runs out. A lock
+// nobody holds or waits for is forgotten.
+func TestStartLocksArePerPolicy(t *testing.T) {
+	h, in, _ := startScene(t)
+	in.Operation, in.Old, in.TemplateChanged = admissionv1.Update, wl(v1alpha1.KindDeployment, 3, template("B", "3"), workload.Rollout{}), true
+	other := fleetPolicy(intstr.FromInt32(1))
+	other.Name, other.UID = "other-tenants", "other-uid"
+	unlock, err := h.starts.lock(context.Background(), []*v1alpha1.RolloutPolicy{&other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := h.decideAndRecord(context.Background(), in, false); err != nil || d.Action() == decision.Deny {
+		t.Fatalf("a start under %s while %s's lock is held: %v %v, want admitted", in.Policies[0].Name, other.Name, d.Violations, err)
+	}
+	in.Policies = []v1alpha1.RolloutPolicy{other}
+	if _, err := h.decideAndRecord(context.Background(), in, false); err == nil || !strings.Contains(err.Error(), "waiting to record the start") {
+		t.Errorf("a start under %s while its lock is held: %v, want retry", other.Name, err)
+	}
+	unlock()
+	if n := h.starts.size(); n != 0 {
+		t.Errorf("%d locks kept with none held", n)
 	}
 }
 

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
-	"golang.org/x/sync/semaphore"
 	admissionv1 "k8s.io/api/admission/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,22 +70,11 @@ type Handler struct {
 	// refusal names; nil names none.
 	Writers *informer.Writers
 
-	// starts lets one request of this replica at a time record a start (startLock).
-	starts     *semaphore.Weighted
-	startsOnce sync.Once
+	// starts are the replica's locks on recording starts, one per policy (startLocks).
+	starts startLocks
 	// written are the fleet ledgers this replica wrote last, by policy UID (readFleet).
 	written   map[types.UID]writtenFleet
 	writtenMu sync.Mutex
-}
-
-// startLock is the replica's lock on recording starts. A burst of template changes under
-// one fleet limit would otherwise race on one Lease, every write but one conflicting and
-// retrying until the requests run out of time (500 at once: 9 admitted, 487 failed on
-// their deadline); under it, the replica's requests write one after another, and only
-// other replicas' writes conflict. Requests that do not start a rollout never take it.
-func (h *Handler) startLock() *semaphore.Weighted {
-	h.startsOnce.Do(func() { h.starts = semaphore.NewWeighted(1) })
-	return h.starts
 }
 
 // writtenFleet is a fleet ledger as this replica wrote it, and when.
@@ -174,10 +163,10 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 	}
 	ctx, cancel := h.Ledgers.Bound(ctx)
 	defer cancel()
-	locked := false
+	var unlock func()
 	defer func() {
-		if locked {
-			h.startLock().Release(1)
+		if unlock != nil {
+			unlock()
 		}
 	}()
 	for range startAttempts {
@@ -193,14 +182,13 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		if d.Action() == decision.Deny || dryRun || !d.Starts || (len(ledgers) == 0 && group == nil) {
 			return d, nil
 		}
-		if !locked && in.Operation != admissionv1.Create {
-			// A start: decide again on ledgers read under the replica's lock, then record. A
-			// CREATE, never refused by a fleet limit, does not wait for it: it records
-			// what it can in its time, as before.
-			if err := h.startLock().Acquire(ctx, 1); err != nil {
+		if unlock == nil && in.Operation != admissionv1.Create {
+			// A start: decide again on ledgers read under the replica's locks of the
+			// policies whose ledgers it writes, then record. A CREATE, never refused by a
+			// fleet limit, does not wait for them: it records what it can in its time.
+			if unlock, err = h.starts.lock(ctx, append(slices.Clone(limited), shared...)); err != nil {
 				return Decision{}, fmt.Errorf("waiting to record the start of %s: %w; retry", in.New, err)
 			}
-			locked = true
 			in.Now = h.Clock.Now()
 			continue
 		}
