@@ -88,7 +88,7 @@ type writtenFleet struct {
 const writtenFresh = 10 * time.Second
 
 // startAttempts bounds the optimistic-concurrency retries on a fleet ledger, the first
-// read before the replica's start lock included.
+// read, before the replica's start locks are taken, included.
 const startAttempts = 6
 
 var _ admission.Handler = &Handler{}
