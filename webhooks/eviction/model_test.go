@@ -846,7 +846,7 @@ func (w *world) takeDown(i int, p *mpod, dryRun bool, who int, deleting bool) in
 	}
 	w.mustRelease(i, p, who, code, dryRun, armed, deleting, wasReady, specs, resp.Result.Message)
 	if !deleting {
-		w.held(i, p, code, dryRun, armed) // maxHold watches evictions
+		w.held(i, p, code, dryRun, armed, resp.AuditAnnotations[RuleMaxHold] != "") // maxHold watches evictions
 	}
 	// What no answer may ever be: holdfast's own fault or a bad request; a refusal (403)
 	// only of a Ready pod by a budget written as no pod at all, for the policy or the
@@ -1209,13 +1209,17 @@ func (w *world) kubeAdmits(p *mpod, dryRun bool) bool {
 }
 
 // held follows, per replica and pod, the deferrals without a break that maxHold warns of.
-func (w *world) held(i int, p *mpod, code int32, dryRun, armed bool) {
+// An eviction released after maxHold does not end the hold: kube's PDB check may still
+// refuse it, and the drain's next retry is released again (holdfast keeps a released pod
+// released until an eviction of it is admitted without a release, or the retries stop).
+func (w *world) held(i int, p *mpod, code int32, dryRun, armed, released bool) {
 	if dryRun {
 		return
 	}
 	k := holdKey{i, p.uid}
 	s := w.holds[k]
 	switch {
+	case code == http.StatusOK && released:
 	case code == http.StatusOK:
 		delete(w.holds, k)
 	case code == http.StatusTooManyRequests:

@@ -273,6 +273,7 @@ type freplica struct {
 }
 
 type fevictor struct {
+	skew   time.Duration // its clock's, against the cluster's
 	reader client.Reader
 	store  *journal.Store
 	synced time.Time
@@ -281,17 +282,21 @@ type fevictor struct {
 }
 
 type fworld struct {
-	seed       uint64
-	cfg        fconfig
-	rng        *rand.Rand
-	now        time.Time
-	ops        []fop
-	ws         []*fwl
-	mode       v1alpha1.Mode
-	policyAt   time.Time
-	ledger     *racingClient // the API server's Leases, the one store both guards' ledgers live in
-	reps       [2]*freplica
-	evictor    *fevictor
+	seed     uint64
+	cfg      fconfig
+	rng      *rand.Rand
+	now      time.Time
+	ops      []fop
+	ws       []*fwl
+	mode     v1alpha1.Mode
+	policyAt time.Time
+	ledger   *racingClient // the API server's Leases, the one store both guards' ledgers live in
+	reps     [2]*freplica
+	// evictors are the eviction guard's two replicas (the second on the rollout
+	// replica's skewed clock); evRng draws the second one's cache syncs, apart from rng so
+	// that every seed's sequence stays as the replays name it.
+	evictors   [2]*fevictor
+	evRng      *rand.Rand
 	podSeq     int
 	nextTag    int
 	lastRecord time.Time
@@ -362,12 +367,19 @@ func newFleet(seed uint64, broken func(Input) (Decision, error)) *fworld {
 		w.reps[i] = rep
 		w.sync(i)
 	}
-	ev := &fevictor{clock: clocktesting.NewFakePassiveClock(w.now)}
-	ev.h = &eviction.Handler{Reader: utiltesting.ReaderFunc(func() client.Reader { return ev.reader }),
-		APIReader: utiltesting.ReaderFunc(func() client.Reader { return w.truthReader() }), Clock: ev.clock, Matcher: policy.NewMatcher(),
-		Ledgers: &budget.Ledgers{Live: w.ledger, Namespace: fLedgerNamespace, Identity: "replica-0"}, Holds: &eviction.Holds{}}
-	w.evictor = ev
-	w.syncEvictor()
+	w.evRng = rand.New(rand.NewPCG(seed, 0xe71c))
+	for j := range w.evictors {
+		ev := &fevictor{}
+		if j == 1 {
+			ev.skew = cfg.skew
+		}
+		ev.clock = clocktesting.NewFakePassiveClock(w.now.Add(ev.skew))
+		ev.h = &eviction.Handler{Reader: utiltesting.ReaderFunc(func() client.Reader { return ev.reader }),
+			APIReader: utiltesting.ReaderFunc(func() client.Reader { return w.truthReader() }), Clock: ev.clock, Matcher: policy.NewMatcher(),
+			Ledgers: &budget.Ledgers{Live: w.ledger, Namespace: fLedgerNamespace, Identity: fmt.Sprintf("replica-%d", j)}, Holds: &eviction.Holds{}}
+		w.evictors[j] = ev
+		w.syncEvictor(j)
+	}
 	return w
 }
 
@@ -835,8 +847,8 @@ func (w *fworld) sync(i int) {
 	rep.handler.Journals = rep.store
 }
 
-func (w *fworld) syncEvictor() {
-	ev := w.evictor
+func (w *fworld) syncEvictor(j int) {
+	ev := w.evictors[j]
 	ev.reader, ev.synced, ev.store = w.truthReader(), w.now, w.store
 	ev.h.Journals = ev.store
 }
@@ -855,8 +867,11 @@ func (w *fworld) advance(d time.Duration) {
 				w.sync(i)
 			}
 		}
-		if w.now.Sub(w.evictor.synced) >= mMaxLag || w.rng.IntN(4) == 0 {
-			w.syncEvictor()
+		if w.now.Sub(w.evictors[0].synced) >= mMaxLag || w.rng.IntN(4) == 0 {
+			w.syncEvictor(0)
+		}
+		if w.now.Sub(w.evictors[1].synced) >= mMaxLag || w.evRng.IntN(4) == 0 {
+			w.syncEvictor(1)
 		}
 	}
 }
@@ -1012,14 +1027,14 @@ func (w *fworld) evictedDown(x *fwl) int {
 	return n
 }
 
-// evict sends the eviction of pod p of x through the eviction guard (the real Handler and
-// Decide); an admitted one makes the pod terminate.
-func (w *fworld) evict(x *fwl, p *mpod) bool {
+// evict sends the eviction of pod p of x through replica j of the eviction guard (the real
+// Handler and Decide); an admitted one makes the pod terminate.
+func (w *fworld) evict(x *fwl, p *mpod, j int) bool {
 	if p.Terminating {
 		return false
 	}
-	ev := w.evictor
-	ev.clock.SetTime(w.now)
+	ev := w.evictors[j]
+	ev.clock.SetTime(w.now.Add(ev.skew))
 	body := mustMarshal(&policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: x.ns, Name: x.names[p]}})
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "e",
@@ -1073,7 +1088,7 @@ func (w *fworld) step(op fop) {
 		}
 	case "evict", "evictEdit":
 		if len(x.pods) > 0 {
-			w.evict(x, x.pods[op.N%len(x.pods)])
+			w.evict(x, x.pods[op.N%len(x.pods)], i)
 		}
 		if op.Kind == "evictEdit" {
 			// A drain and a release at once: the rollout right after the eviction.
@@ -1095,7 +1110,7 @@ func (w *fworld) step(op fop) {
 		// An eviction of a pod of x decided while the start of x's rollout is.
 		if len(x.pods) > 0 {
 			p := x.pods[op.N%len(x.pods)]
-			w.ledger.onRead = func() { w.evict(x, p) }
+			w.ledger.onRead = func() { w.evict(x, p, i) }
 		}
 		edit(mOperator)
 		w.ledger.onRead = nil
@@ -1107,14 +1122,14 @@ func (w *fworld) step(op fop) {
 			w.send(i, x, func() { x.t = tmpl{tag: tag} }, mOperator)
 		}
 		if len(x.pods) > 0 {
-			w.evict(x, x.pods[op.N%len(x.pods)])
+			w.evict(x, x.pods[op.N%len(x.pods)], i)
 		}
 		w.ledger.onRead = nil
 	case "tick":
 		w.advance(time.Duration(1+op.N%20) * time.Second)
 	case "sync":
 		if op.N%3 == 2 {
-			w.syncEvictor()
+			w.syncEvictor(i)
 		} else {
 			w.sync(i)
 		}
