@@ -64,9 +64,9 @@ func (l *Ledger[R]) Annotation(key string) string {
 }
 
 // Write replaces the records, as by (a replica) at at; owners are set when it creates the
-// Lease. Once written, l holds what was written. A conflict means another replica wrote first, AlreadyExists that one created it
-// first, and NotFound that it was deleted since it was read: the caller decides again on a
-// fresh read.
+// Lease. Once written, l holds what was written. A conflict means another replica wrote
+// first, AlreadyExists that one created it first, and NotFound that it was deleted since it
+// was read: the caller decides again on a fresh read.
 func (l *Ledger[R]) Write(ctx context.Context, c client.Client, records []R, by string, at time.Time, owners ...metav1.OwnerReference) error {
 	return l.WriteWith(ctx, c, records, nil, by, at, owners...)
 }

@@ -136,10 +136,11 @@ func (b *bench) compare(ctx context.Context, o options) error {
 	lat := map[string][]time.Duration{}
 	rounds := make([]map[string][]time.Duration, max(o.rounds, 1))
 	perRound := max(o.updates/len(rounds), 1)
+	updates := perRound * len(rounds) // per mode
 	warmup := min(100, o.updates/10)
 	var served [2]histogram
 	var failOpen [2]float64
-	for i := range warmup + perRound*len(rounds) {
+	for i := range warmup + updates {
 		if i == warmup {
 			served[0] = b.webhookLatency()
 			if failOpen[0], err = b.apiserverFailOpen(ctx); err != nil {
@@ -174,29 +175,29 @@ func (b *bench) compare(ctx context.Context, o options) error {
 		report("apiserver-"+m+"-p99", p99[m], "ms")
 	}
 	// The ratios of each round, reported as their median and range over the rounds.
-	ratios := map[string][]float64{}
-	for _, r := range rounds {
-		q := func(m string, p float64) float64 { return percentile(sorted(r[m]), p) }
-		ratios["holdfast-vs-vap-p99"] = append(ratios["holdfast-vs-vap-p99"], q("holdfast", 0.99)/q("vap", 0.99))
-		ratios["holdfast-vs-noop-p50"] = append(ratios["holdfast-vs-noop-p50"], q("holdfast", 0.50)/q("noop", 0.50))
-		ratios["holdfast-vs-noop-p99"] = append(ratios["holdfast-vs-noop-p99"], q("holdfast", 0.99)/q("noop", 0.99))
-		ratios["unguarded-vs-none-p50"] = append(ratios["unguarded-vs-none-p50"], q("unguarded", 0.50)/q("none", 0.50))
-	}
-	for _, name := range []string{"holdfast-vs-vap-p99", "holdfast-vs-noop-p50", "holdfast-vs-noop-p99", "unguarded-vs-none-p50"} {
-		rs := slices.Sorted(slices.Values(ratios[name]))
-		report("apiserver-"+name+"-ratio", rs[len(rs)/2], "ratio")
-		report("apiserver-"+name+"-ratio-min", rs[0], "ratio")
-		report("apiserver-"+name+"-ratio-max", rs[len(rs)-1], "ratio")
+	for _, ratio := range []struct {
+		mode, against string
+		p             float64
+	}{{"holdfast", "vap", 0.99}, {"holdfast", "noop", 0.50}, {"holdfast", "noop", 0.99}, {"unguarded", "none", 0.50}} {
+		var rs []float64
+		for _, r := range rounds {
+			rs = append(rs, percentile(sorted(r[ratio.mode]), ratio.p)/percentile(sorted(r[ratio.against]), ratio.p))
+		}
+		slices.Sort(rs)
+		name := fmt.Sprintf("apiserver-%s-vs-%s-p%.0f-ratio", ratio.mode, ratio.against, ratio.p*100)
+		report(name, rs[len(rs)/2], "ratio")
+		report(name+"-min", rs[0], "ratio")
+		report(name+"-max", rs[len(rs)-1], "ratio")
 	}
 	report("apiserver-rounds", float64(len(rounds)), "rounds")
-	report("apiserver-updates-per-mode", float64(perRound*len(rounds)), "updates")
+	report("apiserver-updates-per-mode", float64(updates), "updates")
 	// Of mode holdfast's latency, the part spent inside holdfast's webhook server.
 	if n := served[1].count - served[0].count; n > 0 {
 		report("apiserver-holdfast-served-mean", (served[1].sum-served[0].sum)/n*1000, "ms")
 	}
 	// holdfast was sent one request per update of mode holdfast; any more came from mode
 	// unguarded, which no policy selects.
-	unguardedCalls := served[1].count - served[0].count - float64(o.updates)
+	unguardedCalls := served[1].count - served[0].count - float64(updates)
 	report("apiserver-unguarded-calls", unguardedCalls, "requests")
 	if unguardedCalls != 0 {
 		return fmt.Errorf("the API server called holdfast %v times for updates no policy selects", unguardedCalls)

@@ -27,8 +27,8 @@ import (
 const fleetLabel = "bench.holdfast.dev/fleet"
 
 // fleet is the fleet ledger under a burst: o.fleet Deployments that have served, selected by
-// one RolloutPolicy with maxInFlight 10%, all change their template at once (o.workers*10
-// clients). It reports what was admitted and refused per second, the answer's latency
+// one RolloutPolicy with maxInFlight 10%, all change their template at once (one client
+// each). It reports what was admitted and refused per second, the answer's latency
 // through the API server, the Lease conflicts the API server answered (its own
 // apiserver_request_total), and counts the starts from kube's objects: the Deployments
 // whose generation moved. More than the limit fails the run.
@@ -178,15 +178,20 @@ func (b *bench) fleet(ctx context.Context, o options) error {
 	report("fleet-workloads", float64(o.fleet), "workloads")
 	report("fleet-limit", float64(limit), "starts")
 	report("fleet-starts-in-kube", float64(starts), "starts")
-	for _, k := range []string{"admitted", "refused", "contended", "timedOut", "unanswered", "error"} {
+	outcomes := []string{"admitted", "refused", "contended", "timedOut", "unanswered", "error"}
+	for _, k := range outcomes {
 		report("fleet-"+k, float64(counts[k]), "requests")
 	}
 	report("fleet-burst", burst.Seconds(), "s")
 	peak := 0
 	for sec, c := range perSecond {
-		fmt.Fprintf(os.Stderr, "bench: fleet second %d: admitted %d, refused %d, contended %d, timed out %d, unanswered %d, error %d\n",
-			sec, c["admitted"], c["refused"], c["contended"], c["timedOut"], c["unanswered"], c["error"])
-		peak = max(peak, c["admitted"]+c["refused"]+c["contended"]+c["timedOut"]+c["unanswered"]+c["error"])
+		line, all := fmt.Sprintf("bench: fleet second %d:", sec), 0
+		for _, k := range outcomes {
+			line += fmt.Sprintf(" %s %d", k, c[k])
+			all += c[k]
+		}
+		fmt.Fprintln(os.Stderr, line)
+		peak = max(peak, all)
 	}
 	report("fleet-answers-peak-per-second", float64(peak), "requests")
 	report("fleet-answer-p50", percentile(s, 0.50), "ms")

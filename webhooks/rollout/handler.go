@@ -342,27 +342,31 @@ func (h *Handler) readFleet(ctx context.Context, p *v1alpha1.RolloutPolicy, now 
 func (h *Handler) recordStart(ctx context.Context, limited []*v1alpha1.RolloutPolicy, ledgers map[string]budget.Fleet, s budget.Start) error {
 	for _, p := range limited {
 		f := ledgers[p.Name]
-		err := f.RecordStart(ctx, h.Ledgers, s)
-		h.writtenMu.Lock()
-		if err != nil {
+		if err := f.RecordStart(ctx, h.Ledgers, s); err != nil {
+			h.writtenMu.Lock()
 			clear(h.written)
-		} else {
-			if h.written == nil {
-				h.written = map[types.UID]writtenFleet{}
-			}
-			for uid, w := range h.written {
-				if s.At.Sub(w.at) >= writtenFresh {
-					delete(h.written, uid) // deleted policies' too
-				}
-			}
-			h.written[p.UID] = writtenFleet{f.Copy(), s.At}
-		}
-		h.writtenMu.Unlock()
-		if err != nil {
+			h.writtenMu.Unlock()
 			return err
 		}
+		h.keepWritten(p.UID, f, s.At)
 	}
 	return nil
+}
+
+// keepWritten keeps the fleet ledger f of the policy with uid as this replica wrote it at
+// at, and forgets those written writtenFresh before (deleted policies' too).
+func (h *Handler) keepWritten(uid types.UID, f budget.Fleet, at time.Time) {
+	h.writtenMu.Lock()
+	defer h.writtenMu.Unlock()
+	if h.written == nil {
+		h.written = map[types.UID]writtenFleet{}
+	}
+	for old, w := range h.written {
+		if at.Sub(w.at) >= writtenFresh {
+			delete(h.written, old)
+		}
+	}
+	h.written[uid] = writtenFleet{f.Copy(), at}
 }
 
 // readRevisions reads the workload's revision journal and its history from the cache.
