@@ -30,6 +30,13 @@ type Start struct {
 	Template string    `json:"template"` // the fingerprint that starts rolling out
 	At       time.Time `json:"at"`
 	By       string    `json:"by,omitempty"`
+	// Generation is the metadata.generation of the spec admitted (the API server sets it
+	// before admission); 0 in a start a release before it wrote.
+	Generation int64 `json:"generation,omitempty"`
+	// Lowered is a StatefulSet's partition lowered below ordinals on another revision: it
+	// restarts a rollout its journal recorded as finished (false in a start a release
+	// before it wrote).
+	Lowered bool `json:"lowered,omitempty"`
 }
 
 // Fleet is one read of a policy's fleet ledger.

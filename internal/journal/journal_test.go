@@ -313,3 +313,42 @@ func TestHeldStagedTemplateProgresses(t *testing.T) {
 		t.Fatalf("fewer pods later are no progress: %+v", cur)
 	}
 }
+
+// TestLoweredPartitionReopensTheRollout: a StatefulSet's rollout finished under its
+// partition (the canary) is Finished, and Finished is sticky through pod churn. Lowering the
+// partition restarts it: the generation the leader sees rolls ordinals again, so Observe
+// clears Finished (the fleet limit counts the workload, settle waits) and sets it once the
+// status shows every ordinal updated. A pod deleted and replaced (no new generation) does
+// not reopen it.
+func TestLoweredPartitionReopensTheRollout(t *testing.T) {
+	sts := func(gen int64, partition, updated, ready int32) *workload.Workload {
+		s := &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "etcd", UID: "uid-1", Generation: gen},
+			Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(3)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "etcd:2"}}}},
+				UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+					RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(partition)}}},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: gen, Replicas: 3, UpdatedReplicas: updated, ReadyReplicas: ready},
+		}
+		w, err := workload.From(s)
+		if err != nil {
+			panic(err)
+		}
+		return w
+	}
+	j := Observe(nil, sts(2, 2, 1, 3), history.History{}, nil, t0)
+	if j.Current().Finished == nil {
+		t.Fatalf("the canary under partition 2 (1 of 1 updated, all ready) is not finished: %+v", j.Current())
+	}
+	churn := Observe(j, sts(2, 2, 1, 2), history.History{}, nil, t0.Add(time.Minute))
+	if churn.Current().Finished == nil {
+		t.Errorf("a pod not Ready (no new generation) reopened the finished rollout")
+	}
+	lowered := Observe(j, sts(3, 0, 1, 3), history.History{}, nil, t0.Add(2*time.Minute))
+	if lowered.Current().Finished != nil || !lowered.Current().Progressed.Equal(t0.Add(2*time.Minute)) {
+		t.Errorf("the partition lowered to 0 with 1 of 3 ordinals updated left the rollout finished: %+v", lowered.Current())
+	}
+	done := Observe(lowered, sts(3, 0, 3, 3), history.History{}, nil, t0.Add(3*time.Minute))
+	if f := done.Current().Finished; f == nil || !f.Equal(t0.Add(3*time.Minute)) {
+		t.Errorf("every ordinal updated and ready: Finished = %v, want %s", f, t0.Add(3*time.Minute))
+	}
+}

@@ -60,8 +60,9 @@ func (w *Workload[T]) sizes() []int {
 	return out
 }
 
-// deriveSets makes a set per template with pods, sized by its pods not terminating, in the
-// order the pods were created, annotated as if the Deployment had always had its replicas.
+// deriveSets makes a set per template with pods, sized by its pods not terminating (the only
+// one by the Deployment's replicas), in the order the pods were created, annotated as if
+// the Deployment had always had its replicas.
 func (w *Workload[T]) deriveSets() {
 	for _, p := range w.Pods {
 		rs := w.set(p.Template)
@@ -72,6 +73,12 @@ func (w *Workload[T]) deriveSets() {
 		if !p.Terminating {
 			rs.Replicas++
 		}
+	}
+	if len(w.Sets) == 1 {
+		// One template: its set has the Deployment's replicas, whatever pods are being
+		// replaced (an evicted pod leaves spec.replicas as it was, and the ReplicaSet
+		// controller creates its replacement).
+		w.Sets[0].Replicas = w.Replicas
 	}
 }
 

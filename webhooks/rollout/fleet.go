@@ -158,8 +158,18 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		}
 		j := journals.Get(ref.Kind, ref.Namespace, ref.Name)
 		cur := j.Current()
-		if cur != nil && cur.Template == s.Template && !j.Held {
+		// A StatefulSet's rollout that finished under the partition the start lowered: the
+		// journal shows it again once the leader has seen the lowered spec (Observe clears
+		// Finished while it rolls), and until then the start counts.
+		resumed := s.Lowered && j != nil && j.Generation < s.Generation && cur != nil && cur.Finished != nil
+		if cur != nil && cur.Template == s.Template && !j.Held && !resumed {
 			continue // the journal shows it: counted above, finished, released or never served
+		}
+		if s.Generation > 0 && j != nil && j.Generation > s.Generation && (cur == nil || cur.Template != s.Template) {
+			// The journal saw a later spec replace the started template (a return before
+			// it got pods, say): kube makes no more of its pods, and what the workload
+			// rolls out now is the journal's to count (above).
+			continue
 		}
 		// A held workload's journal shows no slot (Rolling), yet kube creates the pods a
 		// staged start began (a held StatefulSet grown over its staged template) all the

@@ -178,6 +178,50 @@ func TestInFlight(t *testing.T) {
 	}
 }
 
+// TestStartsTheJournalSawReplacedOrResumed (fleet explorer, 50,000 sequences): a start the
+// handler recorded counts until the journal shows it. Two starts it never will show as
+// they were:
+//   - a start of template b replaced by a later spec before it got pods (a return to a):
+//     the journal's current is a, the start counted until it lapsed, 2 minutes, and held
+//     the fleet (seed 3277). Once the journal has seen a later generation, the start
+//     counts no more;
+//   - a StatefulSet's partition lowered under a rollout the journal recorded finished
+//     under it: the journal's current is the start's template, finished, and the start
+//     was read as "shown", so the restarted rollout held no slot (seed 22213). It counts
+//     until the journal has seen the lowered generation (Observe then clears Finished
+//     while it rolls).
+func TestStartsTheJournalSawReplacedOrResumed(t *testing.T) {
+	a, _ := workload.FromSpec(template("a", "3"), "").Sum()
+	b, _ := workload.FromSpec(template("b", "3"), "").Sum()
+	self := "Deployment self/kube-apiserver"
+	sts := workload.Ref{Kind: v1alpha1.KindStatefulSet, Namespace: "t1", Name: "etcd"}
+	selected := []workload.Ref{sts, {Kind: v1alpha1.KindDeployment, Namespace: "self", Name: "kube-apiserver"}}
+	p := fleetPolicy(intstr.FromInt32(1))
+	finished := now.Add(-time.Minute)
+	journalAt := func(gen int64, cur string) *journal.Store {
+		return storeOf(t, &journal.Journal{Kind: sts.Kind, Namespace: sts.Namespace, Name: sts.Name, Generation: gen,
+			Revisions: []journal.Revision{{Template: cur, Since: now.Add(-time.Hour), Finished: &finished, Progressed: finished, Available: 3}}})
+	}
+	replaced := []budget.Start{{Workload: sts.String(), Template: b, At: now.Add(-20 * time.Second), Generation: 4}}
+	if got, _ := InFlight(&p, selected, journalAt(4, a), replaced, self, now); !slices.Equal(got, []string{sts.String()}) {
+		t.Errorf("the journal has not seen the start's generation: in flight = %v, want the start", got)
+	}
+	if got, _ := InFlight(&p, selected, journalAt(5, a), replaced, self, now); len(got) != 0 {
+		t.Errorf("the journal saw generation 5 replace the started template: in flight = %v, want none", got)
+	}
+	legacy := []budget.Start{{Workload: sts.String(), Template: b, At: now.Add(-20 * time.Second)}}
+	if got, _ := InFlight(&p, selected, journalAt(5, a), legacy, self, now); len(got) != 1 {
+		t.Errorf("a start without a generation (the previous release's) counts until it lapses: in flight = %v", got)
+	}
+	lowered := []budget.Start{{Workload: sts.String(), Template: a, At: now.Add(-2 * time.Second), Generation: 7, Lowered: true}}
+	if got, _ := InFlight(&p, selected, journalAt(6, a), lowered, self, now); !slices.Equal(got, []string{sts.String()}) {
+		t.Errorf("a lowered partition the journal has not seen: in flight = %v, want the start", got)
+	}
+	if got, _ := InFlight(&p, selected, journalAt(7, a), lowered, self, now); len(got) != 0 {
+		t.Errorf("the journal saw the lowered partition and the rollout finished: in flight = %v, want none", got)
+	}
+}
+
 // TestStagedStartHoldsItsSlot: a held StatefulSet grown over its staged template (a
 // staged start) makes kube create pods of that template at once; once the leader records
 // them, its journal shows the template current but held, which holds no slot (Rolling). The

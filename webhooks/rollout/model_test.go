@@ -51,6 +51,7 @@ import (
 var (
 	rolloutModelSequences = flag.Int("rollout-model.sequences", 5000, "sequences the rollout model explores (make fuzz runs more)")
 	rolloutModelTrace     = flag.Bool("rollout-model.trace", false, "print every request the rollout model sends and holdfast's answer")
+	rolloutReplaySeed     = flag.Int("rollout-model.seed", -1, "run only this generated sequence in TestRolloutModelReplays (with -rollout-model.trace)")
 )
 
 const (
@@ -855,9 +856,11 @@ func (w *mworld) record() {
 		}
 	}
 	// The change is seen when its template becomes the journal's current revision at this
-	// record: that is when the recorder reads who wrote it.
+	// record: that is when the recorder reads who wrote it. A scale (a template of the same
+	// shape under argsMatchReplicas) keeps the revision and its times: no revision of its
+	// own became current, and the fight is between the writers of revisions.
 	if n, cur := len(w.changes), w.journal.Current(); n > 0 && cur != nil && w.changes[n-1].uid == w.uid && cur.Template == w.sum(w.changes[n-1].t) {
-		if was := prev.Current(); was == nil || was.Template != cur.Template || !was.Since.Equal(cur.Since) {
+		if was := prev.Current(); was == nil || !was.Since.Equal(cur.Since) || (was.Template != cur.Template && (cur.Shape == "" || was.Shape != cur.Shape)) {
 			w.changes[n-1].recorded = true
 		}
 	}
@@ -1185,9 +1188,17 @@ func (w *mworld) started(rules *v1alpha1.RolloutRules) {
 		left, was = w.tr.leftT[w.t] // no flags: a return is to the whole template
 	}
 	isReturn := rules != nil && rules.RevertWindow != nil && was && w.now.Sub(left) < mRevert
-	staged := hasPods && tag != w.tr.prev && !cancel
+	// Pods of it made since it stopped being current came from it staged too (an OnDelete
+	// workload filled a node or replaced a pod with the template it returned to).
+	stagedSince := false
+	if l, ok := w.tr.left[tag]; ok {
+		for _, p := range w.pods {
+			stagedSince = stagedSince || (p.Template.tag == tag && !p.Created.Before(l))
+		}
+	}
+	staged := hasPods && (tag != w.tr.prev || stagedSince) && !cancel
 	if staged {
-		// Pods of it exist though it was never current: an OnDelete workload or a partitioned
+		// Pods of it exist though it was not current: an OnDelete workload or a partitioned
 		// StatefulSet made them from a staged template (the known gap stagedTemplatePods);
 		// its rollout began then, with no request to judge.
 		w.gaps["stagedTemplatePods"]++
@@ -1273,6 +1284,10 @@ func (w *mworld) effectiveMaxUnavailable() int {
 
 func (w *mworld) step(op mop) {
 	w.ops = append(w.ops, op)
+	if *rolloutModelTrace {
+		w.trace = append(w.trace, fmt.Sprintf("%s op %s", w.now.Format("15:04:05"), op))
+		defer func() { w.trace = append(w.trace, fmt.Sprintf("%s   %s", w.now.Format("15:04:05"), w.describe())) }()
+	}
 	i := op.Replica % 2
 	rules := w.rules()
 	beforeMU := w.effectiveMaxUnavailable()
@@ -1531,6 +1546,13 @@ func (w *mworld) operate() {
 	if _, wait := windowHolds(w.window, w.now); wait > 0 {
 		bound += wait // a window holds new rollouts for at most this long
 	}
+	// Outside the selection, the operator brings it in with the new template: refused while
+	// its pods run two templates, it relabels it by itself once the rollout finished, and
+	// past the relabel-in walk's longest wait as an exempt requester, as the refusal says.
+	relabelBy := w.now.Add(mRevert + time.Minute + 2*mMaxLag)
+	if !w.guarded {
+		bound += relabelBy.Sub(w.now)
+	}
 	deadline := w.now.Add(bound)
 	for i := 0; ; i++ {
 		if !w.exists {
@@ -1553,6 +1575,13 @@ func (w *mworld) operate() {
 		}, "operator") {
 			w.started(w.rules())
 			return
+		}
+		if w.exists && !w.guarded {
+			user := mOperator
+			if w.now.After(relabelBy) {
+				user = mBreakGlass
+			}
+			w.send(i%2, admissionv1.Update, func() { w.guarded = true }, user)
 		}
 		if w.kind == v1alpha1.KindStatefulSet && w.partition > 0 && !w.held() {
 			// Refused under a partition (its canary keeps a template below it): lower the
@@ -1597,6 +1626,7 @@ type rolloutModelResult struct {
 	counts                                           map[string]int
 	gaps                                             map[string]int // known gaps met, by name
 	first                                            *mworld
+	failed                                           []uint64 // the seeds that broke an invariant or deadlocked
 }
 
 func exploreRollouts(n int, broken func(Input) (Decision, error)) rolloutModelResult {
@@ -1620,6 +1650,9 @@ func exploreRollouts(n int, broken func(Input) (Decision, error)) rolloutModelRe
 		}
 		if w.deadlock {
 			res.deadlocks++
+		}
+		if len(w.violations) > 0 || w.deadlock {
+			res.failed = append(res.failed, seed)
 		}
 	}
 	return res
@@ -1680,14 +1713,22 @@ func TestRolloutModel(t *testing.T) {
 		t.Errorf("generated %d kinds of operation, want every one of %v", len(res.counts), mopKinds)
 	}
 	if res.first != nil {
-		t.Errorf("%d invariant violations, %d deadlocks; the first sequence's:\n%s\nreplay it (TestRolloutModelReplays):\n%s",
-			res.violations, res.deadlocks, strings.Join(res.first.violations, "\n"), res.first.replayCase())
+		t.Errorf("%d invariant violations, %d deadlocks in seeds %v (each runs alone with -rollout-model.seed); the first sequence's:\n%s\nreplay it (TestRolloutModelReplays):\n%s",
+			res.violations, res.deadlocks, res.failed, strings.Join(res.first.violations, "\n"), res.first.replayCase())
 	}
 }
 
 // TestRolloutModelReplays replays sequences as TestRolloutModel prints them: each once
 // broke an invariant (or is a review scenario) and must hold now.
 func TestRolloutModelReplays(t *testing.T) {
+	if *rolloutReplaySeed >= 0 {
+		logf.SetLogger(logr.Discard())
+		w := generated(uint64(*rolloutReplaySeed), nil, nil)
+		if len(w.violations) > 0 || w.deadlock {
+			t.Errorf("seed %d (deadlock %t): %s\n%s\n%s", w.seed, w.deadlock, strings.Join(w.violations, "\n"), w.replayCase(), strings.Join(w.trace, "\n"))
+		}
+		return
+	}
 	for i, c := range rolloutReplays {
 		w := replayRollouts(c.seed, c.ops, nil)
 		if len(w.violations) > 0 {
@@ -1700,6 +1741,88 @@ var rolloutReplays = []struct {
 	seed uint64
 	ops  []mop
 }{
+	// Found by the 50,000-sequence run: the staged edit of a DaemonSet re-created moments
+	// before (then switched to OnDelete) read a cache that showed none of the pods it
+	// adopted, and was admitted as starting an OnDelete rollout; the status counted pods
+	// of another template (TestOnDeleteEditReadsTheStatusOverAnEmptyCache).
+	{seed: 10503, ops: []mop{
+		{Kind: "relabelIn", N: 674, Replica: 0},
+		{Kind: "journalLost", N: 173, Replica: 0},
+		{Kind: "recreate", N: 781, Replica: 0},
+		{Kind: "nodeLeave", N: 711, Replica: 1},
+		{Kind: "tick", N: 261, Replica: 0},
+		{Kind: "onDelete", N: 577, Replica: 0},
+		{Kind: "edit", N: 632, Replica: 0},
+		{Kind: "resume", N: 784, Replica: 1},
+		{Kind: "notReady", N: 103, Replica: 1},
+		{Kind: "notReady", N: 684, Replica: 1},
+		{Kind: "editAs", N: 595, Replica: 0},
+		{Kind: "editOld", N: 140, Replica: 0},
+		{Kind: "deletePod", N: 486, Replica: 0},
+	}},
+	// A return staged on an OnDelete DaemonSet got pods from a joining node and replaced
+	// pods (the known gap stagedTemplatePods); the switch back to RollingUpdate that
+	// finished it was read as a return within revertWindow.
+	{seed: 14009, ops: []mop{
+		{Kind: "relabelIn", N: 495, Replica: 1},
+		{Kind: "relabel", N: 43, Replica: 0},
+		{Kind: "onDelete", N: 897, Replica: 1},
+		{Kind: "deletePod", N: 391, Replica: 1},
+		{Kind: "deletePod", N: 199, Replica: 0},
+		{Kind: "journalLost", N: 824, Replica: 0},
+		{Kind: "relabel", N: 268, Replica: 0},
+		{Kind: "editOld", N: 884, Replica: 0},
+		{Kind: "strategy", N: 755, Replica: 1},
+		{Kind: "nodeJoin", N: 442, Replica: 1},
+		{Kind: "tick", N: 253, Replica: 0},
+		{Kind: "edit", N: 322, Replica: 0},
+		{Kind: "notReady", N: 722, Replica: 0},
+	}},
+	// Outside the selection with a rollout stuck on a NotReady node: the operator's way in
+	// is the exempt relabel the refusal names (I6 read it as a deadlock). So is 46638's.
+	{seed: 28634, ops: []mop{
+		{Kind: "policy", N: 742, Replica: 0},
+		{Kind: "sync", N: 574, Replica: 0},
+		{Kind: "relabel", N: 938, Replica: 0},
+		{Kind: "edit", N: 610, Replica: 1},
+		{Kind: "nodeLeave", N: 54, Replica: 1},
+		{Kind: "restart", N: 705, Replica: 1},
+		{Kind: "policy", N: 259, Replica: 0},
+		{Kind: "recreate", N: 179, Replica: 0},
+		{Kind: "nodeJoin", N: 776, Replica: 1},
+		{Kind: "notReady", N: 191, Replica: 0},
+		{Kind: "sync", N: 217, Replica: 0},
+	}},
+	// A scale under argsMatchReplicas by one field manager, then an edit by another: a
+	// scale keeps its revision (I4), so WR2 does not read it as a fight.
+	{seed: 30215, ops: []mop{
+		{Kind: "relabelIn", N: 645, Replica: 1},
+		{Kind: "scale", N: 917, Replica: 1},
+		{Kind: "deletePod", N: 443, Replica: 1},
+		{Kind: "tick", N: 402, Replica: 1},
+		{Kind: "window", N: 252, Replica: 1},
+		{Kind: "tick", N: 465, Replica: 1},
+		{Kind: "edit", N: 958, Replica: 1},
+		{Kind: "scale", N: 966, Replica: 0},
+		{Kind: "tick", N: 785, Replica: 0},
+		{Kind: "tick", N: 72, Replica: 0},
+		{Kind: "restart", N: 428, Replica: 1},
+		{Kind: "edit", N: 105, Replica: 1},
+	}},
+	{seed: 46638, ops: []mop{
+		{Kind: "edit", N: 495, Replica: 0},
+		{Kind: "editOld", N: 941, Replica: 1},
+		{Kind: "scaleNoFlag", N: 688, Replica: 0},
+		{Kind: "policy", N: 978, Replica: 1},
+		{Kind: "recreate", N: 901, Replica: 0},
+		{Kind: "scaleNoFlag", N: 109, Replica: 1},
+		{Kind: "deletePod", N: 986, Replica: 0},
+		{Kind: "policy", N: 464, Replica: 0},
+		{Kind: "relabel", N: 56, Replica: 1},
+		{Kind: "resume", N: 285, Replica: 1},
+		{Kind: "sync", N: 401, Replica: 0},
+		{Kind: "journalLost", N: 380, Replica: 0},
+	}},
 	// Found by the relabel-in walk (I3): after a re-create, a scale changes the flags that
 	// follow replicas, and the walk returns to the template it replaced with the new
 	// count. The entry's revert check compared fingerprints only; it now compares shapes too.

@@ -160,6 +160,16 @@ func TestLoweringAPartitionIsAStart(t *testing.T) {
 	if lowersPartition(same) {
 		t.Errorf("an update that keeps the partition counts as lowering it")
 	}
+	// A scale up raises the target too, with the partition where it was (fleet explorer,
+	// seed 975 of 2,000): its new ordinal replaces no pod, and it held a fleet slot as a
+	// restarted rollout.
+	full := workload.Rollout{Progress: workload.Progress{Kind: sts, Updated: 2, Target: 2, Available: 2, Want: 2}}
+	scaled := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: sts, Updated: 2, Target: 3, Available: 2, Want: 3}}
+	up := in
+	up.Old, up.New = wl(sts, 2, B, full), wl(sts, 3, B, scaled)
+	if lowersPartition(up) {
+		t.Errorf("a scale up from 2 to 3 replicas without a partition counts as lowering it")
+	}
 }
 
 // TestUnobservedGenerationIsNoStall: with no journal, a timeline read from the history dates

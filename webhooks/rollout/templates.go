@@ -182,6 +182,13 @@ func checkStagedEdit(in Input, rules *v1alpha1.RolloutRules) []finding {
 			}
 		}
 	}
+	if others == 0 && progress.Total > progress.Updated {
+		// The stored status counts pods beside those of its template that the cache does
+		// not show yet (a re-created workload it has not seen adopt them, say).
+		return []finding{{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
+			"%s (updateStrategy OnDelete): its status counts %d of %d pods on its current template and the others on "+
+				"another, which holdfast has not seen yet; retry in a few seconds", in.New, progress.Updated, progress.Total)}}
+	}
 	if others == 0 {
 		return nil // it starts an OnDelete rollout: two templates at most
 	}

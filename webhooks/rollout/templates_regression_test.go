@@ -139,6 +139,37 @@ func TestOnDeleteEditReadsTheStatusOverALaggingCache(t *testing.T) {
 	}
 }
 
+// TestOnDeleteEditReadsTheStatusOverAnEmptyCache (rollout explorer, seed 10503 of 50,000):
+// a DaemonSet re-created over pods of A with template B rolls one pod to B and is switched
+// to OnDelete. Its edit to C comes within the cache's lag of the re-create, so the cache
+// shows none of the pods it adopted: no other template has pods there, and the edit read as
+// starting an OnDelete rollout was admitted. The stored status counts 1 of 3 pods on B and
+// 2 on another: the next replaced pod made A, B and C live at once. Now it is "retry".
+func TestOnDeleteEditReadsTheStatusOverAnEmptyCache(t *testing.T) {
+	B, C := template("B", "3"), template("C", "3")
+	settle := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.RolloutPolicySpec{Rules: settle}}}
+	for _, kind := range []v1alpha1.WorkloadKind{v1alpha1.KindDaemonSet, v1alpha1.KindStatefulSet} {
+		t.Run(string(kind), func(t *testing.T) {
+			status := workload.Rollout{OnDelete: true, Held: true, InProgress: true, Mixed: true,
+				Progress: workload.Progress{Kind: kind, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+			in := Input{Operation: admissionv1.Update, Old: wl(kind, 3, B, status), New: wl(kind, 3, C, status), Now: now,
+				Policies: policies, TemplateChanged: true}
+			d := decide(t, in)
+			if d.Action() != decision.Deny || !strings.Contains(d.Denial(), "retry in a few seconds") {
+				t.Errorf("the status counts 1 of 3 pods on B and 2 on another, the cache none: the edit to C must wait for "+
+					"the cache, got %v: %s", d.Action(), d.Denial())
+			}
+			// Once every pod runs B (the status says so), the edit starts an OnDelete rollout.
+			status.Progress.Updated, status.Mixed = 3, false
+			in.Old, in.New = wl(kind, 3, B, status), wl(kind, 3, C, status)
+			if d := decide(t, in); d.Action() != decision.Allow {
+				t.Errorf("every pod runs B: the edit to C makes two templates at most, got %v: %s", d.Action(), d.Denial())
+			}
+		})
+	}
+}
+
 // TestRefusalsNameStuckTerminatingPods: a pod on a node that stopped
 // answering stays Terminating until the Node is deleted or the pod force-deleted, and Live
 // counts it for as long. Two refusals then name ways out that do not exist:
