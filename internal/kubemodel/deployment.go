@@ -3,6 +3,8 @@ package kubemodel
 import (
 	"math"
 	"slices"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
 
 // ReplicaSet is one of a Deployment's ReplicaSets: its template, spec.replicas, and the
@@ -174,6 +176,25 @@ func (w *Workload[T]) available(rs *ReplicaSet[T]) int {
 		}
 	}
 	return n
+}
+
+// StaleScale is a Deployment kube 1.37 leaves stuck: a set annotated with other desired
+// replicas than the Deployment's makes every sync a scaling event (isScalingEvent), and
+// scale returns at once when the only active set already has the Deployment's replicas
+// (deployment/sync.go, scale: FindActiveOrLatest), so the annotation is never written and
+// no rollout is ever reconciled (kubernetes/kubernetes#138036, #138840, open). A scale to
+// another count and back writes it.
+func (w *Workload[T]) StaleScale() bool {
+	if w.Kind != v1alpha1.KindDeployment || w.Paused || !w.scalingEvent() {
+		return false
+	}
+	var active []*ReplicaSet[T]
+	for _, rs := range w.Sets {
+		if rs.Replicas > 0 {
+			active = append(active, rs)
+		}
+	}
+	return len(active) == 1 && active[0].Replicas == w.Replicas
 }
 
 // scalingEvent is isScalingEvent (deployment/sync.go): an active set annotated with other

@@ -264,3 +264,30 @@ func TestDaemonSetReplacesUnavailableOldPods(t *testing.T) {
 		t.Errorf("pods %v, want every node's unavailable old pod replaced", got)
 	}
 }
+
+// TestDeploymentStuckByAStaleDesiredReplicas: kube 1.37's Deployment controller never
+// writes a set's desired-replicas annotation when a scale finds the only active set at the
+// Deployment's replicas already (kubernetes/kubernetes#138036): mid-rollout, the old set
+// scaled to 0 and the new one at 2 of 3, a scale to 2 leaves the annotation at 3, every
+// sync is a scaling event, and the next template is never rolled out. A scale to another
+// count and back writes it (the fleet explorer's operator does, and counts it).
+func TestDeploymentStuckByAStaleDesiredReplicas(t *testing.T) {
+	w, _ := world(v1alpha1.KindDeployment, 3)
+	w.MaxSurge = 1
+	w.Sets = []*ReplicaSet[string]{{Template: "a", Replicas: 0, Desired: 3, MaxReplicas: 4}, {Template: "b", Replicas: 2, Desired: 3, MaxReplicas: 4, Created: 1}}
+	w.Pods = []*Pod[string]{{Template: "b", Slot: -1}, {Template: "b", Slot: -1}}
+	w.Template, w.Replicas = "b", 2
+	w.Settle(100)
+	w.Template = "c"
+	w.Settle(100)
+	if got := templates(w); got["c"] != 0 || !w.StaleScale() {
+		t.Fatalf("pods %v, stale %t: want kube's stuck rollout (no pod of c)", got, w.StaleScale())
+	}
+	w.Replicas = 3
+	w.Settle(100)
+	w.Replicas = 2
+	w.Settle(100)
+	if got := templates(w); got["c"] != 2 || w.StaleScale() {
+		t.Errorf("after a scale to 3 and back, pods %v, want 2 of c", got)
+	}
+}

@@ -231,6 +231,7 @@ type fwl struct {
 	// clock stops while it is held (pausing never stalls a rollout).
 	heldAt    time.Time
 	heldT     tmpl
+	rests     partitionRest // the last template and partition it rested at
 	current   tmpl
 	sets      []*kubemodel.ReplicaSet[tmpl]
 	revisions map[tmpl]int64
@@ -496,13 +497,26 @@ func (w *fworld) inFlight(x *fwl) bool {
 		return x.rolling()
 	}
 	slots := x.bySlot()
+	rests := true
 	for o := range x.replicas {
 		p := slots[o]
 		if p == nil || (o >= x.partition && (p.Template != x.t || !w.ready(p))) {
-			return true
+			rests = false
 		}
 	}
-	return false
+	if rests {
+		x.rests = partitionRest{x.t, x.partition}
+	}
+	// Once at rest, an evicted or deleted pod of it does not start the rollout again: kube
+	// replaces it on its revision (as journal.Revision.Finished is sticky through churn).
+	return x.rests != partitionRest{x.t, x.partition}
+}
+
+// partitionRest is a template at rest under a partition: every ordinal from the partition
+// up ran it, Ready.
+type partitionRest struct {
+	t         tmpl
+	partition int
 }
 
 func (x *fwl) bySlot() map[int]*mpod {
@@ -1213,6 +1227,29 @@ func (w *fworld) step(op fop) {
 	}
 }
 
+// unstick is the operator's way out of a Deployment kube itself leaves stuck
+// (kubemodel.Workload.StaleScale, kubernetes/kubernetes#138036): a scale up by one and
+// back, which holdfast admits (a scale starts nothing, I4). It is counted as the known
+// gap kubeStaleDesiredReplicas: kube's, which no request of holdfast's makes.
+func (w *fworld) unstick() bool {
+	stuck := false
+	for i, x := range w.ws {
+		if !w.kube(x).StaleScale() {
+			continue
+		}
+		stuck = true
+		w.gaps["kubeStaleDesiredReplicas"]++
+		n := x.replicas
+		for _, to := range []int{n + 1, n} {
+			if !w.send(i%2, x, func() { x.replicas = to }, mOperator) {
+				w.violate("L1: %s %s: the scale to %d replicas that unsticks its rollout (kube's stale desired-replicas) was refused", x.kind, x.ref(), to)
+			}
+			w.advance(time.Second)
+		}
+	}
+	return stuck
+}
+
 // operate is the scripted operator of L1. It fixes every rollout whose template never
 // gets Ready (the fix of a stalled rollout, which neither the fleet limit nor the shared
 // budget holds), waits until every rollout has finished, then wants a new template on one
@@ -1258,6 +1295,9 @@ func (w *fworld) operate() {
 		w.advance(mRetry)
 	}
 	for end := w.now.Add(settle + mMaxLag); slices.ContainsFunc(w.ws, func(x *fwl) bool { return x.unfinished(w) }); w.advance(time.Second) {
+		if w.unstick() {
+			end = w.now.Add(settle + mMaxLag)
+		}
 		if w.now.After(end) {
 			w.deadlock = true
 			w.violate("L1: rollouts of working templates did not finish within %s", settle)
@@ -1503,7 +1543,11 @@ var fleetReplays = []struct {
 //   - 17079: the model read a scale up of an OnDelete StatefulSet whose template has pods
 //     as a start; 21916: a lowered partition over pods all on the template, one evicted,
 //     as a start.
-var fleetRegressions = []uint64{3277, 22213, 1110, 975, 21630, 14820, 21640, 17079, 21916}
+//   - 46710: kube's own stuck Deployment (kubemodel.Workload.StaleScale), which the
+//     operator unsticks with a scale up and back (the known gap kubeStaleDesiredReplicas);
+//   - 8237, 20509: the model read a canary at rest under its partition as rolling again
+//     once a pod of it was evicted (kube replaces it on its revision).
+var fleetRegressions = []uint64{3277, 22213, 1110, 975, 21630, 14820, 21640, 17079, 21916, 46710, 8237, 20509}
 
 var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
 
