@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -30,9 +31,10 @@ type Start struct {
 	Template string    `json:"template"` // the fingerprint that starts rolling out
 	At       time.Time `json:"at"`
 	By       string    `json:"by,omitempty"`
-	// Generation is the metadata.generation of the spec admitted (the API server sets it
-	// before admission); 0 in a start a release before it wrote.
-	Generation int64 `json:"generation,omitempty"`
+	// UID and Generation are the admitted object's (the API server sets both before
+	// admission); empty in a start a release before it wrote.
+	UID        types.UID `json:"uid,omitempty"`
+	Generation int64     `json:"generation,omitempty"`
 	// Lowered is a StatefulSet's partition lowered below ordinals on another revision: it
 	// restarts a rollout its journal recorded as finished (false in a start a release
 	// before it wrote).

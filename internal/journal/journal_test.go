@@ -335,6 +335,11 @@ func TestLoweredPartitionReopensTheRollout(t *testing.T) {
 		}
 		return w
 	}
+	stsUnobserved := func(gen int64, partition, updated, ready int32) *workload.Workload {
+		w := sts(gen, partition, updated, ready)
+		w.Rollout.Progress.Unobserved, w.Rollout.InProgress = gen, true
+		return w
+	}
 	j := Observe(nil, sts(2, 2, 1, 3), history.History{}, nil, t0)
 	if j.Current().Finished == nil {
 		t.Fatalf("the canary under partition 2 (1 of 1 updated, all ready) is not finished: %+v", j.Current())
@@ -347,8 +352,24 @@ func TestLoweredPartitionReopensTheRollout(t *testing.T) {
 	if lowered.Current().Finished != nil || !lowered.Current().Progressed.Equal(t0.Add(2*time.Minute)) {
 		t.Errorf("the partition lowered to 0 with 1 of 3 ordinals updated left the rollout finished: %+v", lowered.Current())
 	}
+	// Lowered before its controller acted: the status of the generation before counts the
+	// canary's 1 of 3, the spec's target is 3.
+	early := Observe(j, stsUnobserved(3, 0, 1, 3), history.History{}, nil, t0.Add(2*time.Minute))
+	if early.Current().Finished != nil {
+		t.Errorf("the partition lowered to 0, seen before the controller acted, left the rollout finished")
+	}
 	done := Observe(lowered, sts(3, 0, 3, 3), history.History{}, nil, t0.Add(3*time.Minute))
 	if f := done.Current().Finished; f == nil || !f.Equal(t0.Add(3*time.Minute)) {
 		t.Errorf("every ordinal updated and ready: Finished = %v, want %s", f, t0.Add(3*time.Minute))
+	}
+	// A scale up (partition 0, 3 to 10 replicas, seen before and while its controller
+	// acts) leaves no pod of another revision: the rollout stays finished, as a
+	// Deployment's does, and holds no fleet slot.
+	base := Observe(nil, sts(2, 0, 3, 3), history.History{}, nil, t0)
+	for _, w := range []*workload.Workload{stsUnobserved(3, 0, 3, 3), sts(3, 0, 4, 3)} {
+		w.Rollout.Progress.Target, w.Rollout.Progress.Want, w.Rollout.Progress.Total = 10, 10, w.Rollout.Progress.Updated
+		if up := Observe(base, w, history.History{}, nil, t0.Add(time.Minute)); up.Current().Finished == nil {
+			t.Errorf("a scale up to 10 replicas (%s) reopened the finished rollout", w.Rollout.Progress)
+		}
 	}
 }

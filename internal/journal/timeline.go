@@ -504,12 +504,14 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 	if next.Held {
 		next.Held, cur.Progressed = false, now
 	}
-	if p := w.Rollout.Progress; cur.Finished != nil && !fresh && w.Kind == v1alpha1.KindStatefulSet && j != nil && j.UID == w.UID &&
-		w.Generation > j.Generation && (p.Unobserved != 0 || p.Updated < p.Target) {
-		// Finished is sticky through pod churn, not through a spec change its controller
-		// has yet to act on or that gives the rollout more ordinals to update (a partition
-		// lowered below ordinals on another revision): that rollout starts again (the fleet
-		// limit counts it, settle waits), and finishes again once the status says so.
+	if p := w.Rollout.Progress; cur.Finished != nil && !fresh && w.Kind == v1alpha1.KindStatefulSet && j != nil &&
+		(j.UID != w.UID || w.Generation > j.Generation) && p.Updated < p.Target && p.Total > p.Updated {
+		// Finished is sticky through pod churn, not through a spec change that leaves
+		// ordinals to update while pods of another revision remain: a partition lowered
+		// below a canary's old ordinals (before or after its controller acted, whose status
+		// counts them) starts that rollout again (the fleet limit counts it, settle waits),
+		// and it finishes again once the status says so. A scale up, whose new ordinals
+		// are all of the template, leaves no pod of another revision.
 		cur.Finished, cur.Progressed = nil, now
 	}
 	if cur.Finished == nil && !w.Rollout.InProgress {

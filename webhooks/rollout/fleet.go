@@ -158,23 +158,22 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		}
 		j := journals.Get(ref.Kind, ref.Namespace, ref.Name)
 		cur := j.Current()
+		// The journal of the object the start was for, and whether it has seen the
+		// admitted spec (a journal of a deleted workload of the name has not).
+		observed := s.UID != "" && j != nil && j.UID == s.UID && j.Generation >= s.Generation
 		// A StatefulSet's rollout that finished under the partition the start lowered: the
-		// journal shows it again once the leader has seen the lowered spec (Observe clears
-		// Finished while it rolls), and until then the start counts.
-		resumed := s.Lowered && j != nil && j.Generation < s.Generation && cur != nil && cur.Finished != nil
+		// journal shows it again once the leader has seen the lowered spec (Observe reopens
+		// it while ordinals roll), and until then the start counts.
+		resumed := s.Lowered && !observed && cur != nil && cur.Finished != nil
 		if cur != nil && cur.Template == s.Template && !j.Held && !resumed {
 			continue // the journal shows it: counted above, finished, released or never served
 		}
-		if s.Generation > 0 && j != nil && j.Generation > s.Generation && (cur == nil || cur.Template != s.Template) {
+		if observed && j.Generation > s.Generation && (cur == nil || cur.Template != s.Template) {
 			// The journal saw a later spec replace the started template (a return before
 			// it got pods, say): kube makes no more of its pods, and what the workload
 			// rolls out now is the journal's to count (above).
 			continue
 		}
-		// A held workload's journal shows no slot (Rolling), yet kube creates the pods a
-		// staged start began (a held StatefulSet grown over its staged template) all the
-		// same: the start counts until it lapses, and while they keep coming up (the
-		// journal's progress of that template) until it lapses after the last.
 		since := s.At
 		if cur != nil && cur.Template == s.Template && cur.Finished == nil && cur.Progressed.After(since) {
 			since = cur.Progressed

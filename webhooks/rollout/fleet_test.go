@@ -199,10 +199,10 @@ func TestStartsTheJournalSawReplacedOrResumed(t *testing.T) {
 	p := fleetPolicy(intstr.FromInt32(1))
 	finished := now.Add(-time.Minute)
 	journalAt := func(gen int64, cur string) *journal.Store {
-		return storeOf(t, &journal.Journal{Kind: sts.Kind, Namespace: sts.Namespace, Name: sts.Name, Generation: gen,
+		return storeOf(t, &journal.Journal{Kind: sts.Kind, Namespace: sts.Namespace, Name: sts.Name, UID: "u1", Generation: gen,
 			Revisions: []journal.Revision{{Template: cur, Since: now.Add(-time.Hour), Finished: &finished, Progressed: finished, Available: 3}}})
 	}
-	replaced := []budget.Start{{Workload: sts.String(), Template: b, At: now.Add(-20 * time.Second), Generation: 4}}
+	replaced := []budget.Start{{Workload: sts.String(), Template: b, At: now.Add(-20 * time.Second), UID: "u1", Generation: 4}}
 	if got, _ := InFlight(&p, selected, journalAt(4, a), replaced, self, now); !slices.Equal(got, []string{sts.String()}) {
 		t.Errorf("the journal has not seen the start's generation: in flight = %v, want the start", got)
 	}
@@ -213,7 +213,13 @@ func TestStartsTheJournalSawReplacedOrResumed(t *testing.T) {
 	if got, _ := InFlight(&p, selected, journalAt(5, a), legacy, self, now); len(got) != 1 {
 		t.Errorf("a start without a generation (the previous release's) counts until it lapses: in flight = %v", got)
 	}
-	lowered := []budget.Start{{Workload: sts.String(), Template: a, At: now.Add(-2 * time.Second), Generation: 7, Lowered: true}}
+	// A start of a re-created workload (another UID, its generation from 1) is not judged
+	// by the journal of the workload deleted before it, whatever that one's generation.
+	recreated := []budget.Start{{Workload: sts.String(), Template: b, At: now.Add(-20 * time.Second), UID: "u2", Generation: 1}}
+	if got, _ := InFlight(&p, selected, journalAt(10, a), recreated, self, now); !slices.Equal(got, []string{sts.String()}) {
+		t.Errorf("the start of a re-created workload: in flight = %v, want it (the journal is of the deleted one)", got)
+	}
+	lowered := []budget.Start{{Workload: sts.String(), Template: a, At: now.Add(-2 * time.Second), UID: "u1", Generation: 7, Lowered: true}}
 	if got, _ := InFlight(&p, selected, journalAt(6, a), lowered, self, now); !slices.Equal(got, []string{sts.String()}) {
 		t.Errorf("a lowered partition the journal has not seen: in flight = %v, want the start", got)
 	}

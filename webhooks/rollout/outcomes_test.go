@@ -170,6 +170,15 @@ func TestLoweringAPartitionIsAStart(t *testing.T) {
 	if lowersPartition(up) {
 		t.Errorf("a scale up from 2 to 3 replicas without a partition counts as lowering it")
 	}
+	// Replicas 4 with partition 2 (ordinals 2 and 3 on B) to replicas 2 with partition 0
+	// in one request: the target stays 2, yet kube replaces ordinals 0 and 1 with B.
+	wide := workload.Rollout{Mixed: true, Progress: workload.Progress{Kind: sts, Updated: 2, Target: 2, Available: 4, Want: 4, Total: 4}}
+	narrow := workload.Rollout{Mixed: true, InProgress: true, Progress: workload.Progress{Kind: sts, Updated: 2, Target: 2, Available: 4, Want: 2, Total: 4}}
+	down := in
+	down.Old, down.New = wl(sts, 4, B, wide), wl(sts, 2, B, narrow)
+	if !lowersPartition(down) {
+		t.Errorf("a partition lowered from 2 to 0 with a scale from 4 to 2 replicas is not read as lowering it")
+	}
 }
 
 // TestUnobservedGenerationIsNoStall: with no journal, a timeline read from the history dates

@@ -57,16 +57,18 @@ func liftsHold(in Input) bool {
 
 // lowersPartition is an UPDATE that lowers a StatefulSet's partition below ordinals that do
 // not run its update revision yet: kube then replaces them, one after another, so the
-// rollout that was finished under the partition starts again. A scale up raises the
-// target too, with the partition where it was: its new ordinals replace nothing.
+// rollout that was finished under the partition starts again: the partition falls below
+// ordinals that remain (a scale down in the same request included) while pods of another
+// revision run. A scale up raises the target too, with the partition where it was: its
+// new ordinals replace nothing.
 func lowersPartition(in Input) bool {
 	if in.Old == nil || in.New.Kind != v1alpha1.KindStatefulSet {
 		return false
 	}
 	was, now := in.Old.Rollout.Progress, in.New.Rollout.Progress
 	// The partition is Want-Target (at least that much once it reaches the replicas).
-	lowered := now.Want-now.Target < was.Want-was.Target
-	return lowered && now.Target > was.Target && was.Updated < now.Target
+	before, after := was.Want-was.Target, now.Want-now.Target
+	return after < min(before, now.Want) && (in.Old.Rollout.Mixed || was.Updated < now.Target)
 }
 
 // revisionState is what a request does to the workload's revisions, the same for every

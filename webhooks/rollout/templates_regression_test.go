@@ -160,6 +160,16 @@ func TestOnDeleteEditReadsTheStatusOverAnEmptyCache(t *testing.T) {
 				t.Errorf("the status counts 1 of 3 pods on B and 2 on another, the cache none: the edit to C must wait for "+
 					"the cache, got %v: %s", d.Action(), d.Denial())
 			}
+			// The cache shows B's pods, one terminating (a StatefulSet's status.replicas counts
+			// it, updatedReplicas does not): read as it is, the edit starts an OnDelete rollout.
+			terminating := status
+			terminating.Progress.Updated, terminating.Progress.Total = 2, 3
+			shown := in
+			shown.Old, shown.New = wl(kind, 3, B, terminating), wl(kind, 3, C, terminating)
+			shown.History = history.History{Revisions: []history.Revision{live(rev(1, B, time.Hour, 2), 3)}, LastActivity: now}
+			if d := decide(t, shown); d.Action() != decision.Allow {
+				t.Errorf("the cache shows B's 3 pods (1 terminating), no other template: the edit to C was refused: %s", d.Denial())
+			}
 			// Once every pod runs B (the status says so), the edit starts an OnDelete rollout.
 			status.Progress.Updated, status.Mixed = 3, false
 			in.Old, in.New = wl(kind, 3, B, status), wl(kind, 3, C, status)

@@ -98,6 +98,7 @@ func TestScaleDuringRolloutAddsNoThirdTemplate(t *testing.T) {
 	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: 5 * time.Minute}},
 		ArgsMatchReplicas: []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}}
 	rolling := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: dep, Updated: 1, Target: 3, Available: 2, Want: 3, Total: 3}}
+	starting := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: dep, Updated: 0, Target: 3, Available: 3, Want: 3, Total: 3}}
 	bRolling := jr(7, jrev(A, time.Hour, 20*time.Second, 50*time.Minute), jrev(B3, 20*time.Second, 0, -1))
 	bStalled := jr(7, jrev(A, time.Hour, 20*time.Minute, 50*time.Minute), jrev(B3, 20*time.Minute, 0, -1))
 	cases := map[string]struct {
@@ -115,6 +116,11 @@ func TestScaleDuringRolloutAddsNoThirdTemplate(t *testing.T) {
 			revs: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B3, time.Minute, 1), 1), live(rev(3, B4, 20*time.Second, 1), 1)}},
 		"a stalled rollout may be scaled": {old: gen(wl(dep, 3, B3, rolling), 7), obj: gen(wl(dep, 4, B4, rolling), 8), journal: bStalled,
 			revs: []history.Revision{live(rev(1, A, time.Hour, 2), 2), live(rev(2, B3, 20*time.Minute, 0), 1)}},
+		// Rollout explorer, seed 16898 of 50,000: the controller has acted on B3 (0 of 3
+		// updated) and is making its first pod, which the cache does not show: B3, then
+		// B4 beside A.
+		"during a rollout whose first pods the cache has not seen": {old: gen(wl(dep, 3, B3, starting), 7), obj: gen(wl(dep, 4, B4, starting), 8),
+			journal: bRolling, revs: []history.Revision{live(rev(1, A, time.Hour, 3), 3)}, want: []string{RuleSettle}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
