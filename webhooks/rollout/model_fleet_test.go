@@ -232,6 +232,7 @@ type fwl struct {
 	heldAt    time.Time
 	heldT     tmpl
 	rests     partitionRest // the last template and partition it rested at
+	liftedAt  time.Time     // when a hold on its rollout was last lifted
 	current   tmpl
 	sets      []*kubemodel.ReplicaSet[tmpl]
 	revisions map[tmpl]int64
@@ -965,6 +966,7 @@ func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 			// none, workload.Rollout.Held).
 			x.progressed = progressed
 		case x.t == x.heldT:
+			x.liftedAt = w.now
 			// The rollout held goes on: its stall clock restarts where the hold stopped it
 			// (the single explorer's liftHold). holdfast restarts it at the lift it sees,
 			// later; a hold too short for the leader to see moves it by less than the lag.
@@ -1355,7 +1357,9 @@ func (w *fworld) releaseLiveness(settle time.Duration) bool {
 	}
 	from := w.now
 	for _, x := range stalled {
-		from = maxTime(from, x.progressed.Add(mMaxLag+mStall+*lifetime))
+		// holdfast restarts the stall clock at a hold's lift it saw (the model stops it
+		// while held): the later of the two bounds when the slot lapses.
+		from = maxTime(from, x.progressed.Add(mMaxLag+mStall+*lifetime), x.liftedAt.Add(mMaxLag+mStall+*lifetime))
 	}
 	y := working[w.rng.IntN(len(working))]
 	bound := w.admissionBound(y, from)
@@ -1547,7 +1551,11 @@ var fleetReplays = []struct {
 //     operator unsticks with a scale up and back (the known gap kubeStaleDesiredReplicas);
 //   - 8237, 20509: the model read a canary at rest under its partition as rolling again
 //     once a pod of it was evicted (kube replaces it on its revision).
-var fleetRegressions = []uint64{3277, 22213, 1110, 975, 21630, 14820, 21640, 17079, 21916, 46710, 8237, 20509}
+//   - 8973, 20683, 21220, 42587, 42927 (the next run): with the model's stall clock stopped
+//     while held, L2 bounded the stalled slot's lapse from it, where holdfast restarts the
+//     clock at a lift it saw, later; L2 now takes the later of the two.
+var fleetRegressions = []uint64{3277, 22213, 1110, 975, 21630, 14820, 21640, 17079, 21916, 46710, 8237, 20509,
+	8973, 20683, 21220, 42587, 42927}
 
 var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
 
