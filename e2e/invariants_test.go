@@ -121,8 +121,16 @@ func TestDaemonSetWithAnUnavailablePodTakesAChange(t *testing.T) {
 			if err != nil || !w.Rollout.InProgress {
 				t.Fatalf("the status should read as in progress, the trap of a status gate: %+v (%v)", ds.Status, err)
 			}
-			ds.Spec.Template.Spec.Containers[0].Image = "registry.example/main:fixed"
-			err = c.Update(ctx, ds)
+			// The DaemonSet controller may write its status between the read and the update:
+			// a conflict is the API server's, not holdfast's answer, and is retried on a
+			// fresh read (inside minReadySeconds, the joined node's agent is still unavailable).
+			err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(ds), ds); err != nil {
+					return err
+				}
+				ds.Spec.Template.Spec.Containers[0].Image = "registry.example/main:fixed"
+				return c.Update(ctx, ds)
+			})
 			fmt.Printf("SCENARIO daemonset-unavailable-pod changeAdmitted=%t\n", err == nil)
 			if err != nil {
 				t.Fatalf("a change to a fully updated DaemonSet with one unavailable pod was refused: %v", err)
