@@ -174,6 +174,10 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 			// rolls out now is the journal's to count (above).
 			continue
 		}
+		// A held workload's journal shows no slot (Rolling), yet kube creates the pods a
+		// staged start began (a held StatefulSet grown over its staged template) all the
+		// same: the start counts until it lapses, and while they keep coming up (the
+		// journal's progress of that template) until it lapses after the last.
 		since := s.At
 		if cur != nil && cur.Template == s.Template && cur.Finished == nil && cur.Progressed.After(since) {
 			since = cur.Progressed
