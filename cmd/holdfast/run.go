@@ -68,6 +68,7 @@ func run(_ context.Context, o *options) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  informer.NewScheme(),
 		Cache:                   app.CacheOptions(o.namespace, shared.Writers),
+		NewCache:                shared.Pods.NewCache,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,

@@ -84,15 +84,33 @@ func listWith(ctx context.Context, r client.Reader, list client.ObjectList, opts
 	return r.List(ctx, list, held.arg[:]...)
 }
 
-// IndexOwners adds OwnerIndex for the objects that make up a workload: its ReplicaSets,
-// ControllerRevisions and pods.
+// UIDIndex is the index of the objects that own pods (ReplicaSets, StatefulSets and
+// DaemonSets) by their own UID: a pod read by owner finds the owner's selector through it.
+const UIDIndex = "holdfast.dev/uid"
+
+// IndexOwners adds OwnerIndex for the objects that make up a workload (its ReplicaSets,
+// ControllerRevisions and pods), and UIDIndex for the objects that own pods.
 func IndexOwners(ctx context.Context, idx client.FieldIndexer) error {
 	for _, obj := range []client.Object{&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{}} {
 		if err := idx.IndexField(ctx, obj, OwnerIndex, ControllerUID); err != nil {
 			return fmt.Errorf("indexing %T by owner: %w", obj, err)
 		}
 	}
+	for _, obj := range []client.Object{&appsv1.ReplicaSet{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}} {
+		if err := idx.IndexField(ctx, obj, UIDIndex, ownUID); err != nil {
+			return fmt.Errorf("indexing %T by UID: %w", obj, err)
+		}
+	}
 	return nil
+}
+
+func ownUID(obj client.Object) []string { return []string{string(obj.GetUID())} }
+
+// ListByUID lists the objects in namespace with the UID uid (by UIDIndex), without
+// copying them.
+func ListByUID(ctx context.Context, r client.Reader, list client.ObjectList, namespace string, uid types.UID) error {
+	return listWith(ctx, r, list, client.ListOptions{Namespace: namespace,
+		FieldSelector: fields.OneTermEqualSelector(UIDIndex, string(uid)), UnsafeDisableDeepCopy: &readOnly})
 }
 
 // ControllerUID is OwnerIndex's function: the UID of the object's controller.
@@ -127,7 +145,7 @@ func Options(revision toolscache.TransformFunc, namespace string, journals label
 	return crcache.Options{
 		DefaultTransform: strip,
 		ByObject: map[client.Object]crcache.ByObject{
-			&corev1.Pod{}:                {Transform: leanPod},
+			&corev1.Pod{}:                {Transform: LeanPod},
 			&corev1.Node{}:               {Transform: leanNode},
 			&appsv1.ReplicaSet{}:         {Transform: stripThenRevision},
 			&appsv1.ControllerRevision{}: {Transform: stripThenRevision},
@@ -139,7 +157,6 @@ func Options(revision toolscache.TransformFunc, namespace string, journals label
 	}
 }
 
-// leanPod keeps what decisions read of a pod; at 10,000 pods the rest is most of the cache.
 // leanNode keeps of a node what decisions read: its name, labels and taints (which nodes
 // a new DaemonSet runs on, workload.NodesFor) and when it joined (a DaemonSet's progress,
 // history.Revision.ServingBefore).
@@ -153,7 +170,8 @@ func leanNode(obj any) (any, error) {
 		Spec: corev1.NodeSpec{Taints: n.Spec.Taints}}, nil
 }
 
-func leanPod(obj any) (any, error) {
+// LeanPod keeps what decisions read of a pod; at 10,000 pods the rest is most of the cache.
+func LeanPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil

@@ -39,6 +39,7 @@ import (
 	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/interception"
+	"github.com/holdfast-dev/holdfast/internal/podscope"
 	"github.com/holdfast-dev/holdfast/test/harness"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
@@ -61,6 +62,8 @@ var (
 	auditLogPath string
 	// metricsRegistry holds holdfast's metrics.
 	metricsRegistry *prometheus.Registry
+	// podScope is holdfast's pod cache, scoped to the guarded workloads.
+	podScope *podscope.Scope
 )
 
 func TestMain(m *testing.M) {
@@ -128,6 +131,7 @@ func run(m *testing.M) int {
 	mgr, err := ctrl.NewManager(holdfastCfg, ctrl.Options{
 		Scheme:                 informer.NewScheme(),
 		Cache:                  app.CacheOptions(holdfastNamespace, shared.Writers),
+		NewCache:               shared.Pods.NewCache,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          webhookServer,
@@ -155,6 +159,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	cached = mgr.GetCache()
+	podScope = shared.Pods
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		fmt.Fprintln(os.Stderr, "caches did not sync")
 		return 1

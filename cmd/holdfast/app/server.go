@@ -42,6 +42,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/interception"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/podscope"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -132,6 +133,9 @@ type Shared struct {
 	// the workload informers' transform (CacheOptions): refusals name them and the
 	// journal recorders record them.
 	Writers *informer.Writers
+	// Pods are the pod cache, scoped to the guarded workloads: the manager's cache reads
+	// pods through it when the manager is built with its NewCache.
+	Pods *podscope.Scope
 }
 
 // NewShared builds the shared values and registers the metrics with reg (in the binary,
@@ -169,7 +173,11 @@ func NewShared(reg prometheus.Registerer) (*Shared, error) {
 	if err := eviction.RegisterHolds(reg, holds, time.Now); err != nil {
 		return nil, fmt.Errorf("registering the eviction holds' metric: %w", err)
 	}
-	return &Shared{Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w, Sweeper: sw, Policies: pm,
+	pods, err := podscope.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the pod scope's metrics: %w", err)
+	}
+	return &Shared{Pods: podscope.New(pods), Matcher: policy.NewMatcher(), Rollout: r, Eviction: e, Journal: j, Webhooks: w, Sweeper: sw, Policies: pm,
 		CRDsOutdated: crds, Holds: holds, Journals: &journal.Store{Metrics: j, Log: ctrl.Log.WithName("journal")}, Writers: informer.NewWriters()}, nil
 }
 
@@ -201,7 +209,13 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	}
 	informers := []client.Object{
 		&v1alpha1.RolloutPolicy{}, &v1alpha1.DisruptionPolicy{}, policy.NamespaceMetadata(),
-		&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Pod{}, &corev1.Node{},
+		&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &corev1.Node{},
+	}
+	// Pods are cached as the guarded workloads need them (podscope), when the manager's
+	// cache reads them through the Scope; otherwise every pod is.
+	_, scoped := mgr.GetCache().(*podscope.Cache)
+	if !scoped {
+		informers = append(informers, &corev1.Pod{})
 	}
 	for _, k := range workload.Kinds() {
 		obj, _ := workload.New(k)
@@ -237,6 +251,16 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	live, err := liveClient(mgr)
 	if err != nil {
 		return err
+	}
+	if scoped {
+		s.Pods.SetLive(live)
+		if err := mgr.Add(&podscope.Planner{Scope: s.Pods, Cache: mgr.GetCache(), Matcher: s.Matcher,
+			Log: mgr.GetLogger().WithName("pods")}); err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("pods", func(*http.Request) error { return s.Pods.Ready() }); err != nil {
+			return err
+		}
 	}
 	rolloutHandler, evictionHandler := guardsOf(mgr, live, o, s).Handlers()
 	srv := mgr.GetWebhookServer()

@@ -1,0 +1,195 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/informer"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+)
+
+// appGroup creates a Deployment named app (its pods labelled app=<app>), its ReplicaSet and
+// n Running pods, the first notReady of them not Ready. It does not wait for any cache.
+func appGroup(t *testing.T, ns, app string, n, notReady int32) (*appsv1.ReplicaSet, []*corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	d := utiltesting.MakeDeployment(ns, app).Replicas(n).Obj()
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app + "-1",
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(n), Selector: d.Spec.Selector, Template: d.Spec.Template},
+	}
+	if err := k8s.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for i := range n {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", app, i), Labels: map[string]string{"app": app},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}},
+			Spec: d.Spec.Template.Spec,
+		}
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		ready := corev1.ConditionTrue
+		if i < notReady {
+			ready = corev1.ConditionFalse
+		}
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}}
+		if err := k8s.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, p)
+	}
+	return rs, pods
+}
+
+// liveReads is how many pod lists holdfast read from the API server because no pod watch
+// covered them.
+func liveReads(t *testing.T) float64 { return counter(t, "holdfast_pod_live_reads_total") }
+
+// TestPodCacheFollowsWhatIsGuarded: holdfast caches the pods of the workloads its policies
+// guard and no others; a pod read outside its watches is read from the API server, never
+// answered empty; and a policy added while a drain runs widens the scope without a wrong
+// answer or a moment un-Ready.
+func TestPodCacheFollowsWhatIsGuarded(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	other := createNamespace(t, nil)
+	// Unique values, so that no other test's policy covers them.
+	agent, web, kiam := "agent-"+ns, "web-"+ns, "kiam-"+ns
+	disruptionPolicy(t, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": agent}}
+	})
+	_, agents := appGroup(t, ns, agent, 3, 0)
+	webRS, webs := appGroup(t, other, web, 3, 0)
+	_, kiams := appGroup(t, ns, kiam, 4, 1)
+
+	// The guarded pods reach a watch; the others never do.
+	waitFor(t, 15*time.Second, "the guarded pods in holdfast's pod cache", func() bool {
+		for _, p := range agents {
+			if !podScope.Holds(ctx, client.ObjectKeyFromObject(p)) {
+				return false
+			}
+		}
+		return true
+	})
+	if w := podScope.Watching(); !slices.ContainsFunc(w, func(s string) bool { return strings.HasPrefix(s, "app in (") && strings.Contains(s, agent) }) ||
+		slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, web) || strings.Contains(s, kiam) }) {
+		t.Errorf("pod watches %q: want one of app=%s, and none of %s or %s", w, agent, web, kiam)
+	}
+	for _, p := range append(slices.Clone(webs), kiams...) {
+		if podScope.Holds(ctx, client.ObjectKeyFromObject(p)) {
+			t.Errorf("unguarded pod %s/%s is in holdfast's pod cache", p.Namespace, p.Name)
+		}
+	}
+
+	// A read outside every watch is answered from the API server, in full.
+	before := liveReads(t)
+	var list corev1.PodList
+	if err := informer.ListOwned(ctx, cached, &list, other, webRS.UID); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != len(webs) {
+		t.Errorf("pods of the unguarded ReplicaSet read by owner: got %d, want %d", len(list.Items), len(webs))
+	}
+	if got := liveReads(t) - before; got != 1 {
+		t.Errorf("live pod reads for the unguarded ReplicaSet: %v, want 1", got)
+	}
+	// A covered read is the cache's.
+	before = liveReads(t)
+	if err := informer.ListOwned(ctx, cached, &list, ns, agentsRS(t, ns, agent).UID); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != len(agents) {
+		t.Errorf("pods of the guarded ReplicaSet read by owner: got %d, want %d", len(list.Items), len(agents))
+	}
+	if got := liveReads(t) - before; got != 0 {
+		t.Errorf("live pod reads for the guarded ReplicaSet: %v, want 0", got)
+	}
+
+	// A drain of the agents runs: one evicted, the next deferred.
+	if err := evict(t, ns, agents[0].Name, false); err != nil {
+		t.Fatalf("the first agent's eviction: %v", err)
+	}
+	assertDeferred(t, evict(t, ns, agents[1].Name, false))
+
+	// A policy for kiam arrives mid-drain. One kiam pod of four is not Ready and two may be
+	// unavailable: one more may go and no other, answered at once, whether the widened
+	// watch has synced or the kiam pods are read live.
+	kp := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns + "-kiam"},
+		Spec: v1alpha1.DisruptionPolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(2)),
+			Targets: v1alpha1.PodTargets{NamespaceSelector: namespaceNamed(ns),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": kiam}}}}}
+	if err := k8s.Create(ctx, kp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), kp) })
+	intercepted(t, kp)
+	if err := podScope.Ready(); err != nil {
+		t.Errorf("holdfast un-Ready while its pod scope widens: %v", err)
+	}
+	if err := evict(t, ns, kiams[1].Name, false); err != nil {
+		t.Errorf("the first kiam eviction, within the new policy's budget: %v", err)
+	}
+	assertDeferred(t, evict(t, ns, kiams[2].Name, false))
+	assertDeferred(t, evict(t, ns, agents[2].Name, false))
+	// Once the widened watch has synced, the same answers, from the cache.
+	waitFor(t, 15*time.Second, "the kiam pods in holdfast's pod cache", func() bool {
+		return podScope.Holds(ctx, client.ObjectKeyFromObject(kiams[3]))
+	})
+	before = liveReads(t)
+	assertDeferred(t, evict(t, ns, kiams[3].Name, false))
+	assertDeferred(t, evict(t, ns, agents[2].Name, false))
+	if got := liveReads(t) - before; got != 0 {
+		t.Errorf("live pod reads once the widened watch synced: %v, want 0", got)
+	}
+	// The not-Ready kiam pod may go: it serves nothing.
+	if err := evict(t, ns, kiams[0].Name, false); err != nil {
+		t.Errorf("evicting the not-Ready kiam pod: %v", err)
+	}
+	if err := podScope.Ready(); err != nil {
+		t.Errorf("holdfast un-Ready after its pod scope widened: %v", err)
+	}
+}
+
+// agentsRS reads the ReplicaSet appGroup made for app.
+func agentsRS(t *testing.T, ns, app string) *appsv1.ReplicaSet {
+	t.Helper()
+	rs := &appsv1.ReplicaSet{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: app + "-1"}, rs); err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// waitFor polls cond every 20 ms until it holds, or fails the test after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
