@@ -36,16 +36,24 @@ type Limiter struct {
 // Warn records a Warning Event about obj unless one with the same key was recorded for
 // it within the interval. A nil Limiter records nothing.
 func (l *Limiter) Warn(obj runtime.Object, key string, now time.Time, reason, note string) {
-	l.record(obj, key, now, corev1.EventTypeWarning, reason, note)
+	l.record(obj, nil, key, now, corev1.EventTypeWarning, reason, note)
+}
+
+// WarnRelated records, as Warn does, a Warning Event about obj that relates to another
+// object: a node's Event about one of its pods. kube's recorder folds Events of one
+// object, reason and related object into one series, keeping the first one's note: without
+// the related pod, a node's Event for its second held pod would read as its first's.
+func (l *Limiter) WarnRelated(obj, related runtime.Object, key string, now time.Time, reason, note string) {
+	l.record(obj, related, key, now, corev1.EventTypeWarning, reason, note)
 }
 
 // Normal records a Normal Event about obj, as Warn does a Warning: for what a policy in
 // Audit mode found, which holds nothing up.
 func (l *Limiter) Normal(obj runtime.Object, key string, now time.Time, reason, note string) {
-	l.record(obj, key, now, corev1.EventTypeNormal, reason, note)
+	l.record(obj, nil, key, now, corev1.EventTypeNormal, reason, note)
 }
 
-func (l *Limiter) record(obj runtime.Object, key string, now time.Time, eventType, reason, note string) {
+func (l *Limiter) record(obj, related runtime.Object, key string, now time.Time, eventType, reason, note string) {
 	if l == nil || obj == nil {
 		return
 	}
@@ -57,7 +65,7 @@ func (l *Limiter) record(obj runtime.Object, key string, now time.Time, eventTyp
 	if !l.allow(id, now) {
 		return
 	}
-	l.Recorder.Eventf(obj, nil, eventType, reason, "Admission", "%s", note)
+	l.Recorder.Eventf(obj, related, eventType, reason, "Admission", "%s", note)
 }
 
 // allow reports whether an Event for id may be recorded at now, and if so notes it.

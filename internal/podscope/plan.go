@@ -20,7 +20,8 @@ import (
 )
 
 // Spec is one watch of the plan: the pods whose label Key has one of Values, in every
-// namespace; or, with no Key, every pod of Namespace.
+// namespace; or, with no Key, every pod of Namespace, or of the cluster with no Namespace
+// either.
 type Spec struct {
 	Key       string
 	Values    []string // sorted, distinct
@@ -29,6 +30,9 @@ type Spec struct {
 
 // Name identifies the watch: a label key's watch keeps its name as its values change.
 func (s Spec) Name() string {
+	if s.Key == "" && s.Namespace == "" {
+		return "cluster"
+	}
 	if s.Key == "" {
 		return "namespace/" + s.Namespace
 	}
@@ -36,6 +40,9 @@ func (s Spec) Name() string {
 }
 
 func (s Spec) String() string {
+	if s.Key == "" && s.Namespace == "" {
+		return "every pod"
+	}
 	if s.Key == "" {
 		return "every pod in namespace " + s.Namespace
 	}
@@ -65,7 +72,7 @@ func (s Spec) Equal(o Spec) bool {
 // watch selects. A nil selector is covered only by its namespace's watch.
 func (s Spec) Covers(namespace string, sel labels.Selector) bool {
 	if s.Key == "" {
-		return s.Namespace == namespace
+		return s.Namespace == "" || s.Namespace == namespace
 	}
 	if sel == nil {
 		return false
@@ -100,10 +107,19 @@ type Guarded struct {
 	Selector  labels.Selector
 }
 
+// Bounds of a plan, beyond which it watches every pod instead, as holdfast did before it
+// scoped its pod cache: the API server reads a watch's selector from its URL, and each
+// namespace's watch is one more watch on it.
+const (
+	MaxSelectorBytes    = 256 << 10
+	MaxNamespaceWatches = 100
+)
+
 // Plan turns the guarded workloads' selectors into watches. Each selector is watched by
 // the key, among those it requires a value of, that the most selectors require (ties go to
 // the smaller key), so that workloads labelled alike share one watch; a selector that
-// requires no value of any key (only Exists or NotIn) is watched by its namespace.
+// requires no value of any key (only Exists or NotIn) is watched by its namespace. Past
+// MaxSelectorBytes of values or MaxNamespaceWatches, one watch of every pod replaces them.
 func Plan(guarded []Guarded) []Spec {
 	keysOf := func(sel labels.Selector) []string {
 		var keys []string
@@ -156,16 +172,21 @@ func Plan(guarded []Guarded) []Spec {
 		}
 	}
 	var out []Spec
+	size := 0
 	for k, vs := range values {
 		s := Spec{Key: k}
 		for v := range vs {
 			s.Values = append(s.Values, v)
+			size += len(v) + 1
 		}
 		slices.Sort(s.Values)
 		out = append(out, s)
 	}
 	for ns := range namespaces {
 		out = append(out, Spec{Namespace: ns})
+	}
+	if size > MaxSelectorBytes || len(namespaces) > MaxNamespaceWatches {
+		return []Spec{{}}
 	}
 	slices.SortFunc(out, func(a, b Spec) int { return strings.Compare(a.Name(), b.Name()) })
 	return out

@@ -1,6 +1,7 @@
 package podscope
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -96,6 +97,27 @@ func TestCovers(t *testing.T) {
 	for _, c := range cases {
 		if got := c.spec.Covers(c.ns, c.sel); got != c.want {
 			t.Errorf("%s: %v covers %v in %s = %v, want %v", c.name, c.spec, c.sel, c.ns, got, c.want)
+		}
+	}
+}
+
+func TestPlanPastItsBoundsWatchesEveryPod(t *testing.T) {
+	var many []Guarded
+	for i := range MaxNamespaceWatches + 1 {
+		many = append(many, Guarded{Namespace: fmt.Sprintf("ns-%d", i), Selector: labels.Everything()})
+	}
+	long := []Guarded{}
+	for i := range MaxSelectorBytes / 8 {
+		long = append(long, Guarded{Namespace: "x", Selector: selector(t, matchLabels("app", fmt.Sprintf("app-%05d", i)))})
+	}
+	for name, g := range map[string][]Guarded{"namespaces": many, "values": long} {
+		got := Plan(g)
+		if len(got) != 1 || !got[0].Equal(Spec{}) {
+			t.Errorf("%s past the bounds: Plan = %v, want every pod", name, got)
+			continue
+		}
+		if !got[0].Covers("any", nil) || got[0].Name() != "cluster" {
+			t.Errorf("%s: the watch of every pod covers every read", name)
 		}
 	}
 }

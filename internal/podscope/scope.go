@@ -154,7 +154,7 @@ func (s *Scope) Apply(specs []Spec, log logr.Logger) {
 func (s *Scope) start(sp Spec) (*watch, error) {
 	opts := s.base
 	opts.ByObject = map[client.Object]crcache.ByObject{&corev1.Pod{}: {Transform: informer.LeanPod, Label: sp.Selector()}}
-	if sp.Key == "" {
+	if sp.Key == "" && sp.Namespace != "" {
 		opts.DefaultNamespaces = map[string]crcache.Config{sp.Namespace: {}}
 	}
 	c, err := crcache.New(s.cfg, opts)

@@ -17,91 +17,147 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
-// scaleStep is one point of the scale curve: this many pods over this many workloads.
-type scaleStep struct{ pods, workloads int }
+// scalePoint is one point of the scale curve: this many pods over this many workloads,
+// guardedPct of the workloads (and so of the pods) selected by a policy.
+type scalePoint struct{ pods, workloads, guardedPct int }
 
-// memory measures the scale curve: at each step it fills the cluster up to the step's
-// Deployments (a ReplicaSet each) and pods, shaped as a kubelet leaves them (status,
-// conditions, container statuses, managedFields of two managers), restarts the replica and
-// reports how long its informers take to sync (until it is ready), its resident memory
-// once settled, and the p99 of a guarded review straight at it. A line fitted through the
-// steps gives the bytes each cached pod costs beyond a fixed base.
+// guardedLabel marks the Deployments the memory measurement's policy selects.
+const guardedLabel = "bench.holdfast.dev/guarded"
+
+// memory measures the scale curve, guarded and unguarded pods apart: at each point it
+// fills the cluster up to the point's Deployments (a ReplicaSet each) and pods, shaped as
+// a kubelet leaves them (status, conditions, container statuses, managedFields of two
+// managers), labels the point's share of the Deployments for a RolloutPolicy, restarts the
+// replica with the chart's default GOMEMLIMIT and reports how long it takes to be ready
+// (its informers and pod watches synced), its peak resident memory (VmHWM: the initial
+// sync, when it would be OOM-killed), its settled resident memory, its live heap after a
+// forced collection, the share of its CPU the collector took, and the p99 of a guarded
+// review straight at it. A plane fitted through the points gives the heap each guarded and
+// each unguarded pod costs, its share of its workload's objects included.
 func (b *bench) memory(ctx context.Context, o options) error {
 	const namespaces = 20
 	for i := range namespaces {
-		if err := namespace(ctx, b.c, fmt.Sprintf("memory-%02d", i), nil); err != nil {
+		if err := namespace(ctx, b.c, fmt.Sprintf("memory-%02d", i), map[string]string{"bench.holdfast.dev/memory": "true"}); err != nil {
 			return err
 		}
 	}
-	steps := []scaleStep{{1000, 200}, {10000, 2000}, {25000, 5000}}
-	if o.scale50k {
-		steps = append(steps, scaleStep{50000, 10000})
+	p := utiltesting.MakeRolloutPolicy("memory").Kinds(v1alpha1.KindDeployment).
+		NamespaceSelector(map[string]string{"bench.holdfast.dev/memory": "true"}).Obj()
+	p.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{guardedLabel: "true"}}
+	p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
+	if err := b.c.Create(ctx, p); err != nil {
+		return err
+	}
+	points := []scalePoint{{1000, 200, 10}, {10000, 2000, 10}, {25000, 5000, 0}, {25000, 5000, 10}, {25000, 5000, 50}, {50000, 10000, 10}}
+	if o.scale100k {
+		points = append(points, scalePoint{100000, 20000, 5})
 	}
 	review, hc, url, err := b.tenant(ctx)
 	if err != nil {
 		return err
 	}
-	var xs, ys, hs []float64
-	have := 0 // workloads created so far, each with pods/workloads pods
-	for _, st := range steps {
-		perWorkload := st.pods / st.workloads
+	b.memLimit = chartMemoryLimit
+	defer func() { b.memLimit = "" }()
+	var guardedPods, unguardedPods, heaps []float64
+	have, guarded := 0, map[int]bool{} // workloads created so far, each with pods/workloads pods; those labelled
+	for _, pt := range points {
+		perWorkload := pt.pods / pt.workloads
 		start := time.Now()
-		err := parallel(ctx, 4*runtime.NumCPU(), st.workloads-have, func(ctx context.Context, k int) error {
+		err := parallel(ctx, 4*runtime.NumCPU(), pt.workloads-have, func(ctx context.Context, k int) error {
 			return b.scaleWorkload(ctx, fmt.Sprintf("memory-%02d", (have+k)%namespaces), have+k, perWorkload)
 		})
 		if err != nil {
 			return err
 		}
-		have = st.workloads
-		fmt.Fprintf(os.Stderr, "bench: %d Deployments, ReplicaSets and %d pods in the cluster (%s)\n",
-			st.workloads, st.pods, time.Since(start).Round(time.Second))
+		have = pt.workloads
+		// Workload i is guarded when i mod 100 < guardedPct: spread over the namespaces.
+		err = parallel(ctx, 4*runtime.NumCPU(), pt.workloads, func(ctx context.Context, i int) error {
+			want := i%100 < pt.guardedPct
+			if guarded[i] == want {
+				return nil
+			}
+			return b.guard(ctx, fmt.Sprintf("memory-%02d", i%namespaces), i, want)
+		})
+		if err != nil {
+			return err
+		}
+		n := 0
+		for i := range pt.workloads {
+			guarded[i] = i%100 < pt.guardedPct
+			if guarded[i] {
+				n++
+			}
+		}
+		fmt.Fprintf(os.Stderr, "bench: %d Deployments (%d guarded), ReplicaSets and %d pods in the cluster (%s)\n",
+			pt.workloads, n, pt.pods, time.Since(start).Round(time.Second))
 		// A fresh replica: its memory is its caches, not what earlier measurements left.
 		began := time.Now()
 		if err := b.restart(ctx); err != nil {
 			return err
 		}
 		synced := time.Since(began)
-		// The watches deliver within seconds; give the replica time to settle and collect garbage.
+		// The watches deliver within seconds; give the replica time to settle.
 		time.Sleep(20 * time.Second)
+		peak, err := procStatus(b.cmd.Process.Pid, "VmHWM")
+		if err != nil {
+			return err
+		}
 		mib, err := rss(b.cmd.Process.Pid)
 		if err != nil {
 			return err
 		}
 		lat, errs, _ := load(ctx, 5*time.Second, 1, nil, func(ctx context.Context) error { return expectAllowed(post(ctx, hc, url, review)) })
 		if errs > 0 {
-			return fmt.Errorf("%d reviews failed at %d pods", errs, st.pods)
+			return fmt.Errorf("%d reviews failed at %d pods", errs, pt.pods)
 		}
-		heap, err := b.heapInUse()
+		prefix := fmt.Sprintf("scale-%dpods-%dpct", pt.pods, pt.guardedPct)
+		if err := b.saveHeapProfile(fmt.Sprintf("_output/bench/heap-%s.pb.gz", prefix)); err != nil { // collects first
+			return err
+		}
+		m, err := b.metrics("go_memstats_heap_alloc_bytes", "go_cpu_classes_gc_total_cpu_seconds_total", "go_cpu_classes_user_cpu_seconds_total")
 		if err != nil {
 			return err
 		}
-		prefix := fmt.Sprintf("scale-%dpods", st.pods)
-		report(prefix+"-workloads", float64(st.workloads), "workloads")
+		heap := m[0] / (1 << 20)
+		guardedN := float64(pt.pods) * float64(n) / float64(pt.workloads)
+		report(prefix+"-guarded-pods", guardedN, "pods")
 		report(prefix+"-sync", synced.Seconds(), "s")
+		report(prefix+"-peak-rss", peak, "MiB")
 		report(prefix+"-rss", mib, "MiB")
-		report(prefix+"-heap-inuse", heap, "MiB")
-		report(prefix+"-review-p99", percentile(sorted(lat), 0.99), "ms")
-		xs, ys, hs = append(xs, float64(st.pods)), append(ys, mib), append(hs, heap)
-		if err := b.saveHeapProfile(fmt.Sprintf("_output/bench/heap-%dpods.pb.gz", st.pods)); err != nil {
-			return err
+		report(prefix+"-live-heap", heap, "MiB")
+		if m[1]+m[2] > 0 {
+			report(prefix+"-gc-cpu-share", 100*m[1]/(m[1]+m[2]), "%")
 		}
+		report(prefix+"-review-p99", percentile(sorted(lat), 0.99), "ms")
+		guardedPods, unguardedPods, heaps = append(guardedPods, guardedN), append(unguardedPods, float64(pt.pods)-guardedN), append(heaps, heap)
 	}
-	slope, base := fit(xs, ys)
-	report("scale-bytes-per-pod", slope*1024*1024, "bytes")
-	report("scale-base-rss", base, "MiB")
-	report("scale-150000pods-projected-rss", base+slope*150000, "MiB")
-	// The live heap, against the resident memory: what the caches hold, and what the
-	// runtime keeps from the informers' initial lists and its collection target.
-	hslope, hbase := fit(xs, hs)
-	report("scale-heap-bytes-per-pod", hslope*1024*1024, "bytes")
-	report("scale-base-heap", hbase, "MiB")
+	perGuarded, perUnguarded, base := fitPlane(guardedPods, unguardedPods, heaps)
+	report("scale-bytes-per-guarded-pod", perGuarded*(1<<20), "bytes")
+	report("scale-bytes-per-unguarded-pod", perUnguarded*(1<<20), "bytes")
+	report("scale-base-heap", base, "MiB")
 	return nil
+}
+
+// chartMemoryLimit is the chart's default memory limit, which its GOMEMLIMIT follows.
+const chartMemoryLimit = "268435456" // 256Mi
+
+// guard labels Deployment i in ns for the memory policy, or takes the label off.
+func (b *bench) guard(ctx context.Context, ns string, i int, guarded bool) error {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("app-%05d", i)}}
+	value := "null"
+	if guarded {
+		value = `"true"`
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, guardedLabel, value)
+	return b.c.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(patch)))
 }
 
 // scaleWorkload creates Deployment i in ns, its ReplicaSet, and n pods as a kubelet
@@ -171,6 +227,35 @@ func fit(xs, ys []float64) (slope, intercept float64) {
 	return slope, (sy - slope*sx) / n
 }
 
+// fitPlane is the least-squares plane z = a·x + b·y + c through the points.
+func fitPlane(xs, ys, zs []float64) (a, b, c float64) {
+	// The normal equations, solved by Cramer's rule.
+	var n, sx, sy, sz, sxx, syy, sxy, sxz, syz float64
+	for i := range xs {
+		x, y, z := xs[i], ys[i], zs[i]
+		n, sx, sy, sz = n+1, sx+x, sy+y, sz+z
+		sxx, syy, sxy, sxz, syz = sxx+x*x, syy+y*y, sxy+x*y, sxz+x*z, syz+y*z
+	}
+	det := func(m [3][3]float64) float64 {
+		return m[0][0]*(m[1][1]*m[2][2]-m[1][2]*m[2][1]) - m[0][1]*(m[1][0]*m[2][2]-m[1][2]*m[2][0]) + m[0][2]*(m[1][0]*m[2][1]-m[1][1]*m[2][0])
+	}
+	m := [3][3]float64{{sxx, sxy, sx}, {sxy, syy, sy}, {sx, sy, n}}
+	r := [3]float64{sxz, syz, sz}
+	d := det(m)
+	if d == 0 {
+		return 0, 0, 0
+	}
+	var out [3]float64
+	for k := range 3 {
+		mk := m
+		for row := range 3 {
+			mk[row][k] = r[row]
+		}
+		out[k] = det(mk) / d
+	}
+	return out[0], out[1], out[2]
+}
+
 // parallel runs do(i) for i in [0, n) on workers goroutines and returns the first error.
 func parallel(ctx context.Context, workers, n int, do func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -213,22 +298,33 @@ func procStatus(pid int, field string) (float64, error) {
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
-// heapInUse reads the replica's go_memstats_heap_inuse_bytes, in MiB.
-func (b *bench) heapInUse() (float64, error) {
+// metrics reads the replica's metrics names (without labels), in order.
+func (b *bench) metrics(names ...string) ([]float64, error) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", b.proc.MetricsPort))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
+	out := make([]float64, len(names))
+	found := 0
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f / (1 << 20), err
+		for i, name := range names {
+			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = f
+				found++
+			}
 		}
 	}
-	return 0, fmt.Errorf("no go_memstats_heap_inuse_bytes in the replica's metrics")
+	if found != len(names) {
+		return nil, fmt.Errorf("the replica's metrics lack some of %v", names)
+	}
+	return out, nil
 }
 
 // saveHeapProfile keeps the replica's heap profile (go tool pprof -top -sample_index=inuse_space

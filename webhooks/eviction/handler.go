@@ -200,7 +200,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			note := strings.Join(d.Messages(decision.Audit), "; ")
 			h.Events.Warn(pod, "released", in.Now, "EvictionReleased", note)
 			if node := nodeOf(pod); node != nil {
-				h.Events.Warn(node, "released/"+string(pod.UID), in.Now, "EvictionReleased", note)
+				h.Events.WarnRelated(node, pod, "released/"+string(pod.UID), in.Now, "EvictionReleased", note)
 			}
 		case a == decision.Warn:
 			h.Events.Warn(pod, kind, in.Now, reason+"Warning", strings.Join(d.Messages(decision.Warn), "; "))
@@ -366,7 +366,7 @@ func (h *Handler) heldTooLong(ctx context.Context, pod *corev1.Pod, d Decision, 
 	if note, ok := outlasts(pod, d, in, held, func() (time.Time, bool) { return h.nodeClaimDeadline(ctx, pod) }); ok {
 		h.Events.Warn(pod, "deadline", now, "EvictionOutlastsDrainer", note)
 		if node := nodeOf(pod); node != nil {
-			h.Events.Warn(node, "deadline/"+string(pod.UID), now, "EvictionOutlastsDrainer", note)
+			h.Events.WarnRelated(node, pod, "deadline/"+string(pod.UID), now, "EvictionOutlastsDrainer", note)
 		}
 	}
 	name, limit, long, over := maxHold(d, in.Policies, by)
@@ -378,7 +378,7 @@ func (h *Handler) heldTooLong(ctx context.Context, pod *corev1.Pod, d Decision, 
 		pod.Namespace, pod.Name, name, long.Round(time.Second), limit, d.Denial())
 	h.Events.Warn(pod, "held", now, "EvictionHeldTooLong", note)
 	if node := nodeOf(pod); node != nil {
-		h.Events.Warn(node, "held/"+string(pod.UID), now, "EvictionHeldTooLong", note)
+		h.Events.WarnRelated(node, pod, "held/"+string(pod.UID), now, "EvictionHeldTooLong", note)
 	}
 }
 
