@@ -121,14 +121,23 @@ func ControllerUID(obj client.Object) []string {
 	return nil
 }
 
-// Options trims what holdfast caches to what its decisions read: no managed fields
-// anywhere, and pods reduced to identity, ownership, node and readiness. ReplicaSets and
+// Options trims what holdfast caches to what its decisions read: no managed fields and no
+// kubectl apply's last-applied configuration anywhere, and pods reduced to identity, ownership, node and readiness. ReplicaSets and
 // ControllerRevisions pass through revision after that, which may replace their pod
 // templates by a fingerprint (history.Slim). Of ConfigMaps, only holdfast's revision
 // journals in its namespace are cached (journals selects them). Of a workload's managed
 // fields, writers keeps the manager that last changed its template (nil: none).
 func Options(revision toolscache.TransformFunc, namespace string, journals labels.Selector, writers *Writers) crcache.Options {
-	strip := crcache.TransformStripManagedFields()
+	stripManaged := crcache.TransformStripManagedFields()
+	strip := func(obj any) (any, error) {
+		if m, ok := obj.(metav1.Object); ok {
+			if a := m.GetAnnotations(); a[corev1.LastAppliedConfigAnnotation] != "" {
+				// kubectl apply's copy of the whole object: no decision reads it.
+				delete(a, corev1.LastAppliedConfigAnnotation)
+			}
+		}
+		return stripManaged(obj)
+	}
 	recordThenStrip := func(obj any) (any, error) {
 		if m, ok := obj.(metav1.Object); ok {
 			writers.record(m)

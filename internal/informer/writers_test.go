@@ -5,6 +5,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -79,13 +80,17 @@ func TestOptionsKeepTheTemplateWriter(t *testing.T) {
 		t.Fatal("no transform for Deployments")
 	}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kas", UID: "u1", ManagedFields: []metav1.ManagedFieldsEntry{
-		updated("operator-a", 1, templateFields)}}}
+		updated("operator-a", 1, templateFields)},
+		Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: `{"kind":"Deployment"}`, "deployment.kubernetes.io/revision": "3"}}}
 	got, err := transform(d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got.(*appsv1.Deployment).ManagedFields) != 0 {
 		t.Error("the cached Deployment keeps its managed fields")
+	}
+	if a := got.(*appsv1.Deployment).Annotations; len(a) != 1 || a["deployment.kubernetes.io/revision"] != "3" {
+		t.Errorf("the cached Deployment's annotations %v: want kubectl's last-applied configuration dropped and the others kept", a)
 	}
 	if w := writers.Get("u1"); w != "operator-a" {
 		t.Errorf("writer %q, want operator-a", w)
