@@ -152,7 +152,7 @@ func (s *Scope) AddIndexers(toolscache.Indexers) error {
 	return errors.New("the pod scope takes indexes through IndexField")
 }
 
-// HasSynced is whether the first plan's watches have synced.
+// HasSynced is whether a plan's watches have all synced (Ready).
 func (s *Scope) HasSynced() bool { return s.Ready() == nil }
 
 // HasSyncedChecker completes when the first plan's watches have synced.

@@ -156,7 +156,8 @@ func Plan(guarded []Guarded) []Spec {
 		if values[best] == nil {
 			values[best] = map[string]bool{}
 		}
-		// Every value the selector allows for the key: its pods may carry any of them.
+		// Every value the selector's requirements on the key allow: its pods carry one of
+		// them (a superset of what they may carry when several requirements name the key).
 		reqs, _ := g.Selector.Requirements()
 		for _, r := range reqs {
 			if r.Key() != best {
@@ -168,7 +169,6 @@ func Plan(guarded []Guarded) []Spec {
 					values[best][v] = true
 				}
 			}
-			break
 		}
 	}
 	var out []Spec

@@ -40,6 +40,10 @@ func TestPlanSharesWatchesByKey(t *testing.T) {
 		{"kube-system", matchLabels("k8s-app", "konnectivity-agent")},
 		{"kube-system", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "k8s-app", Operator: metav1.LabelSelectorOpIn, Values: []string{"kiam-server", "kiam-agent"}}}}},
+		// Several requirements on one key, the first without values: the values of the others.
+		{"tenant-4", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "app", Operator: metav1.LabelSelectorOpExists},
+			{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"scheduler"}}}}},
 		// Requires no value of any key: its namespace is watched.
 		{"odd", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "serving", Operator: metav1.LabelSelectorOpExists}}}},
@@ -50,7 +54,7 @@ func TestPlanSharesWatchesByKey(t *testing.T) {
 	}
 	got := Plan(guarded)
 	want := []Spec{
-		{Key: "app", Values: []string{"etcd", "konnectivity-server", "kube-apiserver"}},
+		{Key: "app", Values: []string{"etcd", "konnectivity-server", "kube-apiserver", "scheduler"}},
 		{Key: "k8s-app", Values: []string{"kiam-agent", "kiam-server", "konnectivity-agent"}},
 		{Namespace: "odd"},
 	}

@@ -3,12 +3,14 @@ package podscope
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,9 +42,14 @@ type Scope struct {
 	regs     []*registration
 	indexers map[string]client.IndexerFunc
 	ctx      context.Context // the scope's lifetime, once started
-	// planned is closed once the first plan is applied and its watches have synced.
-	planned   chan struct{}
-	firstPlan bool
+	liveMu   sync.Mutex
+	lives    map[string]liveList // recent live lists, by namespace and selector
+
+	// planned is closed once a plan has been applied and every watch of it has synced
+	// (Ready); applied is whether a plan has been.
+	planned     chan struct{}
+	plannedOnce sync.Once
+	applied     bool
 }
 
 // watch is one started cache of the plan, and the one that will replace it.
@@ -50,6 +57,7 @@ type watch struct {
 	spec    Spec
 	cache   crcache.Cache
 	inf     crcache.Informer
+	ctx     context.Context // ends when the watch is stopped
 	cancel  context.CancelFunc
 	started time.Time
 	synced  chan struct{}
@@ -88,20 +96,34 @@ func (s *Scope) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache,
 // SetLive sets the reader of the API server that answers the reads no watch covers.
 func (s *Scope) SetLive(r client.Reader) { s.live = r }
 
-// Ready is nil once the first plan's watches have synced. It never fails again: a watch
-// that syncs later (a widened scope) leaves its reads to the API server meanwhile.
+// Ready is nil once a plan has been applied and each of its watches has synced. It never
+// fails again: a watch that syncs later (a widened scope) leaves its reads to the API
+// server meanwhile.
 func (s *Scope) Ready() error {
 	select {
 	case <-s.planned:
 		return nil
 	default:
+	}
+	s.mu.RLock()
+	ready := s.applied
+	for _, cur := range s.watches {
+		if !cur.isSynced() && (cur.next == nil || !cur.next.isSynced()) {
+			ready = false
+		}
+	}
+	s.mu.RUnlock()
+	if !ready {
 		return errors.New("the pods of the guarded workloads have not been read yet")
 	}
+	s.plannedOnce.Do(func() { close(s.planned) })
+	return nil
 }
 
 // Apply replaces the plan: it starts the watches of specs that are new or changed and stops
 // the others. It must follow Start.
 func (s *Scope) Apply(specs []Spec, log logr.Logger) {
+	defer func() { _ = s.Ready() }() // after the unlock: a plan of no watches is ready at once
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx == nil {
@@ -116,6 +138,14 @@ func (s *Scope) Apply(specs []Spec, log logr.Logger) {
 		case cur != nil && cur.next == nil && cur.spec.Equal(sp):
 			continue
 		case cur != nil && cur.next != nil && cur.next.spec.Equal(sp):
+			if cur.next.isSynced() {
+				s.promoteLocked(cur.next)
+			}
+			continue
+		case cur != nil && cur.next != nil && cur.spec.Equal(sp):
+			// Back to what the current watch selects: its pending successor is not needed.
+			cur.next.stop()
+			cur.next = nil
 			continue
 		}
 		w, err := s.start(sp)
@@ -145,9 +175,10 @@ func (s *Scope) Apply(specs []Spec, log logr.Logger) {
 		}
 	}
 	s.metrics.watches(len(s.watches))
-	first := !s.firstPlan
-	s.firstPlan = true
-	go s.promote(pending, first)
+	s.applied = true
+	for _, w := range pending {
+		go s.promote(w)
+	}
 }
 
 // start starts a watch for spec; the caller holds mu.
@@ -173,7 +204,7 @@ func (s *Scope) start(sp Spec) (*watch, error) {
 		cancel()
 		return nil, err
 	}
-	w := &watch{spec: sp, cache: c, inf: inf, cancel: cancel, started: time.Now(), synced: make(chan struct{}),
+	w := &watch{spec: sp, cache: c, inf: inf, ctx: ctx, cancel: cancel, started: time.Now(), synced: make(chan struct{}),
 		regs: map[*registration]toolscache.ResourceEventHandlerRegistration{}}
 	for _, r := range s.regs {
 		r.attach(w)
@@ -190,24 +221,26 @@ func (s *Scope) start(sp Spec) (*watch, error) {
 
 func (w *watch) stop() { w.cancel() }
 
-// promote puts each pending watch in the place of the one it replaces once it has synced;
-// after the first plan it marks the Scope ready.
-func (s *Scope) promote(pending []*watch, first bool) {
-	for _, w := range pending {
-		select {
-		case <-w.synced:
-		case <-s.ctx.Done():
-			return
-		}
-		s.mu.Lock()
-		if cur := s.watches[w.spec.Name()]; cur != nil && cur.next == w {
-			cur.stop()
-			s.watches[w.spec.Name()] = w
-		}
-		s.mu.Unlock()
+// promote puts w in the place of the watch it replaces once it has synced; a watch stopped
+// before it synced (the plan changed again) is given up.
+func (s *Scope) promote(w *watch) {
+	select {
+	case <-w.synced:
+	case <-w.ctx.Done():
+		return
 	}
-	if first {
-		close(s.planned)
+	s.mu.Lock()
+	s.promoteLocked(w)
+	s.mu.Unlock()
+	_ = s.Ready() // the plan may be complete now
+}
+
+// promoteLocked replaces, by w, the current watch of w's name if w is its successor; the
+// caller holds mu.
+func (s *Scope) promoteLocked(w *watch) {
+	if cur := s.watches[w.spec.Name()]; cur != nil && cur.next == w {
+		cur.stop()
+		s.watches[w.spec.Name()] = w
 	}
 }
 
@@ -255,14 +288,16 @@ func (s *Scope) getPod(ctx context.Context, key client.ObjectKey, pod *corev1.Po
 // listPods lists pods from the watch that covers the list, or from the API server.
 func (s *Scope) listPods(ctx context.Context, list *corev1.PodList, opts ...client.ListOption) error {
 	o := (&client.ListOptions{}).ApplyOptions(opts)
-	sel := o.LabelSelector
+	sel, liveSel := o.LabelSelector, o.LabelSelector
 	owner, byOwner := "", false
-	if o.FieldSelector != nil {
-		owner, byOwner = o.FieldSelector.RequiresExactMatch(informer.OwnerIndex)
+	if o.FieldSelector != nil && !o.FieldSelector.Empty() {
+		if owner, byOwner = o.FieldSelector.RequiresExactMatch(informer.OwnerIndex); !byOwner || len(o.FieldSelector.Requirements()) != 1 {
+			return fmt.Errorf("pods are read by owner (%s) or by labels, not by field selector %q", informer.OwnerIndex, o.FieldSelector)
+		}
 	}
 	if byOwner && (sel == nil || sel.Empty()) {
 		var err error
-		if sel, err = s.ownerSelector(ctx, o.Namespace, types.UID(owner)); err != nil {
+		if sel, liveSel, err = s.ownerSelector(ctx, o.Namespace, types.UID(owner)); err != nil {
 			return err
 		}
 	}
@@ -276,37 +311,88 @@ func (s *Scope) listPods(ctx context.Context, list *corev1.PodList, opts ...clie
 	if sel == nil {
 		reason = ReasonOwnerUnknown
 	}
-	s.metrics.liveRead(reason)
-	// The API server filters by labels; the owner is filtered here, as the cache's index does.
-	live := client.ListOptions{Namespace: o.Namespace, LabelSelector: sel}
-	if err := s.live.List(ctx, list, &live); err != nil {
+	items, err := s.liveList(ctx, o.Namespace, liveSel, reason)
+	if err != nil {
 		return err
 	}
-	if byOwner {
-		kept := list.Items[:0]
-		for i := range list.Items {
-			if ref := metav1.GetControllerOfNoCopy(&list.Items[i]); ref != nil && string(ref.UID) == owner {
-				kept = append(kept, list.Items[i])
-			}
+	// The owner is filtered here, as the cache's index does.
+	list.Items = list.Items[:0]
+	for i := range items {
+		if ref := metav1.GetControllerOfNoCopy(&items[i]); !byOwner || (ref != nil && string(ref.UID) == owner) {
+			list.Items = append(list.Items, items[i])
 		}
-		list.Items = kept
 	}
 	return nil
 }
 
-// ownerSelector is the selector of the ReplicaSet, StatefulSet or DaemonSet with this UID,
-// as the cache holds it: every pod it owns matches it (kube's controllers release the pods
-// that do not). Nil when the cache holds no such owner.
-func (s *Scope) ownerSelector(ctx context.Context, namespace string, uid types.UID) (labels.Selector, error) {
-	for _, list := range ownerLists() {
-		if err := informer.ListByUID(ctx, s.owners, list, namespace, uid); err != nil {
-			return nil, err
-		}
-		if sel := selectorOf(list); sel != nil {
-			return sel, nil
+// liveTTL is how long a live list answers the reads of the same selector: a Deployment's
+// pods are read once per ReplicaSet, and one list of its selector answers them all.
+const liveTTL = time.Second
+
+type liveList struct {
+	at    time.Time
+	items []corev1.Pod
+}
+
+// liveList lists the pods sel selects in namespace from the API server, or returns the list
+// of the same selector read within liveTTL. Its items are shared: read them, never write them.
+func (s *Scope) liveList(ctx context.Context, namespace string, sel labels.Selector, reason string) ([]corev1.Pod, error) {
+	key := namespace + "\x00"
+	if sel != nil {
+		key += sel.String()
+	}
+	now := time.Now()
+	s.liveMu.Lock()
+	if l, ok := s.lives[key]; ok && now.Sub(l.at) < liveTTL {
+		s.liveMu.Unlock()
+		return l.items, nil
+	}
+	s.liveMu.Unlock()
+	s.metrics.liveRead(reason)
+	var list corev1.PodList
+	if err := s.live.List(ctx, &list, &client.ListOptions{Namespace: namespace, LabelSelector: sel}); err != nil {
+		return nil, err
+	}
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	if s.lives == nil {
+		s.lives = map[string]liveList{}
+	}
+	for k, l := range s.lives {
+		if now.Sub(l.at) >= liveTTL {
+			delete(s.lives, k)
 		}
 	}
-	return nil, nil
+	s.lives[key] = liveList{at: now, items: list.Items}
+	return list.Items, nil
+}
+
+// ownerSelector is the selector of the ReplicaSet, StatefulSet or DaemonSet with this UID,
+// as the cache holds it: every pod it owns matches it (kube's controllers release the pods
+// that do not). Nil when the cache holds no such owner. live is what to list the API server
+// by: a ReplicaSet's Deployment's selector, so that one list answers all its ReplicaSets.
+func (s *Scope) ownerSelector(ctx context.Context, namespace string, uid types.UID) (sel, live labels.Selector, err error) {
+	for _, list := range ownerLists() {
+		if err := informer.ListByUID(ctx, s.owners, list, namespace, uid); err != nil {
+			return nil, nil, err
+		}
+		if sel = selectorOf(list); sel == nil {
+			continue
+		}
+		live = sel
+		if rs, ok := list.(*appsv1.ReplicaSetList); ok {
+			if ref := metav1.GetControllerOfNoCopy(&rs.Items[0]); ref != nil && ref.Kind == "Deployment" {
+				d := &appsv1.Deployment{}
+				if err := informer.Get(ctx, s.owners, client.ObjectKey{Namespace: namespace, Name: ref.Name}, d); err == nil && d.UID == ref.UID {
+					if dsel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && !dsel.Empty() {
+						live = dsel
+					}
+				}
+			}
+		}
+		return sel, live, nil
+	}
+	return nil, nil, nil
 }
 
 // Reasons a pod read went to the API server.

@@ -115,6 +115,40 @@ func TestPodCacheFollowsWhatIsGuarded(t *testing.T) {
 	if got := liveReads(t) - before; got != 1 {
 		t.Errorf("live pod reads for the unguarded ReplicaSet: %v, want 1", got)
 	}
+	// A Deployment's ReplicaSets read one after another: one live list of its selector
+	// answers them all, each with its own pods.
+	web2 := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: web + "-2", OwnerReferences: webRS.OwnerReferences},
+		Spec: *webRS.Spec.DeepCopy()}
+	if err := k8s.Create(ctx, web2); err != nil {
+		t.Fatal(err)
+	}
+	p2 := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: web + "-new", Labels: map[string]string{"app": web},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(web2, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}},
+		Spec: webs[0].Spec}
+	p2.Spec.NodeName = ""
+	if err := k8s.Create(ctx, p2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the second ReplicaSet in holdfast's cache", func() bool {
+		return cached.Get(ctx, client.ObjectKeyFromObject(web2), &appsv1.ReplicaSet{}) == nil
+	})
+	time.Sleep(1100 * time.Millisecond) // past the last live list's reuse
+	before = liveReads(t)
+	for _, c := range []struct {
+		rs   *appsv1.ReplicaSet
+		want int
+	}{{webRS, len(webs)}, {web2, 1}} {
+		if err := informer.ListOwned(ctx, cached, &list, other, c.rs.UID); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != c.want {
+			t.Errorf("pods of ReplicaSet %s read by owner: got %d, want %d", c.rs.Name, len(list.Items), c.want)
+		}
+	}
+	if got := liveReads(t) - before; got != 1 {
+		t.Errorf("live pod reads for two ReplicaSets of one Deployment: %v, want 1", got)
+	}
+
 	// A covered read is the cache's.
 	before = liveReads(t)
 	if err := informer.ListOwned(ctx, cached, &list, ns, agentsRS(t, ns, agent).UID); err != nil {

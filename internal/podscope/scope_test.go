@@ -1,0 +1,112 @@
+package podscope
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// fakeAPI answers pod lists whose label selector names tier at once (empty), and holds
+// every other list (a large cluster's slow first list); watches stay open, silent.
+func fakeAPI(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("watch") == "true" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(200)
+			if q.Get("sendInitialEvents") == "true" && strings.Contains(q.Get("labelSelector"), "tier") {
+				_, _ = w.Write([]byte(`{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}` + "\n"))
+			}
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		if strings.Contains(q.Get("labelSelector"), "tier") {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`))
+			return
+		}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func testScope(t *testing.T, ctx context.Context, host string) *Scope {
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	s := New(nil)
+	s.cfg = &rest.Config{Host: host}
+	s.base = crcache.Options{Scheme: scheme, Mapper: mapper}
+	s.ctx = ctx // as Planner.Start does
+	return s
+}
+
+// The first plan's watch is dropped by the second plan before it syncs: the Scope (readyz,
+// the PDB controllers' pod source) is ready once every watch of the current plan has
+// synced, not waiting for the dropped one.
+func TestAWatchDroppedBeforeItSyncsLeavesThePlanReady(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := fakeAPI(t)
+
+	control := testScope(t, ctx, srv.URL)
+	control.Apply([]Spec{{Key: "tier", Values: []string{"t"}}}, logr.Discard())
+
+	s := testScope(t, ctx, srv.URL)
+	reg, _ := s.AddEventHandler(toolscache.ResourceEventHandlerFuncs{})
+	s.Apply([]Spec{{Key: "app", Values: []string{"a"}}}, logr.Discard()) // first plan, slow to sync
+	time.Sleep(300 * time.Millisecond)
+	s.Apply([]Spec{{Key: "tier", Values: []string{"t"}}}, logr.Discard()) // e.g. tier became the popular key
+
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && !slices.Contains(s.Watching(), "tier in (t)") {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if control.Ready() != nil {
+		t.Fatal("control never synced: harness problem")
+	}
+	if s.Ready() != nil || !reg.HasSynced() {
+		t.Errorf("the current plan has synced, yet the Scope is not ready (%v) or its handler not synced (%v)", s.Ready(), reg.HasSynced())
+	}
+}
+
+// A watch dropped before it syncs holds up no other watch of its plan: tier's synced
+// replacement takes the old one's place (which stops), rather than both running.
+func TestAWatchDroppedBeforeItSyncsBlocksNoOther(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := testScope(t, ctx, fakeAPI(t).URL)
+	s.Apply([]Spec{{Key: "tier", Values: []string{"t"}}}, logr.Discard())
+	for s.Ready() != nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.Apply([]Spec{{Key: "app", Values: []string{"a"}}, {Key: "tier", Values: []string{"t", "u"}}}, logr.Discard())
+	time.Sleep(300 * time.Millisecond)
+	s.Apply([]Spec{{Key: "tier", Values: []string{"t", "u"}}}, logr.Discard()) // app dropped before it synced
+	time.Sleep(2 * time.Second)
+	s.Apply([]Spec{{Key: "tier", Values: []string{"t", "u"}}}, logr.Discard())
+	time.Sleep(time.Second)
+	s.mu.RLock()
+	cur := s.watches["label/tier"]
+	stuck := cur.next != nil && cur.next.isSynced()
+	s.mu.RUnlock()
+	if stuck || !cur.spec.Equal(Spec{Key: "tier", Values: []string{"t", "u"}}) {
+		t.Errorf("label/tier serves %v (a synced successor waiting: %v), want tier in (t,u) alone", cur.spec, stuck)
+	}
+}
