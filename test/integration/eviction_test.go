@@ -66,13 +66,13 @@ func agentGroup(t *testing.T, ns string, n int32) []*corev1.Pod {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var list corev1.PodList
+		// holdfast's pod cache holds a pod only once a synced watch does: a pod it does not
+		// hold reads as NotFound, never from the API server.
 		ready := 0
-		if cached.List(ctx, &list, client.InNamespace(ns)) == nil {
-			for _, p := range list.Items {
-				if len(p.Status.Conditions) > 0 {
-					ready++
-				}
+		for _, p := range pods {
+			var got corev1.Pod
+			if cached.Get(ctx, client.ObjectKeyFromObject(p), &got) == nil && len(got.Status.Conditions) > 0 {
+				ready++
 			}
 		}
 		if ready == int(n) && cached.Get(ctx, client.ObjectKeyFromObject(rs), &appsv1.ReplicaSet{}) == nil &&
