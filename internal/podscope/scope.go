@@ -474,3 +474,9 @@ func (s *Scope) Watching() []string {
 func (s *Scope) Holds(ctx context.Context, key client.ObjectKey) bool {
 	return s.getPod(ctx, key, &corev1.Pod{}) == nil
 }
+
+// Covered reports whether a synced watch covers the pods in namespace that sel selects:
+// whether holdfast reads them from its cache rather than from the API server.
+func (s *Scope) Covered(namespace string, sel labels.Selector) bool {
+	return s.serving(namespace, sel) != nil
+}

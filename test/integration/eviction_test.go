@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -66,12 +67,13 @@ func agentGroup(t *testing.T, ns string, n int32) []*corev1.Pod {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		// holdfast's pod cache holds a pod only once a synced watch does: a pod it does not
-		// hold reads as NotFound, never from the API server.
+		// holdfast reads the pods from a synced watch that covers them, or else from the API
+		// server: wait until the watch, if there is one, has them Ready.
 		ready := 0
+		covered := podScope.Covered(ns, labels.SelectorFromSet(labels.Set{"app": "agent"}))
 		for _, p := range pods {
 			var got corev1.Pod
-			if cached.Get(ctx, client.ObjectKeyFromObject(p), &got) == nil && len(got.Status.Conditions) > 0 {
+			if !covered || (cached.Get(ctx, client.ObjectKeyFromObject(p), &got) == nil && len(got.Status.Conditions) > 0) {
 				ready++
 			}
 		}
