@@ -25,6 +25,8 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/interception"
+	"github.com/holdfast-dev/holdfast/internal/podscope"
+	"github.com/holdfast-dev/holdfast/internal/policy"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -67,13 +69,15 @@ func agentGroup(t *testing.T, ns string, n int32) []*corev1.Pod {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		// holdfast reads the pods from a synced watch that covers them, or else from the API
-		// server: wait until the watch, if there is one, has them Ready.
+		// holdfast reads a guarded group's pods from the watch its plan covers them with,
+		// and an unguarded one's from the API server: for a guarded group, wait until that
+		// watch has synced and holds the pods Ready.
 		ready := 0
-		covered := podScope.Covered(ns, labels.SelectorFromSet(labels.Set{"app": "agent"}))
+		sel := labels.SelectorFromSet(labels.Set{"app": "agent"})
+		watched := willWatch(ctx, t, ns, sel)
 		for _, p := range pods {
 			var got corev1.Pod
-			if !covered || (cached.Get(ctx, client.ObjectKeyFromObject(p), &got) == nil && len(got.Status.Conditions) > 0) {
+			if !watched || (podScope.Covered(ns, sel) && cached.Get(ctx, client.ObjectKeyFromObject(p), &got) == nil && len(got.Status.Conditions) > 0) {
 				ready++
 			}
 		}
@@ -86,6 +90,22 @@ func agentGroup(t *testing.T, ns string, n int32) []*corev1.Pod {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// willWatch reports whether holdfast's pod scope, planned from its cache as it stands, has
+// a watch for the pods in ns that sel selects.
+func willWatch(ctx context.Context, t *testing.T, ns string, sel labels.Selector) bool {
+	t.Helper()
+	guarded, err := podscope.GuardedSelectors(ctx, cached, policy.NewMatcher())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range podscope.Plan(guarded) {
+		if sp.Covers(ns, sel) {
+			return true
+		}
+	}
+	return false
 }
 
 func disruptionPolicy(t *testing.T, ns string, mut func(*v1alpha1.DisruptionPolicySpec)) {
