@@ -109,12 +109,8 @@ func (s *Scope) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o 
 	defer s.mu.Unlock()
 	r := &registration{handler: h, opts: o, scope: s}
 	s.regs = append(s.regs, r)
-	for _, cur := range s.watches {
-		for _, w := range []*watch{cur, cur.next} {
-			if w != nil {
-				r.attach(w)
-			}
-		}
+	for _, w := range s.running() {
+		r.attach(w)
 	}
 	return r, nil
 }
@@ -133,15 +129,10 @@ func (s *Scope) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistr
 			break
 		}
 	}
-	for _, cur := range s.watches {
-		for _, w := range []*watch{cur, cur.next} {
-			if w == nil {
-				continue
-			}
-			if reg, ok := w.regs[r]; ok {
-				_ = w.inf.RemoveEventHandler(reg)
-				delete(w.regs, r)
-			}
+	for _, w := range s.running() {
+		if reg, ok := w.regs[r]; ok {
+			_ = w.inf.RemoveEventHandler(reg)
+			delete(w.regs, r)
 		}
 	}
 	return nil
@@ -155,7 +146,7 @@ func (s *Scope) AddIndexers(toolscache.Indexers) error {
 // HasSynced is whether a plan's watches have all synced (Ready).
 func (s *Scope) HasSynced() bool { return s.Ready() == nil }
 
-// HasSyncedChecker completes when the first plan's watches have synced.
+// HasSyncedChecker completes once the Scope is Ready.
 func (s *Scope) HasSyncedChecker() toolscache.DoneChecker { return doneChecker{s.planned} }
 
 // IsStopped is whether the scope has stopped.
@@ -236,6 +227,12 @@ func selectorOf(list client.ObjectList) labels.Selector {
 			sel = l.Items[0].Spec.Selector
 		}
 	}
+	return parseSelector(sel)
+}
+
+// parseSelector is sel as a labels.Selector; nil for none, an invalid one, or one that
+// selects everything (a pod read by it is no narrower than its namespace).
+func parseSelector(sel *metav1.LabelSelector) labels.Selector {
 	if sel == nil {
 		return nil
 	}

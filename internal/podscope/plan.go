@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // Spec is one watch of the plan: the pods whose label Key has one of Values, in every
@@ -79,15 +80,10 @@ func (s Spec) Covers(namespace string, sel labels.Selector) bool {
 	}
 	reqs, _ := sel.Requirements()
 	for _, r := range reqs {
-		if r.Key() != s.Key {
+		if r.Key() != s.Key || !valued(r) {
 			continue
 		}
-		switch r.Operator() {
-		case selection.Equals, selection.DoubleEquals, selection.In:
-		default:
-			continue
-		}
-		inside := r.Values().Len() > 0
+		inside := true
 		for v := range r.Values() {
 			if _, ok := slices.BinarySearch(s.Values, v); !ok {
 				inside = false
@@ -97,6 +93,16 @@ func (s Spec) Covers(namespace string, sel labels.Selector) bool {
 		if inside {
 			return true
 		}
+	}
+	return false
+}
+
+// valued reports whether r requires its key to have one of a set of values (Equals or In):
+// a pod it selects carries one of r.Values().
+func valued(r labels.Requirement) bool {
+	switch r.Operator() {
+	case selection.Equals, selection.DoubleEquals, selection.In:
+		return r.Values().Len() > 0
 	}
 	return false
 }
@@ -125,11 +131,8 @@ func Plan(guarded []Guarded) []Spec {
 		var keys []string
 		reqs, _ := sel.Requirements()
 		for _, r := range reqs {
-			switch r.Operator() {
-			case selection.Equals, selection.DoubleEquals, selection.In:
-				if r.Values().Len() > 0 && !slices.Contains(keys, r.Key()) {
-					keys = append(keys, r.Key())
-				}
+			if valued(r) && !slices.Contains(keys, r.Key()) {
+				keys = append(keys, r.Key())
 			}
 		}
 		return keys
@@ -140,8 +143,8 @@ func Plan(guarded []Guarded) []Spec {
 			count[k]++
 		}
 	}
-	values := map[string]map[string]bool{}
-	namespaces := map[string]bool{}
+	values := map[string]sets.Set[string]{}
+	namespaces := sets.New[string]()
 	for _, g := range guarded {
 		best := ""
 		for _, k := range keysOf(g.Selector) {
@@ -150,36 +153,28 @@ func Plan(guarded []Guarded) []Spec {
 			}
 		}
 		if best == "" {
-			namespaces[g.Namespace] = true
+			namespaces.Insert(g.Namespace)
 			continue
 		}
 		if values[best] == nil {
-			values[best] = map[string]bool{}
+			values[best] = sets.New[string]()
 		}
 		// Every value the selector's requirements on the key allow: its pods carry one of
 		// them (a superset of what they may carry when several requirements name the key).
 		reqs, _ := g.Selector.Requirements()
 		for _, r := range reqs {
-			if r.Key() != best {
-				continue
-			}
-			switch r.Operator() {
-			case selection.Equals, selection.DoubleEquals, selection.In:
-				for v := range r.Values() {
-					values[best][v] = true
-				}
+			if r.Key() == best && valued(r) {
+				values[best].Insert(r.Values().UnsortedList()...)
 			}
 		}
 	}
 	var out []Spec
 	size := 0
 	for k, vs := range values {
-		s := Spec{Key: k}
-		for v := range vs {
-			s.Values = append(s.Values, v)
+		s := Spec{Key: k, Values: sets.List(vs)}
+		for _, v := range s.Values {
 			size += len(v) + 1
 		}
-		slices.Sort(s.Values)
 		out = append(out, s)
 	}
 	for ns := range namespaces {

@@ -74,6 +74,19 @@ func (w *watch) isSynced() bool {
 	}
 }
 
+// running lists every started watch: each current one and the successor it waits for. The
+// caller holds mu.
+func (s *Scope) running() []*watch {
+	out := make([]*watch, 0, 2*len(s.watches))
+	for _, cur := range s.watches {
+		out = append(out, cur)
+		if cur.next != nil {
+			out = append(out, cur.next)
+		}
+	}
+	return out
+}
+
 // New returns a Scope that watches nothing until its first plan. metrics may be nil.
 func New(metrics *Metrics) *Scope {
 	return &Scope{metrics: metrics, watches: map[string]*watch{}, indexers: map[string]client.IndexerFunc{},
@@ -248,11 +261,9 @@ func (s *Scope) promoteLocked(w *watch) {
 func (s *Scope) serving(namespace string, sel labels.Selector) crcache.Cache {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, cur := range s.watches {
-		for _, w := range []*watch{cur, cur.next} {
-			if w != nil && w.isSynced() && w.spec.Covers(namespace, sel) {
-				return w.cache
-			}
+	for _, w := range s.running() {
+		if w.isSynced() && w.spec.Covers(namespace, sel) {
+			return w.cache
 		}
 	}
 	return nil
@@ -263,11 +274,9 @@ func (s *Scope) synced() []crcache.Cache {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []crcache.Cache
-	for _, cur := range s.watches {
-		for _, w := range []*watch{cur, cur.next} {
-			if w != nil && w.isSynced() {
-				out = append(out, w.cache)
-			}
+	for _, w := range s.running() {
+		if w.isSynced() {
+			out = append(out, w.cache)
 		}
 	}
 	return out
@@ -384,7 +393,7 @@ func (s *Scope) ownerSelector(ctx context.Context, namespace string, uid types.U
 			if ref := metav1.GetControllerOfNoCopy(&rs.Items[0]); ref != nil && ref.Kind == "Deployment" {
 				d := &appsv1.Deployment{}
 				if err := informer.Get(ctx, s.owners, client.ObjectKey{Namespace: namespace, Name: ref.Name}, d); err == nil && d.UID == ref.UID {
-					if dsel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && !dsel.Empty() {
+					if dsel := parseSelector(d.Spec.Selector); dsel != nil {
 						live = dsel
 					}
 				}
@@ -459,11 +468,9 @@ func (s *Scope) Watching() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []string
-	for _, cur := range s.watches {
-		for _, w := range []*watch{cur, cur.next} {
-			if w != nil && w.isSynced() {
-				out = append(out, w.spec.String())
-			}
+	for _, w := range s.running() {
+		if w.isSynced() {
+			out = append(out, w.spec.String())
 		}
 	}
 	slices.Sort(out)

@@ -33,17 +33,17 @@ import (
 // envtest runs no controllers and no kubelet: the tests write the ReplicaSet and Ready
 // pods a Deployment would have. Unscheduled pods are deleted at once when evicted.
 
-// agentGroup creates a Deployment of n Ready pods (through a ReplicaSet) labelled app=agent
-// and waits until holdfast's cache has them.
-func agentGroup(t *testing.T, ns string, n int32) []*corev1.Pod {
+// appGroup creates a Deployment named app (its pods labelled app=<app>), its ReplicaSet and
+// n Running pods, the first notReady of them not Ready. It does not wait for any cache.
+func appGroup(t *testing.T, ns, app string, n, notReady int32) (*appsv1.ReplicaSet, []*corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
-	d := utiltesting.MakeDeployment(ns, "agent").Replicas(n).Obj()
+	d := utiltesting.MakeDeployment(ns, app).Replicas(n).Obj()
 	if err := k8s.Create(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	rs := &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-1",
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app + "-1",
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
 		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(n), Selector: d.Spec.Selector, Template: d.Spec.Template},
 	}
@@ -53,27 +53,40 @@ func agentGroup(t *testing.T, ns string, n int32) []*corev1.Pod {
 	var pods []*corev1.Pod
 	for i := range n {
 		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("agent-%d", i), Labels: map[string]string{"app": "agent"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", app, i), Labels: map[string]string{"app": app},
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}},
 			Spec: d.Spec.Template.Spec,
 		}
 		if err := k8s.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
+		ready := corev1.ConditionTrue
+		if i < notReady {
+			ready = corev1.ConditionFalse
+		}
 		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
-			Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}}
+			Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}}
 		if err := k8s.Status().Update(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 		pods = append(pods, p)
 	}
+	return rs, pods
+}
+
+// agentGroup creates a Deployment of n Ready pods (through a ReplicaSet) labelled app=agent
+// and waits until holdfast's cache has them.
+func agentGroup(t *testing.T, ns string, n int32) []*corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	rs, pods := appGroup(t, ns, "agent", n, 0)
+	// holdfast reads a guarded group's pods from the watch its plan covers them with, and an
+	// unguarded one's from the API server: for a guarded group, wait until that watch has
+	// synced and holds the pods Ready.
+	sel := labels.SelectorFromSet(labels.Set{"app": "agent"})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		// holdfast reads a guarded group's pods from the watch its plan covers them with,
-		// and an unguarded one's from the API server: for a guarded group, wait until that
-		// watch has synced and holds the pods Ready.
 		ready := 0
-		sel := labels.SelectorFromSet(labels.Set{"app": "agent"})
 		watched := willWatch(ctx, t, ns, sel)
 		for _, p := range pods {
 			var got corev1.Pod
@@ -82,7 +95,7 @@ func agentGroup(t *testing.T, ns string, n int32) []*corev1.Pod {
 			}
 		}
 		if ready == int(n) && cached.Get(ctx, client.ObjectKeyFromObject(rs), &appsv1.ReplicaSet{}) == nil &&
-			cached.Get(ctx, client.ObjectKeyFromObject(d), &appsv1.Deployment{}) == nil {
+			cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agent"}, &appsv1.Deployment{}) == nil {
 			return pods
 		}
 		if time.Now().After(deadline) {

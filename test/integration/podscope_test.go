@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -19,49 +18,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/informer"
-	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
-
-// appGroup creates a Deployment named app (its pods labelled app=<app>), its ReplicaSet and
-// n Running pods, the first notReady of them not Ready. It does not wait for any cache.
-func appGroup(t *testing.T, ns, app string, n, notReady int32) (*appsv1.ReplicaSet, []*corev1.Pod) {
-	t.Helper()
-	ctx := context.Background()
-	d := utiltesting.MakeDeployment(ns, app).Replicas(n).Obj()
-	if err := k8s.Create(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	rs := &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app + "-1",
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
-		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(n), Selector: d.Spec.Selector, Template: d.Spec.Template},
-	}
-	if err := k8s.Create(ctx, rs); err != nil {
-		t.Fatal(err)
-	}
-	var pods []*corev1.Pod
-	for i := range n {
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", app, i), Labels: map[string]string{"app": app},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}},
-			Spec: d.Spec.Template.Spec,
-		}
-		if err := k8s.Create(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		ready := corev1.ConditionTrue
-		if i < notReady {
-			ready = corev1.ConditionFalse
-		}
-		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
-			Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}}
-		if err := k8s.Status().Update(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		pods = append(pods, p)
-	}
-	return rs, pods
-}
 
 // liveReads is how many pod lists holdfast read from the API server because no pod watch
 // covered them.
@@ -80,7 +37,7 @@ func TestPodCacheFollowsWhatIsGuarded(t *testing.T) {
 	disruptionPolicy(t, ns, func(s *v1alpha1.DisruptionPolicySpec) {
 		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": agent}}
 	})
-	_, agents := appGroup(t, ns, agent, 3, 0)
+	agentRS, agents := appGroup(t, ns, agent, 3, 0)
 	webRS, webs := appGroup(t, other, web, 3, 0)
 	_, kiams := appGroup(t, ns, kiam, 4, 1)
 
@@ -151,7 +108,7 @@ func TestPodCacheFollowsWhatIsGuarded(t *testing.T) {
 
 	// A covered read is the cache's.
 	before = liveReads(t)
-	if err := informer.ListOwned(ctx, cached, &list, ns, agentsRS(t, ns, agent).UID); err != nil {
+	if err := informer.ListOwned(ctx, cached, &list, ns, agentRS.UID); err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Items) != len(agents) {
@@ -204,16 +161,6 @@ func TestPodCacheFollowsWhatIsGuarded(t *testing.T) {
 	if err := podScope.Ready(); err != nil {
 		t.Errorf("holdfast un-Ready after its pod scope widened: %v", err)
 	}
-}
-
-// agentsRS reads the ReplicaSet appGroup made for app.
-func agentsRS(t *testing.T, ns, app string) *appsv1.ReplicaSet {
-	t.Helper()
-	rs := &appsv1.ReplicaSet{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: app + "-1"}, rs); err != nil {
-		t.Fatal(err)
-	}
-	return rs
 }
 
 // waitFor polls cond every 20 ms until it holds, or fails the test after d.

@@ -198,10 +198,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		case d.Released:
 			// Let go after maxHold: seen where the hold was warned of, on the pod and its node.
 			note := strings.Join(d.Messages(decision.Audit), "; ")
-			h.Events.Warn(pod, "released", in.Now, "EvictionReleased", note)
-			if node := nodeOf(pod); node != nil {
-				h.Events.WarnRelated(node, pod, "released/"+string(pod.UID), in.Now, "EvictionReleased", note)
-			}
+			h.warnPodAndNode(pod, "released", in.Now, "EvictionReleased", note)
 		case a == decision.Warn:
 			h.Events.Warn(pod, kind, in.Now, reason+"Warning", strings.Join(d.Messages(decision.Warn), "; "))
 		case a == decision.Audit:
@@ -364,10 +361,7 @@ func (h *Handler) heldTooLong(ctx context.Context, pod *corev1.Pod, d Decision, 
 	now := in.Now
 	held, by := h.Holds.Deferred(pod.UID, deferring(d), now)
 	if note, ok := outlasts(pod, d, in, held, func() (time.Time, bool) { return h.nodeClaimDeadline(ctx, pod) }); ok {
-		h.Events.Warn(pod, "deadline", now, "EvictionOutlastsDrainer", note)
-		if node := nodeOf(pod); node != nil {
-			h.Events.WarnRelated(node, pod, "deadline/"+string(pod.UID), now, "EvictionOutlastsDrainer", note)
-		}
+		h.warnPodAndNode(pod, "deadline", now, "EvictionOutlastsDrainer", note)
 	}
 	name, limit, long, over := maxHold(d, in.Policies, by)
 	if !over {
@@ -376,9 +370,16 @@ func (h *Handler) heldTooLong(ctx context.Context, pod *corev1.Pod, d Decision, 
 	h.Metrics.heldTooLong(name)
 	note := fmt.Sprintf("the eviction of pod %s/%s has been deferred by policy %s for %s, longer than its maxHold of %s: %s",
 		pod.Namespace, pod.Name, name, long.Round(time.Second), limit, d.Denial())
-	h.Events.Warn(pod, "held", now, "EvictionHeldTooLong", note)
+	h.warnPodAndNode(pod, "held", now, "EvictionHeldTooLong", note)
+}
+
+// warnPodAndNode records a Warning Event about a held pod, and the same on its node, where
+// the drain that waits on it is watched. The node's Event relates to the pod, so that
+// Events about two of its pods stay apart (events.Limiter.WarnRelated).
+func (h *Handler) warnPodAndNode(pod *corev1.Pod, key string, now time.Time, reason, note string) {
+	h.Events.Warn(pod, key, now, reason, note)
 	if node := nodeOf(pod); node != nil {
-		h.Events.WarnRelated(node, pod, "held/"+string(pod.UID), now, "EvictionHeldTooLong", note)
+		h.Events.WarnRelated(node, pod, key+"/"+string(pod.UID), now, reason, note)
 	}
 }
 
