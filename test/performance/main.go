@@ -47,7 +47,8 @@ const holdfastNamespace = "holdfast-system"
 func main() {
 	var o options
 	flag.StringVar(&o.binary, "holdfast", "bin/holdfast", "the holdfast binary to measure")
-	flag.StringVar(&o.only, "only", "serve,apiserver,memory,fleet", "which measurements to run, in order, comma-separated")
+	flag.StringVar(&o.only, "only", "serve,apiserver,journal,memory,fleet", "which measurements to run, in order, comma-separated")
+	flag.IntVar(&o.journals, "journals", 5000, "guarded Deployments the journal measurement records, then changes at once")
 	flag.IntVar(&o.fleet, "fleet", 500, "selected Deployments changing their template at once in the fleet burst")
 	flag.DurationVar(&o.window, "window", 20*time.Second, "how long each serving phase lasts")
 	flag.IntVar(&o.workers, "workers", 4, "concurrent connections of the unpaced serving phase")
@@ -78,6 +79,7 @@ type options struct {
 	window                 time.Duration
 	workers, rate, updates int
 	rounds, fleet          int
+	journals               int
 	scale100k              bool
 }
 
@@ -141,6 +143,8 @@ func run(ctx context.Context, o options) error {
 			err = b.serve(ctx, o)
 		case "apiserver":
 			err = b.compare(ctx, o)
+		case "journal":
+			err = b.journals(ctx, o)
 		case "memory":
 			err = b.memory(ctx, o)
 		case "fleet":
