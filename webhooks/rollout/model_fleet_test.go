@@ -117,6 +117,12 @@ type fconfig struct {
 	// skew is how far rollout replica 1's clock is ahead of the cluster's (behind when
 	// negative), within budget.MaxClockSkew; replica 0 and the eviction guard keep its time.
 	skew time.Duration
+	// pdb is whether each workload has a PodDisruptionBudget over its pods, of maxUnavailable
+	// pdbBudget: the shared budget's (the floor holdfast's generator writes) or a stricter
+	// one of the operator's, none at all included. kube's PDB check then runs after the
+	// eviction guard admitted an eviction, and may refuse it (kubeAdmits).
+	pdb       bool
+	pdbBudget intstr.IntOrString
 }
 
 var (
@@ -160,6 +166,11 @@ func fleetConfig(seed uint64) fconfig {
 		c.perNamespace = 1 + r.IntN(2)
 	}
 	c.skew = fSkews[r.IntN(len(fSkews))]
+	// Drawn from a stream of its own, so that every seed's configuration above and its
+	// operations stay what the replays name.
+	pr := rand.New(rand.NewPCG(seed, 0x9db))
+	c.pdb = pr.IntN(2) == 0
+	c.pdbBudget = []intstr.IntOrString{c.budget, c.budget, intstr.FromInt32(1), intstr.FromInt32(0)}[pr.IntN(4)]
 	return c
 }
 
@@ -260,6 +271,13 @@ type fwl struct {
 	// pods' StatefulSet ordinals or DaemonSet nodes (-1 for a Deployment's).
 	evictions    []time.Time
 	evictedSlots []int
+	// guardAdmitted is when the eviction guard last admitted an eviction of a Ready pod,
+	// whether or not kube's PDB check then refused it: holdfast's ledger holds it either way
+	// (until budget.EvictionLapse when kube refused it).
+	guardAdmitted time.Time
+	// disrupted is kube's PDB status' disruptedPods: the pods whose eviction it admitted,
+	// counted as unhealthy until they are gone or its DeletionTimeout (2 minutes) passes.
+	disrupted map[*mpod]time.Time
 	// excused is a group whose pods went down through a start F2 excuses, or through
 	// evictions beside a scale down (below), until it is whole.
 	excused bool
@@ -1091,6 +1109,14 @@ func (w *fworld) evict(x *fwl, p *mpod, j int) bool {
 		return false
 	}
 	if w.ready(p) {
+		x.guardAdmitted = w.now
+	}
+	if w.cfg.pdb && !w.kubeAdmits(x, p) {
+		w.checked["kubePDBRefused"]++
+		w.tracef("kube's PDB check refused the eviction holdfast admitted")
+		return false
+	}
+	if w.ready(p) {
 		x.evictions, x.evictedSlots = append(x.evictions, w.now), append(x.evictedSlots, p.Slot)
 	}
 	if !x.scaledDown.IsZero() && w.now.Sub(x.scaledDown) <= mMaxLag {
@@ -1103,6 +1129,39 @@ func (w *fworld) evict(x *fwl, p *mpod, j int) bool {
 	p.Terminating = true
 	x.goneAt[p] = w.now.Add(fGrace)
 	w.version++
+	return true
+}
+
+// kubeAdmits is kube's PDB check after the eviction guard admitted an eviction of p
+// (pkg/registry/core/pod/storage/eviction.go: EvictionREST.Create and checkAndDecrement),
+// against x's PDB's status as the disruption controller computes it
+// (pkg/controller/disruption/disruption.go, trySync and countHealthyPods: Ready pods not
+// terminating and not in disruptedPods; desiredHealthy is the expected count, the
+// workload's replicas or a DaemonSet's nodes, less maxUnavailable rounded up), as the
+// eviction explorer's kubeAdmits.
+func (w *fworld) kubeAdmits(x *fwl, p *mpod) bool {
+	if x.disrupted == nil {
+		x.disrupted = map[*mpod]time.Time{}
+	}
+	for q, at := range x.disrupted {
+		if w.now.Sub(at) > 2*time.Minute || !slices.Contains(x.pods, q) {
+			delete(x.disrupted, q)
+		}
+	}
+	desired := x.want() - groupBudget(w.cfg.pdbBudget, x.want())
+	healthy := 0
+	for _, q := range x.pods {
+		if _, gone := x.disrupted[q]; w.ready(q) && !q.Terminating && !gone {
+			healthy++
+		}
+	}
+	if !w.ready(p) && healthy >= desired && desired > 0 {
+		return true // unhealthyPodEvictionPolicy IfHealthyBudget: evicted without a decrement
+	}
+	if healthy-desired <= 0 {
+		return false // 429: "Cannot evict pod as it would violate the pod's disruption budget"
+	}
+	x.disrupted[p] = w.now
 	return true
 }
 
@@ -1388,8 +1447,9 @@ func (w *fworld) admissionBound(x *fwl, from time.Time) time.Time {
 	if w.cfg.minInterval {
 		from = maxTime(from, x.lastStart.Add(mMinInterval))
 	}
-	if len(x.evictions) > 0 && w.cfg.shared {
-		last := x.evictions[len(x.evictions)-1]
+	if last := x.guardAdmitted; !last.IsZero() && w.cfg.shared {
+		// An eviction kube's PDB check refused holds the group as long as one it let through:
+		// holdfast's ledger cannot tell them apart until the record lapses.
 		from = maxTime(from, last.Add(budget.EvictionLapse+budget.MaxClockSkew), last.Add(w.cfg.cooldown+budget.MaxClockSkew))
 	}
 	bound := from.Add(2*mMaxLag + 2*mRetry + max(w.cfg.skew, -w.cfg.skew))
@@ -1529,7 +1589,7 @@ var fleetReplays = []struct {
 	check string
 }{
 	{seed: 1, check: RuleConcurrency},
-	{seed: 22, check: budget.RuleSharedBudget},
+	{seed: 23, check: budget.RuleSharedBudget},
 	{seed: 12, check: checkPerNamespace},
 }
 
