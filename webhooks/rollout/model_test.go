@@ -194,20 +194,26 @@ type mworld struct {
 	current    tmpl                          // a StatefulSet's current revision (kubemodel.Workload.Current)
 	sets       []*kubemodel.ReplicaSet[tmpl] // a Deployment's ReplicaSets, as its controller sized them
 	guarded    bool
-	entered    int // relabel-in walks admitted back with another template, judged (relabelIn)
-	maxUnavail int // 0 unset; the strategy's maxUnavailable otherwise
-	nextTag    int
-	broken     map[int]bool
-	numbers    map[tmpl]int64 // revision numbers
-	created    map[tmpl]time.Time
-	pods       []*mpod
-	nodes      int
-	notReady   map[int]bool
-	policy     int // index into modelPolicies; changed by "policy"
-	policyAt   time.Time
-	window     int // index into modelWindows; changed by "window"
-	windowAt   time.Time
-	user       string // the requester of the request being sent
+	// nsOut is the namespace relabelled out of the policy's namespace selector (the
+	// relabel-in walk's way out through the namespace): the workload keeps its own label,
+	// and guarded is false until the namespace is relabelled back.
+	nsOut bool
+	// entered counts the relabel-in walks admitted back with another template, judged
+	// (relabelIn); enteredByNamespace those that came back through their namespace.
+	entered, enteredByNamespace int
+	maxUnavail                  int // 0 unset; the strategy's maxUnavailable otherwise
+	nextTag                     int
+	broken                      map[int]bool
+	numbers                     map[tmpl]int64 // revision numbers
+	created                     map[tmpl]time.Time
+	pods                        []*mpod
+	nodes                       int
+	notReady                    map[int]bool
+	policy                      int // index into modelPolicies; changed by "policy"
+	policyAt                    time.Time
+	window                      int // index into modelWindows; changed by "window"
+	windowAt                    time.Time
+	user                        string // the requester of the request being sent
 
 	journal    *journal.Journal // the leader's, as written
 	lastObj    client.Object    // the workload's last state before an orphaning delete
@@ -627,10 +633,11 @@ func (w *mworld) rolledOut() bool {
 
 // objects is the simulated cluster as the API server holds it.
 func (w *mworld) objects() []client.Object {
-	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mNamespace, Labels: map[string]string{corev1.LabelMetadataName: mNamespace}}}}
+	objs := []client.Object{w.namespace()}
 	if rules := modelPolicies[w.policy]; rules != nil {
 		objs = append(objs, &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{
-			Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"guard": "on"}}}, Mode: v1alpha1.ModeEnforce, Rules: *rules,
+			Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"guard": "on"}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{mTierLabel: "hosted"}}}, Mode: v1alpha1.ModeEnforce, Rules: *rules,
 			Windows: modelWindows[w.window], Exemptions: mExemptions}})
 	}
 	// After an orphaning delete the revisions and pods stay, without an owner, until a
@@ -652,6 +659,54 @@ func (w *mworld) objects() []client.Object {
 		objs[i] = o
 	}
 	return objs
+}
+
+// mTierLabel is the namespace label the model's policy selects namespaces by.
+const mTierLabel = "tier"
+
+// namespace is the workload's namespace as the API server holds it: in the policy's
+// namespace selection unless the relabel-in walk took it out.
+func (w *mworld) namespace() *corev1.Namespace {
+	labels := map[string]string{corev1.LabelMetadataName: mNamespace}
+	if !w.nsOut {
+		labels[mTierLabel] = "hosted"
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mNamespace, UID: "ns-uid", Labels: labels}}
+}
+
+// sendNamespace sends the relabel of the workload's namespace out of the policy's
+// selection (out) or back into it, by user, through replica i's namespace handler
+// (HandleNamespace), and applies it when admitted.
+func (w *mworld) sendNamespace(i int, out bool, user string) bool {
+	oldNs := w.namespace()
+	w.nsOut = out
+	newNs := w.namespace()
+	w.nsOut = !out
+	rep := w.replicas2[i]
+	rep.clock.SetTime(w.now)
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: types.UID(fmt.Sprint(len(w.ops))), Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Namespace"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "namespaces"}, Name: mNamespace, Operation: admissionv1.Update,
+		DryRun: ptr.To(false), UserInfo: authenticationv1.UserInfo{Username: user},
+		Object: runtime.RawExtension{Raw: mustMarshal(newNs)}, OldObject: runtime.RawExtension{Raw: mustMarshal(oldNs)},
+		Options: runtime.RawExtension{Raw: []byte(`{"kind":"UpdateOptions","apiVersion":"meta.k8s.io/v1"}`)},
+	}}
+	resp := rep.handler.HandleNamespace(context.Background(), req)
+	if *rolloutModelTrace {
+		msg := ""
+		if resp.Result != nil {
+			msg = resp.Result.Message
+		}
+		w.trace = append(w.trace, fmt.Sprintf("%s namespace relabel (out=%t) via %d: allowed=%t %s", w.now.Format("15:04:05"), out, i, resp.Allowed, msg))
+	}
+	if !resp.Allowed {
+		if ex := exemption(user, w.now); ex != "" && modelPolicies[w.policy] != nil {
+			w.violate("%s (%s) was refused a namespace relabel: %s", user, ex, resp.Result.Message)
+		}
+		return false
+	}
+	w.nsOut, w.guarded = out, !out
+	return true
 }
 
 // mworkload is one modelled workload as the cache builder reads it: where it lives, its
@@ -751,7 +806,7 @@ func (w *mworld) podTemplate(t tmpl) *corev1.PodTemplateSpec {
 // wrote it.
 func (w *mworld) object() client.Object {
 	meta := metav1.ObjectMeta{Namespace: mNamespace, Name: mName, UID: types.UID(fmt.Sprintf("uid-%d", w.uid)), Generation: w.generation,
-		Labels: map[string]string{"guard": map[bool]string{true: "on", false: "off"}[w.guarded]}}
+		Labels: map[string]string{"guard": map[bool]string{true: "on", false: "off"}[w.guarded || w.nsOut]}}
 	if by, at := w.writer(); by != "" {
 		// The API server moves the template's fields to the manager whose request changed
 		// them, and stamps its entry.
@@ -1471,7 +1526,22 @@ func (w *mworld) relabelIn(i, n int) {
 		(n%3 == 1 && (w.numbers[tmpl{tag: back, count: w.t.count}] == 0 || w.broken[back])) {
 		return
 	}
-	if !w.send(i, admissionv1.Update, func() { w.guarded = false }, mBreakGlass) {
+	// Half the walks go out and back in through the namespace's labels (HandleNamespace):
+	// an administrator's relabel of the namespace, the workload's own label unchanged.
+	byNamespace := (n/150)%2 == 1
+	leave := func() bool {
+		if byNamespace {
+			return w.sendNamespace(i, true, mBreakGlass)
+		}
+		return w.send(i, admissionv1.Update, func() { w.guarded = false }, mBreakGlass)
+	}
+	enter := func(user string) bool {
+		if byNamespace {
+			return w.sendNamespace(i, false, user)
+		}
+		return w.send(i, admissionv1.Update, func() { w.guarded = true }, user)
+	}
+	if !leave() {
 		return
 	}
 	// The walk ends once the caches and the leader have seen the entry: what the next
@@ -1480,6 +1550,12 @@ func (w *mworld) relabelIn(i, n int) {
 	defer w.advance(mMaxLag + 2*time.Second)
 	seen, newest, newestAt, walk, finished := w.tr.cur, w.newest, w.newestAt, w.now, w.tr.finished
 	w.advance(time.Second)
+	if byNamespace {
+		// Outside the selection by its namespace only once the caches show the namespace's
+		// labels: until then a replica judges the workload as selected (a re-create is
+		// refused, "retry"), which is no way around a rule.
+		w.advance(mMaxLag)
+	}
 	tag := w.nextTag
 	switch n % 3 {
 	case 0:
@@ -1506,10 +1582,10 @@ func (w *mworld) relabelIn(i, n int) {
 	// Refused, the operator retries as the refusal says (once the rollout finished, after
 	// minInterval, revertWindow or the window); past the longest of them, the other way
 	// out it names, an exempt requester's relabel, is admitted at once.
-	for deadline := w.now.Add(mRevert + time.Minute + 2*mMaxLag); !w.send(i, admissionv1.Update, func() { w.guarded = true }, mOperator); w.advance(mRetry) {
+	for deadline := w.now.Add(mRevert + time.Minute + 2*mMaxLag); !enter(mOperator); w.advance(mRetry) {
 		if w.now.After(deadline) {
-			if !w.send(i, admissionv1.Update, func() { w.guarded = true }, mBreakGlass) {
-				w.violate("the relabel back into the selection by an exempt requester was refused")
+			if !enter(mBreakGlass) {
+				w.violate("the relabel back into the selection by an exempt requester was refused (through the namespace: %t)", byNamespace)
 			}
 			return
 		}
@@ -1521,6 +1597,9 @@ func (w *mworld) relabelIn(i, n int) {
 		return
 	}
 	w.entered++
+	if byNamespace {
+		w.enteredByNamespace++
+	}
 	if rules.MinInterval != nil && w.t.tag != newest && w.now.Sub(newestAt) < mMinInterval-mMaxLag-2*time.Second {
 		w.violate("I2: the workload entered the selection with tag %d, %s after tag %d, the newest when it left, got its first pod", w.t.tag, w.now.Sub(newestAt), newest)
 	}
@@ -1622,6 +1701,7 @@ func (w *mworld) operate() {
 
 type rolloutModelResult struct {
 	sequences, steps, violations, deadlocks, entered int
+	enteredByNamespace                               int
 	refusalsChecked, fightsChecked                   int
 	counts                                           map[string]int
 	gaps                                             map[string]int // known gaps met, by name
@@ -1640,6 +1720,7 @@ func exploreRollouts(n int, broken func(Input) (Decision, error)) rolloutModelRe
 		res.sequences++
 		res.steps += len(w.ops)
 		res.entered += w.entered
+		res.enteredByNamespace += w.enteredByNamespace
 		res.refusalsChecked += w.refusalsChecked
 		res.fightsChecked += w.fightsChecked
 		if len(w.violations) > 0 {
@@ -1705,9 +1786,9 @@ func TestRolloutModel(t *testing.T) {
 		}
 	}
 	fmt.Printf("RELIABILITY rollout-model-operations %s\n", strings.Join(shares, " "))
-	fmt.Printf("RELIABILITY rollout-model-relabelIn entered=%d\n", res.entered)
-	if res.entered < 10 {
-		t.Errorf("%d relabel-in walks entered the selection with another template, want at least 10", res.entered)
+	fmt.Printf("RELIABILITY rollout-model-relabelIn entered=%d byNamespace=%d\n", res.entered, res.enteredByNamespace)
+	if res.entered < 10 || res.enteredByNamespace < 10 {
+		t.Errorf("%d relabel-in walks entered the selection with another template (%d through the namespace), want at least 10 each", res.entered, res.enteredByNamespace)
 	}
 	if len(res.counts) != len(slices.Compact(slices.Sorted(slices.Values(mopKinds))))+1 { // and relabelIn
 		t.Errorf("generated %d kinds of operation, want every one of %v", len(res.counts), mopKinds)
