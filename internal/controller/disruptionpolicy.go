@@ -123,16 +123,16 @@ func (r *DisruptionPolicyStatus) pdbStatus(ctx context.Context, p *v1alpha1.Disr
 	var selected, conflicts, weakened int32
 	first, firstWeakened := "", ""
 	for _, k := range workload.Kinds() {
-		list, _ := workload.NewList(k)
-		if err := informer.List(ctx, r.Client, list); err != nil {
+		var generating []workload.Meta
+		err := workload.Each(ctx, r.Client, k, func(o client.Object) {
+			if w, ok := workload.MetaOf(o); ok && pdb.Generating(r.Matcher, p, w, nsLabels[w.Namespace]) {
+				generating = append(generating, w)
+			}
+		})
+		if err != nil {
 			return err
 		}
-		objs, _ := meta.ExtractList(list)
-		for _, o := range objs {
-			w, _ := workload.MetaOf(o)
-			if !pdb.Generating(r.Matcher, p, w, nsLabels[w.Namespace]) {
-				continue
-			}
+		for _, w := range generating {
 			selected++
 			_, conflict, err := pdb.Plan(ctx, r.Client, r.Matcher, w)
 			if err != nil {

@@ -29,7 +29,6 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/events"
-	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -228,18 +227,8 @@ func refs(ws []labelled) []workload.Ref {
 func labelledWorkloads(ctx context.Context, c client.Reader) ([]labelled, error) {
 	var out []labelled
 	for _, k := range workload.Kinds() {
-		list, _ := workload.NewList(k)
-		if err := informer.List(ctx, c, list); err != nil {
+		if err := workload.Each(ctx, c, k, func(o client.Object) { out = append(out, labelled{kind: k, obj: o}) }); err != nil {
 			return nil, err
-		}
-		objs, err := meta.ExtractList(list)
-		if err != nil {
-			return nil, err
-		}
-		for _, obj := range objs {
-			if o, ok := obj.(client.Object); ok {
-				out = append(out, labelled{kind: k, obj: o})
-			}
 		}
 	}
 	return out, nil

@@ -243,3 +243,63 @@ func (d direct) List(ctx context.Context, list client.ObjectList, opts ...client
 	}
 	return meta.SetList(list, owned)
 }
+
+// informers is a reader that hands out the informer behind a kind: the cache itself, or a
+// client that reads from it (WithInformers).
+type informers interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...crcache.InformerGetOption) (crcache.Informer, error)
+}
+
+// stored is an informer whose store can be read in place (client-go's shared informers).
+type stored interface{ GetStore() toolscache.Store }
+
+// Each calls f with every object of obj's kind the cache holds, read-only (read it, never
+// write it), without building a list: a list of tens of thousands of workloads holds a
+// copy of each object's top-level struct (over a kilobyte each, a PodSpec included) until
+// the walk ends, more than the cache itself costs when every request and reconcile of a
+// fleet makes one. A reader that is not an informer cache (a client of the API server, a
+// test's store) is listed into list instead, and its items walked.
+func Each(ctx context.Context, r client.Reader, obj client.Object, list client.ObjectList, f func(client.Object)) error {
+	if ix, ok := r.(informers); ok {
+		inf, err := ix.GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if s, ok := inf.(stored); ok {
+			for _, item := range s.GetStore().List() {
+				if o, ok := item.(client.Object); ok {
+					f(o)
+				}
+			}
+			return nil
+		}
+	}
+	if err := List(ctx, r, list); err != nil {
+		return err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	for _, item := range items {
+		if o, ok := item.(client.Object); ok {
+			f(o)
+		}
+	}
+	return nil
+}
+
+// WithInformers is a client whose reads come from cache (a manager's client) that also hands
+// out cache's informers, so that Each walks their stores in place.
+func WithInformers(c client.Client, cache crcache.Informers) client.Client {
+	return withInformers{Client: c, informers: cache}
+}
+
+type withInformers struct {
+	client.Client
+	informers crcache.Informers
+}
+
+func (w withInformers) GetInformer(ctx context.Context, obj client.Object, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
+	return w.informers.GetInformer(ctx, obj, opts...)
+}

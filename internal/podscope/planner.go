@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -139,24 +138,19 @@ func GuardedSelectors(ctx context.Context, r client.Reader, m *policy.Matcher) (
 	}
 	var out []Guarded
 	for _, k := range workload.Kinds() {
-		list, _ := workload.NewList(k)
-		if err := informer.List(ctx, r, list); err != nil {
-			return nil, err
-		}
-		objs, err := meta.ExtractList(list)
-		if err != nil {
-			return nil, err
-		}
-		for _, obj := range objs {
+		err := workload.Each(ctx, r, k, func(obj client.Object) {
 			w, ok := workload.MetaOf(obj)
 			if !ok || !guards(m, rps.Items, dps.Items, w, nsLabels[w.Namespace]) {
-				continue
+				return
 			}
 			sel, err := metav1.LabelSelectorAsSelector(w.Selector)
 			if err != nil || w.Selector == nil {
 				sel = labels.Everything() // watched by its namespace
 			}
 			out = append(out, Guarded{Namespace: w.Namespace, Selector: sel})
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

@@ -12,14 +12,12 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -218,22 +216,13 @@ func SelectedWorkloads(ctx context.Context, r client.Reader, m *Matcher, t v1alp
 // write it), of the kinds the targets name that they select.
 func EachSelected(ctx context.Context, r client.Reader, m *Matcher, t v1alpha1.WorkloadTargets, nsLabels map[string]map[string]string, f func(v1alpha1.WorkloadKind, client.Object)) error {
 	for _, k := range workload.Targeted(t) {
-		list, _ := workload.NewList(k)
-		if err := informer.List(ctx, r, list); err != nil {
-			return err
-		}
-		objs, err := meta.ExtractList(list)
-		if err != nil {
-			return err
-		}
-		for _, obj := range objs {
-			o, ok := obj.(client.Object)
-			if !ok {
-				continue
-			}
+		err := workload.Each(ctx, r, k, func(o client.Object) {
 			if sel, err := m.Selects(t, k, nsLabels[o.GetNamespace()], o.GetLabels()); err == nil && sel {
 				f(k, o)
 			}
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
 // Kinds are the workload kinds holdfast guards.
@@ -61,6 +63,16 @@ func KindOfResource(resource string) (v1alpha1.WorkloadKind, bool) {
 func New(kind v1alpha1.WorkloadKind) (client.Object, error) {
 	obj, _, err := goTypes(kind)
 	return obj, err
+}
+
+// Each calls f with every workload of the kind in r (an informer cache: read it, never
+// write it), without building a list (informer.Each).
+func Each(ctx context.Context, r client.Reader, kind v1alpha1.WorkloadKind, f func(client.Object)) error {
+	obj, list, err := goTypes(kind)
+	if err != nil {
+		return err
+	}
+	return informer.Each(ctx, r, obj, list, f)
 }
 
 // NewList returns an empty list of a guarded kind.

@@ -14,10 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // liveReads is how many pod lists holdfast read from the API server because no pod watch
@@ -172,5 +175,34 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("%s: not within %s", what, d)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWorkloadWalksReadTheCacheInPlace: the walks over every workload of a kind (a
+// policy's status, its fleet, the pod scope's plan) read holdfast's informer cache in place,
+// through the cache itself and through a client that reads from it: the object handed out
+// twice is the same object, not a copy made per walk.
+func TestWorkloadWalksReadTheCacheInPlace(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	d := utiltesting.MakeDeployment(ns, "walked").Replicas(1).Obj()
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	find := func(r client.Reader) client.Object {
+		var found client.Object
+		if err := workload.Each(ctx, r, v1alpha1.KindDeployment, func(o client.Object) {
+			if o.GetNamespace() == ns && o.GetName() == "walked" {
+				found = o
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	eventually(t, "the cache holds the Deployment", func() bool { return find(cached) != nil })
+	viaClient := informer.WithInformers(k8s, cached.(crcache.Informers))
+	if a, b, c := find(cached), find(cached), find(viaClient); a != b || a != c {
+		t.Errorf("walks handed out copies (%p, %p, %p), want the cache's own object", a, b, c)
 	}
 }

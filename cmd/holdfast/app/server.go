@@ -310,12 +310,12 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 	audit := func(p *v1alpha1.RolloutPolicy, obj client.Object, nsLabels map[string]string, now time.Time) (decision.Violations, error) {
 		return rollout.Audit(p, obj, nsLabels, s.Matcher, now)
 	}
-	if err := (&controller.RolloutPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher, Journals: s.Journals,
+	if err := (&controller.RolloutPolicyStatus{Client: informer.WithInformers(mgr.GetClient(), mgr.GetCache()), Matcher: s.Matcher, Journals: s.Journals,
 		Audit: audit, AuditEvery: o.AuditEvery, Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}, Metrics: s.Policies, Clock: clk}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
 	}
 
-	if err := (&controller.DisruptionPolicyStatus{Client: mgr.GetClient(), Matcher: s.Matcher, Metrics: s.Policies, Clock: clk}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.DisruptionPolicyStatus{Client: informer.WithInformers(mgr.GetClient(), mgr.GetCache()), Matcher: s.Matcher, Metrics: s.Policies, Clock: clk}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DisruptionPolicy status controller: %w", err)
 	}
 

@@ -1,0 +1,82 @@
+package informer
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// storeInformer is the part of a client-go shared informer Each reads: its store.
+type storeInformer struct {
+	crcache.Informer
+	store toolscache.Store
+}
+
+func (s storeInformer) GetStore() toolscache.Store { return s.store }
+
+// storeCache hands out one informer for every kind, as an informer cache does.
+type storeCache struct {
+	client.Reader
+	inf storeInformer
+}
+
+func (c storeCache) GetInformer(context.Context, client.Object, ...crcache.InformerGetOption) (crcache.Informer, error) {
+	return c.inf, nil
+}
+
+// TestEachWalksTheStoreInPlace: over an informer cache, Each hands out the store's own
+// objects, with no list of copies (one allocation however many objects: the store's
+// slice of pointers); over any other reader it lists, and walks every item.
+func TestEachWalksTheStoreInPlace(t *testing.T) {
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	held := map[*appsv1.Deployment]bool{}
+	for i := range 1000 {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("d-%d", i)}}
+		held[d] = true
+		if err := store.Add(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := storeCache{inf: storeInformer{store: store}}
+	seen := 0
+	err := Each(context.Background(), r, &appsv1.Deployment{}, &appsv1.DeploymentList{}, func(o client.Object) {
+		if !held[o.(*appsv1.Deployment)] {
+			t.Fatalf("%s is not the store's own object", o.GetName())
+		}
+		seen++
+	})
+	if err != nil || seen != 1000 {
+		t.Fatalf("walked %d of 1000 (%v)", seen, err)
+	}
+	walk := func() float64 {
+		return testing.AllocsPerRun(10, func() {
+			_ = Each(context.Background(), r, &appsv1.Deployment{}, &appsv1.DeploymentList{}, func(client.Object) {})
+		})
+	}
+	before := walk()
+	for i := range 1000 {
+		if err := store.Add(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "more", Name: fmt.Sprintf("d-%d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := walk(); after != before || after > 8 {
+		t.Errorf("walking 1,000 cached objects allocates %.0f times and 2,000 %.0f: want the same few, no copy per object", before, after)
+	}
+
+	c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "x"}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "y"}}).Build()
+	var names []string
+	if err := Each(context.Background(), c, &appsv1.Deployment{}, &appsv1.DeploymentList{}, func(o client.Object) {
+		names = append(names, o.GetNamespace()+"/"+o.GetName())
+	}); err != nil || len(names) != 2 {
+		t.Fatalf("through a client: %v (%v), want a/x and b/y", names, err)
+	}
+}
