@@ -42,9 +42,37 @@ type Evictions struct {
 	// Records are the evictions admitted in the workload's group (its ledger).
 	Records []Eviction
 	// Pods are the workload's pods and Domains the values of the policy's topologyBudget
-	// key on their nodes; read only when the policy has a topologyBudget.
-	Pods    []Pod
-	Domains []string
+	// key on their nodes; read only when the policy has a topologyBudget or a cooldown
+	// (PodsRead).
+	Pods     []Pod
+	Domains  []string
+	PodsRead bool
+}
+
+// LastEffective is when the newest admitted eviction that took effect, or may still, was
+// admitted: one whose pod is gone or no longer running, or that has not lapsed
+// (EvictionLapse and another replica's clock margin: the caches may not show its pod
+// terminating yet). An eviction kube's own PDB check refused after holdfast admitted it
+// leaves its pod running: once lapsed, it no longer holds the group's rollouts for a whole
+// cooldown, as it no longer holds the group's evictions (the eviction guard's cooldown
+// reads the ledger alike). Without Pods read, every record counts.
+func (e Evictions) LastEffective(now time.Time) time.Time {
+	var last time.Time
+	for _, r := range e.Records {
+		effective := !e.PodsRead || now.Sub(r.At) < EvictionLapse+MaxClockSkew
+		if !effective {
+			effective = true // gone, unless still present and running
+			for _, p := range e.Pods {
+				if p.UID == r.UID && p.Running {
+					effective = false
+				}
+			}
+		}
+		if effective && r.At.After(last) {
+			last = r.At
+		}
+	}
+	return last
 }
 
 // InFlight counts the admitted evictions that still count against the group (not lapsed,

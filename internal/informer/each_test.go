@@ -2,6 +2,7 @@ package informer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -16,10 +17,12 @@ import (
 // storeInformer is the part of a client-go shared informer Each reads: its store.
 type storeInformer struct {
 	crcache.Informer
-	store toolscache.Store
+	store    toolscache.Store
+	unsynced bool
 }
 
 func (s storeInformer) GetStore() toolscache.Store { return s.store }
+func (s storeInformer) HasSynced() bool            { return !s.unsynced }
 
 // storeCache hands out one informer for every kind, as an informer cache does.
 type storeCache struct {
@@ -68,6 +71,16 @@ func TestEachWalksTheStoreInPlace(t *testing.T) {
 	}
 	if after := walk(); after != before || after > 8 {
 		t.Errorf("walking 1,000 cached objects allocates %.0f times and 2,000 %.0f: want the same few, no copy per object", before, after)
+	}
+
+	// A cache not started hands out its informer unsynced: an error, as List answers, never
+	// an empty walk.
+	unsynced := storeCache{inf: storeInformer{store: store, unsynced: true}}
+	var notStarted *crcache.ErrCacheNotStarted
+	if err := Each(context.Background(), unsynced, &appsv1.Deployment{}, &appsv1.DeploymentList{}, func(client.Object) {
+		t.Fatal("walked an unsynced store")
+	}); !errors.As(err, &notStarted) {
+		t.Errorf("an unsynced informer: %v, want ErrCacheNotStarted", err)
 	}
 
 	c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(

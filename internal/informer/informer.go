@@ -265,6 +265,11 @@ func Each(ctx context.Context, r client.Reader, obj client.Object, list client.O
 		if err != nil {
 			return err
 		}
+		if !inf.HasSynced() {
+			// A cache not started yet adds the informer and returns it unsynced: walking its
+			// store would answer "none" where List answers an error.
+			return &crcache.ErrCacheNotStarted{}
+		}
 		if s, ok := inf.(stored); ok {
 			for _, item := range s.GetStore().List() {
 				if o, ok := item.(client.Object); ok {

@@ -47,7 +47,7 @@ const holdfastNamespace = "holdfast-system"
 func main() {
 	var o options
 	flag.StringVar(&o.binary, "holdfast", "bin/holdfast", "the holdfast binary to measure")
-	flag.StringVar(&o.only, "only", "serve,apiserver,journal,memory,fleet", "which measurements to run, in order, comma-separated")
+	flag.StringVar(&o.only, "only", "serve,apiserver,memory,fleet", "which measurements to run, in order, comma-separated (journal, 6 minutes, runs only when named)")
 	flag.IntVar(&o.journals, "journals", 5000, "guarded Deployments the journal measurement records, then changes at once")
 	flag.IntVar(&o.fleet, "fleet", 500, "selected Deployments changing their template at once in the fleet burst")
 	flag.DurationVar(&o.window, "window", 20*time.Second, "how long each serving phase lasts")

@@ -317,6 +317,48 @@ func TestSharedBudget(t *testing.T) {
 
 func ptrIntOrString(v intstr.IntOrString) *intstr.IntOrString { return &v }
 
+// TestSharedBudgetCooldownSkipsAnEvictionKubeRefused: an eviction holdfast admitted that
+// kube's own PDB check then refused leaves its pod running; once its record lapses it no
+// longer holds the workload's rollouts for the rest of the cooldown (a 10-minute cooldown
+// held every start for 10 minutes after one refused eviction). An eviction that took effect
+// (its pod terminating or gone), or one not yet lapsed, still holds them.
+func TestSharedBudgetCooldownSkipsAnEvictionKubeRefused(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	agents := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1alpha1.DisruptionPolicySpec{
+		MaxUnavailable: ptrIntOrString(intstr.FromInt32(1)), Cooldown: &metav1.Duration{Duration: 10 * time.Minute}}}
+	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents-rollouts"}, Spec: v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{
+		SharedBudget: &v1alpha1.SharedBudget{DisruptionPolicy: "agents"}}}}
+	at := func(ago time.Duration) budget.Eviction { return budget.Eviction{Pod: "p", UID: "u", At: now.Add(-ago)} }
+	running := []budget.Pod{{UID: "u", Running: true, Available: true}, {UID: "v", Running: true, Available: true}}
+	terminating := []budget.Pod{{UID: "u"}, {UID: "v", Running: true, Available: true}}
+	gone := []budget.Pod{{UID: "v", Running: true, Available: true}}
+	for name, tc := range map[string]struct {
+		records  []budget.Eviction
+		pods     []budget.Pod
+		podsRead bool
+		held     bool
+	}{
+		"refused by kube, lapsed: admitted":           {records: []budget.Eviction{at(40 * time.Second)}, pods: running, podsRead: true},
+		"took effect, its pod terminating: held":      {records: []budget.Eviction{at(40 * time.Second)}, pods: terminating, podsRead: true, held: true},
+		"took effect, its pod gone: held":             {records: []budget.Eviction{at(40 * time.Second)}, pods: gone, podsRead: true, held: true},
+		"not lapsed, its pod still running: held":     {records: []budget.Eviction{at(10 * time.Second)}, pods: running, podsRead: true, held: true},
+		"a drain retrying now: held":                  {records: []budget.Eviction{at(5 * time.Minute), at(5 * time.Second)}, pods: running, podsRead: true, held: true},
+		"refused long ago, then one that took effect": {records: []budget.Eviction{at(5 * time.Minute), {Pod: "q", UID: "v", At: now.Add(-2 * time.Minute)}}, pods: terminating[:1], podsRead: true, held: true},
+		"pods not read: every record counts, held":    {records: []budget.Eviction{at(40 * time.Second)}, pods: running, held: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := decide(t, Input{Operation: admissionv1.Update, Old: wl(v1alpha1.KindDeployment, 3, A, workload.Rollout{}), New: wl(v1alpha1.KindDeployment, 3, B, workload.Rollout{}),
+				History: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 3)}}, Now: now, TemplateChanged: true,
+				User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p},
+				Evictions: map[string]budget.Evictions{p.Name: {Policy: agents, Records: tc.records, Pods: tc.pods, PodsRead: tc.podsRead}}})
+			held := slices.ContainsFunc(d.Violations, func(v decision.Violation) bool { return v.Rule == budget.RuleSharedBudget })
+			if held != tc.held {
+				t.Errorf("held %t, want %t: %v", held, tc.held, d.Violations)
+			}
+		})
+	}
+}
+
 // TestSharedBudgetInFlight: without a cooldown, an eviction in flight that fills the
 // budget holds a start until it lapses.
 func TestSharedBudgetInFlight(t *testing.T) {

@@ -171,6 +171,11 @@ func fleetConfig(seed uint64) fconfig {
 	pr := rand.New(rand.NewPCG(seed, 0x9db))
 	c.pdb = pr.IntN(2) == 0
 	c.pdbBudget = []intstr.IntOrString{c.budget, c.budget, intstr.FromInt32(1), intstr.FromInt32(0)}[pr.IntN(4)]
+	if pr.IntN(3) == 0 {
+		// A cooldown longer than an eviction's lapse: one kube refused must not hold the
+		// group's rollouts for all of it (budget.Evictions.LastEffective).
+		c.cooldown = time.Minute
+	}
 	return c
 }
 
@@ -273,8 +278,11 @@ type fwl struct {
 	evictedSlots []int
 	// guardAdmitted is when the eviction guard last admitted an eviction of a Ready pod,
 	// whether or not kube's PDB check then refused it: holdfast's ledger holds it either way
-	// (until budget.EvictionLapse when kube refused it).
+	// (until budget.EvictionLapse when kube refused it); refused are those kube refused,
+	// which hold the cooldown only once their pod is gone or terminating for another reason
+	// (holdfast can no longer tell them from evictions that took effect).
 	guardAdmitted time.Time
+	refused       []refusedEviction
 	// disrupted is kube's PDB status' disruptedPods: the pods whose eviction it admitted,
 	// counted as unhealthy until they are gone or its DeletionTimeout (2 minutes) passes.
 	disrupted map[*mpod]time.Time
@@ -286,6 +294,13 @@ type fwl struct {
 }
 
 type fexcuse struct{ fleet, shared string }
+
+// refusedEviction is an eviction of pod p the eviction guard admitted at at and kube's PDB
+// check refused.
+type refusedEviction struct {
+	at time.Time
+	p  *mpod
+}
 
 type freplica struct {
 	skew    time.Duration
@@ -1113,6 +1128,9 @@ func (w *fworld) evict(x *fwl, p *mpod, j int) bool {
 	}
 	if w.cfg.pdb && !w.kubeAdmits(x, p) {
 		w.checked["kubePDBRefused"]++
+		if w.ready(p) {
+			x.refused = append(x.refused, refusedEviction{at: w.now, p: p})
+		}
 		w.tracef("kube's PDB check refused the eviction holdfast admitted")
 		return false
 	}
@@ -1148,6 +1166,14 @@ func (w *fworld) kubeAdmits(x *fwl, p *mpod) bool {
 			delete(x.disrupted, q)
 		}
 	}
+	floor := w.cfg.pdbBudget == w.cfg.budget // holdfast's generated PDB, else an operator's
+	if x.kind == v1alpha1.KindDaemonSet && !floor {
+		// An operator's maxUnavailable over a DaemonSet's pods: kube cannot scale a
+		// DaemonSet, so the disruption controller fails safe, allowing no disruption
+		// (disruption.go getExpectedPodCount, failSafe); holdfast's generator writes an
+		// integer minAvailable for one instead (pdb.Desired).
+		return false
+	}
 	desired := x.want() - groupBudget(w.cfg.pdbBudget, x.want())
 	healthy := 0
 	for _, q := range x.pods {
@@ -1155,8 +1181,10 @@ func (w *fworld) kubeAdmits(x *fwl, p *mpod) bool {
 			healthy++
 		}
 	}
-	if !w.ready(p) && healthy >= desired && desired > 0 {
-		return true // unhealthyPodEvictionPolicy IfHealthyBudget: evicted without a decrement
+	if !w.ready(p) && (floor || (healthy >= desired && desired > 0)) {
+		// unhealthyPodEvictionPolicy: AlwaysAllow on the PDBs holdfast generates,
+		// IfHealthyBudget (kube's default) on an operator's; evicted without a decrement.
+		return true
 	}
 	if healthy-desired <= 0 {
 		return false // 429: "Cannot evict pod as it would violate the pod's disruption budget"
@@ -1447,10 +1475,24 @@ func (w *fworld) admissionBound(x *fwl, from time.Time) time.Time {
 	if w.cfg.minInterval {
 		from = maxTime(from, x.lastStart.Add(mMinInterval))
 	}
-	if last := x.guardAdmitted; !last.IsZero() && w.cfg.shared {
-		// An eviction kube's PDB check refused holds the group as long as one it let through:
-		// holdfast's ledger cannot tell them apart until the record lapses.
-		from = maxTime(from, last.Add(budget.EvictionLapse+budget.MaxClockSkew), last.Add(w.cfg.cooldown+budget.MaxClockSkew))
+	if w.cfg.shared && !x.guardAdmitted.IsZero() {
+		// Every eviction the guard admitted counts in flight until it lapses, kube's PDB
+		// check notwithstanding; the cooldown runs from the last one that took effect, or
+		// one kube refused whose pod is gone or terminating since (or has not lapsed when
+		// the operator starts asking): holdfast can no longer tell it from one that did.
+		from = maxTime(from, x.guardAdmitted.Add(budget.EvictionLapse+budget.MaxClockSkew))
+		var last time.Time
+		if n := len(x.evictions); n > 0 {
+			last = x.evictions[n-1]
+		}
+		for _, r := range x.refused {
+			if !slices.Contains(x.pods, r.p) || r.p.Terminating || from.Sub(r.at) < budget.EvictionLapse+budget.MaxClockSkew {
+				last = maxTime(last, r.at)
+			}
+		}
+		if !last.IsZero() {
+			from = maxTime(from, last.Add(w.cfg.cooldown+budget.MaxClockSkew))
+		}
 	}
 	bound := from.Add(2*mMaxLag + 2*mRetry + max(w.cfg.skew, -w.cfg.skew))
 	if _, wait := windowHolds(w.cfg.window, from); wait > 0 {
@@ -1614,8 +1656,11 @@ var fleetReplays = []struct {
 //   - 8973, 20683, 21220, 42587, 42927 (the next run): with the model's stall clock stopped
 //     while held, L2 bounded the stalled slot's lapse from it, where holdfast restarts the
 //     clock at a lift it saw, later; L2 now takes the later of the two.
+//   - 19, 155 (with kube's PDB check and a one-minute cooldown): an eviction holdfast
+//     admitted and kube refused held the group's rollouts for the whole cooldown
+//     (budget.Evictions.LastEffective).
 var fleetRegressions = []uint64{3277, 22213, 1110, 975, 21630, 14820, 21640, 17079, 21916, 46710, 8237, 20509,
-	8973, 20683, 21220, 42587, 42927}
+	8973, 20683, 21220, 42587, 42927, 19, 155}
 
 var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
 

@@ -37,7 +37,7 @@ func checkSharedBudget(in Input, p *v1alpha1.RolloutPolicy) []finding {
 	if w, m := topologyWait(in, b); m != "" && w > wait {
 		wait, msg = w, m
 	}
-	if spec.Cooldown != nil && !last.IsZero() {
+	if last = b.LastEffective(in.Now); spec.Cooldown != nil && !last.IsZero() {
 		if w := spec.Cooldown.Duration + budget.MaxClockSkew - in.Now.Sub(last); w > wait {
 			wait = w
 			msg = fmt.Sprintf("%s had a pod evicted %s ago under DisruptionPolicy %s, whose cooldown of %s its rollouts share",
@@ -122,10 +122,11 @@ func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input, shared []*
 			continue
 		}
 		b := budget.Evictions{Policy: dp}
-		if dp.Spec.TopologyBudget != nil {
+		if dp.Spec.TopologyBudget != nil || dp.Spec.Cooldown != nil {
 			if b.Pods, b.Domains, err = h.workloadDomains(ctx, in.Old.Ref, dp, in.Now); err != nil {
 				return nil, fmt.Errorf("%w; retry", err)
 			}
+			b.PodsRead = true
 		}
 		if h.Ledgers != nil {
 			if group == nil {
@@ -165,15 +166,16 @@ func (h *Handler) recordBudgetStart(ctx context.Context, in *Input, group *budge
 	return group.RecordRolloutStart(ctx, h.Ledgers, rs)
 }
 
-// workloadDomains reads the workload's pods and the domains of the topology budget's key
-// where they run, from the caches: a node missing there disrupts no domain of its own (the
-// eviction guard reads it from the API server when one of its pods is evicted).
+// workloadDomains reads the workload's pods and, under a topology budget, the domains of
+// its key where they run, from the caches: a node missing there disrupts no domain of its
+// own (the eviction guard reads it from the API server when one of its pods is evicted).
+// Without a topology budget the pods alone are read (whether an eviction took effect, for
+// the cooldown: budget.Evictions.LastEffective).
 func (h *Handler) workloadDomains(ctx context.Context, ref workload.Ref, dp *v1alpha1.DisruptionPolicy, now time.Time) ([]budget.Pod, []string, error) {
 	pods, err := workload.PodsOf(ctx, h.Reader, ref)
 	if err != nil {
 		return nil, nil, err
 	}
-	key, _, _ := dp.Spec.TopologyBudget.Resolved()
 	settle := time.Duration(dp.Spec.MinReadySeconds) * time.Second
 	if settle > 0 {
 		settle += budget.MaxClockSkew
@@ -181,9 +183,10 @@ func (h *Handler) workloadDomains(ctx context.Context, ref workload.Ref, dp *v1a
 	var domains []string
 	of := map[string]string{} // node name to its domain, "" for none
 	for _, p := range pods {
-		if _, seen := of[p.Node]; seen || p.Node == "" {
+		if _, seen := of[p.Node]; seen || p.Node == "" || dp.Spec.TopologyBudget == nil {
 			continue
 		}
+		key, _, _ := dp.Spec.TopologyBudget.Resolved()
 		node := &corev1.Node{}
 		if err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: p.Node}, node); client.IgnoreNotFound(err) != nil {
 			return nil, nil, err
