@@ -691,18 +691,7 @@ func (w *mworld) sendNamespace(i int, out bool, user string) bool {
 		Object: runtime.RawExtension{Raw: mustMarshal(newNs)}, OldObject: runtime.RawExtension{Raw: mustMarshal(oldNs)},
 		Options: runtime.RawExtension{Raw: []byte(`{"kind":"UpdateOptions","apiVersion":"meta.k8s.io/v1"}`)},
 	}}
-	resp := rep.handler.HandleNamespace(context.Background(), req)
-	if *rolloutModelTrace {
-		msg := ""
-		if resp.Result != nil {
-			msg = resp.Result.Message
-		}
-		w.trace = append(w.trace, fmt.Sprintf("%s namespace relabel (out=%t) via %d: allowed=%t %s", w.now.Format("15:04:05"), out, i, resp.Allowed, msg))
-	}
-	if !resp.Allowed {
-		if ex := exemption(user, w.now); ex != "" && modelPolicies[w.policy] != nil {
-			w.violate("%s (%s) was refused a namespace relabel: %s", user, ex, resp.Result.Message)
-		}
+	if !w.answered(fmt.Sprintf("a namespace relabel (out=%t)", out), i, user, rep.handler.HandleNamespace(context.Background(), req)) {
 		return false
 	}
 	w.nsOut, w.guarded = out, !out
@@ -1070,17 +1059,7 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 		req.OldObject = runtime.RawExtension{Raw: mustMarshal(oldObj)}
 	}
 	resp := rep.handler.Handle(context.Background(), req)
-	if *rolloutModelTrace {
-		msg := ""
-		if resp.Result != nil {
-			msg = resp.Result.Message
-		}
-		w.trace = append(w.trace, fmt.Sprintf("%s %s via %d: allowed=%t %s", w.now.Format("15:04:05"), op, i, resp.Allowed, msg))
-	}
-	if !resp.Allowed {
-		if ex := exemption(user, w.now); ex != "" && modelPolicies[w.policy] != nil {
-			w.violate("%s (%s) was refused: %s", user, ex, resp.Result.Message)
-		}
+	if !w.answered(string(op), i, user, resp) {
 		w.checkWriters(op, rep, resp, user, before.uid)
 		restore(w, &before)
 		return false
@@ -1096,6 +1075,25 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 	w.noteAdmitted(&before)
 	w.checkServerCount(&before)
 	return true
+}
+
+// answered traces holdfast's answer to a request (what it was, sent by user through
+// replica i) and holds the refusal of an exempt requester as a violation; it reports
+// whether the request was allowed.
+func (w *mworld) answered(what string, i int, user string, resp admission.Response) bool {
+	if *rolloutModelTrace {
+		msg := ""
+		if resp.Result != nil {
+			msg = resp.Result.Message
+		}
+		w.trace = append(w.trace, fmt.Sprintf("%s %s via %d: allowed=%t %s", w.now.Format("15:04:05"), what, i, resp.Allowed, msg))
+	}
+	if !resp.Allowed {
+		if ex := exemption(user, w.now); ex != "" && modelPolicies[w.policy] != nil {
+			w.violate("%s (%s) was refused %s: %s", user, ex, what, resp.Result.Message)
+		}
+	}
+	return resp.Allowed
 }
 
 // optionsKind is the kind of a request's options.
