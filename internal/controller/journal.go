@@ -46,6 +46,12 @@ type JournalRecorder struct {
 	// Writers say which field manager last changed each workload's template; each
 	// revision is recorded with its writer. nil records none.
 	Writers *informer.Writers
+	// Live reads the API server: before a new revision is journaled, the workload's
+	// namespace is read there, so that a template changed just after an administrator
+	// relabelled the namespace out of the selection (no guard was asked) is not journaled
+	// as if admitted while the leader's namespace cache still shows the old labels. nil
+	// reads the cache.
+	Live client.Reader
 
 	gone sync.Map // NamespacedName → the last state of a deleted workload (lastSeen)
 	// wrote holds each journal the recorder wrote until its cache shows the write
@@ -221,6 +227,18 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 		// it would be read back as invalid and rebuilt on every look.
 		return reconcile.Result{}, r.drop(ctx, existing)
 	}
+	if r.Live != nil && newRevision(j, next) {
+		// The workload and namespace caches are two informers: the change may be seen
+		// before a relabel the API server made first. A revision journaled here is one a
+		// relabel-in later reads as known (checkEnteredChange), so it must have been guarded.
+		ns := &corev1.Namespace{}
+		if err := r.Live.Get(ctx, client.ObjectKey{Name: w.Namespace}, ns); err != nil {
+			return reconcile.Result{}, err
+		}
+		if guarded, _ = r.selects(&policies, w, ns.Labels); !guarded {
+			return r.retire(ctx, existing, j, now, journal.Retention(policies.Items))
+		}
+	}
 	if reflect.DeepEqual(j, next) {
 		return reconcile.Result{}, nil
 	}
@@ -237,6 +255,22 @@ func (r *JournalRecorder) guards(ctx context.Context, policies *v1alpha1.Rollout
 	if err != nil {
 		return false, nil, err
 	}
+	guarded, flags := r.selects(policies, w, nsLabels)
+	return guarded, flags, nil
+}
+
+// newRevision is whether next makes a template current that j did not have current (j nil:
+// the workload's first journal).
+func newRevision(j, next *journal.Journal) bool {
+	if j == nil || j.Current() == nil {
+		return true
+	}
+	return next.Current() == nil || next.Current().Template != j.Current().Template
+}
+
+// selects is whether a policy selects w in a namespace labelled nsLabels, and the
+// argsMatchReplicas flags of those that do.
+func (r *JournalRecorder) selects(policies *v1alpha1.RolloutPolicyList, w *workload.Workload, nsLabels map[string]string) (bool, []v1alpha1.ArgMatchesReplicas) {
 	guarded := false
 	var flags []v1alpha1.ArgMatchesReplicas
 	for i := range policies.Items {
@@ -247,7 +281,7 @@ func (r *JournalRecorder) guards(ctx context.Context, policies *v1alpha1.Rollout
 			flags = append(flags, p.Spec.Rules.ArgsMatchReplicas...)
 		}
 	}
-	return guarded, flags, nil
+	return guarded, flags
 }
 
 // retire keeps the journal of a workload that is gone, or no longer guarded, for keep

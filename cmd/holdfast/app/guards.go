@@ -88,7 +88,7 @@ func (g Guards) Handlers() (*rollout.Handler, *eviction.Handler) {
 // leader runs one per kind).
 func (g Guards) JournalRecorder(kind v1alpha1.WorkloadKind) *controller.JournalRecorder {
 	return &controller.JournalRecorder{Client: g.Client, Kind: kind, Namespace: g.Namespace, Matcher: g.Shared.Matcher,
-		Clock: g.Clock, Metrics: g.Shared.Journal, Writers: g.Shared.Writers}
+		Clock: g.Clock, Metrics: g.Shared.Journal, Writers: g.Shared.Writers, Live: g.Live}
 }
 
 // limiter is a handler's own Event limiter, or nil without a recorder.
