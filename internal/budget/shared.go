@@ -1,7 +1,10 @@
 package budget
 
 import (
+	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
@@ -42,37 +45,43 @@ type Evictions struct {
 	// Records are the evictions admitted in the workload's group (its ledger).
 	Records []Eviction
 	// Pods are the workload's pods and Domains the values of the policy's topologyBudget
-	// key on their nodes; read only when the policy has a topologyBudget or a cooldown
-	// (PodsRead).
-	Pods     []Pod
-	Domains  []string
-	PodsRead bool
+	// key on their nodes; read only when the policy has a topologyBudget or a cooldown.
+	Pods    []Pod
+	Domains []string
 }
 
 // LastEffective is when the newest admitted eviction that took effect, or may still, was
-// admitted: one whose pod is gone or no longer running, or that has not lapsed
-// (EvictionLapse and another replica's clock margin: the caches may not show its pod
-// terminating yet). An eviction kube's own PDB check refused after holdfast admitted it
-// leaves its pod running: once lapsed, it no longer holds the group's rollouts for a whole
-// cooldown, as it no longer holds the group's evictions (the eviction guard's cooldown
-// reads the ledger alike). Without Pods read, every record counts.
-func (e Evictions) LastEffective(now time.Time) time.Time {
+// admitted (LastEffective, read with any other replica's clock margin): once lapsed, one
+// kube's PDB check refused holds the workload's rollouts no longer. Pods not read count as
+// gone: every record counts.
+func (e Evictions) LastEffective(now time.Time) (time.Time, bool) {
+	running := func(uid types.UID) bool {
+		return slices.ContainsFunc(e.Pods, func(p Pod) bool { return p.UID == uid && p.Running })
+	}
+	at, ok := LastEffective(e.Records, now, func(Eviction) time.Duration { return MaxClockSkew }, running, "")
+	return at.Add(-MaxClockSkew), ok
+}
+
+// LastEffective is when, at the latest on the reading replica's clock, the newest admitted
+// eviction took effect (its pod is gone, or running says it no longer runs) or may still
+// (it has not lapsed: EvictionLapse after its time, moved by margin, how much later than it
+// looks a record of the replica that wrote it may be). An eviction kube's own PDB check
+// refused after holdfast admitted it leaves its pod running: once lapsed, it holds the
+// group for no cooldown, of evictions or of rollouts. The records of pod skip do not count
+// (a retried eviction does not wait for itself).
+func LastEffective(records []Eviction, now time.Time, margin func(Eviction) time.Duration, running func(types.UID) bool, skip types.UID) (time.Time, bool) {
 	var last time.Time
-	for _, r := range e.Records {
-		effective := !e.PodsRead || now.Sub(r.At) < EvictionLapse+MaxClockSkew
-		if !effective {
-			effective = true // gone, unless still present and running
-			for _, p := range e.Pods {
-				if p.UID == r.UID && p.Running {
-					effective = false
-				}
-			}
+	found := false
+	for _, r := range records {
+		if skip != "" && r.UID == skip {
+			continue
 		}
-		if effective && r.At.After(last) {
-			last = r.At
+		at := r.At.Add(margin(r))
+		if effective := now.Sub(at) < EvictionLapse || !running(r.UID); effective && (!found || at.After(last)) {
+			last, found = at, true
 		}
 	}
-	return last
+	return last, found
 }
 
 // InFlight counts the admitted evictions that still count against the group (not lapsed,

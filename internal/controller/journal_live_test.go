@@ -20,20 +20,6 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/memstore"
 )
 
-// laggingNamespaces is the leader's client whose namespace cache lags the API server
-// (store): namespaces are read from their own cache, the rest from the store.
-type laggingNamespaces struct {
-	memstore.Writer
-	namespaces *memstore.Store
-}
-
-func (c laggingNamespaces) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if key.Namespace == "" && key.Name == "t" {
-		return c.namespaces.Get(ctx, key, obj, opts...)
-	}
-	return c.Writer.Get(ctx, key, obj, opts...)
-}
-
 // TestRecorderReadsTheNamespaceLiveBeforeANewRevision: an administrator relabels a
 // namespace out of a policy's selection and a tenant then changes a workload's template
 // there (the API server sends it to no guard). The leader's workload cache sees the change
@@ -97,8 +83,8 @@ func TestRecorderReadsTheNamespaceLiveBeforeANewRevision(t *testing.T) {
 	}
 
 	// The namespace leaves the selection; the leader's namespace cache still shows it in.
-	lagging := memstore.New(nil)
-	lagging.Put(hosted.DeepCopy())
+	laggingNamespaces := memstore.New(nil)
+	laggingNamespaces.Put(hosted.DeepCopy())
 	out := hosted.DeepCopy()
 	delete(out.Labels, "tier")
 	store.Put(out)
@@ -106,7 +92,8 @@ func TestRecorderReadsTheNamespaceLiveBeforeANewRevision(t *testing.T) {
 	store.Put(deployment(2, "web:2"))
 	store.Put(replicaSet("a1", "1", "web:1", 0, now.Add(-time.Hour)))
 	store.Put(replicaSet("b2", "2", "web:2", 2, now.Add(-time.Second)))
-	c := laggingNamespaces{Writer: memstore.Writer{Store: store}, namespaces: lagging}
+	c := lagging{Writer: memstore.Writer{Store: store}, cache: laggingNamespaces,
+		lags: func(obj client.Object) bool { return obj.GetObjectKind().GroupVersionKind().Kind == "Namespace" }}
 
 	if _, err := recorder(store, c).Reconcile(ctx, req); err != nil {
 		t.Fatal(err)

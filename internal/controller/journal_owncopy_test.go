@@ -22,18 +22,25 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/memstore"
 )
 
-// laggingJournals is the recorder's client over the API server (store): it reads and
-// writes there, but reads journals from its own cache, which the test moves.
-type laggingJournals struct {
+// lagging is the recorder's client over the API server (store): it reads and writes there,
+// but reads the objects lags names from its own cache, which the test moves.
+type lagging struct {
 	memstore.Writer
 	cache *memstore.Store
+	lags  func(client.Object) bool
 }
 
-func (c laggingJournals) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*corev1.ConfigMap); ok {
+func (c lagging) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if c.lags(obj) {
 		return c.cache.Get(ctx, key, obj, opts...)
 	}
 	return c.Writer.Get(ctx, key, obj, opts...)
+}
+
+// journals names the journals' ConfigMaps.
+func journals(obj client.Object) bool {
+	_, ok := obj.(*corev1.ConfigMap)
+	return ok
 }
 
 // TestHandDeletedJournalIsRebuilt: the recorder creates a workload's journal; the
@@ -70,7 +77,7 @@ func TestHandDeletedJournalIsRebuilt(t *testing.T) {
 		Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](2), Template: rsTmpl},
 		Status: appsv1.ReplicaSetStatus{Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}})
 
-	r := &JournalRecorder{Client: laggingJournals{Writer: memstore.Writer{Store: store}, cache: cache}, Kind: v1alpha1.KindDeployment,
+	r := &JournalRecorder{Client: lagging{Writer: memstore.Writer{Store: store}, cache: cache, lags: journals}, Kind: v1alpha1.KindDeployment,
 		Namespace: holdfastNamespace, Clock: clocktesting.NewFakePassiveClock(now)}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "t", Name: "web"}}
 	key := client.ObjectKey{Namespace: holdfastNamespace, Name: journal.Name(v1alpha1.KindDeployment, "t", "web")}

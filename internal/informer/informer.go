@@ -124,9 +124,10 @@ func ControllerUID(obj client.Object) []string {
 // Options trims what holdfast caches to what its decisions read: no managed fields and no
 // kubectl apply's last-applied configuration anywhere, and pods reduced to identity,
 // ownership, node and readiness. ReplicaSets and ControllerRevisions pass through revision
-// after that, which may replace their pod templates by a fingerprint (history.Slim). Of ConfigMaps, only holdfast's revision
-// journals in its namespace are cached (journals selects them). Of a workload's managed
-// fields, writers keeps the manager that last changed its template (nil: none).
+// after that, which may replace their pod templates by a fingerprint (history.Slim). Of
+// ConfigMaps, only holdfast's revision journals in its namespace are cached (journals
+// selects them). Of a workload's managed fields, writers keeps the manager that last
+// changed its template (nil: none).
 func Options(revision toolscache.TransformFunc, namespace string, journals labels.Selector, writers *Writers) crcache.Options {
 	stripManaged := crcache.TransformStripManagedFields()
 	strip := func(obj any) (any, error) {

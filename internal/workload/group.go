@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,12 @@ import (
 type Group struct {
 	Meta
 	Pods []Pod
+}
+
+// Running is whether the group's pod with the UID is present and not terminating: one
+// whose eviction holdfast admitted has not gone (kube's PDB check refused it).
+func (g *Group) Running(uid types.UID) bool {
+	return slices.ContainsFunc(g.Pods, func(p Pod) bool { return p.UID == uid && !p.Terminating })
 }
 
 // GroupOf finds the workload a pod belongs to and reads its pods, from a cache indexed by

@@ -335,31 +335,9 @@ func pendingRecords(in Input, minReady time.Duration) int32 {
 }
 
 // lastEffective is when, at the latest on this replica's clock, the newest admitted
-// eviction took effect (its pod is gone or terminating) or may still take effect (it has
-// not lapsed). An eviction kube refused after holdfast admitted it lapses, and does not
-// hold the group for a full cooldown.
+// eviction of another of the group's pods took effect or may still (budget.LastEffective).
 func lastEffective(in Input) (time.Time, bool) {
-	var last time.Time
-	found := false
-	for _, r := range in.Records {
-		if r.UID == in.Pod.UID {
-			continue // a retried eviction of this pod does not wait for itself
-		}
-		at := r.At.Add(in.margin(r))
-		effective := in.Now.Sub(at) < budget.EvictionLapse
-		if !effective {
-			effective = true // gone, unless still present and not terminating
-			for _, p := range in.Group.Pods {
-				if p.UID == r.UID && !p.Terminating {
-					effective = false
-				}
-			}
-		}
-		if effective && (!found || at.After(last)) {
-			last, found = at, true
-		}
-	}
-	return last, found
+	return budget.LastEffective(in.Records, in.Now, in.margin, in.Group.Running, in.Pod.UID)
 }
 
 // windowHold defers the eviction while the policy's windows hold changes (an open Deny

@@ -333,24 +333,23 @@ func TestSharedBudgetCooldownSkipsAnEvictionKubeRefused(t *testing.T) {
 	terminating := []budget.Pod{{UID: "u"}, {UID: "v", Running: true, Available: true}}
 	gone := []budget.Pod{{UID: "v", Running: true, Available: true}}
 	for name, tc := range map[string]struct {
-		records  []budget.Eviction
-		pods     []budget.Pod
-		podsRead bool
-		held     bool
+		records []budget.Eviction
+		pods    []budget.Pod
+		held    bool
 	}{
-		"refused by kube, lapsed: admitted":           {records: []budget.Eviction{at(40 * time.Second)}, pods: running, podsRead: true},
-		"took effect, its pod terminating: held":      {records: []budget.Eviction{at(40 * time.Second)}, pods: terminating, podsRead: true, held: true},
-		"took effect, its pod gone: held":             {records: []budget.Eviction{at(40 * time.Second)}, pods: gone, podsRead: true, held: true},
-		"not lapsed, its pod still running: held":     {records: []budget.Eviction{at(10 * time.Second)}, pods: running, podsRead: true, held: true},
-		"a drain retrying now: held":                  {records: []budget.Eviction{at(5 * time.Minute), at(5 * time.Second)}, pods: running, podsRead: true, held: true},
-		"refused long ago, then one that took effect": {records: []budget.Eviction{at(5 * time.Minute), {Pod: "q", UID: "v", At: now.Add(-2 * time.Minute)}}, pods: terminating[:1], podsRead: true, held: true},
-		"pods not read: every record counts, held":    {records: []budget.Eviction{at(40 * time.Second)}, pods: running, held: true},
+		"refused by kube, lapsed: admitted":           {records: []budget.Eviction{at(40 * time.Second)}, pods: running},
+		"took effect, its pod terminating: held":      {records: []budget.Eviction{at(40 * time.Second)}, pods: terminating, held: true},
+		"took effect, its pod gone: held":             {records: []budget.Eviction{at(40 * time.Second)}, pods: gone, held: true},
+		"not lapsed, its pod still running: held":     {records: []budget.Eviction{at(10 * time.Second)}, pods: running, held: true},
+		"a drain retrying now: held":                  {records: []budget.Eviction{at(5 * time.Minute), at(5 * time.Second)}, pods: running, held: true},
+		"refused long ago, then one that took effect": {records: []budget.Eviction{at(5 * time.Minute), {Pod: "q", UID: "v", At: now.Add(-2 * time.Minute)}}, pods: terminating[:1], held: true},
+		"pods not read: every record counts, held":    {records: []budget.Eviction{at(40 * time.Second)}, held: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := decide(t, Input{Operation: admissionv1.Update, Old: wl(v1alpha1.KindDeployment, 3, A, workload.Rollout{}), New: wl(v1alpha1.KindDeployment, 3, B, workload.Rollout{}),
 				History: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 3)}}, Now: now, TemplateChanged: true,
 				User: authenticationv1.UserInfo{Username: "operator"}, Policies: []v1alpha1.RolloutPolicy{p},
-				Evictions: map[string]budget.Evictions{p.Name: {Policy: agents, Records: tc.records, Pods: tc.pods, PodsRead: tc.podsRead}}})
+				Evictions: map[string]budget.Evictions{p.Name: {Policy: agents, Records: tc.records, Pods: tc.pods}}})
 			held := slices.ContainsFunc(d.Violations, func(v decision.Violation) bool { return v.Rule == budget.RuleSharedBudget })
 			if held != tc.held {
 				t.Errorf("held %t, want %t: %v", held, tc.held, d.Violations)

@@ -37,11 +37,11 @@ func checkSharedBudget(in Input, p *v1alpha1.RolloutPolicy) []finding {
 	if w, m := topologyWait(in, b); m != "" && w > wait {
 		wait, msg = w, m
 	}
-	if last = b.LastEffective(in.Now); spec.Cooldown != nil && !last.IsZero() {
-		if w := spec.Cooldown.Duration + budget.MaxClockSkew - in.Now.Sub(last); w > wait {
+	if at, ok := b.LastEffective(in.Now); spec.Cooldown != nil && ok {
+		if w := spec.Cooldown.Duration + budget.MaxClockSkew - in.Now.Sub(at); w > wait {
 			wait = w
 			msg = fmt.Sprintf("%s had a pod evicted %s ago under DisruptionPolicy %s, whose cooldown of %s its rollouts share",
-				in.New, round(max(in.Now.Sub(last), 0)), b.Policy.Name, spec.Cooldown.Duration)
+				in.New, round(max(in.Now.Sub(at), 0)), b.Policy.Name, spec.Cooldown.Duration)
 		}
 	}
 	if msg == "" {
@@ -126,7 +126,6 @@ func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input, shared []*
 			if b.Pods, b.Domains, err = h.workloadDomains(ctx, in.Old.Ref, dp, in.Now); err != nil {
 				return nil, fmt.Errorf("%w; retry", err)
 			}
-			b.PodsRead = true
 		}
 		if h.Ledgers != nil {
 			if group == nil {
@@ -180,13 +179,16 @@ func (h *Handler) workloadDomains(ctx context.Context, ref workload.Ref, dp *v1a
 	if settle > 0 {
 		settle += budget.MaxClockSkew
 	}
+	var key string
+	if tb := dp.Spec.TopologyBudget; tb != nil {
+		key, _, _ = tb.Resolved()
+	}
 	var domains []string
 	of := map[string]string{} // node name to its domain, "" for none
 	for _, p := range pods {
 		if _, seen := of[p.Node]; seen || p.Node == "" || dp.Spec.TopologyBudget == nil {
 			continue
 		}
-		key, _, _ := dp.Spec.TopologyBudget.Resolved()
 		node := &corev1.Node{}
 		if err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: p.Node}, node); client.IgnoreNotFound(err) != nil {
 			return nil, nil, err
