@@ -43,6 +43,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/kubemodel"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
@@ -1172,17 +1173,14 @@ func (w *world) stable(g *mgroup) bool {
 	return true
 }
 
-// kubeAdmits is kube's PDB check after holdfast admitted the eviction (pkg/registry/core/
-// pod/storage/eviction.go: EvictionREST.Create and checkAndDecrement), against the PDB's
-// status as the disruption controller computes it (pkg/controller/disruption/
-// disruption.go, trySync and countHealthyPods: Ready pods not terminating and not in
-// disruptedPods; desiredHealthy is expected less maxUnavailable).
+// kubeAdmits is kube's PDB check after holdfast admitted the eviction
+// (kubemodel.PDBAllows), over the group's pods.
 func (w *world) kubeAdmits(p *mpod, dryRun bool) bool {
 	if w.cfg.PDB == nil || p.g != w.groups[0] || p.terminating {
 		return !dryRun
 	}
 	for name, at := range w.disrupted {
-		if w.now.Sub(at) > 2*time.Minute { // the controller's DeletionTimeout
+		if w.now.Sub(at) > kubemodel.DeletionTimeout {
 			delete(w.disrupted, name)
 		}
 	}
@@ -1194,18 +1192,11 @@ func (w *world) kubeAdmits(p *mpod, dryRun bool) bool {
 			healthy++
 		}
 	}
-	if !p.ready(w.now) {
-		if w.cfg.PDBUnhealthy == policyv1.AlwaysAllow || (healthy >= desired && desired > 0) {
-			return !dryRun
-		}
-	}
-	if healthy-desired <= 0 {
-		return false // 429: "Cannot evict pod as it would violate the pod's disruption budget"
-	}
-	if !dryRun {
+	allowed, disrupts := kubemodel.PDBAllows(p.ready(w.now), int(healthy), int(desired), w.cfg.PDBUnhealthy == policyv1.AlwaysAllow)
+	if disrupts && !dryRun {
 		w.disrupted[p.name] = w.now
 	}
-	return !dryRun
+	return allowed && !dryRun
 }
 
 // held follows, per replica and pod, the deferrals without a break that maxHold warns of.

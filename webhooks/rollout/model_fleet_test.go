@@ -1151,18 +1151,14 @@ func (w *fworld) evict(x *fwl, p *mpod, j int) bool {
 }
 
 // kubeAdmits is kube's PDB check after the eviction guard admitted an eviction of p
-// (pkg/registry/core/pod/storage/eviction.go: EvictionREST.Create and checkAndDecrement),
-// against x's PDB's status as the disruption controller computes it
-// (pkg/controller/disruption/disruption.go, trySync and countHealthyPods: Ready pods not
-// terminating and not in disruptedPods; desiredHealthy is the expected count, the
-// workload's replicas or a DaemonSet's nodes, less maxUnavailable rounded up), as the
-// eviction explorer's kubeAdmits.
+// (kubemodel.PDBAllows), over x's pods: its expected count is the workload's replicas or a
+// DaemonSet's nodes, its budget maxUnavailable rounded up.
 func (w *fworld) kubeAdmits(x *fwl, p *mpod) bool {
 	if x.disrupted == nil {
 		x.disrupted = map[*mpod]time.Time{}
 	}
 	for q, at := range x.disrupted {
-		if w.now.Sub(at) > 2*time.Minute || !slices.Contains(x.pods, q) {
+		if w.now.Sub(at) > kubemodel.DeletionTimeout || !slices.Contains(x.pods, q) {
 			delete(x.disrupted, q)
 		}
 	}
@@ -1181,16 +1177,13 @@ func (w *fworld) kubeAdmits(x *fwl, p *mpod) bool {
 			healthy++
 		}
 	}
-	if !w.ready(p) && (floor || (healthy >= desired && desired > 0)) {
-		// unhealthyPodEvictionPolicy: AlwaysAllow on the PDBs holdfast generates,
-		// IfHealthyBudget (kube's default) on an operator's; evicted without a decrement.
-		return true
+	// unhealthyPodEvictionPolicy: AlwaysAllow on the PDBs holdfast generates,
+	// IfHealthyBudget (kube's default) on an operator's.
+	allowed, disrupts := kubemodel.PDBAllows(w.ready(p), healthy, desired, floor)
+	if disrupts {
+		x.disrupted[p] = w.now
 	}
-	if healthy-desired <= 0 {
-		return false // 429: "Cannot evict pod as it would violate the pod's disruption budget"
-	}
-	x.disrupted[p] = w.now
-	return true
+	return allowed
 }
 
 func (w *fworld) step(op fop) {
