@@ -124,11 +124,12 @@ func ControllerUID(obj client.Object) []string {
 // Options trims what holdfast caches to what its decisions read: no managed fields and no
 // kubectl apply's last-applied configuration anywhere, and pods reduced to identity,
 // ownership, node and readiness. ReplicaSets and ControllerRevisions pass through revision
-// after that, which may replace their pod templates by a fingerprint (history.Slim). Of
-// ConfigMaps, only holdfast's revision journals in its namespace are cached (journals
-// selects them). Of a workload's managed fields, writers keeps the manager that last
-// changed its template (nil: none).
-func Options(revision toolscache.TransformFunc, namespace string, journals labels.Selector, writers *Writers) crcache.Options {
+// after that, which may replace their pod templates by a fingerprint (history.Slim), and
+// Deployments, StatefulSets and DaemonSets through template, which may pack theirs
+// (workload.Pack). Of ConfigMaps, only holdfast's revision journals in its namespace are
+// cached (journals selects them). Of a workload's managed fields, writers keeps the
+// manager that last changed its template (nil: none).
+func Options(revision, template toolscache.TransformFunc, namespace string, journals labels.Selector, writers *Writers) crcache.Options {
 	stripManaged := crcache.TransformStripManagedFields()
 	strip := func(obj any) (any, error) {
 		if m, ok := obj.(metav1.Object); ok {
@@ -143,7 +144,11 @@ func Options(revision toolscache.TransformFunc, namespace string, journals label
 		if m, ok := obj.(metav1.Object); ok {
 			writers.record(m)
 		}
-		return strip(obj)
+		obj, err := strip(obj)
+		if err != nil {
+			return obj, err
+		}
+		return template(obj)
 	}
 	stripThenRevision := func(obj any) (any, error) {
 		obj, err := strip(obj)

@@ -69,7 +69,8 @@ func TestTemplateWriter(t *testing.T) {
 // still strips the managed fields from what the cache holds; a nil Writers keeps nothing.
 func TestOptionsKeepTheTemplateWriter(t *testing.T) {
 	writers := NewWriters()
-	opts := Options(func(o any) (any, error) { return o, nil }, "holdfast-system", nil, writers)
+	keep := func(o any) (any, error) { return o, nil }
+	opts := Options(keep, keep, "holdfast-system", nil, writers)
 	var transform func(any) (any, error)
 	for obj, by := range opts.ByObject {
 		if _, ok := obj.(*appsv1.Deployment); ok {

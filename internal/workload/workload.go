@@ -3,6 +3,7 @@
 package workload
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -80,11 +81,19 @@ type Rollout struct {
 }
 
 // From views a typed apps/v1 workload as a Workload, reading what decisions read into a
-// Lean, as the lean path does from a review; its template is the typed one.
+// Lean, as the lean path does from a review; its template is the typed one, or the one the
+// cache packed (Pack).
 func From(obj runtime.Object) (*Workload, error) {
 	kind, l, t, err := leanOf(obj)
 	if err != nil {
 		return nil, err
+	}
+	packed, err := packedTemplate(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s/%s: %w", kind, l.Metadata.Namespace, l.Metadata.Name, err)
+	}
+	if packed != nil {
+		return view(kind, l, packed)
 	}
 	return view(kind, l, FromSpec(t, ""))
 }

@@ -862,7 +862,7 @@ func (x *fwl) uidPrefix() string {
 // truthReader is the cluster as it is now (built once per change and second).
 func (w *fworld) truthReader() *utiltesting.MemReader {
 	if w.truth == nil || !w.truthAt.Equal(w.now) || w.truthVer != w.version {
-		w.truth = utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, w.objects()...)
+		w.truth = utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, cached(w.objects())...)
 		w.truthAt, w.truthVer = w.now, w.version
 	}
 	return w.truth

@@ -849,7 +849,20 @@ func (w *mworld) object() client.Object {
 }
 
 func (w *mworld) truthReader() *utiltesting.MemReader {
-	return utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, w.objects()...)
+	return utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, cached(w.objects())...)
+}
+
+// cached is objs as holdfast's cache holds them: revisions known by their templates'
+// fingerprints (history.Slim), workloads with their templates packed (workload.Pack).
+func cached(objs []client.Object) []client.Object {
+	for _, o := range objs {
+		for _, transform := range []func(any) (any, error){history.Slim, workload.Pack} {
+			if _, err := transform(o); err != nil {
+				panic(err)
+			}
+		}
+	}
+	return objs
 }
 
 // record is the leader's journal recorder observing the cluster (through its own cache,

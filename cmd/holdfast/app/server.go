@@ -76,7 +76,7 @@ func WebhookServer(ctx context.Context, host string, port int, certDir string) w
 // of ConfigMaps only the revision journals in holdfast's namespace are cached, and of a
 // workload's managed fields only its template's last writer, kept in writers.
 func CacheOptions(namespace string, writers *informer.Writers) crcache.Options {
-	return informer.Options(history.Slim, namespace, labels.SelectorFromSet(labels.Set{journal.ComponentLabel: journal.Component}), writers)
+	return informer.Options(history.Slim, workload.Pack, namespace, labels.SelectorFromSet(labels.Set{journal.ComponentLabel: journal.Component}), writers)
 }
 
 // Options are the settings Setup needs beyond the manager.

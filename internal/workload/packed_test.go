@@ -1,0 +1,130 @@
+package workload
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+)
+
+// packable is a template as a kube-apiserver's is written: flags, env, resources.
+func packable() corev1.PodTemplateSpec {
+	t := tmpl("registry.k8s.io/kube-apiserver:v1.37.2")
+	t.Labels["tier"] = "control-plane"
+	t.Annotations = map[string]string{"checksum/config": "abc"}
+	c := &t.Spec.Containers[0]
+	c.Command = []string{"kube-apiserver"}
+	c.Args = []string{"--etcd-servers=https://etcd:2379", "--endpoint-reconciler-type=none", "--apiserver-count=3"}
+	c.Env = []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "2"}}
+	c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	t.Spec.NodeSelector = map[string]string{"node-role": "control-plane"}
+	t.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+	return t
+}
+
+// TestPackKeepsWhatDecisionsRead: a workload the cache packed reads, through From, as the
+// one it packed: the same fingerprint, spec, flags and shape, the template's labels still
+// typed for the selections; only the typed spec is gone. Packing twice changes nothing.
+func TestPackKeepsWhatDecisionsRead(t *testing.T) {
+	objs := map[string]func(corev1.PodTemplateSpec) runtime.Object{
+		"Deployment": func(t corev1.PodTemplateSpec) runtime.Object {
+			return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n"}, Spec: appsv1.DeploymentSpec{Template: t}}
+		},
+		"StatefulSet": func(t corev1.PodTemplateSpec) runtime.Object {
+			return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "n", Annotations: map[string]string{"a": "b"}}, Spec: appsv1.StatefulSetSpec{Template: t}}
+		},
+		"DaemonSet": func(t corev1.PodTemplateSpec) runtime.Object {
+			return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "ds", Namespace: "n"}, Spec: appsv1.DaemonSetSpec{Template: t}}
+		},
+	}
+	flags := []v1alpha1.ArgMatchesReplicas{{Container: "c", Flag: "--apiserver-count"}}
+	for kind, build := range objs {
+		t.Run(kind, func(t *testing.T) {
+			want := packable()
+			typed, err := From(build(*want.DeepCopy()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := build(*want.DeepCopy())
+			if _, err := Pack(obj); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Pack(obj); err != nil { // a second pass finds it packed
+				t.Fatal(err)
+			}
+			held := PodTemplate(obj)
+			if held.Spec.Containers != nil || !equality.Semantic.DeepEqual(held.Labels, want.Labels) {
+				t.Fatalf("cached template = %+v; want the labels %v and no spec", held, want.Labels)
+			}
+			w, err := From(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, ok := w.Template.Sum()
+			wantSum, _ := Fingerprint(&want)
+			if !ok || sum != wantSum {
+				t.Errorf("Sum = %q, %v; want %q", sum, ok, wantSum)
+			}
+			spec, err := w.Template.Spec()
+			if err != nil || !equality.Semantic.DeepEqual(spec, &want) {
+				t.Errorf("Spec = %+v, %v; want %+v", spec, err, want)
+			}
+			if !SameTemplate(w.Template, typed.Template) {
+				t.Error("the packed template differs from the typed one")
+			}
+			f, ok, err := w.Template.Flag("c", "--apiserver-count")
+			if err != nil || !ok || !f.Found || f.Value != "3" {
+				t.Errorf("Flag = %+v, %v, %v; want --apiserver-count=3", f, ok, err)
+			}
+			got, err1 := w.Template.Shape(flags)
+			wantShape, err2 := typed.Template.Shape(flags)
+			if err1 != nil || err2 != nil || got != wantShape {
+				t.Errorf("Shape = %q (%v); want %q (%v)", got, err1, wantShape, err2)
+			}
+			other := packable()
+			other.Spec.Containers[0].Image = "registry.k8s.io/kube-apiserver:v1.37.3"
+			changed := build(other)
+			if _, err := Pack(changed); err != nil {
+				t.Fatal(err)
+			}
+			if cw, err := From(changed); err != nil || SameTemplate(cw.Template, w.Template) {
+				t.Errorf("a packed template with another image compares equal (%v)", err)
+			}
+		})
+	}
+}
+
+// TestPackedTemplateThatDoesNotReadIsAnError: a corrupted packed template is an error
+// naming the workload, never a template read as empty.
+func TestPackedTemplateThatDoesNotReadIsAnError(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n",
+		Annotations: map[string]string{PackedTemplateAnnotation: "not base64!"}}}
+	if _, err := From(d); err == nil {
+		t.Fatal("From read a corrupted packed template")
+	}
+}
+
+// BenchmarkFromPacked is what a decision pays to read a cached workload's template: the
+// inflate, and the decode when it reads the spec.
+func BenchmarkFromPacked(b *testing.B) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n"}, Spec: appsv1.DeploymentSpec{Template: packable()}}
+	if _, err := Pack(d); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		w, err := From(d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.Template.Spec(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
