@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -204,5 +205,57 @@ func TestWorkloadWalksReadTheCacheInPlace(t *testing.T) {
 	viaClient := informer.WithInformers(k8s, cached.(crcache.Informers))
 	if a, b, c := find(cached), find(cached), find(viaClient); a != b || a != c {
 		t.Errorf("walks handed out copies (%p, %p, %p), want the cache's own object", a, b, c)
+	}
+}
+
+// TestCacheHoldsWorkloadTemplatesPacked: the cache keeps a workload's pod template packed
+// (workload.Pack), its labels typed for the selections, and From reads it as the API
+// server has it, before and after a change of the template.
+func TestCacheHoldsWorkloadTemplatesPacked(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	d := utiltesting.MakeDeployment(ns, "packed").Replicas(1).Container("server", "--server-count=1", "--log-level=info").Obj()
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, image := range []string{"", "registry.example/server:2"} {
+		live := &appsv1.Deployment{}
+		if image != "" {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
+				t.Fatal(err)
+			}
+			live.Spec.Template.Spec.Containers[0].Image = image
+			if err := k8s.Update(ctx, live); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
+			t.Fatal(err)
+		}
+		want, err := workload.Fingerprint(&live.Spec.Template)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := &appsv1.Deployment{}
+		eventually(t, "the cache holds the Deployment's template "+want[:10], func() bool {
+			return cached.Get(ctx, client.ObjectKeyFromObject(d), held) == nil && held.Annotations[workload.FingerprintAnnotation] == want
+		})
+		if held.Spec.Template.Spec.Containers != nil || held.Annotations[workload.PackedTemplateAnnotation] == "" {
+			t.Fatalf("the cached template is not packed: %+v", held.Spec.Template)
+		}
+		if !equality.Semantic.DeepEqual(held.Spec.Template.Labels, live.Spec.Template.Labels) {
+			t.Errorf("cached template labels %v, want %v", held.Spec.Template.Labels, live.Spec.Template.Labels)
+		}
+		w, err := workload.From(held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := w.Template.Spec()
+		if err != nil || !equality.Semantic.DeepEqual(spec, &live.Spec.Template) {
+			t.Errorf("the cached template reads as %+v (%v), want the API server's %+v", spec, err, live.Spec.Template)
+		}
+		if f, ok, err := w.Template.Flag("server", "--server-count"); err != nil || !ok || f.Value != "1" {
+			t.Errorf("--server-count reads as %+v, %v, %v", f, ok, err)
+		}
 	}
 }
