@@ -140,7 +140,7 @@ func Options(revision, template toolscache.TransformFunc, namespace string, jour
 		}
 		return stripManaged(obj)
 	}
-	recordThenStrip := func(obj any) (any, error) {
+	recordStripPack := func(obj any) (any, error) {
 		if m, ok := obj.(metav1.Object); ok {
 			writers.record(m)
 		}
@@ -164,9 +164,9 @@ func Options(revision, template toolscache.TransformFunc, namespace string, jour
 			&corev1.Node{}:               {Transform: leanNode},
 			&appsv1.ReplicaSet{}:         {Transform: stripThenRevision},
 			&appsv1.ControllerRevision{}: {Transform: stripThenRevision},
-			&appsv1.Deployment{}:         {Transform: recordThenStrip},
-			&appsv1.StatefulSet{}:        {Transform: recordThenStrip},
-			&appsv1.DaemonSet{}:          {Transform: recordThenStrip},
+			&appsv1.Deployment{}:         {Transform: recordStripPack},
+			&appsv1.StatefulSet{}:        {Transform: recordStripPack},
+			&appsv1.DaemonSet{}:          {Transform: recordStripPack},
 			&corev1.ConfigMap{}:          {Namespaces: map[string]crcache.Config{namespace: {}}, Label: journals},
 		},
 	}

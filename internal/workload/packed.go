@@ -3,7 +3,9 @@ package workload
 import (
 	"bytes"
 	"compress/flate"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +14,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 )
 
 // PackedTemplateAnnotation is set by holdfast's cache (never in the cluster) on
@@ -26,61 +27,100 @@ const PackedTemplateAnnotation = "holdfast.dev/template-deflate"
 
 // Pack is the cache transform for Deployments, StatefulSets and DaemonSets: it records the
 // template's fingerprint (FingerprintAnnotation) and packs its spec into
-// PackedTemplateAnnotation. Other objects, and a template that does not encode, pass
-// unchanged.
+// PackedTemplateAnnotation. Other objects pass unchanged; a template that does not encode
+// stays typed, without either annotation, so that none the object arrived with is read.
 func Pack(obj any) (any, error) {
 	f, ok := fieldsOf(obj)
 	if !ok || f.template.Spec.Containers == nil { // packed already, or nothing to pack
 		return obj, nil
 	}
+	// A copy: the object's own map may be shared with another's.
+	annotations := make(map[string]string, len(f.meta.Annotations)+2)
+	maps.Copy(annotations, f.meta.Annotations)
+	delete(annotations, FingerprintAnnotation)
+	delete(annotations, PackedTemplateAnnotation)
+	f.meta.Annotations = annotations
 	raw, err := json.Marshal(f.template)
 	if err != nil {
-		return obj, nil // kept typed: From reads it as it is
-	}
-	sum, err := Fingerprint(f.template)
-	if err != nil {
 		return obj, nil
+	}
+	// The fingerprint is the hash of this JSON, unless it carries a hash label, which the
+	// fingerprint leaves out: then it is computed without them.
+	var sum string
+	if hasHashLabelKey(raw) {
+		if sum, err = Fingerprint(f.template); err != nil {
+			return obj, nil
+		}
+	} else {
+		s := sha256.Sum256(raw)
+		sum = hex.EncodeToString(s[:])
 	}
 	packed, err := deflate(raw)
 	if err != nil {
 		return obj, nil
 	}
-	// A copy: the object's own map may be shared with another's.
-	annotations := make(map[string]string, len(f.meta.Annotations)+2)
-	maps.Copy(annotations, f.meta.Annotations)
-	f.meta.Annotations = annotations
-	f.meta.Annotations[FingerprintAnnotation] = sum
-	f.meta.Annotations[PackedTemplateAnnotation] = packed
+	annotations[FingerprintAnnotation] = sum
+	annotations[PackedTemplateAnnotation] = packed
 	f.template.Spec = corev1.PodSpec{}
 	return obj, nil
 }
 
-// packedTemplate is the template Pack packed into obj, known by its JSON and fingerprint;
-// nil when obj has none packed.
-func packedTemplate(obj any) (*Template, error) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, nil
+// packedTemplate is the template Pack packed into obj, known by its fingerprint and
+// unpacked when a decision reads more (Template.Spec); nil when obj has none packed. Only
+// a template without containers can be packed: an object that has them and the annotation
+// (written in the cluster, or read by holdfast check) is read as it is.
+func packedTemplate(obj any) *Template {
+	f, ok := fieldsOf(obj)
+	if !ok || f.template.Spec.Containers != nil {
+		return nil
 	}
-	packed := m.GetAnnotations()[PackedTemplateAnnotation]
+	packed := f.meta.Annotations[PackedTemplateAnnotation]
 	if packed == "" {
-		return nil, nil
+		return nil
 	}
-	raw, err := inflate(packed)
-	if err != nil {
-		return nil, fmt.Errorf("reading the pod template the cache packed: %w", err)
-	}
-	t := new(Template).Wrap(nil, m.GetAnnotations()[FingerprintAnnotation])
-	t.raw = raw
-	return t, nil
+	t := new(Template).Wrap(nil, f.meta.Annotations[FingerprintAnnotation])
+	t.packed = packed
+	return t
 }
+
+// unpack reads the packed template's JSON, once.
+func (t *Template) unpack() {
+	if t.packed == "" || t.raw != nil || t.err != nil {
+		return
+	}
+	raw, err := inflate(t.packed)
+	if err != nil {
+		t.err = fmt.Errorf("reading the pod template the cache packed: %w", err)
+		return
+	}
+	t.raw = raw
+}
+
+// maxTemplate bounds what a packed template inflates to: more than any object etcd stores.
+const maxTemplate = 4 << 20
+
+// packDictionary is what most pod templates' JSON repeats, as kube defaults and writes
+// it: DEFLATE's preset dictionary, it halves a small template's packed size. It lives in
+// this process only (the cache never leaves it), so it may change with any release.
+var packDictionary = []byte(`{"metadata":{"creationTimestamp":null,"labels":{"app":""},"annotations":{}},` +
+	`"spec":{"volumes":[{"name":"","configMap":{"name":"","defaultMode":420}},{"secret":{"secretName":"","defaultMode":420}},` +
+	`{"emptyDir":{}},{"hostPath":{"path":"","type":""}},{"projected":{"sources":[]}}],` +
+	`"containers":[{"name":"","image":"","command":[""],"args":["--"],"ports":[{"name":"","containerPort":,"protocol":"TCP"}],` +
+	`"env":[{"name":"","value":""},{"valueFrom":{"fieldRef":{"apiVersion":"v1","fieldPath":"metadata.namespace"}}}],` +
+	`"resources":{"limits":{"cpu":"","memory":""},"requests":{"cpu":"","memory":""}},` +
+	`"volumeMounts":[{"name":"","readOnly":true,"mountPath":"/etc/"}],` +
+	`"livenessProbe":{"httpGet":{"path":"/healthz","port":,"scheme":"HTTP"},"initialDelaySeconds":,"timeoutSeconds":1,"periodSeconds":10,"successThreshold":1,"failureThreshold":3},` +
+	`"readinessProbe":{"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent","securityContext":{}}],` +
+	`"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","nodeSelector":{},` +
+	`"serviceAccountName":"","serviceAccount":"","securityContext":{},"affinity":{},"schedulerName":"default-scheduler",` +
+	`"tolerations":[{"key":"","operator":"Exists","effect":"NoSchedule"}],"priorityClassName":""}}`)
 
 var (
 	writers = sync.Pool{New: func() any {
-		w, _ := flate.NewWriter(nil, flate.DefaultCompression)
+		w, _ := flate.NewWriterDict(nil, flate.DefaultCompression, packDictionary)
 		return w
 	}}
-	readers = sync.Pool{New: func() any { return flate.NewReader(strings.NewReader("")) }}
+	readers = sync.Pool{New: func() any { return flate.NewReaderDict(strings.NewReader(""), packDictionary) }}
 )
 
 func deflate(raw []byte) (string, error) {
@@ -104,8 +144,12 @@ func inflate(packed string) ([]byte, error) {
 	}
 	r := readers.Get().(io.ReadCloser)
 	defer readers.Put(r)
-	if err := r.(flate.Resetter).Reset(bytes.NewReader(compressed), nil); err != nil {
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(compressed), packDictionary); err != nil {
 		return nil, err
 	}
-	return io.ReadAll(r)
+	raw, err := io.ReadAll(io.LimitReader(r, maxTemplate+1))
+	if err == nil && len(raw) > maxTemplate {
+		err = fmt.Errorf("more than %d bytes", maxTemplate)
+	}
+	return raw, err
 }

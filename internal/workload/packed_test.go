@@ -100,13 +100,48 @@ func TestPackKeepsWhatDecisionsRead(t *testing.T) {
 	}
 }
 
-// TestPackedTemplateThatDoesNotReadIsAnError: a corrupted packed template is an error
-// naming the workload, never a template read as empty.
+// TestPackedTemplateThatDoesNotReadIsAnError: a corrupted packed template is an error when
+// a decision reads it, never a template read as empty.
 func TestPackedTemplateThatDoesNotReadIsAnError(t *testing.T) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n",
-		Annotations: map[string]string{PackedTemplateAnnotation: "not base64!"}}}
-	if _, err := From(d); err == nil {
-		t.Fatal("From read a corrupted packed template")
+	for name, packed := range map[string]string{"not base64": "not base64!", "not DEFLATE": "bm90IGRlZmxhdGU="} {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n",
+			Annotations: map[string]string{PackedTemplateAnnotation: packed}}}
+		w, err := From(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spec, err := w.Template.Spec(); err == nil {
+			t.Errorf("%s: a corrupted packed template read as %+v", name, spec)
+		}
+		if _, ok := w.Template.Sum(); ok {
+			t.Errorf("%s: a corrupted packed template has a fingerprint", name)
+		}
+	}
+}
+
+// TestAnnotationsTheObjectArrivedWithAreNotRead: only the cache packs. A workload that has
+// its containers is read as it is, whatever annotations of holdfast's it carries (written
+// in the cluster, or in a file holdfast check reads), and Pack replaces them.
+func TestAnnotationsTheObjectArrivedWithAreNotRead(t *testing.T) {
+	old := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n"}, Spec: appsv1.DeploymentSpec{Template: packable()}}
+	if _, err := Pack(old); err != nil {
+		t.Fatal(err)
+	}
+	forged := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n", Annotations: old.Annotations}, Spec: appsv1.DeploymentSpec{Template: packable()}}
+	forged.Spec.Template.Spec.Containers[0].Image = "evil:1"
+	want, _ := Fingerprint(&forged.Spec.Template)
+	w, err := From(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := w.Template.Sum(); sum != want {
+		t.Errorf("the template reads as the forged annotation's %s, want its own %s", sum, want)
+	}
+	if _, err := Pack(forged); err != nil {
+		t.Fatal(err)
+	}
+	if forged.Annotations[FingerprintAnnotation] != want || old.Annotations[FingerprintAnnotation] == want {
+		t.Errorf("Pack kept the annotation the object arrived with, or wrote into the map it shared")
 	}
 }
 

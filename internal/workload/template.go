@@ -35,6 +35,8 @@ type Template struct {
 	hex string
 	// commands are the containers' command lines, still JSON, when read with raw.
 	commands []commandJSON
+	// packed is the template as the cache packed it (Pack), until unpack reads it into raw.
+	packed string
 }
 
 // FromSpec wraps a typed pod template. sum, when not empty, is its known fingerprint
@@ -83,6 +85,7 @@ func consumed(before []byte, dec *jsontext.Decoder) []byte {
 // Spec returns the typed template, decoding the JSON on first use. A template known only
 // by its fingerprint, or whose JSON does not decode as a pod template, is an error.
 func (t *Template) Spec() (*corev1.PodTemplateSpec, error) {
+	t.unpack()
 	if t.typed == nil && t.err == nil {
 		switch {
 		case t.raw != nil:
@@ -140,8 +143,8 @@ func fingerprintOf(t *corev1.PodTemplateSpec) ([sha256.Size]byte, error) {
 	return sha256.Sum256(raw), nil
 }
 
-// FingerprintAnnotation is set by holdfast's cache (never in the cluster) on ReplicaSets
-// and ControllerRevisions to the fingerprint of their pod template.
+// FingerprintAnnotation is set by holdfast's cache (never in the cluster) on ReplicaSets,
+// ControllerRevisions and workloads to the fingerprint of their pod template.
 const FingerprintAnnotation = "holdfast.dev/template-sha256"
 
 // SameTemplate compares two templates, ignoring the hash labels kube adds: by
@@ -170,7 +173,7 @@ func SameTemplate(a, b *Template) bool {
 	return a.computeFingerprint() && b.computeFingerprint() && a.sum == b.sum
 }
 
-func (t *Template) sumOnly() bool { return t.raw == nil && t.typed == nil }
+func (t *Template) sumOnly() bool { return t.raw == nil && t.typed == nil && t.packed == "" }
 
 // computeFingerprint fingerprints a typed template the way the cache does, unless its
 // fingerprint is known; false if it is not known and cannot be computed.

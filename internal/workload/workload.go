@@ -3,7 +3,6 @@
 package workload
 
 import (
-	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -88,11 +87,7 @@ func From(obj runtime.Object) (*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	packed, err := packedTemplate(obj)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s/%s: %w", kind, l.Metadata.Namespace, l.Metadata.Name, err)
-	}
-	if packed != nil {
+	if packed := packedTemplate(obj); packed != nil {
 		return view(kind, l, packed)
 	}
 	return view(kind, l, FromSpec(t, ""))
