@@ -93,13 +93,15 @@ func New(metrics *Metrics) *Scope {
 		planned: make(chan struct{})}
 }
 
-// NewCache is the manager's NewCache: its cache, with pods read through the Scope. It keeps
+// NewCache is the manager's NewCache: its cache, with pods read through the Scope and the
+// indexes by UID kept once (informer.UIDIndexes). It keeps
 // the manager's configuration, scheme, mapper and HTTP client for the pod watches.
 func (s *Scope) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
-	inner, err := crcache.New(cfg, opts)
+	c, err := crcache.New(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
+	inner := informer.UIDIndexes(c)
 	s.cfg = cfg
 	s.base = crcache.Options{Scheme: opts.Scheme, Mapper: opts.Mapper, HTTPClient: opts.HTTPClient}
 	s.owners = inner
