@@ -66,6 +66,16 @@ import (
 //     Ready pod of its group, nor while evicted pods fill the budget;
 //   - L1: once every rollout has finished (the stalled ones fixed) and the drains stop, a
 //     further rollout is admitted within the bound docs/invariants.md states.
+//
+// Relabels (relabel, drawn from a stream of their own between the operations): a workload
+// leaves the policy's selection (its label guard=off; the operator's relabel out is refused
+// under a policy in force, an exempt requester's admitted), its template changes outside it
+// (admitted: no policy selects it) and rolls out, and it comes back in later through the
+// operator's relabel, which holdfast judges on what it brings (checkEntering,
+// checkEnteredChange), retried as the refusal says, past the single explorer's longest
+// wait by an exempt requester. While it is out the leader's recorder retires its journal
+// (JournalRecorder.retire: kept, marked, not updated, dropped after journal.Retention); F1
+// neither counts it nor resolves a percentage against it.
 
 var (
 	fleetModelSequences = flag.Int("rollout-fleet-model.sequences", 2000, "sequences the rollout fleet explorer runs (make fuzz runs more)")
@@ -291,6 +301,13 @@ type fwl struct {
 	excused bool
 	// scaledDown is when the group's replicas were last lowered.
 	scaledDown time.Time
+	// out is a workload relabelled out of the policy's selection (guard=off); leftT is its
+	// template when it left, enteredAt when it last came back in. countedAt is when the
+	// request F1 counts its rollout from was admitted (a start, or an entry: see enter).
+	out       bool
+	leftT     tmpl
+	enteredAt time.Time
+	countedAt time.Time
 }
 
 type fexcuse struct{ fleet, shared string }
@@ -354,6 +371,29 @@ type fworld struct {
 	// clock of the replica that decides, at most budget.MaxClockSkew from the cluster's).
 	deciding time.Duration
 	maxSeen  int // the most counted workloads rolling at once
+	// selLog is how many workloads the policy selected, before and after each relabel
+	// admitted; relabels counts the relabel walks; keep is journal.Retention of the policy
+	// (how long the recorder keeps a retired journal).
+	selLog   []selChange
+	relabels relabelCounts
+	keep     time.Duration
+}
+
+// selChange is a relabel admitted at at, which changed the selected workloads from before
+// to after.
+type selChange struct {
+	at            time.Time
+	before, after int
+}
+
+// relabelCounts are what the relabel walks did: left the selection (outByOperator of them
+// the operator's relabel out, admitted under Warn or a policy not yet in force), entered it
+// again (changed of them with another template than they left with; exempt the exempt
+// requester's entries past the longest wait, withEdit those that brought a new template in
+// the same update), and the operator's entries refused (refusals the refusals, refused the
+// entries refused at least once).
+type relabelCounts struct {
+	left, outByOperator, entered, changed, exempt, withEdit, refused, refusals int
 }
 
 func newFleet(seed uint64, broken func(Input) (Decision, error)) *fworld {
@@ -622,14 +662,24 @@ func (x *fwl) unfinished(w *fworld) bool {
 	return n != x.want()
 }
 
-// checkFleet is F1.
+// checkFleet is F1. It counts the workloads selected now: one out of the selection is not
+// the policy's (its slot is freed once the recorder retires its journal), and one that came
+// back in is counted from its entry when the entry is what F1 counts (enter). The limit is
+// resolved against the selected workloads as holdfast could read them when it admitted the
+// newest of the rollouts counted (selectedSeen): an exempt requester's relabel out after it
+// shrinks a percentage's base, and holdfast cannot take back rollouts it admitted before
+// (without relabels, every workload, as always).
 func (w *fworld) checkFleet() {
 	if w.cfg.concurrency == nil {
 		return
 	}
 	var counted []string
+	var newest time.Time
 	perNamespace := map[string][]string{}
 	for _, x := range w.ws {
+		if x.out {
+			continue
+		}
 		if w.released(x) {
 			if x.rolling() {
 				w.checked["F1released"]++
@@ -640,6 +690,7 @@ func (w *fworld) checkFleet() {
 			name := fmt.Sprintf("%s %s/%s %v", x.kind, x.ns, x.name, x.live)
 			counted = append(counted, name)
 			perNamespace[x.ns] = append(perNamespace[x.ns], name)
+			newest = maxTime(newest, x.countedAt)
 		}
 	}
 	if w.cfg.perNamespace > 0 {
@@ -652,14 +703,45 @@ func (w *fworld) checkFleet() {
 		}
 	}
 	w.maxSeen = max(w.maxSeen, len(counted))
-	limit := fleetLimit(*w.cfg.concurrency, len(w.ws), w.cfg.limitCap)
+	selected := w.selectedSeen(newest)
+	limit := fleetLimit(*w.cfg.concurrency, selected, w.cfg.limitCap)
 	if len(counted) > 0 {
 		w.checked["F1"]++
 	}
 	if len(counted) > limit {
 		w.violate("F1: %d selected workloads roll out at once (%s), maxInFlight %s of %d is %d",
-			len(counted), strings.Join(counted, "; "), w.cfg.concurrency.String(), len(w.ws), limit)
+			len(counted), strings.Join(counted, "; "), w.cfg.concurrency.String(), selected, limit)
 	}
+}
+
+// selected counts the workloads the policy selects now.
+func (w *fworld) selected() int {
+	n := 0
+	for _, x := range w.ws {
+		if !x.out {
+			n++
+		}
+	}
+	return n
+}
+
+// selectedSeen is the most workloads the policy selected as a replica's cache could show
+// them at t (up to mMaxLag old, and a relabel made at t after the decision): what the
+// percentage of a start admitted at t resolved against, at most.
+func (w *fworld) selectedSeen(t time.Time) int {
+	n := len(w.ws)
+	for _, c := range w.selLog {
+		if c.at.After(t) {
+			break
+		}
+		n = c.after
+	}
+	for _, c := range w.selLog {
+		if !c.at.Before(t.Add(-mMaxLag)) && !c.at.After(t) {
+			n = max(n, c.before)
+		}
+	}
+	return n
 }
 
 // expected is the pods a group should have serving: its replicas (a DaemonSet's nodes),
@@ -784,7 +866,7 @@ func (x *fwl) podTemplate(t tmpl) *corev1.PodTemplateSpec {
 // wrote it.
 func (w *fworld) object(x *fwl) client.Object {
 	meta := metav1.ObjectMeta{Namespace: x.ns, Name: x.name, UID: types.UID("uid-" + x.uidPrefix()), Generation: x.generation,
-		Labels: map[string]string{"guard": "on"}}
+		Labels: map[string]string{"guard": map[bool]string{false: "on", true: "off"}[x.out]}}
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": x.name}}
 	tpl := *x.podTemplate(x.t)
 	all, updated := 0, 0
@@ -873,9 +955,32 @@ func (w *fworld) record() {
 	w.lastRecord = w.now
 	r := w.truthReader()
 	for _, x := range w.ws {
+		if x.out {
+			w.retire(x)
+			continue
+		}
 		x.journal = observeNamed(r, x.kind, x.ns, x.name, x.journal, nil, w.now)
 	}
 	w.store = w.journals()
+}
+
+// retire is the recorder's look at a workload no policy selects
+// (internal/controller/journal.go, JournalRecorder.retire): the journal is kept, marked
+// Deleted when first seen so and not updated, and dropped once journal.Retention has
+// passed since; a re-entry then finds it (checkEnteredChange reads a retired journal too),
+// or none once dropped.
+func (w *fworld) retire(x *fwl) {
+	if w.keep == 0 {
+		w.keep = journal.Retention([]v1alpha1.RolloutPolicy{*w.objects()[0].(*v1alpha1.RolloutPolicy)})
+	}
+	switch j := x.journal; {
+	case j == nil || len(j.Revisions) == 0 || (j.Deleted != nil && w.now.Sub(*j.Deleted) >= w.keep):
+		x.journal = nil
+	case j.Deleted == nil:
+		next := *j
+		next.Deleted = ptr.To(w.now)
+		x.journal = &next
+	}
 }
 
 // journals is the journals as the leader wrote them, as a replica's cache holds them
@@ -883,6 +988,9 @@ func (w *fworld) record() {
 func (w *fworld) journals() *journal.Store {
 	s := &journal.Store{}
 	for _, x := range w.ws {
+		if x.journal == nil {
+			continue // dropped while out of the selection
+		}
 		cm, err := journal.Encode(x.journal, fLedgerNamespace)
 		if err != nil {
 			panic(err)
@@ -939,16 +1047,20 @@ func (w *fworld) violate(format string, args ...any) {
 }
 
 // send sends the change of workload x to next through rollout replica i; on admission
-// the API server stores it, and a start is noted for the outcome invariants.
+// the API server stores it, and a start is noted for the outcome invariants. A change of
+// its labels alone (a relabel) leaves its generation as it is, as the API server does.
 func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 	beforeT, beforeReplicas := x.t, x.replicas
-	beforePaused, beforeOnDelete, beforePartition, heldBefore := x.paused, x.onDelete, x.partition, x.held()
+	beforePaused, beforeOnDelete, beforePartition, heldBefore, beforeOut := x.paused, x.onDelete, x.partition, x.held(), x.out
 	oldObj := w.object(x)
 	next()
-	if x.t == beforeT && x.replicas == beforeReplicas && x.paused == beforePaused && x.onDelete == beforeOnDelete && x.partition == beforePartition {
+	spec := x.t != beforeT || x.replicas != beforeReplicas || x.paused != beforePaused || x.onDelete != beforeOnDelete || x.partition != beforePartition
+	if !spec && x.out == beforeOut {
 		return true
 	}
-	x.generation++
+	if spec {
+		x.generation++
+	}
 	newObj := w.object(x)
 	rep := w.reps[i]
 	rep.clock.SetTime(w.now.Add(rep.skew))
@@ -962,13 +1074,20 @@ func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 		Object:   runtime.RawExtension{Raw: mustMarshal(newObj)}, OldObject: runtime.RawExtension{Raw: mustMarshal(oldObj)},
 	}}
 	resp := rep.handler.Handle(context.Background(), req)
-	w.tracef("%s %s tag %d→%d replicas %d→%d by %s via %d: allowed=%t %s", x.kind, x.ref(), beforeT.tag, x.t.tag, beforeReplicas, x.replicas, user, i, resp.Allowed, resp.Result.Message)
+	w.tracef("%s %s tag %d→%d replicas %d→%d guard %s→%s by %s via %d: allowed=%t %s", x.kind, x.ref(), beforeT.tag, x.t.tag, beforeReplicas, x.replicas,
+		guardLabel(beforeOut), guardLabel(x.out), user, i, resp.Allowed, resp.Result.Message)
 	if !resp.Allowed {
 		if ex := w.exception(user); ex != "" && exemption(user, w.now.Add(w.deciding)) != "" {
 			w.violate("%s (%s) was refused: %s", user, ex, resp.Result.Message)
 		}
-		x.t, x.replicas, x.generation = beforeT, beforeReplicas, x.generation-1
-		x.paused, x.onDelete, x.partition = beforePaused, beforeOnDelete, beforePartition
+		if beforeOut && x.out {
+			w.violate("%s %s's change, while no policy selected it, was refused: %s", x.kind, x.ref(), resp.Result.Message)
+		}
+		x.t, x.replicas = beforeT, beforeReplicas
+		if spec {
+			x.generation--
+		}
+		x.paused, x.onDelete, x.partition, x.out = beforePaused, beforeOnDelete, beforePartition, beforeOut
 		return false
 	}
 	w.version++
@@ -1030,9 +1149,17 @@ func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 	return true
 }
 
-// started notes an admitted start: why the invariants excuse it, and F2's start half.
+// guardLabel is the value of the label the policy selects on: off for a workload out.
+func guardLabel(out bool) string { return map[bool]string{false: "on", true: "off"}[out] }
+
+// started notes an admitted start: why the invariants excuse it, and F2's start half. A
+// start of a workload out of the selection is no policy's to judge: "unselected" excuses
+// it, as an exempt requester's start (its rollout is judged from the entry, enter).
 func (w *fworld) started(x *fwl, before tmpl, user string) {
 	base := w.exception(user)
+	if base == "" && x.out {
+		base = "unselected"
+	}
 	hasPods := slices.ContainsFunc(x.pods, func(p *mpod) bool { return p.Template.tag == x.t.tag })
 	switch {
 	case base != "":
@@ -1053,6 +1180,9 @@ func (w *fworld) started(x *fwl, before tmpl, user string) {
 		x.excused = true
 	}
 	x.admitted[x.t.tag] = a
+	if base == "" {
+		x.countedAt = w.now
+	}
 	x.prev, x.best, x.progressed, x.lastStart = before.tag, 0, w.now, w.now
 }
 
@@ -1306,7 +1436,141 @@ func (w *fworld) step(op fop) {
 		w.mode = []v1alpha1.Mode{v1alpha1.ModeEnforce, v1alpha1.ModeEnforce, v1alpha1.ModeWarn}[op.N%3]
 		w.policyAt = w.now
 		w.version++
+	case "relabel":
+		w.relabel(x, op)
 	}
+}
+
+// relabel is the relabel walk's step (the single explorer's relabel and relabelIn, for one
+// workload of the fleet): x comes back in when it is out; else, while another workload is
+// out, four in five bring that one in; else x leaves.
+func (w *fworld) relabel(x *fwl, op fop) {
+	i := op.Repl % 2
+	if x.out {
+		w.enter(x, i, op.N)
+		return
+	}
+	if j := slices.IndexFunc(w.ws, func(y *fwl) bool { return y.out }); j >= 0 && op.N%5 != 0 {
+		w.enter(w.ws[j], i, op.N)
+		return
+	}
+	w.leave(x, i, op.N)
+}
+
+// noteSelection logs a relabel admitted now, which took the selection from before.
+func (w *fworld) noteSelection(before int) {
+	w.selLog = append(w.selLog, selChange{at: w.now, before: before, after: w.selected()})
+}
+
+// leave takes x out of the policy's selection, then changes its template outside it. The
+// operator's relabel out is refused under a policy in force (decide.go: a relabel, then a
+// free change, walks around every rule), so an exempt requester's relabels it, as the
+// single explorer's relabel-in walk does; the operator's, admitted, must be excused
+// (Warn, a policy changed within a cache's lag). Outside, n picks a new template (one in
+// six of them never Ready), a return to the template its last start replaced, or none (the
+// generated operations may change it later); both are admitted at once, no policy
+// selecting it, and kube rolls them out. Half the walks then wait, up to 40 s, for the
+// rollout to finish.
+func (w *fworld) leave(x *fwl, i, n int) {
+	before := w.selected()
+	if w.send(i, x, func() { x.out = true }, mOperator) {
+		w.relabels.outByOperator++
+		if ex := w.exception(mOperator); ex == "" {
+			w.violate("the operator's relabel of %s %s out of the policy's selection was admitted", x.kind, x.ref())
+		}
+	} else if !w.send(i, x, func() { x.out = true }, mBreakGlass) {
+		return // send reports the exempt requester refused
+	}
+	w.relabels.left++
+	x.leftT = x.t
+	w.noteSelection(before)
+	w.advance(time.Second)
+	tag := x.t.tag
+	back := tmpl{tag: x.prev}
+	switch {
+	case n%3 == 1 && x.prev != x.t.tag && x.revisions[back] > 0 && !x.broken[back.tag]:
+		tag = back.tag
+	case n%3 != 2:
+		tag = w.nextTag
+		w.nextTag++
+		x.broken[tag] = (n/3)%6 == 0
+	}
+	if tag != x.t.tag && !w.send(i, x, func() { x.t = tmpl{tag: tag} }, mOperator) {
+		return // send reports it: no policy selects x
+	}
+	if (n/3)%2 == 0 {
+		for end := w.now.Add(40 * time.Second); w.now.Before(end) && x.unfinished(w); {
+			w.advance(time.Second)
+		}
+	}
+}
+
+// enter brings x back into the policy's selection: the operator's relabel, which holdfast
+// judges on what it brings (checkEntering: refused while its rollout outside is unfinished
+// or two templates have live pods; checkEnteredChange: a template other than the journal's
+// current counts as made now, under minInterval, revertWindow and the windows). Refused,
+// the operator retries every mRetry as the refusal says (once the rollout finished, after
+// minInterval, revertWindow or the window); past the relabel-in walk's longest wait, the
+// other way out it names, an exempt requester's relabel, is admitted at once. One in four
+// entries of the walks (n) first try to bring a new, working template in the same update:
+// an entry and a start at once, which the fleet limit and the shared budget judge too
+// (send counts the start as any edit's); refused, the operator relabels it alone.
+//
+// F1 and the entry: an entry starts nothing in kube's terms, yet it puts x's rollout, if
+// it still runs, among the selected workloads rolling. So an entry no exception excuses
+// (the operator's, admitted) counts x's rollout from the entry, as a start admitted then:
+// holdfast admitting an entry that puts more than maxInFlight selected workloads rolling
+// at once breaks F1 (checkEntering refuses an unfinished rollout, so none should). An
+// exempt requester's entry, or one under Warn, is excused as its start would be.
+func (w *fworld) enter(x *fwl, i, n int) {
+	before := w.selected()
+	deadline := w.now.Add(mRevert + time.Minute + 2*mMaxLag)
+	user, refused := mOperator, false
+	if (n/5)%4 == 3 && !x.held() {
+		tag := w.nextTag
+		w.nextTag++
+		if w.send(i, x, func() { x.out, x.t = false, tmpl{tag: tag} }, mOperator) {
+			w.relabels.entered++
+			w.relabels.withEdit++
+			w.relabels.changed++
+			w.noteSelection(before)
+			x.enteredAt = w.now // started noted the start: its excuse, F2's start half, lastStart
+			return
+		}
+		w.relabels.refusals++
+		refused = true
+	}
+	for try := 0; !w.send((i+try)%2, x, func() { x.out = false }, user); try++ {
+		if user == mBreakGlass {
+			return // send reports the exempt requester refused
+		}
+		w.relabels.refusals++
+		refused = true
+		if w.now.After(deadline) {
+			user = mBreakGlass
+			continue
+		}
+		w.advance(mRetry)
+	}
+	w.relabels.entered++
+	if refused {
+		w.relabels.refused++
+	}
+	if user == mBreakGlass {
+		w.relabels.exempt++
+	}
+	if x.t != x.leftT {
+		w.relabels.changed++
+	}
+	w.noteSelection(before)
+	ex := w.exception(user)
+	x.admitted[x.t.tag] = fexcuse{fleet: ex, shared: ex}
+	if ex == "" {
+		x.countedAt = w.now
+	}
+	// The leader records the entered template as current when it sees it (a rebuilt
+	// journal may date it from then too): minInterval and the stall clock may run from it.
+	x.lastStart, x.enteredAt = w.now, w.now
 }
 
 // unstick is the operator's way out of a Deployment kube itself leaves stuck
@@ -1348,6 +1612,12 @@ func (w *fworld) operate() {
 	for _, x := range w.ws {
 		if x.paused || x.onDelete || x.partition > 0 {
 			w.send(0, x, func() { x.paused, x.onDelete, x.partition = false, false, 0 }, mBreakGlass)
+		}
+	}
+	// The workloads a relabel walk left out come back in first, as enter brings them.
+	for j, x := range w.ws {
+		if x.out {
+			w.enter(x, j%2, 0)
 		}
 	}
 	if w.releaseLiveness(settle) {
@@ -1439,7 +1709,9 @@ func (w *fworld) releaseLiveness(settle time.Duration) bool {
 	for _, x := range stalled {
 		// holdfast restarts the stall clock at a hold's lift it saw (the model stops it
 		// while held): the later of the two bounds when the slot lapses.
-		from = maxTime(from, x.progressed.Add(mMaxLag+mStall+*lifetime), x.liftedAt.Add(mMaxLag+mStall+*lifetime))
+		// So does the leader at an entry with another template (it becomes current then).
+		from = maxTime(from, x.progressed.Add(mMaxLag+mStall+*lifetime), x.liftedAt.Add(mMaxLag+mStall+*lifetime),
+			x.enteredAt.Add(mMaxLag+mStall+*lifetime))
 	}
 	y := working[w.rng.IntN(len(working))]
 	bound := w.admissionBound(y, from)
@@ -1507,8 +1779,19 @@ func maxTime(t time.Time, more ...time.Time) time.Time {
 func generatedFleet(seed uint64, broken func(Input) (Decision, error), counts map[string]int) *fworld {
 	w := newFleet(seed, broken)
 	gen := rand.New(rand.NewPCG(seed, 0xf1))
+	// The relabel walks are drawn from a stream of their own, between the operations above
+	// (two in 23, as often as an edit), so that every seed's operations stay those the
+	// replays and docs name.
+	walks := rand.New(rand.NewPCG(seed, 0x7e1a))
 	for range 6 + gen.IntN(10) {
 		op := fop{Kind: fopKinds[gen.IntN(len(fopKinds))], W: gen.IntN(5), N: gen.IntN(1000), Repl: gen.IntN(2)}
+		if walks.IntN(len(fopKinds)) < 2 {
+			walk := fop{Kind: "relabel", W: walks.IntN(5), N: walks.IntN(1000), Repl: walks.IntN(2)}
+			if counts != nil {
+				counts[walk.Kind]++
+			}
+			w.step(walk)
+		}
 		if counts != nil {
 			counts[op.Kind]++
 		}
@@ -1539,6 +1822,7 @@ func (w *fworld) replayCase() string {
 
 type fleetResult struct {
 	sequences, steps, violations, deadlocks, maxSeen int
+	relabels                                         relabelCounts
 	counts, checked, gaps                            map[string]int
 	failed                                           []uint64 // the sequences that broke an outcome
 	first                                            *fworld
@@ -1552,6 +1836,15 @@ func exploreFleet(n int, broken func(Input) (Decision, error)) fleetResult {
 		res.sequences++
 		res.steps += len(w.ops)
 		res.maxSeen = max(res.maxSeen, w.maxSeen)
+		r := &res.relabels
+		r.left += w.relabels.left
+		r.outByOperator += w.relabels.outByOperator
+		r.entered += w.relabels.entered
+		r.changed += w.relabels.changed
+		r.exempt += w.relabels.exempt
+		r.withEdit += w.relabels.withEdit
+		r.refused += w.relabels.refused
+		r.refusals += w.relabels.refusals
 		for k, v := range w.checked {
 			res.checked[k] += v
 		}
@@ -1606,6 +1899,12 @@ func TestRolloutFleetModel(t *testing.T) {
 	}
 	fmt.Printf("RELIABILITY rollout-fleet-model-checked %s maxInFlightSeen=%d\n", strings.Join(checked, " "), res.maxSeen)
 	fmt.Printf("RELIABILITY rollout-fleet-model-operations %s\n", strings.Join(shares, " "))
+	r := res.relabels
+	fmt.Printf("RELIABILITY rollout-fleet-model-relabel left=%d entered=%d refused=%d refusals=%d changed=%d withEdit=%d exempt=%d outByOperator=%d\n",
+		r.left, r.entered, r.refused, r.refusals, r.changed, r.withEdit, r.exempt, r.outByOperator)
+	if r.entered < 10 || r.refused < 10 || r.changed < 10 {
+		t.Errorf("the relabel walks entered %d workloads (%d with another template), %d refused first, want at least 10 each", r.entered, r.changed, r.refused)
+	}
 	for _, inv := range []string{"F1", "F1namespace", "F1released", "F2", "F2start", "L1", "L2"} {
 		if res.checked[inv] < 10 {
 			t.Errorf("invariant %s judged %d outcomes, want at least 10", inv, res.checked[inv])
