@@ -20,6 +20,11 @@ type Timeline struct {
 	// Recorded is a journal that observed the request's old object: what it says of the
 	// current revision is exact.
 	Recorded bool
+	// Unjournaled is the timeline of an existing workload that no journal records (none
+	// yet, lost, or retired while it was not guarded), read from the cluster's history:
+	// its revisions are dated at their creation, not when they last progressed. The leader
+	// journals it within moments, and starts its stall clock then.
+	Unjournaled bool
 	// updated is the journal's Observed.Updated for a DaemonSet's current revision, when
 	// measured says the journal records it.
 	updated  int32
@@ -128,6 +133,7 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 		}
 	} else {
 		t.Revisions = FromHistory(h, kind)
+		t.Unjournaled = old != nil
 	}
 	if old == nil {
 		switch {

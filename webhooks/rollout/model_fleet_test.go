@@ -33,6 +33,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/kubemodel"
@@ -1918,13 +1919,31 @@ func TestRolloutFleetModel(t *testing.T) {
 
 // fleetReplays are fleet sequences that caught a mutant of the mutation test (Decide
 // without the check named): the full guard must hold their outcomes, the mutant must not.
+// The relabel walks changed what seeds 1 and 23 (concurrency, sharedBudget) do: 9 and 5
+// are now the first sequences that catch those mutants.
 var fleetReplays = []struct {
 	seed  uint64
 	check string
 }{
-	{seed: 1, check: RuleConcurrency},
-	{seed: 23, check: budget.RuleSharedBudget},
+	{seed: 9, check: RuleConcurrency},
+	{seed: 5, check: budget.RuleSharedBudget},
 	{seed: 12, check: checkPerNamespace},
+}
+
+// fleetEntryReplay is a sequence of the relabel walks in which, were checkEntering not to
+// refuse an entry over an unfinished rollout, the operator's entry of a DaemonSet whose
+// template changed outside the selection a moment before would put it rolling beside a
+// StatefulSet under maxInFlight 1 (F1 counts an entry from when it is admitted, enter).
+const fleetEntryReplay = 13
+
+// withoutEntering is Decide with checkEntering's refusal of an entry over an unfinished
+// rollout or two templates with live pods dropped (the relabel out is refused as ever).
+func withoutEntering(in Input) (Decision, error) {
+	d, err := Decide(in)
+	d.Violations = slices.DeleteFunc(d.Violations, func(v decision.Violation) bool {
+		return v.Rule == RuleSelection && strings.Contains(v.Message, "brings the workload into the policy's selection while")
+	})
+	return d, err
 }
 
 // fleetRegressions are fleet sequences that once broke an outcome (the 50,000-sequence
@@ -1951,8 +1970,16 @@ var fleetReplays = []struct {
 //   - 19, 155 (with kube's PDB check and a one-minute cooldown): an eviction holdfast
 //     admitted and kube refused held the group's rollouts for the whole cooldown
 //     (budget.Evictions.LastEffective).
+//   - 2946, 3656, 6801 (the relabel walks, outside the 2,000 sequences make test runs): a
+//     workload relabelled back into the selection before the leader recorded it again has
+//     a retired journal, which journal.View sets aside for the history; FromHistory dates
+//     the current revision's progress at its creation, and an evicted pod made the old
+//     object's status InProgress, so the long-finished revision read as stalled and the
+//     next edit passed as the fix of a stalled rollout: past the shared budget's cooldown
+//     (F2, 2946, 6801), the fleet limit (F1, 3656) and a Deny window (2946). A timeline
+//     no journal records is never stalled now (Timeline.Unjournaled).
 var fleetRegressions = []uint64{3277, 22213, 1110, 975, 21630, 14820, 21640, 17079, 21916, 46710, 8237, 20509,
-	8973, 20683, 21220, 42587, 42927, 19, 155}
+	8973, 20683, 21220, 42587, 42927, 19, 155, 2946, 3656, 6801}
 
 var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
 
@@ -1980,6 +2007,12 @@ func TestRolloutFleetModelReplays(t *testing.T) {
 		if w := generatedFleet(c.seed, mutant, nil); len(w.violations) == 0 {
 			t.Errorf("seed %d without %s broke no outcome", c.seed, c.check)
 		}
+	}
+	if w := generatedFleet(fleetEntryReplay, nil, nil); len(w.violations) > 0 {
+		t.Errorf("seed %d: %s", fleetEntryReplay, strings.Join(w.violations, "\n"))
+	}
+	if w := generatedFleet(fleetEntryReplay, withoutEntering, nil); !slices.ContainsFunc(w.violations, func(v string) bool { return strings.Contains(v, "F1: ") }) {
+		t.Errorf("seed %d with unfinished entries admitted broke no F1: %v", fleetEntryReplay, w.violations)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/decision"
@@ -197,5 +198,44 @@ func TestUnobservedGenerationIsNoStall(t *testing.T) {
 	rs := revisionsOf(in, nil, false)
 	if stalled, _ := rs.stalled(in, in.Policies[0].Spec.Rules.Settle); stalled {
 		t.Errorf("an unobserved generation reads as a rollout stalled for an hour")
+	}
+}
+
+// TestUnjournaledFinishedRolloutIsNoStall: a Deployment whose rollout finished an hour ago
+// and which has since lost a pod (an eviction) reads, with no journal or a retired one (it
+// was just relabelled back into the selection), from the history: its revision dated at
+// its creation and its status InProgress. That is no stalled rollout: an edit is refused
+// as a start while it rolls (settle), never passed as the fix of a stall, which the fleet
+// limit, the shared budget and the windows let through (fleet explorer seeds 2946, 3656,
+// 6801).
+func TestUnjournaledFinishedRolloutIsNoStall(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	dep := v1alpha1.KindDeployment
+	lostOne := workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: dep, Updated: 3, Target: 3, Available: 2, Want: 3, Total: 3}}
+	settle := &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: time.Minute}}
+	sumA, err := workload.Fingerprint(A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retired := &journal.Journal{UID: "uid", Deleted: ptr.To(now.Add(-time.Minute)),
+		Revisions: []journal.Revision{{Template: sumA, Since: now.Add(-time.Hour), Progressed: now.Add(-time.Hour), Finished: ptr.To(now.Add(-50 * time.Minute))}}}
+	for name, j := range map[string]*journal.Journal{"no journal": nil, "a retired journal": retired} {
+		in := Input{Operation: admissionv1.Update, Old: gen(wl(dep, 3, A, lostOne), 4), New: gen(wl(dep, 3, B, lostOne), 5), Now: now,
+			TemplateChanged: true, Journal: j,
+			History: history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 2), 3)}},
+			Policies: []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
+				Mode: v1alpha1.ModeEnforce, Rules: v1alpha1.RolloutRules{Settle: settle}}}},
+		}
+		rs := revisionsOf(in, nil, false)
+		if stalled, _ := rs.stalled(in, settle); stalled {
+			t.Errorf("%s: a finished rollout that lost a pod reads as stalled for an hour", name)
+		}
+		d, err := Decide(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Action() != decision.Deny {
+			t.Errorf("%s: the edit was admitted (%v), want refused while the Deployment rolls", name, d.Violations)
+		}
 	}
 }

@@ -184,6 +184,13 @@ func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, t
 			return false, after
 		}
 	}
+	if rs.timeline.Unjournaled {
+		// Read from the history alone, the last progress is the revision's creation, long
+		// ago for a rollout that finished and then lost a pod (an eviction, a relabel back
+		// into the selection, a lost journal): no stall that lets a change past the fleet
+		// limit, the shared budget and the windows. The leader's journal starts the clock.
+		return false, after
+	}
 	if r := in.History.Find(workload.FromFingerprint(cur.Template)); r != nil && rs.timeline.Progressed(r) {
 		return false, after // it progressed since the journal last looked
 	}
