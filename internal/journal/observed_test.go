@@ -237,3 +237,21 @@ func TestRecreatedOverAnUnbegunRollout(t *testing.T) {
 		}
 	}
 }
+
+// TestRevivedJournalStartsTheStallClock: a journal retired while its workload was not
+// guarded (the same UID) keeps its times when the workload is guarded again, but not the
+// last progress of a rollout it had not seen finish: nothing kept it up to date, and the
+// rollout may have finished and lost a pod since, which would read as a stall since then.
+func TestRevivedJournalStartsTheStallClock(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	w := agent(t, 3, 0, 3)
+	sum, _ := w.Template.Sum()
+	j := &Journal{Kind: v1alpha1.KindDaemonSet, Namespace: "kube-system", Name: "konnectivity-agent", UID: w.UID, Deleted: ptr.To(t0.Add(2 * time.Minute)),
+		Revisions: []Revision{{Template: "older", Since: t0.Add(-time.Hour), Until: ptr.To(t0), Finished: ptr.To(t0.Add(-50 * time.Minute)), Progressed: t0.Add(-time.Hour)},
+			{Template: sum, Since: t0, Progressed: t0.Add(time.Minute), Available: 2}}}
+	revived := t0.Add(30 * time.Minute)
+	next := Observe(j, w, history.History{}, nil, revived)
+	if cur := next.Current(); !cur.Since.Equal(t0) || !cur.Progressed.Equal(revived) {
+		t.Errorf("revived: current since %s, progressed %s; want since %s, progressed %s", cur.Since, cur.Progressed, t0, revived)
+	}
+}

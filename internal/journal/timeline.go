@@ -22,8 +22,8 @@ type Timeline struct {
 	Recorded bool
 	// Unjournaled is the timeline of an existing workload that no journal records (none
 	// yet, lost, or retired while it was not guarded), read from the cluster's history:
-	// its revisions are dated at their creation, not when they last progressed. The leader
-	// journals it within moments, and starts its stall clock then.
+	// its revisions are dated at their creation or their pods' last activity, and whether
+	// a rollout finished is not known.
 	Unjournaled bool
 	// updated is the journal's Observed.Updated for a DaemonSet's current revision, when
 	// measured says the journal records it.
@@ -434,6 +434,13 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 			if n := len(next.Revisions); n > 1 {
 				next.Revisions[n-2].Until = at(now)
 			}
+		}
+		if cur := next.Current(); j.Deleted != nil && j.UID == w.UID && cur != nil && cur.Finished == nil {
+			// Retired while the workload was not guarded, and guarded again: nothing kept the
+			// journal up to date meanwhile (the rollout may have finished and lost a pod
+			// since), so its stall clock starts now, as a journal started from the history
+			// does (unknownSince).
+			cur.Progressed = now
 		}
 	} else {
 		next.Revisions = unknownSince(FromHistory(h, w.Kind), h, w.Rollout.Held || w.Rollout.InProgress, now)

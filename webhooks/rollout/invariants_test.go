@@ -191,11 +191,18 @@ func TestRevisionInvariants(t *testing.T) {
 			old:     gen(wl(ds, 5, B, workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: ds, Updated: 5, Target: 5, Available: 4, Want: 5}}), 7),
 			obj:     gen(wl(ds, 5, C, done), 8),
 		},
-		"10: without a journal, it takes its fix once it counts as stalled": {
+		"10: without a journal, a stalled rollout takes its fix": {
+			rules:   settleOnly,
+			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), rev(2, B, 30*time.Minute, 2)}, LastActivity: now.Add(-6 * time.Minute)},
+			old: gen(wl(ds, 5, B, workload.Rollout{InProgress: true, Mixed: true,
+				Progress: workload.Progress{Kind: ds, Updated: 3, Target: 5, Available: 4, Want: 5}}), 7),
+			obj: gen(wl(ds, 5, C, done), 8),
+		},
+		"10: without a journal, a fully updated DaemonSet with a pod not Ready is no stall (it may have finished and lost it)": {
 			rules:   settleOnly,
 			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 0), rev(2, B, 30*time.Minute, 4)}, LastActivity: now.Add(-6 * time.Minute)},
 			old:     gen(wl(ds, 5, B, workload.Rollout{InProgress: true, Progress: workload.Progress{Kind: ds, Updated: 5, Target: 5, Available: 4, Want: 5}}), 7),
-			obj:     gen(wl(ds, 5, C, done), 8),
+			obj:     gen(wl(ds, 5, C, done), 8), wantRules: []string{RuleSettle},
 		},
 		"stall: progress the journal has not seen keeps a rollout from counting as stalled": {
 			rules: settleOnly, history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 1), rev(2, B, time.Hour, 2)}},

@@ -1977,7 +1977,8 @@ func withoutEntering(in Input) (Decision, error) {
 //     object's status InProgress, so the long-finished revision read as stalled and the
 //     next edit passed as the fix of a stalled rollout: past the shared budget's cooldown
 //     (F2, 2946, 6801), the fleet limit (F1, 3656) and a Deny window (2946). A timeline
-//     no journal records is never stalled now (Timeline.Unjournaled).
+//     no journal records whose pods all run the current template is no stall now
+//     (Timeline.Unjournaled).
 var fleetRegressions = []uint64{3277, 22213, 1110, 975, 21630, 14820, 21640, 17079, 21916, 46710, 8237, 20509,
 	8973, 20683, 21220, 42587, 42927, 19, 155, 2946, 3656, 6801}
 

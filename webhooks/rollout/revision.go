@@ -184,11 +184,12 @@ func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, t
 			return false, after
 		}
 	}
-	if rs.timeline.Unjournaled {
-		// Read from the history alone, the last progress is the revision's creation, long
-		// ago for a rollout that finished and then lost a pod (an eviction, a relabel back
-		// into the selection, a lost journal): no stall that lets a change past the fleet
-		// limit, the shared budget and the windows. The leader's journal starts the clock.
+	if rs.timeline.Unjournaled && !in.Old.Rollout.Mixed && in.Old.Rollout.Progress.Updated >= in.Old.Rollout.Progress.Target {
+		// Every pod runs the current template: read from the history alone, nothing says a
+		// rollout is under way, and a finished one that lost a pod (an eviction, a relabel
+		// back into the selection) would read as stalled since its revision's creation,
+		// its next edit passing as the fix of a stall, past the fleet limit, the shared
+		// budget and the windows. The leader's journal starts the stall clock.
 		return false, after
 	}
 	if r := in.History.Find(workload.FromFingerprint(cur.Template)); r != nil && rs.timeline.Progressed(r) {
