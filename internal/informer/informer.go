@@ -140,23 +140,23 @@ func Options(revision, template toolscache.TransformFunc, namespace string, jour
 		}
 		return stripManaged(obj)
 	}
+	stripThen := func(next toolscache.TransformFunc) toolscache.TransformFunc {
+		return func(obj any) (any, error) {
+			obj, err := strip(obj)
+			if err != nil {
+				return obj, err
+			}
+			return next(obj)
+		}
+	}
+	stripThenTemplate := stripThen(template)
 	recordStripPack := func(obj any) (any, error) {
 		if m, ok := obj.(metav1.Object); ok {
 			writers.record(m)
 		}
-		obj, err := strip(obj)
-		if err != nil {
-			return obj, err
-		}
-		return template(obj)
+		return stripThenTemplate(obj)
 	}
-	stripThenRevision := func(obj any) (any, error) {
-		obj, err := strip(obj)
-		if err != nil {
-			return obj, err
-		}
-		return revision(obj)
-	}
+	stripThenRevision := stripThen(revision)
 	return crcache.Options{
 		DefaultTransform: strip,
 		ByObject: map[client.Object]crcache.ByObject{

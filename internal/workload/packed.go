@@ -3,9 +3,7 @@ package workload
 import (
 	"bytes"
 	"compress/flate"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -44,16 +42,10 @@ func Pack(obj any) (any, error) {
 	if err != nil {
 		return obj, nil
 	}
-	// The fingerprint is the hash of this JSON, unless it carries a hash label, which the
-	// fingerprint leaves out: then it is computed without them.
-	var sum string
-	if hasHashLabelKey(raw) {
-		if sum, err = Fingerprint(f.template); err != nil {
-			return obj, nil
-		}
-	} else {
-		s := sha256.Sum256(raw)
-		sum = hex.EncodeToString(s[:])
+	// The fingerprint is this JSON's hash, unless it carries a hash label (Template.Sum).
+	sum, ok := (&Template{raw: raw, typed: f.template}).Sum()
+	if !ok {
+		return obj, nil
 	}
 	packed, err := deflate(raw)
 	if err != nil {

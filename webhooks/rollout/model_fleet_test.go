@@ -867,7 +867,7 @@ func (x *fwl) podTemplate(t tmpl) *corev1.PodTemplateSpec {
 // wrote it.
 func (w *fworld) object(x *fwl) client.Object {
 	meta := metav1.ObjectMeta{Namespace: x.ns, Name: x.name, UID: types.UID("uid-" + x.uidPrefix()), Generation: x.generation,
-		Labels: map[string]string{"guard": map[bool]string{false: "on", true: "off"}[x.out]}}
+		Labels: map[string]string{"guard": guardLabel(x.out)}}
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": x.name}}
 	tpl := *x.podTemplate(x.t)
 	all, updated := 0, 0

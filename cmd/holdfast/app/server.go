@@ -71,10 +71,11 @@ func WebhookServer(ctx context.Context, host string, port int, certDir string) w
 	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: opts})
 }
 
-// CacheOptions trims what holdfast caches to what its decisions read (informer.Options);
+// CacheOptions trims what holdfast caches to what its decisions read (informer.Options):
 // revisions carry their template's fingerprint instead of the template (history.Slim),
-// workloads their template packed (workload.Pack), of ConfigMaps only the revision journals in holdfast's namespace are cached, and of a
-// workload's managed fields only its template's last writer, kept in writers.
+// workloads their template packed (workload.Pack), of ConfigMaps only the revision
+// journals in holdfast's namespace are cached, and of a workload's managed fields only its
+// template's last writer, kept in writers.
 func CacheOptions(namespace string, writers *informer.Writers) crcache.Options {
 	return informer.Options(history.Slim, workload.Pack, namespace, labels.SelectorFromSet(labels.Set{journal.ComponentLabel: journal.Component}), writers)
 }
