@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -124,6 +125,23 @@ func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (
 			}
 		}
 		h.Revisions = FromReplicaSets("", adoptable)
+		if len(adoptable) == 0 {
+			return h, nil
+		}
+		// Their pods date the rollout's last progress, as Read's do: without them an
+		// unfinished rollout would be dated at its ReplicaSet's creation, and a re-create
+		// over one that lost a pod a moment ago would pass as the fix of a stalled rollout.
+		var pods corev1.PodList
+		if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), client.MatchingLabels(labels)); err != nil {
+			return h, err
+		}
+		theirs := pods.Items[:0]
+		for _, p := range pods.Items {
+			if c := metav1.GetControllerOfNoCopy(&p); c != nil && slices.ContainsFunc(adoptable, func(rs appsv1.ReplicaSet) bool { return rs.UID == c.UID }) {
+				theirs = append(theirs, p)
+			}
+		}
+		h.LastActivity = workload.LastActivity(theirs)
 		return h, nil
 	}
 	var revs appsv1.ControllerRevisionList

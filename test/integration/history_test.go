@@ -8,12 +8,15 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
@@ -114,4 +117,65 @@ func rolledOut(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
 		t.Fatalf("marking %s rolled out: %v", cur.Name, err)
 	}
 	return cur
+}
+
+// TestAdoptableHistoryReadsItsPods: what a re-created Deployment would adopt (the
+// ReplicaSets an orphaning delete left) is read with their pods, which date the rollout's
+// last progress: a pod that became Ready a moment ago is progress, whatever the ReplicaSet's
+// age. A pod of another workload's ReplicaSet with the same labels is not its activity.
+func TestAdoptableHistoryReadsItsPods(t *testing.T) {
+	ctx := context.Background()
+	ns := guardedNamespace(t, "adoptable", func(r *v1alpha1.RolloutRules) { r.Settle = &v1alpha1.SettleRule{} })
+	d := utiltesting.MakeDeployment(ns, "kas").Replicas(3).Obj()
+	rs := func(name string, owner *appsv1.Deployment) *appsv1.ReplicaSet {
+		tmpl := d.Spec.Template.DeepCopy()
+		tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
+		s := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: tmpl.Labels,
+			Annotations: map[string]string{"deployment.kubernetes.io/revision": "1"}},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](3), Template: *tmpl, Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}}}
+		if owner != nil {
+			s.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind("Deployment"))}
+		}
+		if err := k8s.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	pod := func(name string, of *appsv1.ReplicaSet, ready time.Time) {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: of.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(of, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}},
+			Spec: of.Spec.Template.Spec}
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(ready)}}
+		if err := k8s.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orphaned := rs("kas-orphaned", nil)
+	other := utiltesting.MakeDeployment(ns, "other").Obj()
+	if err := k8s.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	theirs := rs("other-rs", other)
+	readyAt := time.Now().Add(time.Minute).Truncate(time.Second)
+	pod("kas-orphaned-1", orphaned, readyAt)
+	pod("other-rs-1", theirs, readyAt.Add(time.Hour))
+
+	w, err := workload.From(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h history.History
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if h, err = history.ReadAdoptable(ctx, cached, w); err == nil && len(h.Revisions) == 1 && h.LastActivity.Equal(readyAt) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ReadAdoptable = %d revisions, last activity %v (%v); want the orphaned ReplicaSet and its pod's Ready at %v", len(h.Revisions), h.LastActivity, err, readyAt)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -239,3 +239,35 @@ func TestUnjournaledFinishedRolloutIsNoStall(t *testing.T) {
 		}
 	}
 }
+
+// TestRecreateOverAnOrphanedRolloutReadsItsPods: a Deployment re-created after an orphaning
+// delete adopts the ReplicaSets left behind, and no journal may record them. Their pods
+// date the rollout's last progress (history.ReadAdoptable reads them): a finished rollout
+// whose replacement pod started a moment ago is no stalled rollout, so a re-create with a
+// new template waits for it; one whose pods did nothing for stallAfter is, and its fix
+// passes.
+func TestRecreateOverAnOrphanedRolloutReadsItsPods(t *testing.T) {
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	dep := v1alpha1.KindDeployment
+	settle := &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: time.Minute}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
+		Mode: v1alpha1.ModeEnforce, Rules: v1alpha1.RolloutRules{Settle: settle}}}}
+	for _, tc := range []struct {
+		name     string
+		activity time.Time
+		want     decision.Action
+	}{
+		{"a pod replaced 10s ago", now.Add(-10 * time.Second), decision.Deny},
+		{"no pod activity for an hour", time.Time{}, decision.Allow},
+	} {
+		h := history.History{LastActivity: tc.activity, Revisions: []history.Revision{
+			rev(1, A, 2*time.Hour, 0), live(rev(2, B, time.Hour, 2), 3)}}
+		d, err := Decide(Input{Operation: admissionv1.Create, New: gen(wl(dep, 3, C, workload.Rollout{}), 1), Now: now, History: h, Policies: policies})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Action() != tc.want {
+			t.Errorf("%s: re-create with a new template answered %v (%v), want %v", tc.name, d.Action(), d.Violations, tc.want)
+		}
+	}
+}
