@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/holdfast-dev/holdfast/cmd/holdfast/app"
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
@@ -63,7 +64,10 @@ func newCluster(c client.Client, namespace string) (*Cluster, error) {
 		return nil, fmt.Errorf("--cluster: %w", err)
 	}
 	reader := informer.Direct(c)
-	return &Cluster{reader: reader, handler: &rollout.Handler{Reader: reader, Journals: journals, Matcher: policy.NewMatcher(),
+	// The webhook decides on what its cache holds (app.CacheOptions' transforms): so does
+	// check. The old object is read whole, as the API server sends it.
+	cached := informer.CacheView(reader, app.CacheOptions(namespace, nil))
+	return &Cluster{reader: reader, handler: &rollout.Handler{Reader: cached, Journals: journals, Matcher: policy.NewMatcher(),
 		Ledgers: &budget.Ledgers{Live: c, Namespace: namespace, Timeout: ledgerTimeout}}}, nil
 }
 

@@ -36,7 +36,10 @@ func (s *sim) holdfast() error {
 	if err != nil {
 		return err
 	}
-	g := app.Guards{Cache: s.store, Live: s.writer, Client: s.writer, Scheme: informer.NewScheme(), Clock: clock{s},
+	// The guards read the store as holdfast's cache holds it (its transforms); the
+	// writers are fed as the informers feed them, when the operators write.
+	cache := informer.CacheView(s.store, app.CacheOptions(Namespace, nil))
+	g := app.Guards{Cache: cache, Live: s.writer, Client: s.writer, Scheme: informer.NewScheme(), Clock: clock{s},
 		Namespace: Namespace, Identity: "holdfast-simulate", Shared: shared}
 	s.rollout, s.eviction = g.Handlers()
 	s.writers = shared.Writers

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,10 +10,16 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/memstore"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/test/harness"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 func load(t *testing.T, paths ...string) *Scenario {
@@ -365,5 +372,25 @@ func TestZoneDrain(t *testing.T) {
 		if !o.Met {
 			t.Errorf("expectation not met: %+v", o)
 		}
+	}
+}
+
+// TestGuardsReadWhatTheCacheHolds: the simulated guards read the cluster as holdfast's
+// cache holds it (app.CacheOptions' transforms: templates packed, revisions slimmed, pods
+// lean), not as the simulation stores it.
+func TestGuardsReadWhatTheCacheHolds(t *testing.T) {
+	s := &sim{store: memstore.New(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID})}
+	if err := s.holdfast(); err != nil {
+		t.Fatal(err)
+	}
+	d := utiltesting.MakeDeployment("tenant", "kas").Obj()
+	s.store.Put(d)
+	var got appsv1.Deployment
+	if err := s.rollout.Reader.Get(context.Background(), client.ObjectKeyFromObject(d), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Template.Spec.Containers != nil || got.Annotations[workload.PackedTemplateAnnotation] == "" {
+		t.Errorf("the rollout guard reads the Deployment as stored (containers %v, annotations %v), not as the cache holds it",
+			got.Spec.Template.Spec.Containers, got.Annotations)
 	}
 }

@@ -1,0 +1,95 @@
+package informer
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// CacheView reads r as a cache built with opts holds it: every object it returns has been
+// through the transform opts give its type (ByObject, else DefaultTransform), as the
+// informers apply them to what they store. It lets what reads a store or the API server
+// instead of holdfast's cache (holdfast simulate, check --cluster) decide on exactly what
+// the webhook decides on: templates packed, revisions slimmed, pods lean. Reads always
+// copy (client.UnsafeDisableDeepCopy is dropped): the transforms change what they are given.
+func CacheView(r client.Reader, opts crcache.Options) client.Reader {
+	v := view{Reader: r, byType: map[reflect.Type]toolscache.TransformFunc{}, otherwise: opts.DefaultTransform}
+	for obj, o := range opts.ByObject {
+		if o.Transform != nil {
+			v.byType[reflect.TypeOf(obj)] = o.Transform
+		}
+	}
+	return v
+}
+
+type view struct {
+	client.Reader
+	byType    map[reflect.Type]toolscache.TransformFunc
+	otherwise toolscache.TransformFunc
+}
+
+func (v view) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	var copying []client.GetOption
+	for _, o := range opts {
+		if _, unsafe := o.(client.UnsafeDisableDeepCopyOption); !unsafe {
+			copying = append(copying, o)
+		}
+	}
+	if err := v.Reader.Get(ctx, key, obj, copying...); err != nil {
+		return err
+	}
+	return v.transform(obj)
+}
+
+func (v view) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	var copying []client.ListOption
+	for _, o := range opts {
+		if _, unsafe := o.(client.UnsafeDisableDeepCopyOption); !unsafe {
+			copying = append(copying, o)
+		}
+	}
+	if err := v.Reader.List(ctx, list, copying...); err != nil {
+		return err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	for _, item := range items {
+		if err := v.transform(item); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// transform applies obj's transform to obj, as the cache stores what its transform returns.
+func (v view) transform(obj runtime.Object) error {
+	t, ok := v.byType[reflect.TypeOf(obj)]
+	if !ok {
+		t = v.otherwise
+	}
+	if t == nil {
+		return nil
+	}
+	out, err := t(obj)
+	if err != nil {
+		return err
+	}
+	if out == any(obj) {
+		return nil
+	}
+	// A transform that builds a new object (LeanPod): it takes obj's place.
+	to, from := reflect.ValueOf(obj), reflect.ValueOf(out)
+	if from.Type() != to.Type() {
+		return fmt.Errorf("the cache's transform of %T returned a %T", obj, out)
+	}
+	to.Elem().Set(from.Elem())
+	return nil
+}
