@@ -129,7 +129,7 @@ type ConcurrencyRule struct {
 	// settle's definition of finished) when one starts a new revision: a number, or a
 	// percentage of the selected workloads that have served (had an available pod), rounded
 	// up, at least 1 and at most maxInFlightCap. A start beyond it is refused (403), naming
-	// the workloads in flight. A CREATE is never refused by it. A workload that has never
+	// the workloads in flight. A CREATE of fresh pods is never refused by it; a re-create that adopts a deleted workload's pods with another template is a start. A workload that has never
 	// served holds no slot (it has nothing to disrupt, and a tenant's never-Ready dummies
 	// must not capture the fleet). A cancel (rollback to the revision still serving) and
 	// the fix of a stalled rollout are never held by it. A stalled rollout keeps its slot

@@ -174,6 +174,9 @@ func (r *DisruptionPolicyStatus) release(ctx context.Context, p *v1alpha1.Disrup
 		return err
 	}
 	for i := range managed.Items {
+		if !pdb.Generated(&managed.Items[i]) {
+			continue // the policy's label on a PDB of someone else's (a copy of a generated one)
+		}
 		if err := client.IgnoreNotFound(r.Client.Delete(ctx, &managed.Items[i])); err != nil {
 			return err
 		}

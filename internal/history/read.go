@@ -87,34 +87,30 @@ func nodesJoined(ctx context.Context, r client.Reader) (map[string]time.Time, er
 
 // ReadAdoptable gathers the history a workload created as w would adopt: the ReplicaSets
 // (Deployments) or ControllerRevisions (StatefulSets, DaemonSets) in its namespace that no
-// other workload controls and whose labels its pod template carries, as an orphaning
-// delete of a workload of the same name leaves them (their pods too). It is what a CREATE
+// other workload controls and that its spec.selector matches, as an orphaning delete of a
+// workload of the same name (or of another name) leaves them (their pods too). It is what a CREATE
 // continues from when the revision journal has not caught up.
 func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (History, error) {
 	var h History
-	spec, err := w.Template.Spec()
+	ls, err := w.Selector()
 	if err != nil {
 		return h, err
 	}
-	labels := spec.Labels
-	if len(labels) == 0 {
-		return h, nil // kube refuses a workload whose selector selects nothing
+	selector, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil || ls == nil || selector.Empty() {
+		return h, nil // kube refuses a workload whose selector is invalid or selects everything
 	}
+	// kube's controllers claim what the selector matches, whatever its other labels
+	// (ClaimReplicaSets, ClaimControllerRevisions, ClaimPods): a template that adds or drops
+	// a label still adopts them.
+	matching := client.MatchingLabelsSelector{Selector: selector}
 	ours := func(refs []metav1.OwnerReference) bool {
 		c := metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: refs})
 		return c == nil || (c.Kind == string(w.Kind) && c.Name == w.Name)
 	}
-	subset := func(l map[string]string, ignore string) bool {
-		for k, v := range l {
-			if k != ignore && labels[k] != v {
-				return false
-			}
-		}
-		return true
-	}
 	if w.Kind == v1alpha1.KindDeployment {
 		var sets appsv1.ReplicaSetList
-		if err := r.List(ctx, &sets, client.InNamespace(w.Namespace), client.MatchingLabels(labels)); err != nil {
+		if err := r.List(ctx, &sets, client.InNamespace(w.Namespace), matching); err != nil {
 			return h, err
 		}
 		var adoptable []appsv1.ReplicaSet
@@ -132,7 +128,7 @@ func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (
 		// unfinished rollout would be dated at its ReplicaSet's creation, and a re-create
 		// over one that lost a pod a moment ago would pass as the fix of a stalled rollout.
 		var pods corev1.PodList
-		if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), client.MatchingLabels(labels)); err != nil {
+		if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), matching); err != nil {
 			return h, err
 		}
 		theirs := pods.Items[:0]
@@ -145,12 +141,12 @@ func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (
 		return h, nil
 	}
 	var revs appsv1.ControllerRevisionList
-	if err := r.List(ctx, &revs, client.InNamespace(w.Namespace)); err != nil {
+	if err := r.List(ctx, &revs, client.InNamespace(w.Namespace), matching); err != nil {
 		return h, err
 	}
 	var adoptable []appsv1.ControllerRevision
 	for _, cr := range revs.Items {
-		if ours(cr.OwnerReferences) && len(cr.Labels) > 0 && subset(cr.Labels, appsv1.ControllerRevisionHashLabelKey) {
+		if ours(cr.OwnerReferences) {
 			cr.OwnerReferences = nil
 			adoptable = append(adoptable, cr)
 		}
@@ -159,7 +155,7 @@ func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (
 		return h, nil
 	}
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), client.MatchingLabels(labels)); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), matching); err != nil {
 		return h, err
 	}
 	h.Revisions, err = FromControllerRevisions("", w.Name, adoptable, pods.Items, nil)

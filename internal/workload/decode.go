@@ -43,6 +43,9 @@ type Lean struct {
 		Strategy       strategy     `json:"strategy"`
 		UpdateStrategy strategy     `json:"updateStrategy"`
 		Template       templateJSON `json:"template"`
+		// Selector is spec.selector, kept as JSON (Workload.Selector decodes it): only what
+		// a CREATE adopts reads it.
+		Selector rawJSON `json:"selector"`
 		// Ordinals is a StatefulSet's: the first ordinal its pods are numbered from.
 		Ordinals struct {
 			Start int32 `json:"start"`
@@ -68,6 +71,8 @@ type Lean struct {
 
 	// workload is the Lean's view as a Workload (view).
 	workload Workload
+	// selector is a typed workload's spec.selector (leanOf).
+	selector *metav1.LabelSelector
 }
 
 type strategy struct {
@@ -126,7 +131,7 @@ func FromLean(kind v1alpha1.WorkloadKind, l *Lean) (*Workload, error) {
 func view(kind v1alpha1.WorkloadKind, l *Lean, t *Template) (*Workload, error) {
 	w := &l.workload
 	*w = Workload{Ref: Ref{Kind: kind, Namespace: l.Metadata.Namespace, Name: l.Metadata.Name, UID: l.Metadata.UID},
-		Labels: l.Metadata.Labels, Generation: l.Metadata.Generation, Template: t}
+		Labels: l.Metadata.Labels, Generation: l.Metadata.Generation, Template: t, selector: l.selector, selectorJSON: l.Spec.Selector}
 	switch kind {
 	case v1alpha1.KindDeployment:
 		w.Replicas = l.Spec.Replicas.ptr()
@@ -146,6 +151,9 @@ func view(kind v1alpha1.WorkloadKind, l *Lean, t *Template) (*Workload, error) {
 // leanOf is what decisions read of a typed workload, in a Lean, and its pod template.
 func leanOf(obj runtime.Object) (v1alpha1.WorkloadKind, *Lean, *corev1.PodTemplateSpec, error) {
 	l := &Lean{}
+	if f, ok := fieldsOf(obj); ok {
+		l.selector = f.selector
+	}
 	if m, ok := obj.(metav1.Object); ok {
 		l.Metadata.Name, l.Metadata.Namespace, l.Metadata.UID = m.GetName(), m.GetNamespace(), m.GetUID()
 		l.Metadata.Generation, l.Metadata.Labels = m.GetGeneration(), m.GetLabels()

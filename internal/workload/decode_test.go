@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -93,9 +94,14 @@ func readsAsTyped(t *testing.T, kind string, raw []byte) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := cmp.Options{cmp.Comparer(func(a, b *Template) bool { return SameTemplate(a, b) })}
+	opts := cmp.Options{cmp.Comparer(func(a, b *Template) bool { return SameTemplate(a, b) }), cmpopts.IgnoreUnexported(Workload{})}
 	if diff := cmp.Diff(typed, lean, opts); diff != "" {
 		t.Errorf("Decode reads differently from From over the typed object (-typed +lean):\n%s", diff)
+	}
+	ts, terr := typed.Selector()
+	ls, lerr := lean.Selector()
+	if diff := cmp.Diff(ts, ls); diff != "" || (terr == nil) != (lerr == nil) {
+		t.Errorf("Decode reads spec.selector differently from From (%v, %v; -typed +lean):\n%s", terr, lerr, diff)
 	}
 	containers := []string{"missing"}
 	spec, err := typed.Template.Spec()

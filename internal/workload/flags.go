@@ -33,7 +33,8 @@ func FlagValue(command, args []string, flag string) (value string, at ArgPath, f
 	return value, at, found
 }
 
-// Shape is the fingerprint of the template with the values of the given flags blanked:
+// Shape is the fingerprint of the template with the values of the given flags blanked (the
+// occurrence each is read from):
 // two templates of one shape differ at most in those flags, so a change between them that
 // follows spec.replicas is a scale, not a revision (argsMatchReplicas). Without flags it
 // is the template's fingerprint.
@@ -52,14 +53,20 @@ func (t *Template) Shape(flags []v1alpha1.ArgMatchesReplicas) (string, error) {
 			if c.Name != f.Container {
 				continue
 			}
-			for _, argv := range [][]string{c.Command, c.Args} {
-				for j, a := range argv {
-					if strings.HasPrefix(a, f.Flag+"=") {
-						argv[j] = f.Flag + "=*"
-					} else if a == f.Flag && j+1 < len(argv) {
-						argv[j+1] = "*"
-					}
-				}
+			// Only the occurrence the flag's value is read from (the last, FlagValue): another
+			// one is no value that follows the replicas, and a change to it is a revision.
+			_, at, found := FlagValue(c.Command, c.Args, f.Flag)
+			if !found {
+				continue
+			}
+			argv := c.Command
+			if at.Name == "args" {
+				argv = c.Args
+			}
+			if strings.HasPrefix(argv[at.Index], f.Flag+"=") {
+				argv[at.Index] = f.Flag + "=*"
+			} else {
+				argv[at.Index] = "*"
 			}
 		}
 	}

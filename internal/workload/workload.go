@@ -3,10 +3,14 @@
 package workload
 
 import (
+	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/holdfast-dev/holdfast/internal/apijson"
 )
 
 // Workload is the part of a Deployment, StatefulSet or DaemonSet that rollout decisions
@@ -29,6 +33,25 @@ type Workload struct {
 	Rollout Rollout
 	// Strategy is how the workload replaces its pods.
 	Strategy Strategy
+
+	// selector is spec.selector, typed or as JSON (Selector).
+	selector     *metav1.LabelSelector
+	selectorJSON rawJSON
+}
+
+// Selector is spec.selector: what the workload's controller adopts (kube claims the
+// ReplicaSets, ControllerRevisions and pods it matches, whatever their other labels). nil
+// when the object has none, which the API server refuses.
+func (w *Workload) Selector() (*metav1.LabelSelector, error) {
+	if w.selector != nil || len(w.selectorJSON) == 0 || string(w.selectorJSON) == "null" {
+		return w.selector, nil
+	}
+	sel := &metav1.LabelSelector{}
+	if err := apijson.Unmarshal(w.selectorJSON, sel); err != nil {
+		return nil, fmt.Errorf("%s: spec.selector: %w", w, err)
+	}
+	w.selector = sel
+	return sel, nil
 }
 
 // Strategy is the update strategy of a workload, in one shape for all kinds.

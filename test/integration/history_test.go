@@ -120,7 +120,7 @@ func rolledOut(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
 }
 
 // TestAdoptableHistoryReadsItsPods: what a re-created Deployment would adopt (the
-// ReplicaSets an orphaning delete left) is read with their pods, which date the rollout's
+// ReplicaSets an orphaning delete left that its spec.selector matches) is read with their pods, which date the rollout's
 // last progress: a pod that became Ready a moment ago is progress, whatever the ReplicaSet's
 // age. A pod of another workload's ReplicaSet with the same labels is not its activity.
 func TestAdoptableHistoryReadsItsPods(t *testing.T) {
@@ -163,6 +163,9 @@ func TestAdoptableHistoryReadsItsPods(t *testing.T) {
 	pod("kas-orphaned-1", orphaned, readyAt)
 	pod("other-rs-1", theirs, readyAt.Add(time.Hour))
 
+	// Re-created with a label its template did not have: kube's Deployment controller adopts
+	// by spec.selector, whatever the template's other labels, and so does what holdfast reads.
+	d.Spec.Template.Labels["track"] = "v2"
 	w, err := workload.From(d)
 	if err != nil {
 		t.Fatal(err)

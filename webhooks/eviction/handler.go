@@ -77,6 +77,9 @@ type Handler struct {
 	// Journals are the revision journals, for the rollouts that share a budget
 	// (RolloutPolicy rules.sharedBudget); nil reads none.
 	Journals *journal.Store
+	// Replacements judge an eviction or DELETE whose pod kube replaces from a template no
+	// pod runs yet as the start of that template's rollout; nil judges none.
+	Replacements Replacements
 
 	// decide is Decide, unless a test substitutes a broken decision to show that the model
 	// explorer finds what it breaks.
@@ -133,7 +136,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	if err := informer.List(ctx, h.Reader, policies); err != nil {
 		return h.fail(fmt.Errorf("listing DisruptionPolicies: %w", err))
 	}
-	if len(policies.Items) == 0 {
+	if len(policies.Items) == 0 && h.Replacements == nil {
 		return admission.Allowed("")
 	}
 	// Objects missing from this replica's cache may be new ones it has not seen yet:
@@ -147,6 +150,14 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			return h.fail(err)
 		}
 	}
+	// A pod whose replacement would be the first of a staged template: the rollout guard's.
+	replaced, refused := h.replacement(ctx, pod, req.UserInfo, dryRun)
+	if refused != nil {
+		return *refused
+	}
+	if len(policies.Items) == 0 {
+		return replaced(admission.Allowed(""))
+	}
 	nsLabels, err := policy.NamespaceLabels(ctx, h.Reader, req.Namespace)
 	if err != nil {
 		return h.fail(err)
@@ -154,7 +165,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	in := Input{Pod: workload.PodOf(pod), PodLabels: pod.Labels, NamespaceLabels: nsLabels,
 		Policies: policies.Items, Matcher: h.Matcher, User: req.UserInfo, Identity: h.Ledgers.Self(), Now: start, Delete: deleting}
 	if !selectsAny(in) {
-		return admission.Allowed("") // the fast path: no policy selects the pod
+		return replaced(admission.Allowed("")) // the fast path: no policy selects the pod
 	}
 	if deleting {
 		// What the entry's matchConditions cannot see: the pod's node.
@@ -214,9 +225,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		// is released again rather than held from zero for another maxHold. The hold lapses
 		// HoldBreak after the pod is gone.
 		if deleting {
-			return respondDelete(d, pod)
+			return replaced(respondDelete(d, pod))
 		}
-		return respond(d)
+		return replaced(respond(d))
 	}
 	if deleting && (!in.Pod.Ready || in.NodeLost) {
 		return finish(decideWith(h.decide, in)) // never held, never recorded

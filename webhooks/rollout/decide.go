@@ -61,6 +61,12 @@ type Input struct {
 	// Evictions are, by policy name, what each policy with a sharedBudget reads of the
 	// workload's evictions; read on an UPDATE that may start a rollout.
 	Evictions map[string]budget.Evictions
+	// Replaces names a pod of a held StatefulSet or DaemonSet whose eviction or DELETE is
+	// asked, which kube replaces from the workload's current template (OnDelete, or a
+	// StatefulSet ordinal at or above its partition): when no live pod runs that template
+	// yet, the eviction starts its rollout (growsHeld, startsStaged). Operation is then
+	// UPDATE, and Old and New are the workload as the cache holds it.
+	Replaces string
 	// Nodes is, on a DaemonSet CREATE that a strategy rule judges (NeedsNodes), how many
 	// nodes its node selector matches (workload.NodesFor): what its percentages resolve
 	// against, since the API server clears the status a CREATE carries.
@@ -171,7 +177,9 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 				if p.Spec.Rules.Concurrency != nil && skip.runs(RuleConcurrency) {
 					found = append(found, checkConcurrency(in, p, skip)...)
 				}
-				if p.Spec.Rules.SharedBudget != nil && skip.runs(budget.RuleSharedBudget) {
+				// A replacement's eviction is judged by the eviction guard under the shared
+				// budget, as any eviction of the group is.
+				if p.Spec.Rules.SharedBudget != nil && in.Replaces == "" && skip.runs(budget.RuleSharedBudget) {
 					found = append(found, checkSharedBudget(in, p)...)
 				}
 			}
@@ -271,19 +279,22 @@ var (
 // workload's revisions, the same for every policy.
 func check(in Input, rules *v1alpha1.RolloutRules, rs *revisionState, skip skipper) ([]finding, error) {
 	var out []finding
-	if skip.runs(RuleArgsMatchReplicas) {
+	// An eviction that replaces a pod (Replaces) changes nothing of the spec: the lints
+	// of what the spec says are the workload's own requests'.
+	lints := in.Replaces == ""
+	if lints && skip.runs(RuleArgsMatchReplicas) {
 		found, err := checkArgsMatchReplicas(in.New, rules.ArgsMatchReplicas)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, found...)
 	}
-	if skip.runs(RuleStrategy) {
-		lints, err := checkStrategy(in, rules.Strategy)
+	if lints && skip.runs(RuleStrategy) {
+		found, err := checkStrategy(in, rules.Strategy)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, lints...)
+		out = append(out, found...)
 	}
 	if skip.runs(checkStaged) {
 		out = append(out, checkStagedEdit(in, rules)...)

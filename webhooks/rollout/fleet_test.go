@@ -551,17 +551,22 @@ func startScene(t *testing.T) (*Handler, *Input, *clocktesting.FakePassiveClock)
 	return h, in, clk
 }
 
-// TestCreateDoesNotWaitForTheStartLock: a CREATE is never refused by a fleet limit, so it
-// does not wait behind the starts the replica is recording: with the lock held past the
-// ledgers' timeout it is still admitted.
-func TestCreateDoesNotWaitForTheStartLock(t *testing.T) {
+// TestCreateThatStartsWaitsForTheStartLock: a re-create that adopts a deleted workload's
+// pods is a start, held by a fleet limit as an update is: it waits behind the starts the
+// replica is recording, and is answered "retry" when its time runs out; a CREATE of fresh
+// pods starts nothing and waits for nothing.
+func TestCreateThatStartsWaitsForTheStartLock(t *testing.T) {
 	h, in, _ := startScene(t)
 	// Another start under the policy is being recorded.
 	if _, err := h.starts.lock(context.Background(), []*v1alpha1.RolloutPolicy{&in.Policies[0]}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := h.decideAndRecord(context.Background(), in, false); err == nil || !strings.Contains(err.Error(), "waiting to record the start") {
+		t.Errorf("a re-create that starts a rollout while the start lock is held: %v, want retry", err)
+	}
+	h.decide = func(Input) (Decision, error) { return Decision{}, nil }
 	if d, err := h.decideAndRecord(context.Background(), in, false); err != nil || d.Action() == decision.Deny {
-		t.Fatalf("a CREATE while the start lock is held: %v %v, want admitted", d.Violations, err)
+		t.Errorf("a CREATE of fresh pods while the start lock is held: %v %v, want admitted", d.Violations, err)
 	}
 }
 

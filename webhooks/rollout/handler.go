@@ -182,10 +182,11 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		if d.Action() == decision.Deny || dryRun || !d.Starts || (len(ledgers) == 0 && group == nil) {
 			return d, nil
 		}
-		if unlock == nil && in.Operation != admissionv1.Create {
+		if unlock == nil {
 			// A start: decide again on ledgers read under the replica's locks of the
-			// policies whose ledgers it writes, then record. A CREATE, never refused by a
-			// fleet limit, does not wait for them: it records what it can in its time.
+			// policies whose ledgers it writes, then record. A CREATE of fresh pods starts
+			// nothing and never gets here; a re-create that adopts a deleted workload's
+			// pods is a start like any other.
 			if unlock, err = h.starts.lock(ctx, append(slices.Clone(limited), shared...)); err != nil {
 				return Decision{}, fmt.Errorf("waiting to record the start of %s: %w; retry", in.New, err)
 			}
@@ -199,12 +200,6 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 			err = h.recordBudgetStart(ctx, in, group, start)
 		}
 		if err == nil {
-			h.Metrics.fleetStart(limited, "admitted")
-			return d, nil
-		}
-		if in.Operation == admissionv1.Create && (ctx.Err() != nil || !apierrors.IsConflict(err)) {
-			// A CREATE is never refused by a fleet limit: unrecorded, it counts once its
-			// journal shows it.
 			h.Metrics.fleetStart(limited, "admitted")
 			return d, nil
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -240,34 +241,34 @@ func TestUnjournaledFinishedRolloutIsNoStall(t *testing.T) {
 	}
 }
 
-// TestRecreateOverAnOrphanedRolloutReadsItsPods: a Deployment re-created after an orphaning
-// delete adopts the ReplicaSets left behind, and no journal may record them. Their pods
-// date the rollout's last progress (history.ReadAdoptable reads them): a finished rollout
-// whose replacement pod started a moment ago is no stalled rollout, so a re-create with a
-// new template waits for it; one whose pods did nothing for stallAfter is, and its fix
-// passes.
-func TestRecreateOverAnOrphanedRolloutReadsItsPods(t *testing.T) {
+// TestRecreateIsNeverTheFixOfAStall: a Deployment re-created after an orphaning delete
+// adopts the ReplicaSets left behind, and no journal may record them. A rollout left by an
+// orphaning delete stood still while nothing owned it, as a paused one does: a re-create
+// with a new template over it is refused whatever the pods' idle time (it is no fix of a
+// stalled rollout), and the way out the refusal names, the template it had, passes.
+func TestRecreateIsNeverTheFixOfAStall(t *testing.T) {
 	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
 	dep := v1alpha1.KindDeployment
 	settle := &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: time.Minute}}
 	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
 		Mode: v1alpha1.ModeEnforce, Rules: v1alpha1.RolloutRules{Settle: settle}}}}
-	for _, tc := range []struct {
-		name     string
-		activity time.Time
-		want     decision.Action
-	}{
-		{"a pod replaced 10s ago", now.Add(-10 * time.Second), decision.Deny},
-		{"no pod activity for an hour", time.Time{}, decision.Allow},
-	} {
-		h := history.History{LastActivity: tc.activity, Revisions: []history.Revision{
-			rev(1, A, 2*time.Hour, 0), live(rev(2, B, time.Hour, 2), 3)}}
-		d, err := Decide(Input{Operation: admissionv1.Create, New: gen(wl(dep, 3, C, workload.Rollout{}), 1), Now: now, History: h, Policies: policies})
+	create := func(tmpl *corev1.PodTemplateSpec, activity time.Time) Decision {
+		h := history.History{LastActivity: activity, Revisions: []history.Revision{
+			live(rev(1, A, 2*time.Hour, 2), 2), live(rev(2, B, time.Hour, 1), 2)}}
+		d, err := Decide(Input{Operation: admissionv1.Create, New: gen(wl(dep, 3, tmpl, workload.Rollout{}), 1), Now: now, History: h, Policies: policies})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Action() != tc.want {
-			t.Errorf("%s: re-create with a new template answered %v (%v), want %v", tc.name, d.Action(), d.Violations, tc.want)
+		return d
+	}
+	for name, activity := range map[string]time.Time{"a pod replaced 10s ago": now.Add(-10 * time.Second), "no pod activity for an hour": {}} {
+		if d := create(C, activity); d.Action() != decision.Deny {
+			t.Errorf("%s: a re-create with a new template over an unfinished rollout was admitted: %v", name, d.Violations)
+		} else if msg := d.Violations[0].Message; !strings.Contains(msg, "create it with the pod template it had") {
+			t.Errorf("%s: the refusal does not name the way out: %q", name, msg)
+		}
+		if d := create(B, activity); d.Action() != decision.Allow {
+			t.Errorf("%s: the re-create with the template it had was refused: %v", name, d.Violations)
 		}
 	}
 }

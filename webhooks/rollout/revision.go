@@ -163,33 +163,43 @@ func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, t
 		return false, 0
 	}
 	after := journal.StallAfter(settle)
-	if in.Old != nil {
-		if in.Old.Rollout.Held {
-			return false, 0
-		}
-		if r := &in.Old.Rollout; r.DeadlineExceeded && r.ProgressDeadline >= after && in.Now.Sub(cur.Progressed) >= r.ProgressDeadline {
-			// kube's verdict: no progress for its deadline, at least the policy's stallAfter.
-			// A shorter deadline is the workload's own setting (progressDeadlineSeconds: 1
-			// would make every rollout "stalled" at once): the policy's clock decides. The
-			// verdict is sticky (kube's DeploymentTimedOut, deployment_util.go, keeps
-			// TimedOutReason until the next progress), so a deadline lowered to 1 s and then
-			// raised keeps a healthy rollout "stalled": it counts only once holdfast's own
-			// record shows no progress for the deadline now set.
-			return true, 0
-		}
-		if in.Old.Rollout.Progress.Unobserved > 0 {
-			// Its controller has not acted on the last change yet: nothing says the rollout
-			// is stuck (a timeline read from the history alone dates its progress at the
-			// revision's creation, and would call any unobserved change a stall).
-			return false, after
-		}
+	if in.Old == nil {
+		// A CREATE is never the fix of a stall: the rollout it would adopt stood still while
+		// no workload owned it (an orphaning delete holds a rollout as a pause does), and a
+		// stall read across the delete would let a re-create with a new template past every
+		// rule. The way out: re-create it with the template it had, then fix it.
+		return false, after
 	}
-	if rs.timeline.Unjournaled && !in.Old.Rollout.Mixed && in.Old.Rollout.Progress.Updated >= in.Old.Rollout.Progress.Target {
-		// Every pod runs the current template: read from the history alone, nothing says a
-		// rollout is under way, and a finished one that lost a pod (an eviction, a relabel
-		// back into the selection) would read as stalled since its revision's creation,
-		// its next edit passing as the fix of a stall, past the fleet limit, the shared
-		// budget and the windows. The leader's journal starts the stall clock.
+	// A workload's own minReadySeconds keeps a Ready pod from counting as available that
+	// long: no progress is expected sooner.
+	after += time.Duration(in.Old.Strategy.MinReadySeconds) * time.Second
+	if in.Old.Rollout.Held {
+		return false, 0
+	}
+	if r := &in.Old.Rollout; rs.timeline.Unjournaled && !r.Mixed && r.Progress.Unobserved == 0 {
+		// Every pod runs the current template: read from the history alone, nothing says
+		// a rollout is under way, and a finished one that lost a pod (an eviction, a pod
+		// a quota keeps from being re-created, a relabel back into the selection) would
+		// read as stalled since its revision's creation, or by kube's progress deadline
+		// after a resume over an unavailable pod, its next edit passing as the fix of a
+		// stall, past the fleet limit, the shared budget and the windows. The leader's
+		// journal starts the stall clock.
+		return false, after
+	}
+	if r := &in.Old.Rollout; r.DeadlineExceeded && r.ProgressDeadline >= after && in.Now.Sub(cur.Progressed) >= r.ProgressDeadline {
+		// kube's verdict: no progress for its deadline, at least the policy's stallAfter.
+		// A shorter deadline is the workload's own setting (progressDeadlineSeconds: 1
+		// would make every rollout "stalled" at once): the policy's clock decides. The
+		// verdict is sticky (kube's DeploymentTimedOut, deployment_util.go, keeps
+		// TimedOutReason until the next progress), so a deadline lowered to 1 s and then
+		// raised keeps a healthy rollout "stalled": it counts only once holdfast's own
+		// record shows no progress for the deadline now set.
+		return true, 0
+	}
+	if in.Old.Rollout.Progress.Unobserved > 0 {
+		// Its controller has not acted on the last change yet: nothing says the rollout
+		// is stuck (a timeline read from the history alone dates its progress at the
+		// revision's creation, and would call any unobserved change a stall).
 		return false, after
 	}
 	if r := in.History.Find(workload.FromFingerprint(cur.Template)); r != nil && rs.timeline.Progressed(r) {
@@ -224,8 +234,8 @@ func checkRevision(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) []
 			msg = fmt.Sprintf("%s: holdfast has not yet recorded the deletion of the workload of this name, nor what it last rolled out; retry in a few seconds", in.New)
 		case in.Old == nil:
 			msg = fmt.Sprintf("%s: a workload of this name was deleted %s after its revision %s became current, before that rollout finished; "+
-				"what it left behind would be adopted into a second rollout; create it with the pod template it had, or after that rollout counts as stalled (in %s)",
-				in.New, round(in.Now.Sub(cur.Since)), shortSum(cur.Template), round(max(stallIn, 0)))
+				"what it left behind would be adopted into a second rollout; create it with the pod template it had, then change it once that rollout finishes or counts as stalled",
+				in.New, round(in.Now.Sub(cur.Since)), shortSum(cur.Template))
 		case cur.Pending && in.Old != nil && in.Old.Rollout.Held && rs.current.Template == rs.target:
 			msg = fmt.Sprintf("%s: holdfast has not yet recorded whether its pod template was rolled out while held; retry in a few seconds", in.New)
 		case cur.Lagging:
@@ -297,7 +307,10 @@ func checkWindows(in Input, spec *v1alpha1.RolloutPolicySpec, rs *revisionState,
 		return nil
 	}
 	passes := "a rollback to the serving revision, the fix of a stalled rollout and a scale pass"
-	if old, ok := oldTemplate(in); !rs.start || ok && old == rs.target {
+	if old, ok := oldTemplate(in); in.Replaces != "" {
+		passes = "its replacement would be the first pod of the staged template, which starts its rollout; " +
+			"evict it after the window, or roll the template back to the serving one"
+	} else if !rs.start || ok && old == rs.target {
 		// A scale up, a lowered partition or a re-create that makes kube create pods of a
 		// staged template is itself the start: saying that a scale passes would mislead.
 		passes = "this change makes kube create pods of the staged template, which starts its rollout; " +

@@ -105,7 +105,7 @@ func TestDecideRolloutRules(t *testing.T) {
 			wantRules: []string{RuleSettle},
 		},
 		"settle: a Deployment past its progress deadline takes a fix": {
-			rules: settleOnly, old: wl(dep, 3, B, workload.Rollout{InProgress: true, DeadlineExceeded: true, ProgressDeadline: 10 * time.Minute}), obj: wl(dep, 3, C, done),
+			rules: settleOnly, old: wl(dep, 3, B, workload.Rollout{InProgress: true, Mixed: true, DeadlineExceeded: true, ProgressDeadline: 10 * time.Minute}), obj: wl(dep, 3, C, done),
 			history: history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 2), rev(2, B, 11*time.Minute, 0)}, LastActivity: now.Add(-11 * time.Minute)},
 		},
 		"settle: a StatefulSet with no pod activity for stallAfter takes a fix": {

@@ -33,11 +33,18 @@ func ReadsRevisions(in Input) bool {
 // spec.ordinals.start (pods outside the new range are condemned and the missing ordinals
 // created by newVersionedStatefulSetPod, stateful_set_control.go updateStatefulSet with
 // podInOrdinalRange: a start moved by the replicas or more replaces every pod), or a
-// CREATE of a held
-// one, whose missing ordinals get its template even under a partition (a created
-// StatefulSet's current revision is its update revision, getStatefulSetRevisions). Read
-// from the request alone: startsStaged says whether it starts a template.
+// CREATE of a held one, whose missing ordinals get its template even under a partition (a
+// created StatefulSet's current revision is its update revision, getStatefulSetRevisions);
+// or the eviction or DELETE of a held StatefulSet's or DaemonSet's pod that kube replaces
+// from the current template (Input.Replaces). Read from the request alone: startsStaged
+// says whether it starts a template.
 func growsHeld(in Input) bool {
+	if in.Replaces != "" {
+		// A pod evicted or deleted: kube's DaemonSet controller (syncNodes) or StatefulSet
+		// controller (newVersionedStatefulSetPod) creates its replacement from the template
+		// the handler found it would use.
+		return in.Operation == admissionv1.Update && in.New != nil && in.New.Rollout.Held && in.New.Kind != v1alpha1.KindDeployment
+	}
 	if in.New == nil || in.New.Kind != v1alpha1.KindStatefulSet || !in.New.Rollout.Held || in.New.Replicas == nil {
 		return false
 	}

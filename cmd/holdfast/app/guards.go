@@ -80,6 +80,9 @@ func (g Guards) Handlers() (*rollout.Handler, *eviction.Handler) {
 		Metrics:   g.Shared.Eviction,
 		Holds:     g.Shared.Holds,
 		Journals:  g.Shared.Journals,
+		// An eviction that gives a staged template its first pod is a start the rollout
+		// guard judges.
+		Replacements: r,
 	}
 	return r, e
 }
