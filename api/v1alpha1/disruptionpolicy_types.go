@@ -64,7 +64,9 @@ type DisruptionPolicySpec struct {
 
 	// maxUnavailable is how many pods of a group may be unavailable at once, as a number
 	// or a percentage of the group's expected count (spec.replicas, or a DaemonSet's
-	// desiredNumberScheduled), rounded up as PodDisruptionBudgets round.
+	// desiredNumberScheduled), rounded up as PodDisruptionBudgets round. A percentage is
+	// at most 100% (holdfast's policy webhook refuses more: kube refuses such a PDB, and
+	// the generated floor could never be kept).
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="must be a non-negative number of pods or a percentage such as 25%"

@@ -655,17 +655,22 @@ func (w *pmWorld) want(o pmWorkload, policies []*v1alpha1.DisruptionPolicy, all 
 	if len(gen) == 0 {
 		return pmWant{why: "no generating policy selects it", outcome: "unselected"}
 	}
-	// Several policies: the smallest maxUnavailable, resolved against the workload's pods,
-	// wins, the first by name among equals (internal/pdb, Desired); its minReplicas
-	// (default 2) decides whether there is a PDB at all.
-	win := gen[0]
-	for _, p := range gen[1:] {
-		if b, bw := pmBudget(p.Spec.MaxUnavailable, o.expected), pmBudget(win.Spec.MaxUnavailable, o.expected); b < bw || (b == bw && p.Name < win.Name) {
+	// Each policy promises a floor once the workload has its minReplicas (default 2); of
+	// those, the smallest maxUnavailable, resolved against the workload's pods, wins, the
+	// first by name among equals.
+	var win *v1alpha1.DisruptionPolicy
+	for _, p := range gen {
+		if o.expected < ptr.Deref(p.Spec.PDB.MinReplicas, 2) {
+			continue
+		}
+		if win == nil {
+			win = p
+		} else if b, bw := pmBudget(p.Spec.MaxUnavailable, o.expected), pmBudget(win.Spec.MaxUnavailable, o.expected); b < bw || (b == bw && p.Name < win.Name) {
 			win = p
 		}
 	}
-	if min := ptr.Deref(win.Spec.PDB.MinReplicas, 2); o.expected < min {
-		return pmWant{why: fmt.Sprintf("%d pods, under %s's minReplicas %d", o.expected, win.Name, min), outcome: "belowMinReplicas"}
+	if win == nil {
+		return pmWant{why: fmt.Sprintf("%d pods, under every generating policy's minReplicas", o.expected), outcome: "belowMinReplicas"}
 	}
 	// kube's eviction API refuses to evict a pod two PDBs cover (500), so another PDB over
 	// its pods, or its own selector over another workload's pods, rules one out. kube

@@ -71,20 +71,25 @@ func Generating(m *policy.Matcher, p *v1alpha1.DisruptionPolicy, w workload.Meta
 }
 
 // Desired is the PDB holdfast should keep for the workload under the generating
-// policies, or nil for none. Several policies: the smallest maxUnavailable wins.
+// policies, or nil for none. Each policy wants one once the workload has its minReplicas;
+// of those, the smallest maxUnavailable wins (a stricter policy whose minReplicas the
+// workload does not reach takes no floor away).
 func Desired(w workload.Meta, policies []*v1alpha1.DisruptionPolicy) *policyv1.PodDisruptionBudget {
-	if len(policies) == 0 || w.Selector == nil {
+	if w.Selector == nil {
 		return nil
 	}
-	p := slices.MinFunc(policies, func(a, b *v1alpha1.DisruptionPolicy) int {
+	wanting := slices.DeleteFunc(slices.Clone(policies), func(p *v1alpha1.DisruptionPolicy) bool {
+		return w.Expected < ptr.Deref(p.Spec.PDB.MinReplicas, 2)
+	})
+	if len(wanting) == 0 {
+		return nil
+	}
+	p := slices.MinFunc(wanting, func(a, b *v1alpha1.DisruptionPolicy) int {
 		if d := budget(a, w) - budget(b, w); d != 0 {
 			return int(d)
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	if w.Expected < ptr.Deref(p.Spec.PDB.MinReplicas, 2) {
-		return nil
-	}
 	unhealthy := policyv1.AlwaysAllow
 	if p.Spec.UnhealthyPodEvictionPolicy != nil {
 		unhealthy = *p.Spec.UnhealthyPodEvictionPolicy

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -117,6 +118,9 @@ func evaluable(u *unstructured.Unstructured) (client.Object, field.ErrorList) {
 	}
 	targets := field.NewPath("spec", "targets")
 	var checked field.ErrorList
+	if p, ok := obj.(*v1alpha1.DisruptionPolicy); ok {
+		checked = append(checked, validatePercent(p.Spec.MaxUnavailable, field.NewPath("spec", "maxUnavailable"))...)
+	}
 	checked = append(checked, validateSelector(nsSel, targets.Child("namespaceSelector"))...)
 	checked = append(checked, validateSelector(sel, targets.Child("selector"))...)
 	checked = append(checked, policy.ValidateWindows(windows)...)
@@ -131,6 +135,20 @@ func evaluable(u *unstructured.Unstructured) (client.Object, field.ErrorList) {
 		return nil, errs
 	}
 	return obj, nil
+}
+
+// validatePercent refuses a percentage over 100%: the generated PodDisruptionBudget carries
+// the policy's budget, and kube refuses such a PDB (ValidatePodDisruptionBudgetSpec), so
+// the policy would keep no floor and its generator retry for ever.
+func validatePercent(v *intstr.IntOrString, at *field.Path) field.ErrorList {
+	if v == nil || v.Type != intstr.String {
+		return nil
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(v.StrVal, "%"))
+	if err != nil || n <= 100 {
+		return nil // the schema's pattern judges the form
+	}
+	return field.ErrorList{field.Invalid(at, v.StrVal, "must be a percentage between 0% and 100%")}
 }
 
 // maxDecodeErrors bounds the errors decodeAll reports of one policy.

@@ -410,6 +410,10 @@ func TestEvaluable(t *testing.T) {
 		"two bad windows": {doc: disruptionPolicy("  targets: {}\n  windows: [{schedule: '0 25 * * *', duration: 1h, action: Deny, timeZone: Mars/Olympus}]\n"), want: []fieldError{{field.ErrorTypeInvalid, "spec.windows[0].timeZone"}, {field.ErrorTypeInvalid, "spec.windows[0].schedule"}}},
 		"a number beyond int32": {doc: disruptionPolicy("  targets: {}\n  pdb: {generate: true, minReplicas: 10000000000}\n"),
 			want: []fieldError{{field.ErrorTypeInvalid, "spec.pdb.minReplicas"}}},
+		// kube refuses a PDB of such a percentage: the generated floor could never be kept.
+		"a budget over 100%": {doc: disruptionPolicy("  targets: {}\n  maxUnavailable: 150%\n"),
+			want: []fieldError{{field.ErrorTypeInvalid, "spec.maxUnavailable"}}},
+		"a budget of 100%": {doc: disruptionPolicy("  targets: {}\n  maxUnavailable: 100%\n")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(c.want, fieldErrors(ValidateEvaluable(object(t, c.doc)))); diff != "" {

@@ -165,7 +165,7 @@ func TestAdoptableHistoryReadsItsPods(t *testing.T) {
 
 	// Re-created with a label its template did not have: kube's Deployment controller adopts
 	// by spec.selector, whatever the template's other labels, and so does what holdfast reads.
-	d.Spec.Template.Labels["track"] = "v2"
+	d.Spec.Template.Labels = map[string]string{"app": "kas", "track": "v2"} // the selector's map stays as it was
 	w, err := workload.From(d)
 	if err != nil {
 		t.Fatal(err)

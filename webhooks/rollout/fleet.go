@@ -165,7 +165,11 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		// journal shows it again once the leader has seen the lowered spec (Observe reopens
 		// it while ordinals roll), and until then the start counts.
 		resumed := s.Lowered && !observed && cur != nil && cur.Finished != nil
-		if cur != nil && cur.Template == s.Template && !j.Held && !resumed {
+		// Only a live journal of the name shows the start (a re-created workload's continues
+		// its timeline): a deleted workload's, before the leader has seen its re-create, is
+		// not counted above (Rolling), and the start counts until it does.
+		live := j != nil && j.Deleted == nil
+		if live && cur != nil && cur.Template == s.Template && !j.Held && !resumed {
 			continue // the journal shows it: counted above, finished, released or never served
 		}
 		if observed && j.Generation > s.Generation && (cur == nil || cur.Template != s.Template) {

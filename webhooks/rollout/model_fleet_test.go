@@ -34,6 +34,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/kubemodel"
@@ -77,6 +78,19 @@ import (
 // wait by an exempt requester. While it is out the leader's recorder retires its journal
 // (JournalRecorder.retire: kept, marked, not updated, dropped after journal.Retention); F1
 // neither counts it nor resolves a percentage against it.
+//
+// Re-creates and flag-following scales (recreate, scaleFlag, drawn from another stream of
+// their own, as is which Deployments and StatefulSets run the konnectivity-server
+// container whose --server-count the policy's argsMatchReplicas ties to their replicas): a
+// workload deleted (orphaning or cascading) and created again under its name through the
+// webhook, whose CREATE adopting pods of another template, or starting a new one over
+// them, is a start F1 counts and F2's start half judges; and a scale that changes the
+// replicas and the flag together, which is no new revision (I4): F1 counts a workload as
+// rolling by its images, not by the flag, and the fleet ledger must hold no start of it.
+//
+//   - F3: a flag-following scale's template gets its first pods beside two others only
+//     when the rules let it past (an exception, a stalled rollout): during an unfinished
+//     rollout such a scale is admitted only towards a template that still has pods.
 
 var (
 	fleetModelSequences = flag.Int("rollout-fleet-model.sequences", 2000, "sequences the rollout fleet explorer runs (make fuzz runs more)")
@@ -101,6 +115,9 @@ type fop struct {
 func (o fop) String() string {
 	return fmt.Sprintf("{Kind: %q, W: %d, N: %d, Repl: %d},", o.Kind, o.W, o.N, o.Repl)
 }
+
+// fmoreKinds are the operations drawn from the stream of their own (generatedFleet).
+var fmoreKinds = []string{"recreate", "scaleFlag"}
 
 var fopKinds = []string{"edit", "edit", "edit", "editAs", "editOld", "scale", "evict", "evict", "evict", "evictEdit",
 	"race", "raceEvict", "raceStart", "tick", "tick", "sync", "policy", "pause", "resume", "partition", "onDelete", "rollingUpdate", "holdRelease"}
@@ -309,6 +326,21 @@ type fwl struct {
 	leftT     tmpl
 	enteredAt time.Time
 	countedAt time.Time
+	// gone is a workload deleted and not yet created again (recreate); lastObj its last
+	// state, which the recorder observes before it retires the journal; incarnation counts
+	// its re-creates (each a new UID).
+	gone        bool
+	lastObj     client.Object
+	incarnation int
+	// recreatedAt is when it was last created again over the pods an orphaning delete
+	// left (the known gap recreateForgetsEvictions).
+	recreatedAt time.Time
+	// createdAt is when it was last created again: the leader's journal of the new object
+	// may date its current revision's progress from then.
+	createdAt time.Time
+	// flagScaled is, per template a flag-following scale made the spec's, why F3 excuses
+	// its first pods beside two other templates ("" excuses nothing).
+	flagScaled map[tmpl]string
 }
 
 type fexcuse struct{ fleet, shared string }
@@ -378,6 +410,34 @@ type fworld struct {
 	selLog   []selChange
 	relabels relabelCounts
 	keep     time.Duration
+	// recreates counts what the re-creates and the flag-following scales did.
+	recreates recreateCounts
+}
+
+// recreateCounts are what the re-creates did (orphan and cascade the deletes, newTemplate
+// those created with another template than they had, admitted the CREATEs admitted,
+// refused those refused at least once and refusals the refusals, exempt those created by
+// an exempt requester past the operator's longest wait, counted those F1 counts as a
+// start), and the flag-following scales (flagScales sent, flagAdmitted admitted of them,
+// flagRefused refused, flagRolling admitted while two templates had live pods).
+type recreateCounts struct {
+	orphan, cascade, newTemplate, admitted, refused, refusals, exempt, counted int
+	flagScales, flagAdmitted, flagRefused, flagRolling                         int
+}
+
+func (r *recreateCounts) add(o recreateCounts) {
+	r.orphan += o.orphan
+	r.cascade += o.cascade
+	r.newTemplate += o.newTemplate
+	r.admitted += o.admitted
+	r.refused += o.refused
+	r.refusals += o.refusals
+	r.exempt += o.exempt
+	r.counted += o.counted
+	r.flagScales += o.flagScales
+	r.flagAdmitted += o.flagAdmitted
+	r.flagRefused += o.flagRefused
+	r.flagRolling += o.flagRolling
 }
 
 // selChange is a relabel admitted at at, which changed the selected workloads from before
@@ -398,6 +458,13 @@ type relabelCounts struct {
 }
 
 func newFleet(seed uint64, broken func(Input) (Decision, error)) *fworld {
+	return newFlaggedFleet(seed, broken, nil)
+}
+
+// newFlaggedFleet is newFleet with the workloads flagged[i] running the
+// konnectivity-server container whose --server-count follows their replicas (the policy's
+// argsMatchReplicas flag).
+func newFlaggedFleet(seed uint64, broken func(Input) (Decision, error), flagged []bool) *fworld {
 	cfg := fleetConfig(seed)
 	w := &fworld{seed: seed, cfg: cfg, rng: rand.New(rand.NewPCG(seed, 0xf7)), now: mStart, mode: v1alpha1.ModeEnforce,
 		policyAt: mStart.Add(-time.Hour), nextTag: 2, checked: map[string]int{}, gaps: map[string]int{}, version: 1}
@@ -409,7 +476,10 @@ func newFleet(seed uint64, broken func(Input) (Decision, error)) *fworld {
 		ns, name := cfg.namespaceOf(i)
 		x := &fwl{kind: kind, ns: ns, name: name, generation: 1, replicas: cfg.sizes[i], t: tmpl{tag: 1},
 			revisions: map[tmpl]int64{}, created: map[tmpl]time.Time{}, names: map[*mpod]string{}, goneAt: map[*mpod]time.Time{},
-			broken: map[int]bool{}, admitted: map[int]fexcuse{}, progressed: w.now, prev: 1}
+			broken: map[int]bool{}, admitted: map[int]fexcuse{}, progressed: w.now, prev: 1, flagScaled: map[tmpl]string{}}
+		if i < len(flagged) && flagged[i] && kind != v1alpha1.KindDaemonSet {
+			x.t.count = x.replicas
+		}
 		if kind == v1alpha1.KindDeployment {
 			x.maxUnavail = cfg.maxUnavail[i]
 		} else {
@@ -470,6 +540,25 @@ func (x *fwl) want() int {
 	return x.replicas
 }
 
+// with is the template of image tag as the operator writes it for x: its
+// konnectivity-server flag, if it runs one, following the replicas.
+func (x *fwl) with(tag int) tmpl {
+	if x.t.count == 0 {
+		return tmpl{tag: tag}
+	}
+	return tmpl{tag: tag, count: x.replicas}
+}
+
+// hasRevision is whether kube made a revision of image tag for x (whatever its flag).
+func (x *fwl) hasRevision(tag int) bool {
+	for t, n := range x.revisions {
+		if t.tag == tag && n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (x *fwl) add(w *fworld, p *mpod) *mpod {
 	w.podSeq++
 	x.names[p] = fmt.Sprintf("kas-%d", w.podSeq)
@@ -509,15 +598,17 @@ func (w *fworld) control() {
 			}
 			return false
 		})
-		if _, ok := x.created[x.t]; !ok {
-			x.created[x.t] = w.now
+		if !x.gone { // a deleted workload's pods stay as they are, no controller acting on them
+			if _, ok := x.created[x.t]; !ok {
+				x.created[x.t] = w.now
+			}
+			x.observed = x.generation
+			k := w.kube(x)
+			if k.Step() {
+				w.version++
+			}
+			x.pods, x.current, x.sets = k.Pods, k.Current, k.Sets
 		}
-		x.observed = x.generation
-		k := w.kube(x)
-		if k.Step() {
-			w.version++
-		}
-		x.pods, x.current, x.sets = k.Pods, k.Current, k.Sets
 		before := x.live
 		x.live = nil
 		ready, cur := 0, 0
@@ -533,6 +624,7 @@ func (w *fworld) control() {
 			}
 		}
 		x.maxReady = max(x.maxReady, min(ready, x.want()))
+		w.checkFlagScales(x, before)
 		for _, t := range x.live {
 			if a := x.admitted[t.tag]; !slices.Contains(before, t) && a.fleet == stagedTemplatePods {
 				w.gaps[stagedTemplatePods]++
@@ -555,8 +647,37 @@ func (w *fworld) control() {
 	w.checkBudgets()
 }
 
-// rolling is a workload with two or more templates having live pods.
-func (x *fwl) rolling() bool { return len(x.live) >= 2 }
+// rolling is a workload with two or more images having live pods: templates that differ
+// in the --server-count flag alone are the pods of a flag-following scale, which is no
+// rollout of a new revision (I4) and takes no slot of the fleet (checkFlagScales judges
+// what kube makes of it).
+func (x *fwl) rolling() bool {
+	for _, t := range x.live {
+		if t.tag != x.live[0].tag {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFlagScales is F3: a flag-following scale (argsMatchReplicas: replicas and
+// --server-count changed together, not a new revision) never gives a third template
+// live pods, unless the rules let it past: an exception (exemption), or a stalled rollout
+// it was admitted over. kube rolls the scale's template out as any other, so a scale
+// admitted while two templates have live pods would leave three.
+func (w *fworld) checkFlagScales(x *fwl, before []tmpl) {
+	for _, t := range x.live {
+		ex, ok := x.flagScaled[t]
+		if !ok || slices.Contains(before, t) {
+			continue
+		}
+		w.checked["F3"]++
+		if ex == "" && len(x.live) > 2 {
+			w.violate("F3: %s %s has %d templates with live pods %v: %v, a flag-following scale's, got its first pod beside two others",
+				x.kind, x.ref(), len(x.live), x.live, t)
+		}
+	}
+}
 
 // inFlight is a rolling workload whose controller rolls it out (docs/fleet.md: "a paused
 // or OnDelete workload is not in flight: lifting the hold is the start, and is held
@@ -675,11 +796,12 @@ func (w *fworld) checkFleet() {
 		return
 	}
 	var counted []string
+	var countedW []*fwl
 	var newest time.Time
 	perNamespace := map[string][]string{}
 	for _, x := range w.ws {
-		if x.out {
-			continue
+		if x.out || x.gone {
+			continue // no policy selects a workload relabelled out, nor one deleted
 		}
 		if w.released(x) {
 			if x.rolling() {
@@ -690,6 +812,7 @@ func (w *fworld) checkFleet() {
 		if a, ok := x.admitted[x.t.tag]; ok && a.fleet == "" && w.inFlight(x) {
 			name := fmt.Sprintf("%s %s/%s %v", x.kind, x.ns, x.name, x.live)
 			counted = append(counted, name)
+			countedW = append(countedW, x)
 			perNamespace[x.ns] = append(perNamespace[x.ns], name)
 			newest = maxTime(newest, x.countedAt)
 		}
@@ -715,11 +838,12 @@ func (w *fworld) checkFleet() {
 	}
 }
 
+
 // selected counts the workloads the policy selects now.
 func (w *fworld) selected() int {
 	n := 0
 	for _, x := range w.ws {
-		if !x.out {
+		if !x.out && !x.gone {
 			n++
 		}
 	}
@@ -776,6 +900,9 @@ func (w *fworld) checkBudgets() {
 		return
 	}
 	for _, x := range w.ws {
+		if x.gone {
+			continue // its group's pods are the operator's delete's
+		}
 		down := w.down(x)
 		if down == 0 {
 			x.excused = false
@@ -808,7 +935,9 @@ func (w *fworld) exception(user string) string {
 
 // objects is the simulated cluster as the API server holds it.
 func (w *fworld) objects() []client.Object {
-	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: mStall}}}
+	// argsMatchReplicas guards the workloads that run the konnectivity-server container
+	// (newFlaggedFleet) and makes their flag-following scales scales (I4).
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: mStall}}, ArgsMatchReplicas: fFlags}
 	if w.cfg.minInterval {
 		rules.MinInterval = &metav1.Duration{Duration: mMinInterval}
 	}
@@ -858,15 +987,23 @@ func (w *fworld) objects() []client.Object {
 	return objs
 }
 
+// fFlags are the fleet policy's argsMatchReplicas: the single explorer's.
+var fFlags = modelPolicies[0].ArgsMatchReplicas
+
+// podTemplate is template t of x: a flagged one (count above 0) runs the
+// konnectivity-server container with --server-count, as the single explorer's do.
 func (x *fwl) podTemplate(t tmpl) *corev1.PodTemplateSpec {
-	return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": x.name}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: fmt.Sprintf("app:%d", t.tag)}}}}
+	c := []corev1.Container{{Name: "app", Image: fmt.Sprintf("app:%d", t.tag)}}
+	if t.count > 0 {
+		c = append(c, corev1.Container{Name: "konnectivity-server", Image: "konnectivity:1", Args: []string{fmt.Sprintf("--server-count=%d", t.count)}})
+	}
+	return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": x.name}}, Spec: corev1.PodSpec{Containers: c}}
 }
 
 // object is workload x as the API server holds it, its status as its controller last
 // wrote it.
 func (w *fworld) object(x *fwl) client.Object {
-	meta := metav1.ObjectMeta{Namespace: x.ns, Name: x.name, UID: types.UID("uid-" + x.uidPrefix()), Generation: x.generation,
+	meta := metav1.ObjectMeta{Namespace: x.ns, Name: x.name, UID: x.uid(), Generation: x.generation,
 		Labels: map[string]string{"guard": guardLabel(x.out)}}
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": x.name}}
 	tpl := *x.podTemplate(x.t)
@@ -913,12 +1050,18 @@ func (w *fworld) object(x *fwl) client.Object {
 // holds them (mworkload, as mworld.objects, for one of several namespaces; a DaemonSet's
 // pods on their nodes, an evicted pod terminating).
 func (w *fworld) workloadObjects(x *fwl) []client.Object {
-	owner := w.object(x)
-	objs := []client.Object{owner}
+	// Deleted, its revisions and pods stay without an owner (an orphaning delete; a
+	// cascading one's pods terminate) until the workload of its name is created again.
+	var objs []client.Object
+	var refs []metav1.OwnerReference
+	if !x.gone {
+		owner := w.object(x)
+		objs = append(objs, owner)
+		refs = []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(string(x.kind)))}
+	}
 	if x.name == mName { // the first workload of its namespace brings it
 		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: x.ns, Labels: map[string]string{corev1.LabelMetadataName: x.ns}}})
 	}
-	refs := []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(string(x.kind)))}
 	return append(objs, mworkload{ns: x.ns, name: x.name, kind: x.kind, owners: refs, revisions: x.revisions, created: x.created, template: x.podTemplate,
 		uidPrefix: x.uidPrefix(), pods: x.pods, ready: w.ready, pod: func(_ int, p *mpod, pod *corev1.Pod) {
 			pod.Name, pod.UID = x.names[p], types.UID(x.ns+"-"+x.names[p])
@@ -929,6 +1072,14 @@ func (w *fworld) workloadObjects(x *fwl) []client.Object {
 				pod.DeletionTimestamp = ptr.To(metav1.NewTime(at.Add(-fGrace)))
 			}
 		}}.objects()...)
+}
+
+// uid is the UID of x's object: each re-create is a new object.
+func (x *fwl) uid() types.UID {
+	if x.incarnation > 0 {
+		return types.UID(fmt.Sprintf("uid-%s-%d", x.uidPrefix(), x.incarnation))
+	}
+	return types.UID("uid-" + x.uidPrefix())
 }
 
 // ref is x's namespace and name.
@@ -956,11 +1107,20 @@ func (w *fworld) record() {
 	w.lastRecord = w.now
 	r := w.truthReader()
 	for _, x := range w.ws {
+		if x.gone {
+			w.forget(x, r)
+			continue
+		}
 		if x.out {
 			w.retire(x)
 			continue
 		}
-		x.journal = observeNamed(r, x.kind, x.ns, x.name, x.journal, nil, w.now)
+		x.journal = observeNamed(r, x.kind, x.ns, x.name, x.journal, fFlags, w.now)
+		if len(x.journal.Revisions) == 0 {
+			// Nothing has rolled out (a Deployment re-created paused over no ReplicaSet of its
+			// template): the recorder writes no journal (JournalRecorder.Reconcile drops it).
+			x.journal = nil
+		}
 	}
 	w.store = w.journals()
 }
@@ -982,6 +1142,32 @@ func (w *fworld) retire(x *fwl) {
 		next.Deleted = ptr.To(w.now)
 		x.journal = &next
 	}
+}
+
+// forget is the recorder's look at a deleted workload (internal/controller/journal.go,
+// JournalRecorder.Reconcile with the workload gone): it records the last state it saw,
+// with the history a workload of its name would adopt (history.ReadAdoptable), then
+// retires the journal as it retires an unselected workload's.
+func (w *fworld) forget(x *fwl, r client.Reader) {
+	if last := x.lastObj; last != nil {
+		x.lastObj = nil
+		if x.journal != nil || last.GetLabels()["guard"] == "on" {
+			wl, err := workload.From(last)
+			if err != nil {
+				panic(err)
+			}
+			h, err := history.ReadAdoptable(context.Background(), r, wl)
+			if err != nil {
+				panic(err)
+			}
+			var flags []v1alpha1.ArgMatchesReplicas
+			if last.GetLabels()["guard"] == "on" {
+				flags = fFlags
+			}
+			x.journal = journal.Observe(x.journal, wl, h, flags, w.now)
+		}
+	}
+	w.retire(x)
 }
 
 // journals is the journals as the leader wrote them, as a replica's cache holds them
@@ -1092,6 +1278,9 @@ func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 		return false
 	}
 	w.version++
+	if x.t.tag == beforeT.tag && x.t != beforeT && x.replicas != beforeReplicas {
+		w.noteFlagScale(x, beforeReplicas, user)
+	}
 	if !heldBefore && x.held() {
 		x.heldAt, x.heldT = w.now, beforeT
 	}
@@ -1109,6 +1298,9 @@ func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 	case x.t.tag != beforeT.tag && !x.held():
 		w.started(x, beforeT, user)
 	case release:
+		// A flag-following scale staged on the hold is rolled out by the release, which
+		// the rules judge as a start (checkThirdTemplate): F3 leaves it to them.
+		delete(x.flagScaled, x.t)
 		progressed := x.progressed
 		w.started(x, x.other(), user)
 		switch {
@@ -1148,6 +1340,34 @@ func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 		x.maxReady = min(x.maxReady, x.want())
 	}
 	return true
+}
+
+// noteFlagScale notes an admitted flag-following scale of x, from beforeReplicas, by
+// user: why F3 excuses its template's first pods beside two others. A scale towards a
+// template that has pods makes none new; one admitted over a stalled rollout is let past
+// (checkScaleDuringRollout); one staged on a held workload gets its first pods when kube
+// replaces a pod of an OnDelete or partitioned one (the known gap stagedTemplatePods) or
+// at the release, which is judged as a start; but a scale up of an OnDelete StatefulSet
+// creates its new ordinals from it at once (growsHeld), judged as the scale.
+func (w *fworld) noteFlagScale(x *fwl, beforeReplicas int, user string) {
+	w.recreates.flagAdmitted++
+	if len(x.live) > 1 {
+		w.recreates.flagRolling++
+	}
+	grows := x.kind == v1alpha1.KindStatefulSet && x.onDelete && x.replicas > beforeReplicas
+	ex := w.exception(user)
+	switch {
+	case ex != "":
+	case x.out:
+		ex = "unselected"
+	case slices.ContainsFunc(x.pods, func(p *mpod) bool { return p.Template == x.t }):
+		ex = "has pods"
+	case w.stalled(x):
+		ex = "the fix of a stalled rollout"
+	case x.held() && !grows:
+		ex = stagedTemplatePods
+	}
+	x.flagScaled[x.t] = ex
 }
 
 // guardLabel is the value of the label the policy selects on: off for a workload out.
@@ -1196,6 +1416,10 @@ func (w *fworld) checkStartBudget(x *fwl) {
 	}
 	w.checked["F2start"]++
 	last := x.evictions[len(x.evictions)-1]
+	if !x.recreatedAt.IsZero() && last.Before(x.recreatedAt.Add(mMaxLag+time.Second)) {
+		w.gaps[recreateForgetsEvictions]++
+		return
+	}
 	if w.cfg.cooldown > 0 && w.now.Sub(last) < w.cfg.cooldown {
 		w.violate("F2: %s %s started a rollout %s after an eviction of its pods, within the shared cooldown of %s",
 			x.kind, x.ref(), w.now.Sub(last), w.cfg.cooldown)
@@ -1205,6 +1429,14 @@ func (w *fworld) checkStartBudget(x *fwl) {
 			x.kind, x.ref(), n, fGrace+5*time.Second, limit)
 	}
 }
+
+// recreateForgetsEvictions is a product gap the re-creates found (seeds 1461, 179): a
+// group's ledger is named by its workload's UID (budget.GroupKey), so a workload created
+// again over the pods an orphaning delete left reads a new, empty ledger
+// (rollout/shared.go reads in.Old.UID's): the evictions of those same pods admitted before
+// the delete, or while the eviction guard's cache still showed them orphaned, neither hold
+// its next start for the cooldown nor count as in flight. F2 counts it as a known gap.
+const recreateForgetsEvictions = "recreateForgetsEvictions"
 
 // recentEvictions counts the evictions of Ready pods of x whose pods may not be replaced
 // and Ready yet (termination and the slowest readiness).
@@ -1326,7 +1558,7 @@ func (w *fworld) step(op fop) {
 		tag := w.nextTag
 		w.nextTag++
 		x.broken[tag] = op.N%6 == 0
-		w.send(i, x, func() { x.t = tmpl{tag: tag} }, user)
+		w.send(i, x, func() { x.t = x.with(tag) }, user)
 	}
 	switch op.Kind {
 	case "edit":
@@ -1334,8 +1566,8 @@ func (w *fworld) step(op fop) {
 	case "editAs":
 		edit([]string{mBreakGlass, mOnCall, mOperator}[op.N%3])
 	case "editOld":
-		if tag := 1 + op.N%max(1, w.nextTag-1); x.revisions[tmpl{tag: tag}] > 0 {
-			w.send(i, x, func() { x.t = tmpl{tag: tag} }, mOperator)
+		if tag := 1 + op.N%max(1, w.nextTag-1); x.hasRevision(tag) {
+			w.send(i, x, func() { x.t = x.with(tag) }, mOperator)
 		}
 	case "scale":
 		if n := 2 + op.N%3; x.kind != v1alpha1.KindDaemonSet && n != x.replicas {
@@ -1357,7 +1589,7 @@ func (w *fworld) step(op fop) {
 		w.ledger.onRead = func() {
 			tag := w.nextTag
 			w.nextTag++
-			w.send(1-i, y, func() { y.t = tmpl{tag: tag} }, mOperator)
+			w.send(1-i, y, func() { y.t = y.with(tag) }, mOperator)
 		}
 		edit(mOperator)
 		w.ledger.onRead = nil
@@ -1374,7 +1606,7 @@ func (w *fworld) step(op fop) {
 		w.ledger.onRead = func() {
 			tag := w.nextTag
 			w.nextTag++
-			w.send(i, x, func() { x.t = tmpl{tag: tag} }, mOperator)
+			w.send(i, x, func() { x.t = x.with(tag) }, mOperator)
 		}
 		if len(x.pods) > 0 {
 			w.evict(x, x.pods[op.N%len(x.pods)], i)
@@ -1430,7 +1662,7 @@ func (w *fworld) step(op fop) {
 		y := w.ws[(op.W+1)%len(w.ws)]
 		tag := w.nextTag
 		w.nextTag++
-		w.send(1-i, y, func() { y.t = tmpl{tag: tag} }, mOperator)
+		w.send(1-i, y, func() { y.t = y.with(tag) }, mOperator)
 		w.advance(time.Duration(1+op.N%3) * time.Second)
 		w.send(i, x, release, mOperator)
 	case "policy":
@@ -1439,6 +1671,10 @@ func (w *fworld) step(op fop) {
 		w.version++
 	case "relabel":
 		w.relabel(x, op)
+	case "recreate":
+		w.recreate(x, op)
+	case "scaleFlag":
+		w.scaleFlag(op)
 	}
 }
 
@@ -1487,16 +1723,15 @@ func (w *fworld) leave(x *fwl, i, n int) {
 	w.noteSelection(before)
 	w.advance(time.Second)
 	tag := x.t.tag
-	back := tmpl{tag: x.prev}
 	switch {
-	case n%3 == 1 && x.prev != x.t.tag && x.revisions[back] > 0 && !x.broken[back.tag]:
-		tag = back.tag
+	case n%3 == 1 && x.prev != x.t.tag && x.hasRevision(x.prev) && !x.broken[x.prev]:
+		tag = x.prev
 	case n%3 != 2:
 		tag = w.nextTag
 		w.nextTag++
 		x.broken[tag] = (n/3)%6 == 0
 	}
-	if tag != x.t.tag && !w.send(i, x, func() { x.t = tmpl{tag: tag} }, mOperator) {
+	if tag != x.t.tag && !w.send(i, x, func() { x.t = x.with(tag) }, mOperator) {
 		return // send reports it: no policy selects x
 	}
 	if (n/3)%2 == 0 {
@@ -1530,7 +1765,7 @@ func (w *fworld) enter(x *fwl, i, n int) {
 	if (n/5)%4 == 3 && !x.held() {
 		tag := w.nextTag
 		w.nextTag++
-		if w.send(i, x, func() { x.out, x.t = false, tmpl{tag: tag} }, mOperator) {
+		if w.send(i, x, func() { x.out, x.t = false, x.with(tag) }, mOperator) {
 			w.relabels.entered++
 			w.relabels.withEdit++
 			w.relabels.changed++
@@ -1574,6 +1809,194 @@ func (w *fworld) enter(x *fwl, i, n int) {
 	x.lastStart, x.enteredAt = w.now, w.now
 }
 
+// recreate deletes x and creates it again under its name through the webhook (the single
+// explorer's recreate, for one workload of the fleet). Half the deletes orphan
+// (kubectl delete --cascade=orphan: the garbage collector's orphanDependents,
+// pkg/controller/garbagecollector/garbagecollector.go, leaves its revisions and pods
+// without an owner, and the new workload adopts them: a Deployment its ReplicaSets, a
+// StatefulSet or DaemonSet its pods and ControllerRevisions), half cascade (the garbage
+// collector deletes them, attemptToDeleteItem: the pods terminate, and are gone before the
+// CREATE, so the new one adopts none, as a ReplicaSet claims active pods only,
+// pkg/controller/replicaset/replica_set.go, FilterActivePods before claimPods; nor do the
+// evictions of the pods deleted hold the new group's). The CREATE brings the template x had
+// or, two in three, a new one (one in six of them never Ready), without the holds it had
+// (the manifest's RollingUpdate). holdfast judges it: a CREATE that adopts pods of another
+// template, or starts a new template over them, starts a rollout kube runs as any other,
+// which the fleet limit and the shared budget count (Decision.Starts); F1 counts it from
+// the CREATE (started). Refused, the operator retries every mRetry with the template it
+// had, which holdfast admits once the rollout it adopts may go on; past the relabel walks'
+// longest wait, an exempt requester creates it.
+func (w *fworld) recreate(x *fwl, op fop) {
+	if x.out || x.gone {
+		return // the relabel walks' own
+	}
+	i := op.Repl % 2
+	orphan := op.N%2 == 0
+	had := x.t
+	before := w.selected()
+	x.lastObj, x.gone = w.object(x), true
+	w.version++
+	w.noteSelection(before)
+	w.tracef("delete %s %s (orphan=%t)", x.kind, x.ref(), orphan)
+	if orphan {
+		w.recreates.orphan++
+		w.advance(time.Second)
+	} else {
+		w.recreates.cascade++
+		for _, p := range x.pods {
+			if !p.Terminating {
+				p.Terminating = true
+				x.goneAt[p] = w.now.Add(fGrace)
+			}
+		}
+		w.advance(fGrace + time.Second)
+		// The garbage collector deleted its revisions too: a workload created now makes
+		// them anew, numbered from 1.
+		x.sets, x.revisions, x.created, x.maxReady = nil, map[tmpl]int64{}, map[tmpl]time.Time{}, 0
+		// Its group is new pods: the evictions of the pods deleted hold none of them.
+		x.evictions, x.evictedSlots, x.refused, x.guardAdmitted, x.disrupted = nil, nil, nil, time.Time{}, nil
+	}
+	t := had
+	if (op.N/2)%3 != 0 {
+		tag := w.nextTag
+		w.nextTag++
+		x.broken[tag] = (op.N/6)%6 == 0
+		t = x.with(tag)
+		w.recreates.newTemplate++
+	}
+	deadline := w.now.Add(mRevert + time.Minute + 2*mMaxLag)
+	user, refused := mOperator, false
+	for try := 0; !w.create((i+try)%2, x, t, user); try++ {
+		w.recreates.refusals++
+		refused = true
+		t = had
+		if w.now.After(deadline) {
+			user = mBreakGlass
+			continue
+		}
+		w.advance(mRetry)
+	}
+	w.recreates.admitted++
+	if refused {
+		w.recreates.refused++
+	}
+	if user == mBreakGlass {
+		w.recreates.exempt++
+	}
+	if a := x.admitted[x.t.tag]; a.fleet == "" && slices.ContainsFunc(x.pods, func(p *mpod) bool { return p.Template.tag != x.t.tag }) {
+		w.recreates.counted++
+	}
+}
+
+// create sends the CREATE of deleted workload x with template t, by user, through rollout
+// replica i; admitted, the API server stores it (a new object: a new UID, generation 1,
+// no status yet) and kube's controller adopts what its predecessor left, a StatefulSet
+// taking its update revision as current (a created StatefulSet has no
+// status.currentRevision: getStatefulSetRevisions in
+// pkg/controller/statefulset/stateful_set_control.go). An exempt requester's
+// CREATE refused is a violation, and stored anyway, so that the sequence goes on.
+func (w *fworld) create(i int, x *fwl, t tmpl, user string) bool {
+	beforeT, beforeGen, beforeObserved := x.t, x.generation, x.observed
+	beforePaused, beforeOnDelete, beforePartition := x.paused, x.onDelete, x.partition
+	x.gone, x.t, x.generation, x.observed = false, t, 1, 0
+	x.paused, x.onDelete, x.partition = false, false, 0
+	x.incarnation++
+	newObj := w.object(x)
+	rep := w.reps[i]
+	rep.clock.SetTime(w.now.Add(rep.skew))
+	w.deciding = rep.skew
+	defer func() { w.deciding = 0 }()
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: types.UID(fmt.Sprint(len(w.ops))), Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: string(x.kind)},
+		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: workload.Resource(x.kind)},
+		Name:     x.name, Namespace: x.ns, Operation: admissionv1.Create, DryRun: ptr.To(false),
+		UserInfo: authenticationv1.UserInfo{Username: user},
+		Object:   runtime.RawExtension{Raw: mustMarshal(newObj)},
+	}}
+	resp := rep.handler.Handle(context.Background(), req)
+	w.tracef("create %s %s tag %d (had %d) by %s via %d: allowed=%t %s", x.kind, x.ref(), t.tag, beforeT.tag, user, i, resp.Allowed, resp.Result.Message)
+	if !resp.Allowed {
+		if exemption(user, w.now.Add(w.deciding)) == "" {
+			x.gone, x.t, x.generation, x.observed = true, beforeT, beforeGen, beforeObserved
+			x.paused, x.onDelete, x.partition = beforePaused, beforeOnDelete, beforePartition
+			x.incarnation--
+			return false
+		}
+		w.violate("%s's CREATE of %s %s was refused: %s", user, x.kind, x.ref(), resp.Result.Message)
+	}
+	w.version++
+	w.noteSelection(w.selected() - 1)
+	if x.kind == v1alpha1.KindStatefulSet {
+		x.current = x.t
+	}
+	// What it adopts rolls on from where it was: a CREATE with the template it had keeps
+	// that rollout's stall clock; started notes the CREATE as the start F1 counts (none when
+	// every pod it adopts runs its template).
+	if len(x.pods) > 0 {
+		x.recreatedAt = w.now
+	}
+	x.createdAt = w.now
+	progressed, best, prev := x.progressed, x.best, x.prev
+	w.started(x, x.other(), user)
+	if x.t == beforeT && len(x.pods) > 0 {
+		x.progressed, x.best, x.prev = progressed, best, prev
+	}
+	return true
+}
+
+// scaleFlag is a flag-following scale (argsMatchReplicas): the replicas and the
+// konnectivity-server's --server-count changed together, of a workload that runs it (the
+// first flagged one from op.W on; none: nothing). Half of them, when another template of
+// the image has live pods, scale back to its count (a scale towards a template that still
+// has pods). holdfast must admit it as no new revision (I4: it takes no slot of the fleet
+// limit and spends no shared budget), and during an unfinished rollout only towards a
+// template that has pods or once the rollout stalled (checkScaleDuringRollout): F3.
+func (w *fworld) scaleFlag(op fop) {
+	var x *fwl
+	for k := range w.ws {
+		if y := w.ws[(op.W+k)%len(w.ws)]; y.t.count > 0 && !y.gone {
+			x = y
+			break
+		}
+	}
+	if x == nil {
+		return
+	}
+	n := 2 + op.N%3
+	if n == x.replicas {
+		n = 2 + (op.N+1)%3
+	}
+	if op.N%2 == 0 {
+		for _, t := range x.live {
+			if t.tag == x.t.tag && t.count != x.t.count && t.count > 0 {
+				n = t.count
+			}
+		}
+	}
+	w.recreates.flagScales++
+	// A scale up of a held StatefulSet creates its new ordinals from the staged template at
+	// once (growsHeld): when no pod runs that image yet, the scale is its start.
+	grows := x.kind == v1alpha1.KindStatefulSet && x.held() && n > x.replicas
+	if !w.send(op.Repl%2, x, func() { x.replicas, x.t = n, tmpl{tag: x.t.tag, count: n} }, mOperator) {
+		w.recreates.flagRefused++
+		return
+	}
+	if w.cfg.concurrency == nil || x.out || grows {
+		return
+	}
+	// I4 in the fleet: the scale takes no slot, so the fleet ledger holds no start of it
+	// (a start recorded would hold other workloads' starts as one in flight).
+	p := w.objects()[0].(*v1alpha1.RolloutPolicy)
+	f, err := w.reps[0].handler.Ledgers.ReadFleet(context.Background(), p)
+	if err != nil {
+		panic(err)
+	}
+	w.checked["F1scale"]++
+	if slices.ContainsFunc(f.Records, func(s budget.Start) bool { return s.UID == x.uid() && s.Generation == x.generation }) {
+		w.violate("F1: %s %s's flag-following scale to %d replicas was recorded as a start in the fleet ledger: it would take a slot", x.kind, x.ref(), n)
+	}
+}
+
 // unstick is the operator's way out of a Deployment kube itself leaves stuck
 // (kubemodel.Workload.StaleScale, kubernetes/kubernetes#138036): a scale up by one and
 // back, which holdfast admits (a scale starts nothing, I4). It is counted as the known
@@ -1587,8 +2010,14 @@ func (w *fworld) unstick() bool {
 		stuck = true
 		w.gaps["kubeStaleDesiredReplicas"]++
 		n := x.replicas
+		// One whose --server-count follows its replicas is unstuck by an exempt requester:
+		// argsMatchReplicas refuses the operator's scale that leaves the flag behind.
+		user := mOperator
+		if x.t.count > 0 {
+			user = mBreakGlass
+		}
 		for _, to := range []int{n + 1, n} {
-			if !w.send(i%2, x, func() { x.replicas = to }, mOperator) {
+			if !w.send(i%2, x, func() { x.replicas = to }, user) {
 				w.violate("L1: %s %s: the scale to %d replicas that unsticks its rollout (kube's stale desired-replicas) was refused", x.kind, x.ref(), to)
 			}
 			w.advance(time.Second)
@@ -1633,7 +2062,7 @@ func (w *fworld) operate() {
 			}
 			tag := w.nextTag
 			w.nextTag++
-			if !w.send(i%2, x, func() { x.t = tmpl{tag: tag} }, mOperator) {
+			if !w.send(i%2, x, func() { x.t = x.with(tag) }, mOperator) {
 				fixed = false
 			}
 		}
@@ -1664,7 +2093,7 @@ func (w *fworld) operate() {
 	for i := 0; ; i++ {
 		tag := w.nextTag
 		w.nextTag++
-		if w.send(i%2, x, func() { x.t = tmpl{tag: tag} }, mOperator) {
+		if w.send(i%2, x, func() { x.t = x.with(tag) }, mOperator) {
 			return
 		}
 		if w.now.After(bound) {
@@ -1711,8 +2140,9 @@ func (w *fworld) releaseLiveness(settle time.Duration) bool {
 		// holdfast restarts the stall clock at a hold's lift it saw (the model stops it
 		// while held): the later of the two bounds when the slot lapses.
 		// So does the leader at an entry with another template (it becomes current then).
+		// And at a re-create (the new object's journal).
 		from = maxTime(from, x.progressed.Add(mMaxLag+mStall+*lifetime), x.liftedAt.Add(mMaxLag+mStall+*lifetime),
-			x.enteredAt.Add(mMaxLag+mStall+*lifetime))
+			x.enteredAt.Add(mMaxLag+mStall+*lifetime), x.createdAt.Add(mMaxLag+mStall+*lifetime))
 	}
 	y := working[w.rng.IntN(len(working))]
 	bound := w.admissionBound(y, from)
@@ -1720,7 +2150,7 @@ func (w *fworld) releaseLiveness(settle time.Duration) bool {
 	for i := 0; ; i++ {
 		tag := w.nextTag
 		w.nextTag++
-		if w.send(i%2, y, func() { y.t = tmpl{tag: tag} }, mOperator) {
+		if w.send(i%2, y, func() { y.t = y.with(tag) }, mOperator) {
 			return false
 		}
 		if w.now.After(bound) {
@@ -1778,14 +2208,37 @@ func maxTime(t time.Time, more ...time.Time) time.Time {
 
 // generatedFleet runs fleet sequence seed: 6–15 operations, then the scripted operator.
 func generatedFleet(seed uint64, broken func(Input) (Decision, error), counts map[string]int) *fworld {
-	w := newFleet(seed, broken)
 	gen := rand.New(rand.NewPCG(seed, 0xf1))
+	ops := make([]fop, 6+gen.IntN(10))
+	for k := range ops {
+		ops[k] = fop{Kind: fopKinds[gen.IntN(len(fopKinds))], W: gen.IntN(5), N: gen.IntN(1000), Repl: gen.IntN(2)}
+	}
+	// The re-creates and flag-following scales are drawn from a stream of their own too
+	// (two in 23 between the operations), and so is which workloads run the
+	// konnectivity-server container whose --server-count follows their replicas: half of
+	// the Deployments and StatefulSets no generated "scale" names (whose scale, leaving the
+	// flag behind, argsMatchReplicas would refuse), so that every seed's operations do
+	// what they did.
+	more := rand.New(rand.NewPCG(seed, 0x5ca1e))
+	cfg := fleetConfig(seed)
+	flagged := make([]bool, len(cfg.kinds))
+	for k := range flagged {
+		scaled := slices.ContainsFunc(ops, func(op fop) bool { return op.Kind == "scale" && op.W%len(cfg.kinds) == k })
+		flagged[k] = more.IntN(2) == 0 && !scaled
+	}
+	w := newFlaggedFleet(seed, broken, flagged)
 	// The relabel walks are drawn from a stream of their own, between the operations above
 	// (two in 23, as often as an edit), so that every seed's operations stay those the
 	// replays and docs name.
 	walks := rand.New(rand.NewPCG(seed, 0x7e1a))
-	for range 6 + gen.IntN(10) {
-		op := fop{Kind: fopKinds[gen.IntN(len(fopKinds))], W: gen.IntN(5), N: gen.IntN(1000), Repl: gen.IntN(2)}
+	for _, op := range ops {
+		if more.IntN(len(fopKinds)) < 2 {
+			extra := fop{Kind: fmoreKinds[more.IntN(len(fmoreKinds))], W: more.IntN(5), N: more.IntN(1000), Repl: more.IntN(2)}
+			if counts != nil {
+				counts[extra.Kind]++
+			}
+			w.step(extra)
+		}
 		if walks.IntN(len(fopKinds)) < 2 {
 			walk := fop{Kind: "relabel", W: walks.IntN(5), N: walks.IntN(1000), Repl: walks.IntN(2)}
 			if counts != nil {
@@ -1824,6 +2277,7 @@ func (w *fworld) replayCase() string {
 type fleetResult struct {
 	sequences, steps, violations, deadlocks, maxSeen int
 	relabels                                         relabelCounts
+	recreates                                        recreateCounts
 	counts, checked, gaps                            map[string]int
 	failed                                           []uint64 // the sequences that broke an outcome
 	first                                            *fworld
@@ -1846,6 +2300,7 @@ func exploreFleet(n int, broken func(Input) (Decision, error)) fleetResult {
 		r.withEdit += w.relabels.withEdit
 		r.refused += w.relabels.refused
 		r.refusals += w.relabels.refusals
+		res.recreates.add(w.recreates)
 		for k, v := range w.checked {
 			res.checked[k] += v
 		}
@@ -1906,7 +2361,16 @@ func TestRolloutFleetModel(t *testing.T) {
 	if r.entered < 10 || r.refused < 10 || r.changed < 10 {
 		t.Errorf("the relabel walks entered %d workloads (%d with another template), %d refused first, want at least 10 each", r.entered, r.changed, r.refused)
 	}
-	for _, inv := range []string{"F1", "F1namespace", "F1released", "F2", "F2start", "L1", "L2"} {
+	rc := res.recreates
+	fmt.Printf("RELIABILITY rollout-fleet-model-recreate recreates=%d orphan=%d cascade=%d newTemplate=%d admitted=%d refused=%d refusals=%d exempt=%d counted=%d "+
+		"flagScales=%d flagAdmitted=%d flagRefused=%d flagRolling=%d\n",
+		rc.orphan+rc.cascade, rc.orphan, rc.cascade, rc.newTemplate, rc.admitted, rc.refused, rc.refusals, rc.exempt, rc.counted,
+		rc.flagScales, rc.flagAdmitted, rc.flagRefused, rc.flagRolling)
+	if rc.counted < 10 || rc.refused < 10 || rc.flagAdmitted < 10 || rc.flagRefused < 10 {
+		t.Errorf("the re-creates were counted as starts %d times and refused first %d times, the flag-following scales admitted %d and refused %d, want at least 10 each",
+			rc.counted, rc.refused, rc.flagAdmitted, rc.flagRefused)
+	}
+	for _, inv := range []string{"F1", "F1namespace", "F1released", "F1scale", "F2", "F2start", "F3", "L1", "L2"} {
 		if res.checked[inv] < 10 {
 			t.Errorf("invariant %s judged %d outcomes, want at least 10", inv, res.checked[inv])
 		}
@@ -1920,14 +2384,15 @@ func TestRolloutFleetModel(t *testing.T) {
 // fleetReplays are fleet sequences that caught a mutant of the mutation test (Decide
 // without the check named): the full guard must hold their outcomes, the mutant must not.
 // The relabel walks changed what seeds 1 and 23 (concurrency, sharedBudget) do: 9 and 5
-// are now the first sequences that catch those mutants.
+// are now the first sequences that catch those mutants; the re-creates and flag-following
+// scales changed what seed 12 (maxInFlightPerNamespace) does: 357 is now the first.
 var fleetReplays = []struct {
 	seed  uint64
 	check string
 }{
 	{seed: 9, check: RuleConcurrency},
 	{seed: 5, check: budget.RuleSharedBudget},
-	{seed: 12, check: checkPerNamespace},
+	{seed: 357, check: checkPerNamespace},
 }
 
 // fleetEntryReplay is a sequence of the relabel walks in which, were checkEntering not to
@@ -1944,6 +2409,42 @@ func withoutEntering(in Input) (Decision, error) {
 		return v.Rule == RuleSelection && strings.Contains(v.Message, "brings the workload into the policy's selection while")
 	})
 	return d, err
+}
+
+// fleetScaleReplay is a sequence of the flag-following scales in which, were
+// checkScaleDuringRollout not to refuse a scale towards a template without pods during an
+// unfinished rollout, a StatefulSet rolling from tag 1 to tag 5 would get pods of tag 5 at
+// a new --server-count beside both (F3).
+const fleetScaleReplay = 67
+
+// fleetCreateReplay is a sequence of the re-creates in which, were a CREATE that adopts
+// pods of another template (or starts a new one over them) not a start the fleet limit
+// holds and records (withoutCreateStarts), two workloads would roll out at once under a
+// limit of one (F1).
+const fleetCreateReplay = 251
+
+// withoutCreateStarts is Decide with a CREATE never a start: neither held by the fleet
+// limit or the shared budget nor recorded in their ledgers.
+func withoutCreateStarts(in Input) (Decision, error) {
+	d, err := Decide(in)
+	if in.Operation == admissionv1.Create {
+		d.Starts = false
+		d.Violations = slices.DeleteFunc(d.Violations, func(v decision.Violation) bool {
+			return v.Rule == RuleConcurrency || v.Rule == budget.RuleSharedBudget
+		})
+	}
+	return d, err
+}
+
+// fleetGapReplays are the shortest sequences of the re-creates that meet the product gap
+// F2 counts as known (recreateForgetsEvictions): once
+// product code closes one, its sequence meets it no more, and the gap is to be dropped
+// here, its outcomes judged again.
+var fleetGapReplays = []struct {
+	seed uint64
+	gap  string
+}{
+	{seed: 1461, gap: recreateForgetsEvictions},
 }
 
 // fleetRegressions are fleet sequences that once broke an outcome (the 50,000-sequence
@@ -1979,8 +2480,14 @@ func withoutEntering(in Input) (Decision, error) {
 //     (F2, 2946, 6801), the fleet limit (F1, 3656) and a Deny window (2946). A timeline
 //     no journal records whose pods all run the current template is no stall now
 //     (Timeline.Unjournaled).
+//   - 1715, 1843 (the re-creates): a StatefulSet re-created with the template it had over
+//     its unfinished rollout is a start the ledger records, yet InFlight dropped it while
+//     the journal of the name was the deleted workload's (which Rolling does not count):
+//     an edit of another workload admitted before the leader recorded the new object
+//     rolled out beside it, past the limit. InFlight now counts the start unless a live
+//     journal of the name shows it.
 var fleetRegressions = []uint64{3277, 22213, 1110, 975, 21630, 14820, 21640, 17079, 21916, 46710, 8237, 20509,
-	8973, 20683, 21220, 42587, 42927, 19, 155, 2946, 3656, 6801}
+	8973, 20683, 21220, 42587, 42927, 19, 155, 2946, 3656, 6801, 1715, 1843}
 
 var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
 
@@ -1990,6 +2497,9 @@ func TestRolloutFleetModelReplays(t *testing.T) {
 		w := generatedFleet(uint64(*fleetReplaySeed), nil, nil)
 		if len(w.violations) > 0 {
 			t.Errorf("seed %d: %s", *fleetReplaySeed, strings.Join(w.violations, "\n"))
+		}
+		if len(w.gaps) > 0 {
+			t.Logf("seed %d met the known gaps %v", *fleetReplaySeed, w.gaps)
 		}
 		return
 	}
@@ -2014,6 +2524,29 @@ func TestRolloutFleetModelReplays(t *testing.T) {
 	}
 	if w := generatedFleet(fleetEntryReplay, withoutEntering, nil); !slices.ContainsFunc(w.violations, func(v string) bool { return strings.Contains(v, "F1: ") }) {
 		t.Errorf("seed %d with unfinished entries admitted broke no F1: %v", fleetEntryReplay, w.violations)
+	}
+	for _, c := range []struct {
+		seed      uint64
+		without   string
+		mutant    func(Input) (Decision, error)
+		invariant string
+	}{
+		{fleetScaleReplay, checkScale, func(in Input) (Decision, error) {
+			return decideWithout(in, func(check string) bool { return check == checkScale })
+		}, "F3: "},
+		{fleetCreateReplay, "a CREATE's start", withoutCreateStarts, "F1: "},
+	} {
+		if w := generatedFleet(c.seed, nil, nil); len(w.violations) > 0 {
+			t.Errorf("seed %d: %s", c.seed, strings.Join(w.violations, "\n"))
+		}
+		if w := generatedFleet(c.seed, c.mutant, nil); !slices.ContainsFunc(w.violations, func(v string) bool { return strings.Contains(v, c.invariant) }) {
+			t.Errorf("seed %d without %s broke no %s%v", c.seed, c.without, c.invariant, w.violations)
+		}
+	}
+	for _, c := range fleetGapReplays {
+		if w := generatedFleet(c.seed, nil, nil); len(w.violations) > 0 || w.gaps[c.gap] == 0 {
+			t.Errorf("seed %d met the known gap %s %d times (violations %v): if product code closed it, drop the gap", c.seed, c.gap, w.gaps[c.gap], w.violations)
+		}
 	}
 }
 
