@@ -2,8 +2,8 @@ package rollout
 
 import (
 	"context"
+	"fmt"
 	"slices"
-		"fmt"
 	"testing"
 	"time"
 
