@@ -838,7 +838,6 @@ func (w *fworld) checkFleet() {
 	}
 }
 
-
 // selected counts the workloads the policy selects now.
 func (w *fworld) selected() int {
 	n := 0
