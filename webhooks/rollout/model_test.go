@@ -201,19 +201,22 @@ type mworld struct {
 	// entered counts the relabel-in walks admitted back with another template, judged
 	// (relabelIn); enteredByNamespace those that came back through their namespace.
 	entered, enteredByNamespace int
-	maxUnavail                  int // 0 unset; the strategy's maxUnavailable otherwise
-	nextTag                     int
-	broken                      map[int]bool
-	numbers                     map[tmpl]int64 // revision numbers
-	created                     map[tmpl]time.Time
-	pods                        []*mpod
-	nodes                       int
-	notReady                    map[int]bool
-	policy                      int // index into modelPolicies; changed by "policy"
-	policyAt                    time.Time
-	window                      int // index into modelWindows; changed by "window"
-	windowAt                    time.Time
-	user                        string // the requester of the request being sent
+	// replacements counts the deleted pods whose replacement the rollout guard judged as a
+	// staged template's start (Handler.Replacement); replacementsRefused those it refused.
+	replacements, replacementsRefused int
+	maxUnavail                        int // 0 unset; the strategy's maxUnavailable otherwise
+	nextTag                           int
+	broken                            map[int]bool
+	numbers                           map[tmpl]int64 // revision numbers
+	created                           map[tmpl]time.Time
+	pods                              []*mpod
+	nodes                             int
+	notReady                          map[int]bool
+	policy                            int // index into modelPolicies; changed by "policy"
+	policyAt                          time.Time
+	window                            int // index into modelWindows; changed by "window"
+	windowAt                          time.Time
+	user                              string // the requester of the request being sent
 
 	journal    *journal.Journal // the leader's, as written
 	lastObj    client.Object    // the workload's last state before an orphaning delete
@@ -1090,6 +1093,34 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 	return true
 }
 
+// replacement is the eviction guard asking replica i's rollout guard about the replacement
+// of one of the OnDelete workload's pods (Handler.Replacement, recording a start it admits):
+// judged when it would be the first pod of the staged template, admitted unless refused.
+func (w *mworld) replacement(i int) (judged, admitted bool) {
+	if !w.exists || w.kind == v1alpha1.KindDeployment || !w.onDelete {
+		return false, true
+	}
+	rep := w.replicas2[i]
+	rep.clock.SetTime(w.now)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mNamespace, Name: mName + "-pod",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: string(w.kind), Name: mName,
+			UID: types.UID(fmt.Sprintf("uid-%d", w.uid)), Controller: ptr.To(true)}}}}
+	vs, judged, err := rep.handler.Replacement(context.Background(), pod, authenticationv1.UserInfo{Username: mOperator}, true)
+	if err != nil {
+		panic(err)
+	}
+	if *rolloutModelTrace && judged {
+		w.trace = append(w.trace, fmt.Sprintf("%s the replacement of a pod via %d: %v", w.now.Format("15:04:05"), i, vs))
+	}
+	if judged {
+		w.replacements++
+		if vs.Action() == decision.Deny {
+			w.replacementsRefused++
+		}
+	}
+	return judged, vs.Action() != decision.Deny
+}
+
 // answered traces holdfast's answer to a request (what it was, sent by user through
 // replica i) and holds the refusal of an exempt requester as a violation; it reports
 // whether the request was allowed.
@@ -1128,15 +1159,19 @@ func (w *mworld) checkServerCount(before *mworld) {
 // noteAdmitted records, for I7, how an admitted request that changes what the controller
 // rolls out was let past: under a settle policy, and as the fix of a stalled rollout or a
 // cancel (by the truth, before the request).
-func (w *mworld) noteAdmitted(before *mworld) {
-	if w.t == before.t && w.replicas == before.replicas && w.paused == before.paused && w.onDelete == before.onDelete &&
+func (w *mworld) noteAdmitted(before *mworld) { w.noteAdmittedAs(before, false) }
+
+// noteAdmittedAs is noteAdmitted; replaces is an admitted eviction or DELETE of a pod whose
+// replacement is the first pod of the staged template (Handler.Replacement).
+func (w *mworld) noteAdmittedAs(before *mworld, replaces bool) {
+	if !replaces && w.t == before.t && w.replicas == before.replicas && w.paused == before.paused && w.onDelete == before.onDelete &&
 		w.partition == before.partition && w.exists == before.exists && w.uid == before.uid {
 		return
 	}
 	hasPods := slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template.tag == w.t.tag })
 	// kube's getStatefulSetRevisions and newVersionedStatefulSetPod: a created StatefulSet's
 	// missing ordinals, and an OnDelete one's new ordinals, get its template.
-	grows := w.kind == v1alpha1.KindStatefulSet && w.held() && !hasPods &&
+	grows := replaces || w.kind == v1alpha1.KindStatefulSet && w.held() && !hasPods &&
 		((w.uid != before.uid && w.exists) || (w.replicas > before.replicas && (w.onDelete || w.current == w.t)))
 	if _, ok := w.admitted[w.t]; ok && w.t == before.t && !(before.held() && !w.held()) && !grows {
 		return // it neither changes the template nor lifts a hold: its rollout was admitted before
@@ -1491,10 +1526,21 @@ func (w *mworld) step(op mop) {
 		// kubectl delete pod (or an eviction): the pod goes, and its controller replaces it as
 		// kube's does: a ReplicaSet on its own template, a StatefulSet ordinal on the revision
 		// newVersionedStatefulSetPod picks, a DaemonSet node's pod on the current template
-		// (the way an OnDelete rollout proceeds).
+		// (the way an OnDelete rollout proceeds). The eviction guard asks the rollout guard
+		// first (Handler.Replacement, through replica op.Replica): a replacement that would be
+		// the staged template's first pod is a start, refused or admitted as one.
 		if len(w.pods) > 0 {
 			p := w.pods[op.N%len(w.pods)]
+			before := *w
+			before.pods = slices.Clone(w.pods) // DeleteFunc clears the tail it leaves
+			judged, admitted := w.replacement(op.Replica % len(w.replicas2))
+			if !admitted {
+				break
+			}
 			w.pods = slices.DeleteFunc(w.pods, func(q *mpod) bool { return q == p })
+			if judged {
+				w.noteAdmittedAs(&before, true)
+			}
 		}
 	case "nodeJoin":
 		// A node joins the DaemonSet's pool: kube's DaemonSet controller creates its pod from
@@ -1713,6 +1759,7 @@ func (w *mworld) operate() {
 type rolloutModelResult struct {
 	sequences, steps, violations, deadlocks, entered int
 	enteredByNamespace                               int
+	replacements, replacementsRefused                int
 	refusalsChecked, fightsChecked                   int
 	counts                                           map[string]int
 	gaps                                             map[string]int // known gaps met, by name
@@ -1732,6 +1779,8 @@ func exploreRollouts(n int, broken func(Input) (Decision, error)) rolloutModelRe
 		res.steps += len(w.ops)
 		res.entered += w.entered
 		res.enteredByNamespace += w.enteredByNamespace
+		res.replacements += w.replacements
+		res.replacementsRefused += w.replacementsRefused
 		res.refusalsChecked += w.refusalsChecked
 		res.fightsChecked += w.fightsChecked
 		if len(w.violations) > 0 {
@@ -1798,6 +1847,7 @@ func TestRolloutModel(t *testing.T) {
 	}
 	fmt.Printf("RELIABILITY rollout-model-operations %s\n", strings.Join(shares, " "))
 	fmt.Printf("RELIABILITY rollout-model-relabelIn entered=%d byNamespace=%d\n", res.entered, res.enteredByNamespace)
+	fmt.Printf("RELIABILITY rollout-model-replacements judged=%d refused=%d\n", res.replacements, res.replacementsRefused)
 	if res.entered < 10 || res.enteredByNamespace < 10 {
 		t.Errorf("%d relabel-in walks entered the selection with another template (%d through the namespace), want at least 10 each", res.entered, res.enteredByNamespace)
 	}
