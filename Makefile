@@ -109,7 +109,7 @@ test-integration: testbed ## Integration tests: envtest with the real kube-apise
 
 .PHONY: test-e2e
 test-e2e: testbed ## End-to-end tests on a kwok cluster (real control plane, fake nodes).
-	TESTBED_BIN="$(TESTBED_BIN)" KWOKCTL_CONFIG="$$(bash hack/testbed-config.sh)" bash hack/test-layer.sh e2e $(GO_TEST_FLAGS) -tags e2e -count=1 -timeout 20m ./e2e/...
+	TESTBED_BIN="$(TESTBED_BIN)" KWOKCTL_CONFIG="$$(bash hack/testbed-config.sh)" bash hack/test-layer.sh e2e $(GO_TEST_FLAGS) -tags e2e -count=1 -timeout 25m ./e2e/...
 
 .PHONY: bench
 bench: testbed ## Go benchmarks and the load harness (serving, API server comparison, memory): BENCH lines.

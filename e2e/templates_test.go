@@ -143,7 +143,19 @@ func TestEvictionThatStartsAStagedTemplate(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := tmpl.Spec.Containers[0].Image
-			pod := waitReadyPods(ctx, t, c, ns, "agent", 3)[0]
+			// The pods need not be Ready: the rollout guard judges the replacement whatever
+			// the pod's state, and the eviction guard lets a pod that is not Ready go at once.
+			var pod corev1.Pod
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				var pods corev1.PodList
+				if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil || len(pods.Items) != 3 {
+					return false, err
+				}
+				pod = pods.Items[0]
+				return true, nil
+			}); err != nil {
+				t.Fatalf("the DaemonSet's three pods: %v", err)
+			}
 			edit := func(image string) {
 				t.Helper()
 				if err := updateStored(ctx, c, ds, func(cur *appsv1.DaemonSet) { cur.Spec.Template.Spec.Containers[0].Image = image }); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/review"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
 
 // unselectedScene is the common case: a drain evicts an ordinary pod while a
@@ -37,8 +38,11 @@ func unselectedScene(tb testing.TB) (http.Handler, []byte) {
 		Labels: map[string]string{"app": "web", "pod-template-hash": "7d9f8"}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{corev1.LabelMetadataName: "shop"}}}
-	h := &Handler{Reader: utiltesting.NewMemReader(nil, p, pod, ns),
-		Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), Matcher: policy.NewMatcher()}
+	reader := utiltesting.NewMemReader(nil, p, pod, ns)
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	m := policy.NewMatcher()
+	// Wired as the server wires it (app.Guards): the rollout guard judges replacements.
+	h := &Handler{Reader: reader, Clock: clock, Matcher: m, Replacements: &rollout.Handler{Reader: reader, Clock: clock, Matcher: m}}
 
 	eviction, err := json.Marshal(&policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: pod.Name}})

@@ -150,21 +150,25 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			return h.fail(err)
 		}
 	}
-	// A pod whose replacement would be the first of a staged template: the rollout guard's.
-	replaced, refused := h.replacement(ctx, pod, req.UserInfo, dryRun)
-	if refused != nil {
-		return *refused
-	}
-	if len(policies.Items) == 0 {
-		return replaced(admission.Allowed(""))
-	}
 	nsLabels, err := policy.NamespaceLabels(ctx, h.Reader, req.Namespace)
 	if err != nil {
 		return h.fail(err)
 	}
 	in := Input{Pod: workload.PodOf(pod), PodLabels: pod.Labels, NamespaceLabels: nsLabels,
 		Policies: policies.Items, Matcher: h.Matcher, User: req.UserInfo, Identity: h.Ledgers.Self(), Now: start, Delete: deleting}
-	if !selectsAny(in) {
+	// A pod whose replacement would be the first of a staged template: the rollout guard
+	// judges that start (from its caches; it records nothing).
+	held, holds, replacementFindings, err := h.replacement(ctx, pod, nsLabels, req.UserInfo)
+	if err != nil {
+		return h.fail(fmt.Errorf("judging the replacement of pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+	replaced := func(resp admission.Response) admission.Response {
+		if len(replacementFindings) > 0 && resp.Allowed {
+			resp.Warnings = append(resp.Warnings, decision.Allowed(replacementFindings).Warnings...)
+		}
+		return resp
+	}
+	if !holds && !selectsAny(in) {
 		return replaced(admission.Allowed("")) // the fast path: no policy selects the pod
 	}
 	if deleting {
@@ -228,6 +232,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			return replaced(respondDelete(d, pod))
 		}
 		return replaced(respond(d))
+	}
+	if holds {
+		return finish(held)
 	}
 	if deleting && (!in.Pod.Ready || in.NodeLost) {
 		return finish(decideWith(h.decide, in)) // never held, never recorded

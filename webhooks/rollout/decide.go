@@ -171,15 +171,15 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 		if skip.runs(RuleWindow) {
 			found = append(found, checkWindows(in, &p.Spec, &rs, resumes)...)
 		}
-		if (p.Spec.Rules.Concurrency != nil || p.Spec.Rules.SharedBudget != nil) && (rs.start || resumes) && !rs.cancel && startsNow(in) {
+		// A pod's replacement (Replaces) is held by neither: an OnDelete workload is not in
+		// flight, and its eviction is the eviction guard's to judge under the shared budget.
+		if (p.Spec.Rules.Concurrency != nil || p.Spec.Rules.SharedBudget != nil) && (rs.start || resumes) && !rs.cancel && startsNow(in) && in.Replaces == "" {
 			// Neither holds a rollback or the fix of a stalled rollout.
 			if stalled, _ := rs.stalled(in, p.Spec.Rules.Settle); !stalled {
 				if p.Spec.Rules.Concurrency != nil && skip.runs(RuleConcurrency) {
 					found = append(found, checkConcurrency(in, p, skip)...)
 				}
-				// A replacement's eviction is judged by the eviction guard under the shared
-				// budget, as any eviction of the group is.
-				if p.Spec.Rules.SharedBudget != nil && in.Replaces == "" && skip.runs(budget.RuleSharedBudget) {
+				if p.Spec.Rules.SharedBudget != nil && skip.runs(budget.RuleSharedBudget) {
 					found = append(found, checkSharedBudget(in, p)...)
 				}
 			}

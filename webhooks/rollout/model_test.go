@@ -1094,18 +1094,23 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 }
 
 // replacement is the eviction guard asking replica i's rollout guard about the replacement
-// of one of the OnDelete workload's pods (Handler.Replacement, recording a start it admits):
+// of one of the OnDelete workload's pods (Handler.Replacement):
 // judged when it would be the first pod of the staged template, admitted unless refused.
-func (w *mworld) replacement(i int) (judged, admitted bool) {
+func (w *mworld) replacement(i, slot int) (judged, admitted bool) {
 	if !w.exists || w.kind == v1alpha1.KindDeployment || !w.onDelete {
 		return false, true
 	}
 	rep := w.replicas2[i]
 	rep.clock.SetTime(w.now)
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mNamespace, Name: mName + "-pod",
+	// A StatefulSet's pod is named by its ordinal (the model's slot), as kube names it.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mNamespace, Name: fmt.Sprintf("%s-%d", mName, slot),
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: string(w.kind), Name: mName,
 			UID: types.UID(fmt.Sprintf("uid-%d", w.uid)), Controller: ptr.To(true)}}}}
-	vs, judged, err := rep.handler.Replacement(context.Background(), pod, authenticationv1.UserInfo{Username: mOperator}, true)
+	nsLabels, err := policy.NamespaceLabels(context.Background(), rep.handler.Reader, mNamespace)
+	if err != nil {
+		panic(err)
+	}
+	vs, judged, err := rep.handler.Replacement(context.Background(), pod, nsLabels, authenticationv1.UserInfo{Username: mOperator})
 	if err != nil {
 		panic(err)
 	}
@@ -1533,7 +1538,7 @@ func (w *mworld) step(op mop) {
 			p := w.pods[op.N%len(w.pods)]
 			before := *w
 			before.pods = slices.Clone(w.pods) // DeleteFunc clears the tail it leaves
-			judged, admitted := w.replacement(op.Replica % len(w.replicas2))
+			judged, admitted := w.replacement(op.Replica%len(w.replicas2), p.Slot)
 			if !admitted {
 				break
 			}

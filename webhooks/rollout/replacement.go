@@ -3,107 +3,148 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/informer"
-	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // Replacement judges the eviction or DELETE of pod as the rollout guard judges a start,
-// when it is one: the pod's controller is an OnDelete StatefulSet or DaemonSet selected by
-// a RolloutPolicy, and kube replaces the pod from the workload's current template
+// when it is one: the pod's controller is an OnDelete StatefulSet or DaemonSet a
+// RolloutPolicy selects, kube replaces the pod from the workload's current template
 // (newVersionedStatefulSetPod gives an OnDelete StatefulSet's ordinal its update revision;
-// the DaemonSet controller's syncNodes creates a node's missing pod from its template),
-// which no live pod runs yet: the replacement is that template's first pod, with no request
-// on the workload for the revision rules to judge (settle, minInterval, revertWindow, the
-// windows, the fleet limit; the shared budget is the eviction guard's to keep, as for any
-// eviction). ok is false when the request starts nothing. record says whether an admitted
-// start is recorded in the fleet ledgers: the eviction guard asks first without, and again
-// with, once it has admitted the eviction itself.
-func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, user authenticationv1.UserInfo, record bool) (decision.Violations, bool, error) {
-	d, ok, err := h.replacement(ctx, pod, user, record)
-	return d.Violations, ok, err
-}
-
-func (h *Handler) replacement(ctx context.Context, pod *corev1.Pod, user authenticationv1.UserInfo, record bool) (d Decision, ok bool, err error) {
+// the DaemonSet controller's syncNodes creates a node's missing pod from its template), and
+// no live pod runs that template yet: the replacement is its first pod, with no request on
+// the workload for the revision rules to judge. Judged: settle (the third template),
+// minInterval, revertWindow and the windows, from the cache and the journal alone. Not the
+// fleet limit (an OnDelete workload is not in flight, docs/fleet.md) nor the shared budget
+// (the eviction guard's, as for any eviction): so nothing is recorded, and an eviction kube's
+// PodDisruptionBudget then refuses holds no slot. starts is false when the request starts
+// nothing: another owner, a template with pods, a pod kube will not re-create.
+func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map[string]string, user authenticationv1.UserInfo) (vs decision.Violations, starts bool, err error) {
 	owner := metav1.GetControllerOfNoCopy(pod)
-	if owner == nil || owner.APIVersion != "apps/v1" || (owner.Kind != string(v1alpha1.KindStatefulSet) && owner.Kind != string(v1alpha1.KindDaemonSet)) {
-		return d, false, nil
+	if owner == nil || owner.APIVersion != "apps/v1" || (owner.Kind != string(v1alpha1.KindStatefulSet) && owner.Kind != string(v1alpha1.KindDaemonSet)) ||
+		pod.DeletionTimestamp != nil {
+		return nil, false, nil // a terminating pod is replaced whatever the eviction's answer
 	}
+	kind := v1alpha1.WorkloadKind(owner.Kind)
 	var policies v1alpha1.RolloutPolicyList
 	if err := informer.List(ctx, h.Reader, &policies); err != nil {
-		return d, false, fmt.Errorf("listing RolloutPolicies: %w", err)
+		return nil, false, fmt.Errorf("listing RolloutPolicies: %w", err)
 	}
-	if len(policies.Items) == 0 {
-		return d, false, nil
+	if !slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
+		return !p.Spec.Suspend && slices.Contains(workload.Targeted(p.Spec.Targets), kind)
+	}) {
+		return nil, false, nil
 	}
-	obj, err := workload.New(v1alpha1.WorkloadKind(owner.Kind))
+	obj, err := workload.New(kind)
 	if err != nil {
-		return d, false, err
+		return nil, false, err
 	}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}, obj); err != nil {
+	if err := informer.Get(ctx, h.Reader, client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return d, false, nil // gone: nothing replaces the pod
+			return nil, false, nil // gone: nothing replaces the pod
 		}
-		return d, false, fmt.Errorf("reading the %s of pod %s/%s: %w", owner.Kind, pod.Namespace, pod.Name, err)
+		return nil, false, fmt.Errorf("reading the %s of pod %s/%s: %w", owner.Kind, pod.Namespace, pod.Name, err)
 	}
-	if obj.GetUID() != owner.UID || obj.GetDeletionTimestamp() != nil {
-		return d, false, nil
+	if obj.GetUID() != owner.UID || obj.GetDeletionTimestamp() != nil || !onDelete(obj) {
+		return nil, false, nil
+	}
+	if !slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
+		selects, err := h.Matcher.Selects(p.Spec.Targets, kind, nsLabels, obj.GetLabels())
+		return !p.Spec.Suspend && err == nil && selects
+	}) {
+		return nil, false, nil
 	}
 	w, err := workload.From(obj)
 	if err != nil {
-		return d, false, err
+		return nil, false, err
 	}
-	if !w.Rollout.OnDelete {
-		return d, false, nil
+	if replaced, err := h.replaced(ctx, w, pod); err != nil || !replaced {
+		return nil, false, err
 	}
 	in := Input{Operation: admissionv1.Update, Old: w, New: w, Replaces: pod.Name, User: user,
-		Policies: policies.Items, Matcher: h.Matcher, Now: h.Clock.Now()}
-	if in.NamespaceLabels, err = policy.NamespaceLabels(ctx, h.Reader, pod.Namespace); err != nil {
-		return d, false, err
-	}
-	if !startsStagedByRequest(in) {
-		return d, false, nil
+		Policies: policies.Items, Matcher: h.Matcher, Now: h.Clock.Now(), NamespaceLabels: nsLabels}
+	if !growsHeld(in) {
+		return nil, false, nil
 	}
 	if err := h.readWorkloadState(ctx, &in); err != nil {
-		return d, false, err
+		return nil, false, err
 	}
 	if !startsStaged(in) {
-		return d, false, nil // its template has pods: the replacement starts nothing
+		return nil, false, nil // its template has pods: the replacement starts nothing
 	}
-	if d, err = h.decideAndRecord(ctx, &in, !record); err != nil {
-		return d, false, err
+	d, err := Decide(in)
+	if err != nil {
+		return nil, false, err
 	}
 	if len(d.Violations) > 0 {
 		logf.FromContext(ctx).Info("Rollout policy violated by a pod's replacement", "workload", w.String(), "pod", pod.Name,
-			"action", d.Action().String(), "record", record, "violations", d.Messages(decision.Audit))
-		if record || d.Action() == decision.Deny {
-			recordEvents(h.Events, obj, d.Violations, in.Now)
-		}
+			"action", d.Action().String(), "violations", d.Messages(decision.Audit))
 	}
-	return d, true, nil
+	return d.Violations, true, nil
 }
 
-// startsStagedByRequest is what the request alone says of a replacement: the workload is
-// held and a policy selects it. startsStaged, which reads its history, says the rest.
-func startsStagedByRequest(in Input) bool {
-	if !growsHeld(in) {
-		return false
-	}
-	for i := range in.Policies {
-		if Applies(&in.Policies[i], in) {
-			return true
+// replaced is whether kube's controller creates a pod in place of pod: a StatefulSet's
+// ordinal within its range (an ordinal a scale down condemned is not re-created,
+// stateful_set_control.go), a DaemonSet's pod on a node that is there and that the pod's
+// template still tolerates (nodeShouldRunDaemonPod: an untolerated NoSchedule or NoExecute
+// taint, such as the cluster autoscaler's ToBeDeleted, makes no new pod).
+func (h *Handler) replaced(ctx context.Context, w *workload.Workload, pod *corev1.Pod) (bool, error) {
+	if w.Kind == v1alpha1.KindStatefulSet {
+		i := strings.LastIndexByte(pod.Name, '-')
+		ordinal, err := strconv.Atoi(pod.Name[i+1:])
+		if i < 0 || err != nil {
+			return false, nil // not one of its ordinals
 		}
+		start := int(w.OrdinalStart)
+		return ordinal >= start && ordinal < start+int(ptr.Deref(w.Replicas, 1)), nil
+	}
+	if pod.Spec.NodeName == "" {
+		return true, nil
+	}
+	var node corev1.Node
+	if err := h.Reader.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, &node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	if node.DeletionTimestamp != nil {
+		return false, nil
+	}
+	spec, err := w.Template.Spec()
+	if err != nil {
+		return false, err
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logf.FromContext(ctx), node.Spec.Taints, spec.Spec.Tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}, false)
+	return !untolerated, nil
+}
+
+// onDelete is a StatefulSet or DaemonSet that replaces its pods only when they are deleted.
+func onDelete(obj client.Object) bool {
+	switch o := obj.(type) {
+	case *appsv1.StatefulSet:
+		return o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
+	case *appsv1.DaemonSet:
+		return o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
 	}
 	return false
 }

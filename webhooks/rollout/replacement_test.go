@@ -18,7 +18,8 @@ import (
 // OnDelete DaemonSet or StatefulSet whose current template no pod runs yet makes kube create
 // that template's first pod (syncNodes; newVersionedStatefulSetPod), with no workload request
 // to refuse: it is judged as the start of the staged template (minInterval, the windows,
-// settle's third template, the fleet limit). Once the template has pods it starts nothing.
+// settle's third template; not the fleet limit: an OnDelete workload is not in flight).
+// Once the template has pods it starts nothing.
 func TestReplacementOfAHeldPodStartsItsStagedTemplate(t *testing.T) {
 	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
 	freeze := []v1alpha1.Window{{Name: "freeze", Schedule: "0 * * * *", Duration: metav1.Duration{Duration: 59 * time.Minute}, Action: v1alpha1.WindowDeny}}

@@ -1,0 +1,108 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
+	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+)
+
+// TestCondemnedOrdinalIsNoReplacement: an OnDelete StatefulSet (OrderedReady) with a
+// staged template B is scaled from 3 to 2 while db-1 is not Ready: kube's StatefulSet
+// controller does not delete the condemned db-2 while a pod below it is unhealthy
+// (updateStatefulSet, monotonic scale-down). A drain evicts db-2. kube creates no pod for
+// ordinal 2 (it is outside [0, replicas)): the eviction starts nothing, yet it is judged as
+// B's start and refused by the Deny window for as long as the window lasts.
+func TestCondemnedOrdinalIsNoReplacement(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	p := utiltesting.MakeRolloutPolicy("dbs").Kinds(v1alpha1.KindStatefulSet).Selector(map[string]string{"tier": "db"}).Obj()
+	p.Spec.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 * * * *", Duration: metav1.Duration{Duration: 59 * time.Minute}, Action: v1alpha1.WindowDeny}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Labels: map[string]string{corev1.LabelMetadataName: "tenant-a"}}}
+	reader := utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, ns, p)
+	journals := &journal.Store{}
+	tmpl := func(tag string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db", "tier": "db"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:" + tag}}}}
+	}
+	sts := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db", UID: "uid-db", Generation: 1, Labels: map[string]string{"tier": "db"}},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Template: tmpl("v1"),
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, CurrentReplicas: 3, UpdatedReplicas: 3,
+			CurrentRevision: "db-a", UpdateRevision: "db-a"}}
+	revision := func(hash, tag string, n int64, created time.Time) *appsv1.ControllerRevision {
+		raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl(tag)}})
+		return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db-" + hash, UID: types.UID("cr-" + hash),
+			Labels: map[string]string{"app": "db"}, CreationTimestamp: metav1.NewTime(created), OwnerReferences: controlledBy(sts)}, Revision: n, Data: runtime.RawExtension{Raw: raw}}
+	}
+	reader.Put(revision("a", "v1", 1, t0.Add(-3*time.Hour)))
+	pods := map[string]*corev1.Pod{}
+	for i := range 3 {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: fmt.Sprintf("db-%d", i), UID: types.UID(fmt.Sprintf("pod-db-%d", i)),
+			Labels: map[string]string{"app": "db", "tier": "db", appsv1.ControllerRevisionHashLabelKey: "db-a"}, CreationTimestamp: metav1.NewTime(t0.Add(-3 * time.Hour)),
+			OwnerReferences: controlledBy(sts)}, Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", i)},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(-3 * time.Hour))}}}}
+		pods[pod.Name] = pod
+		reader.Put(pod)
+	}
+	observe := func(at time.Time) {
+		w, err := workload.From(sts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := history.Read(context.Background(), reader, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := journal.Encode(journal.Observe(journals.Get(v1alpha1.KindStatefulSet, "tenant-a", "db"), w, h, nil, at), "holdfast-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		journals.Add(cm)
+	}
+	reader.Put(sts)
+	observe(t0.Add(-3 * time.Hour))
+	observe(t0.Add(-2 * time.Hour))
+	// B staged (before the window), db-1 goes unready, then the scale to 2 (a scale passes the window).
+	sts.Generation, sts.Spec.Template = 2, tmpl("v2")
+	reader.Put(revision("b", "v2", 2, t0.Add(-2*time.Hour)))
+	pods["db-1"].Status.Conditions[0].Status = corev1.ConditionFalse
+	reader.Put(pods["db-1"])
+	sts.Generation, sts.Spec.Replicas = 3, ptr.To(int32(2))
+	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: 3, Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 2, CurrentReplicas: 3, UpdatedReplicas: 0,
+		CurrentRevision: "db-a", UpdateRevision: "db-b"}
+	reader.Put(sts)
+	observe(t0.Add(-time.Minute))
+
+	h := &Handler{Reader: reader, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), Matcher: policy.NewMatcher(), Journals: journals}
+	d, starts, err := h.Replacement(context.Background(), pods["db-2"], ns.Labels, authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:node-upgrader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if starts || len(d) != 0 {
+		t.Errorf("the eviction of db-2, an ordinal kube does not re-create (replicas 2), is judged as the start of the staged template: starts=%v %v", starts, d.Messages(0))
+	}
+	// Control: db-0 (ordinal inside the range) is a replacement, rightly judged.
+	if vs, starts, err := h.Replacement(context.Background(), pods["db-0"], ns.Labels, authenticationv1.UserInfo{Username: "x"}); err != nil || !starts || len(vs) == 0 {
+		t.Errorf("the eviction of db-0, whose replacement is the staged template's first pod, in the Deny window: starts=%v %v %v, want the window's refusal", starts, vs, err)
+	}
+}
