@@ -37,14 +37,7 @@ func TestOnDeleteDaemonSetGetsNoThirdTemplate(t *testing.T) {
 			ns := newNamespace(ctx, t, c, "ds-ondelete")
 			settlePolicyIn(ctx, t, c, ns)
 			join := nodePool(ctx, t, c, pool)
-			tmpl := utiltesting.MakeDeployment(ns, "agent").Obj().Spec.Template
-			tmpl.Spec.NodeSelector = map[string]string{pool: "true"}
-			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
-				Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl,
-					UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}}}
-			if err := c.Create(ctx, ds); err != nil {
-				t.Fatal(err)
-			}
+			ds := onDeleteAgent(ctx, t, c, ns, pool)
 			images := func() map[string]int {
 				var pods corev1.PodList
 				if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
@@ -134,15 +127,8 @@ func TestEvictionThatStartsAStagedTemplate(t *testing.T) {
 			policyIn(ctx, t, c, ns, nil, func(r *v1alpha1.RolloutRules) { r.MinInterval = &metav1.Duration{Duration: time.Hour} })
 			namespacePolicy(ctx, t, c, ns, nil)
 			nodePool(ctx, t, c, pool)
-			tmpl := utiltesting.MakeDeployment(ns, "agent").Obj().Spec.Template
-			tmpl.Spec.NodeSelector = map[string]string{pool: "true"}
-			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
-				Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl,
-					UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}}}
-			if err := c.Create(ctx, ds); err != nil {
-				t.Fatal(err)
-			}
-			a := tmpl.Spec.Containers[0].Image
+			ds := onDeleteAgent(ctx, t, c, ns, pool)
+			a := ds.Spec.Template.Spec.Containers[0].Image
 			// The pods need not be Ready: the rollout guard judges the replacement whatever
 			// the pod's state, and the eviction guard lets a pod that is not Ready go at once.
 			var pod corev1.Pod
@@ -198,4 +184,18 @@ func TestEvictionThatStartsAStagedTemplate(t *testing.T) {
 			return ctx
 		}).Feature()
 	testenv.Test(t, f)
+}
+
+// onDeleteAgent creates the OnDelete DaemonSet agent in the namespace, on the nodes of pool.
+func onDeleteAgent(ctx context.Context, t *testing.T, c client.Client, ns, pool string) *appsv1.DaemonSet {
+	t.Helper()
+	tmpl := utiltesting.MakeDeployment(ns, "agent").Obj().Spec.Template
+	tmpl.Spec.NodeSelector = map[string]string{pool: "true"}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl,
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}}}
+	if err := c.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	return ds
 }

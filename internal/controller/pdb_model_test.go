@@ -488,29 +488,26 @@ func (w *pmWorld) allWorkloads() []pmWorkload {
 func (w *pmWorld) pdbs() []*policyv1.PodDisruptionBudget {
 	var l policyv1.PodDisruptionBudgetList
 	_ = w.store.List(context.Background(), &l, pmNoCopy)
-	out := make([]*policyv1.PodDisruptionBudget, len(l.Items))
-	for i := range l.Items {
-		out[i] = &l.Items[i]
-	}
-	return out
+	return pmPointers(l.Items)
 }
 
 func (w *pmWorld) pods() []*corev1.Pod {
 	var l corev1.PodList
 	_ = w.store.List(context.Background(), &l, pmNoCopy)
-	out := make([]*corev1.Pod, len(l.Items))
-	for i := range l.Items {
-		out[i] = &l.Items[i]
-	}
-	return out
+	return pmPointers(l.Items)
 }
 
 func (w *pmWorld) policies() []*v1alpha1.DisruptionPolicy {
 	var l v1alpha1.DisruptionPolicyList
 	_ = w.store.List(context.Background(), &l, pmNoCopy)
-	out := make([]*v1alpha1.DisruptionPolicy, len(l.Items))
-	for i := range l.Items {
-		out[i] = &l.Items[i]
+	return pmPointers(l.Items)
+}
+
+// pmPointers is a list's items as pointers into it (the store's, read without a copy).
+func pmPointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
 	}
 	return out
 }

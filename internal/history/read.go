@@ -88,8 +88,8 @@ func nodesJoined(ctx context.Context, r client.Reader) (map[string]time.Time, er
 // ReadAdoptable gathers the history a workload created as w would adopt: the ReplicaSets
 // (Deployments) or ControllerRevisions (StatefulSets, DaemonSets) in its namespace that no
 // other workload controls and that its spec.selector matches, as an orphaning delete of a
-// workload of the same name (or of another name) leaves them (their pods too). It is what a CREATE
-// continues from when the revision journal has not caught up.
+// workload of the same name (or of another name) leaves them (their pods too). It is what
+// a CREATE continues from when the revision journal has not caught up.
 func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (History, error) {
 	var h History
 	ls, err := w.Selector()

@@ -35,26 +35,14 @@ type view struct {
 }
 
 func (v view) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	var copying []client.GetOption
-	for _, o := range opts {
-		if _, unsafe := o.(client.UnsafeDisableDeepCopyOption); !unsafe {
-			copying = append(copying, o)
-		}
-	}
-	if err := v.Reader.Get(ctx, key, obj, copying...); err != nil {
+	if err := v.Reader.Get(ctx, key, obj, copying(opts)...); err != nil {
 		return err
 	}
 	return v.transform(obj)
 }
 
 func (v view) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	var copying []client.ListOption
-	for _, o := range opts {
-		if _, unsafe := o.(client.UnsafeDisableDeepCopyOption); !unsafe {
-			copying = append(copying, o)
-		}
-	}
-	if err := v.Reader.List(ctx, list, copying...); err != nil {
+	if err := v.Reader.List(ctx, list, copying(opts)...); err != nil {
 		return err
 	}
 	items, err := meta.ExtractList(list)
@@ -67,6 +55,18 @@ func (v view) List(ctx context.Context, list client.ObjectList, opts ...client.L
 		}
 	}
 	return nil
+}
+
+// copying is opts without client.UnsafeDisableDeepCopy: the transforms change what a read
+// returns, which must not be the store's own object.
+func copying[O any](opts []O) []O {
+	out := make([]O, 0, len(opts))
+	for _, o := range opts {
+		if _, unsafe := any(o).(client.UnsafeDisableDeepCopyOption); !unsafe {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // transform applies obj's transform to obj, as the cache stores what its transform returns.

@@ -34,10 +34,9 @@ func FlagValue(command, args []string, flag string) (value string, at ArgPath, f
 }
 
 // Shape is the fingerprint of the template with the values of the given flags blanked (the
-// occurrence each is read from):
-// two templates of one shape differ at most in those flags, so a change between them that
-// follows spec.replicas is a scale, not a revision (argsMatchReplicas). Without flags it
-// is the template's fingerprint.
+// occurrence each is read from): two templates of one shape differ at most in those flags,
+// so a change between them that follows spec.replicas is a scale, not a revision
+// (argsMatchReplicas). Without flags it is the template's fingerprint.
 func (t *Template) Shape(flags []v1alpha1.ArgMatchesReplicas) (string, error) {
 	spec, err := t.Spec()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -28,21 +29,32 @@ import (
 // DisruptionPolicy guards konnectivity-agent in kube-system. holdfast must allow it fast.
 func unselectedScene(tb testing.TB) (http.Handler, []byte) {
 	tb.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-7d9f8-x2k4q", UID: "pod-uid",
+		Labels: map[string]string{"app": "web", "pod-template-hash": "7d9f8"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	return evictionScene(tb, pod, true)
+}
+
+// evictionScene is the eviction of pod, in namespace shop, by a drain, while a
+// DisruptionPolicy guards konnectivity-agent in kube-system; the cache holds objs beside
+// them. replacements wires the rollout guard's judgement of replacements in, as the server
+// wires it (app.Guards).
+func evictionScene(tb testing.TB, pod *corev1.Pod, replacements bool, objs ...client.Object) (http.Handler, []byte) {
+	tb.Helper()
 	p := &v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "konnectivity-agent"},
 		Spec: v1alpha1.DisruptionPolicySpec{
 			Targets: v1alpha1.PodTargets{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kube-system"}},
 				Selector:          &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "konnectivity-agent"}}},
 			MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-7d9f8-x2k4q", UID: "pod-uid",
-		Labels: map[string]string{"app": "web", "pod-template-hash": "7d9f8"}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{corev1.LabelMetadataName: "shop"}}}
-	reader := utiltesting.NewMemReader(nil, p, pod, ns)
+	reader := utiltesting.NewMemReader(nil, append([]client.Object{p, pod, ns}, objs...)...)
 	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	m := policy.NewMatcher()
-	// Wired as the server wires it (app.Guards): the rollout guard judges replacements.
-	h := &Handler{Reader: reader, Clock: clock, Matcher: m, Replacements: &rollout.Handler{Reader: reader, Clock: clock, Matcher: m}}
+	h := &Handler{Reader: reader, Clock: clock, Matcher: m}
+	if replacements {
+		h.Replacements = &rollout.Handler{Reader: reader, Clock: clock, Matcher: m}
+	}
 
 	eviction, err := json.Marshal(&policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: pod.Name}})

@@ -61,11 +61,11 @@ type Input struct {
 	// Evictions are, by policy name, what each policy with a sharedBudget reads of the
 	// workload's evictions; read on an UPDATE that may start a rollout.
 	Evictions map[string]budget.Evictions
-	// Replaces names a pod of a held StatefulSet or DaemonSet whose eviction or DELETE is
-	// asked, which kube replaces from the workload's current template (OnDelete, or a
-	// StatefulSet ordinal at or above its partition): when no live pod runs that template
-	// yet, the eviction starts its rollout (growsHeld, startsStaged). Operation is then
-	// UPDATE, and Old and New are the workload as the cache holds it.
+	// Replaces names a pod of an OnDelete StatefulSet or DaemonSet whose eviction or DELETE
+	// is asked, which kube replaces from the workload's current template: when no live pod
+	// runs that template yet, the eviction starts its rollout (growsHeld, startsStaged).
+	// Operation is then UPDATE, and Old and New are the workload as the cache holds it
+	// (Handler.Replacement).
 	Replaces string
 	// Nodes is, on a DaemonSet CREATE that a strategy rule judges (NeedsNodes), how many
 	// nodes its node selector matches (workload.NodesFor): what its percentages resolve

@@ -34,7 +34,6 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
-	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/kubemodel"
@@ -1151,19 +1150,11 @@ func (w *fworld) forget(x *fwl, r client.Reader) {
 	if last := x.lastObj; last != nil {
 		x.lastObj = nil
 		if x.journal != nil || last.GetLabels()["guard"] == "on" {
-			wl, err := workload.From(last)
-			if err != nil {
-				panic(err)
-			}
-			h, err := history.ReadAdoptable(context.Background(), r, wl)
-			if err != nil {
-				panic(err)
-			}
 			var flags []v1alpha1.ArgMatchesReplicas
 			if last.GetLabels()["guard"] == "on" {
 				flags = fFlags
 			}
-			x.journal = journal.Observe(x.journal, wl, h, flags, w.now)
+			x.journal = observeGone(r, last, x.journal, flags, w.now)
 		}
 	}
 	w.retire(x)
@@ -1252,14 +1243,7 @@ func (w *fworld) send(i int, x *fwl, next func(), user string) bool {
 	rep.clock.SetTime(w.now.Add(rep.skew))
 	w.deciding = rep.skew
 	defer func() { w.deciding = 0 }()
-	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-		UID: types.UID(fmt.Sprint(len(w.ops))), Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: string(x.kind)},
-		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: workload.Resource(x.kind)},
-		Name:     x.name, Namespace: x.ns, Operation: admissionv1.Update, DryRun: ptr.To(false),
-		UserInfo: authenticationv1.UserInfo{Username: user},
-		Object:   runtime.RawExtension{Raw: mustMarshal(newObj)}, OldObject: runtime.RawExtension{Raw: mustMarshal(oldObj)},
-	}}
-	resp := rep.handler.Handle(context.Background(), req)
+	resp := rep.handler.Handle(context.Background(), w.request(x, admissionv1.Update, user, newObj, oldObj))
 	w.tracef("%s %s tag %d→%d replicas %d→%d guard %s→%s by %s via %d: allowed=%t %s", x.kind, x.ref(), beforeT.tag, x.t.tag, beforeReplicas, x.replicas,
 		guardLabel(beforeOut), guardLabel(x.out), user, i, resp.Allowed, resp.Result.Message)
 	if !resp.Allowed {
@@ -1760,7 +1744,7 @@ func (w *fworld) leave(x *fwl, i, n int) {
 func (w *fworld) enter(x *fwl, i, n int) {
 	before := w.selected()
 	deadline := w.now.Add(mRevert + time.Minute + 2*mMaxLag)
-	user, refused := mOperator, false
+	refused := false
 	if (n/5)%4 == 3 && !x.held() {
 		tag := w.nextTag
 		w.nextTag++
@@ -1775,18 +1759,13 @@ func (w *fworld) enter(x *fwl, i, n int) {
 		w.relabels.refusals++
 		refused = true
 	}
-	for try := 0; !w.send((i+try)%2, x, func() { x.out = false }, user); try++ {
-		if user == mBreakGlass {
-			return // send reports the exempt requester refused
-		}
-		w.relabels.refusals++
-		refused = true
-		if w.now.After(deadline) {
-			user = mBreakGlass
-			continue
-		}
-		w.advance(mRetry)
+	user, again, ok := w.untilAdmitted(deadline, &w.relabels.refusals, func(try int, user string) bool {
+		return w.send((i+try)%2, x, func() { x.out = false }, user)
+	})
+	if !ok {
+		return
 	}
+	refused = refused || again
 	w.relabels.entered++
 	if refused {
 		w.relabels.refused++
@@ -1864,17 +1843,14 @@ func (w *fworld) recreate(x *fwl, op fop) {
 		w.recreates.newTemplate++
 	}
 	deadline := w.now.Add(mRevert + time.Minute + 2*mMaxLag)
-	user, refused := mOperator, false
-	for try := 0; !w.create((i+try)%2, x, t, user); try++ {
-		w.recreates.refusals++
-		refused = true
-		t = had
-		if w.now.After(deadline) {
-			user = mBreakGlass
-			continue
+	// A refused CREATE is retried with the template it had.
+	user, refused, _ := w.untilAdmitted(deadline, &w.recreates.refusals, func(try int, user string) bool {
+		if w.create((i+try)%2, x, t, user) {
+			return true
 		}
-		w.advance(mRetry)
-	}
+		t = had
+		return false
+	})
 	w.recreates.admitted++
 	if refused {
 		w.recreates.refused++
@@ -1885,6 +1861,43 @@ func (w *fworld) recreate(x *fwl, op fop) {
 	if a := x.admitted[x.t.tag]; a.fleet == "" && slices.ContainsFunc(x.pods, func(p *mpod) bool { return p.Template.tag != x.t.tag }) {
 		w.recreates.counted++
 	}
+}
+
+// request is the API server's admission request for op on x by user: its object, and on
+// an UPDATE the object it replaces.
+func (w *fworld) request(x *fwl, op admissionv1.Operation, user string, obj, old client.Object) admission.Request {
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: types.UID(fmt.Sprint(len(w.ops))), Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: string(x.kind)},
+		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: workload.Resource(x.kind)},
+		Name:     x.name, Namespace: x.ns, Operation: op, DryRun: ptr.To(false),
+		UserInfo: authenticationv1.UserInfo{Username: user},
+		Object:   runtime.RawExtension{Raw: mustMarshal(obj)},
+	}}
+	if old != nil {
+		req.OldObject = runtime.RawExtension{Raw: mustMarshal(old)}
+	}
+	return req
+}
+
+// untilAdmitted sends a request until it is admitted: as the operator every mRetry, as the
+// exempt requester once deadline has passed. refusals counts the refusals. It reports who
+// was admitted, whether a refusal came first, and false when the exempt requester was
+// refused too (send reported it).
+func (w *fworld) untilAdmitted(deadline time.Time, refusals *int, send func(try int, user string) bool) (user string, refused, ok bool) {
+	user = mOperator
+	for try := 0; !send(try, user); try++ {
+		if user == mBreakGlass {
+			return user, refused, false
+		}
+		*refusals++
+		refused = true
+		if w.now.After(deadline) {
+			user = mBreakGlass
+			continue
+		}
+		w.advance(mRetry)
+	}
+	return user, refused, true
 }
 
 // create sends the CREATE of deleted workload x with template t, by user, through rollout
@@ -1905,14 +1918,7 @@ func (w *fworld) create(i int, x *fwl, t tmpl, user string) bool {
 	rep.clock.SetTime(w.now.Add(rep.skew))
 	w.deciding = rep.skew
 	defer func() { w.deciding = 0 }()
-	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-		UID: types.UID(fmt.Sprint(len(w.ops))), Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: string(x.kind)},
-		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: workload.Resource(x.kind)},
-		Name:     x.name, Namespace: x.ns, Operation: admissionv1.Create, DryRun: ptr.To(false),
-		UserInfo: authenticationv1.UserInfo{Username: user},
-		Object:   runtime.RawExtension{Raw: mustMarshal(newObj)},
-	}}
-	resp := rep.handler.Handle(context.Background(), req)
+	resp := rep.handler.Handle(context.Background(), w.request(x, admissionv1.Create, user, newObj, nil))
 	w.tracef("create %s %s tag %d (had %d) by %s via %d: allowed=%t %s", x.kind, x.ref(), t.tag, beforeT.tag, user, i, resp.Allowed, resp.Result.Message)
 	if !resp.Allowed {
 		if exemption(user, w.now.Add(w.deciding)) == "" {

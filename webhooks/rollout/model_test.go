@@ -877,19 +877,11 @@ func (w *mworld) record() {
 		// The Recorder records the deleted workload's last state, then keeps the journal (one
 		// lost just before the delete is rebuilt from it, if a policy selected the workload).
 		if w.lastObj != nil && (w.journal != nil || (rules != nil && w.lastObj.GetLabels()["guard"] == "on")) {
-			wl, err := workload.From(w.lastObj)
-			if err != nil {
-				panic(err)
-			}
-			h, err := history.ReadAdoptable(context.Background(), w.truthReader(), wl)
-			if err != nil {
-				panic(err)
-			}
 			var flags []v1alpha1.ArgMatchesReplicas
 			if rules != nil && w.lastObj.GetLabels()["guard"] == "on" {
 				flags = rules.ArgsMatchReplicas
 			}
-			w.journal = journal.Observe(w.journal, wl, h, flags, w.now)
+			w.journal = observeGone(w.truthReader(), w.lastObj, w.journal, flags, w.now)
 			w.journal.Deleted, w.lastObj = ptr.To(w.now), nil
 		}
 		return
@@ -987,6 +979,20 @@ func (w *mworld) sum(t tmpl) string {
 // and its revisions, into its journal j (nil for none yet).
 func observe(r client.Reader, kind v1alpha1.WorkloadKind, ns string, j *journal.Journal, flags []v1alpha1.ArgMatchesReplicas, now time.Time) *journal.Journal {
 	return observeNamed(r, kind, ns, mName, j, flags, now)
+}
+
+// observeGone is the recorder's last look at a deleted workload, last as it last saw it:
+// with the history a workload of its name would adopt (history.ReadAdoptable).
+func observeGone(r client.Reader, last client.Object, j *journal.Journal, flags []v1alpha1.ArgMatchesReplicas, now time.Time) *journal.Journal {
+	wl, err := workload.From(last)
+	if err != nil {
+		panic(err)
+	}
+	h, err := history.ReadAdoptable(context.Background(), r, wl)
+	if err != nil {
+		panic(err)
+	}
+	return journal.Observe(j, wl, h, flags, now)
 }
 
 // observeNamed is observe for the workload named name.

@@ -80,9 +80,6 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 	}
 	in := Input{Operation: admissionv1.Update, Old: w, New: w, Replaces: pod.Name, User: user,
 		Policies: policies.Items, Matcher: h.Matcher, Now: h.Clock.Now(), NamespaceLabels: nsLabels}
-	if !growsHeld(in) {
-		return nil, false, nil
-	}
 	if err := h.readWorkloadState(ctx, &in); err != nil {
 		return nil, false, err
 	}
@@ -138,7 +135,9 @@ func (h *Handler) replaced(ctx context.Context, w *workload.Workload, pod *corev
 	return !untolerated, nil
 }
 
-// onDelete is a StatefulSet or DaemonSet that replaces its pods only when they are deleted.
+// onDelete is a StatefulSet or DaemonSet that replaces its pods only when they are deleted,
+// read from the typed object: the eviction of a pod no policy selects does not pay for
+// workload.From, which reads it as Rollout.OnDelete.
 func onDelete(obj client.Object) bool {
 	switch o := obj.(type) {
 	case *appsv1.StatefulSet:
