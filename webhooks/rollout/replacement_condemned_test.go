@@ -18,11 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
-	"github.com/holdfast-dev/holdfast/internal/workload"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -64,16 +62,10 @@ func TestCondemnedOrdinalIsNoReplacement(t *testing.T) {
 		pods[pod.Name] = pod
 		reader.Put(pod)
 	}
+	// observe is the leader's journal recorder looking at the StatefulSet the cache holds.
 	observe := func(at time.Time) {
-		w, err := workload.From(sts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := history.Read(context.Background(), reader, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm, err := journal.Encode(journal.Observe(journals.Get(v1alpha1.KindStatefulSet, "tenant-a", "db"), w, h, nil, at), "holdfast-system")
+		j := observeNamed(reader, v1alpha1.KindStatefulSet, "tenant-a", "db", journals.Get(v1alpha1.KindStatefulSet, "tenant-a", "db"), nil, at)
+		cm, err := journal.Encode(j, "holdfast-system")
 		if err != nil {
 			t.Fatal(err)
 		}
