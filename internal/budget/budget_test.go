@@ -34,6 +34,8 @@ const (
 )
 
 var (
+	agentGroup = budget.GroupID{Kind: v1alpha1.KindDaemonSet, Namespace: "kube-system", Name: "konnectivity-agent", UID: agent}
+
 	t0     = time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC)
 	policy = &v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "agents-rollouts", UID: "c3d4e5f6-a7b8-4c9d-8e0f-1a2b3c4d5e6f"}}
 
@@ -90,7 +92,7 @@ func TestGroupLedgerStoredForm(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New(nil)
 	a, b := replicas(store)
-	g, err := a.ReadGroup(ctx, agent)
+	g, err := a.ReadGroup(ctx, agentGroup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func TestGroupLedgerStoredForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, l := range []*budget.Ledgers{a, b} {
-		g, err := l.ReadGroup(ctx, agent)
+		g, err := l.ReadGroup(ctx, agentGroup)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +140,7 @@ func TestFleetLedgerStoredForm(t *testing.T) {
 // rollout start the fixture holds.
 func groupAsWritten(t *testing.T, a *budget.Ledgers) budget.Group {
 	t.Helper()
-	g, err := a.ReadGroup(context.Background(), agent)
+	g, err := a.ReadGroup(context.Background(), agentGroup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +173,7 @@ func TestReadsThePreviousReleasesGroupLedger(t *testing.T) {
 	if err := g.RecordEviction(ctx, a, next, budget.MinRetention); err != nil {
 		t.Fatalf("writing over the previous release's ledger: %v", err)
 	}
-	g, err := a.ReadGroup(ctx, agent)
+	g, err := a.ReadGroup(ctx, agentGroup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +182,66 @@ func TestReadsThePreviousReleasesGroupLedger(t *testing.T) {
 	}
 	if got, want := g.Annotation(budget.RolloutStartAnnotation), prev.Annotations["holdfast.dev/rollout-start"]; got != want {
 		t.Errorf("the rollout start the previous release wrote became %s", got)
+	}
+}
+
+// TestGroupReadsTheLedgersOfEarlierWorkloadsOfItsName: a workload created again under its
+// name (a new UID) reads what the ledger of the one before it holds, its evictions and its
+// shared rollout's start, as its own, and its next write keeps them; another workload, or
+// one whose ledger's digest is the same and whose name is not, reads none of them. The
+// previous release's unlabelled ledger of this very workload is still read (by its UID)
+// and labelled by the next write.
+func TestGroupReadsTheLedgersOfEarlierWorkloadsOfItsName(t *testing.T) {
+	ctx := context.Background()
+	store, _ := previousLease(t, "group-lease.json", nil) // agent's, unlabelled
+	a, b := replicas(store)
+	g := groupAsWritten(t, a)
+	touched := budget.Eviction{Pod: "konnectivity-agent-m4k9s", UID: evictions[1].UID, At: t0.Add(3 * time.Second), By: replicaA}
+	if err := g.RecordEviction(ctx, a, touched, budget.MinRetention); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedLease(t, store, budget.GroupKey(ns, agent)); got.Labels[budget.WorkloadLabel] == "" ||
+		got.Annotations[budget.WorkloadAnnotation] != "DaemonSet/kube-system/konnectivity-agent" {
+		t.Fatalf("the previous release's ledger written by this one is not named by its workload: %v %v", got.Labels, got.Annotations)
+	}
+	// A ledger whose digest label is the agent's and whose workload is another's.
+	forged := storedLease(t, store, budget.GroupKey(ns, agent))
+	forged.Name, forged.Annotations[budget.WorkloadAnnotation] = budget.GroupPrefix+"forged", "DaemonSet/kube-system/other"
+	forged.Annotations[budget.EvictionsAnnotation] = `[{"pod":"other-1","uid":"other-1","at":"2026-11-30T12:00:09Z"}]`
+	store.Put(forged)
+
+	again := agentGroup
+	again.UID = "9e8d7c6b-0000-4000-8000-0000000000aa"
+	g, err := b.ReadGroup(ctx, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []budget.Eviction{evictions[0], touched}
+	if diff := cmp.Diff(want, g.Records); diff != "" {
+		t.Errorf("the re-created workload's records (-want +got):\n%s", diff)
+	}
+	if rs, ok := g.RolloutStart(); !ok || !cmp.Equal(rs, rolloutStart) {
+		t.Errorf("the re-created workload's shared rollout start = %+v, %t; want the earlier workload's", rs, ok)
+	}
+	next := budget.Eviction{Pod: "konnectivity-agent-q8w3n", UID: "1c2d3e4f-0000-4000-8000-00000000a003", At: t0.Add(5 * time.Second), By: replicaB}
+	if err := g.RecordEviction(ctx, b, next, budget.MinRetention); err != nil {
+		t.Fatal(err)
+	}
+	var kept []budget.Eviction
+	if err := json.Unmarshal([]byte(storedLease(t, store, budget.GroupKey(ns, again.UID)).Annotations[budget.EvictionsAnnotation]), &kept); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(append(want, next), kept); diff != "" {
+		t.Errorf("the re-created workload's ledger as written (-want +got):\n%s", diff)
+	}
+
+	other := agentGroup
+	other.Name, other.UID = "other", "other-uid"
+	if g, err = a.ReadGroup(ctx, other); err != nil || len(g.Records) != 0 {
+		t.Errorf("another workload reads %v (%v), want nothing of the agent's", g.Records, err)
+	}
+	if _, ok := g.RolloutStart(); ok {
+		t.Error("another workload reads the agent's rollout start")
 	}
 }
 
@@ -294,7 +356,7 @@ func TestAddedRecordFieldsStoredForm(t *testing.T) {
 			ctx := context.Background()
 			store := memstore.New(nil)
 			a, _ := replicas(store)
-			g, err := a.ReadGroup(ctx, agent)
+			g, err := a.ReadGroup(ctx, agentGroup)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,7 +379,7 @@ func TestAddedRecordFieldsStoredForm(t *testing.T) {
 			if err := json.Unmarshal([]byte(raw), &previous); err != nil || len(previous) != 1 || previous[0].UID != rec.UID || !previous[0].At.Equal(t0) {
 				t.Errorf("the previous release reads %+v (%v), want the record as an eviction", previous, err)
 			}
-			if g, err = a.ReadGroup(ctx, agent); err != nil {
+			if g, err = a.ReadGroup(ctx, agentGroup); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff([]budget.Eviction{rec}, g.Records); diff != "" {

@@ -2,10 +2,14 @@ package budget
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,11 +21,20 @@ import (
 // EvictionsAnnotation lists the evictions holdfast admitted in the group; its
 // RolloutStartAnnotation holds the last start of the workload's rollout that shares a
 // DisruptionPolicy's budget, written into the same Lease so that a drain and a rollout
-// admitted at once by two replicas conflict, and the second decides again.
+// admitted at once by two replicas conflict, and the second decides again. Its
+// WorkloadLabel and WorkloadAnnotation name the workload by kind, namespace and name, so
+// that a workload created again under its name (a new UID, over the pods an orphaning
+// delete left or in place of those a cascading one took) reads the records of the ones
+// before it: the same name's pods were disrupted, whichever object owned them.
 const (
 	GroupPrefix            = "holdfast-evictions-"
 	EvictionsAnnotation    = "holdfast.dev/evictions"
 	RolloutStartAnnotation = "holdfast.dev/rollout-start"
+	// WorkloadLabel is a digest of the workload's kind, namespace and name (a label value
+	// holds at most 63 characters); WorkloadAnnotation is them in full (GroupID.String),
+	// which tells a digest's collision apart.
+	WorkloadLabel      = "holdfast.dev/workload"
+	WorkloadAnnotation = "holdfast.dev/workload"
 	// MinRetention is the least time a group's ledger keeps its records (Retention).
 	MinRetention = time.Hour
 	// maxEvictions bounds the records one ledger keeps.
@@ -78,22 +91,114 @@ func GroupKey(namespace string, group types.UID) client.ObjectKey {
 	return client.ObjectKey{Namespace: namespace, Name: GroupPrefix + string(group)}
 }
 
-// Group is one read of a group's ledger.
+// GroupID is the workload whose pods a group is: a workload.Ref, which converts to it.
+type GroupID struct {
+	Kind            v1alpha1.WorkloadKind
+	Namespace, Name string
+	UID             types.UID
+}
+
+// String is the workload's kind, namespace and name, as WorkloadAnnotation holds them.
+func (id GroupID) String() string {
+	return string(id.Kind) + "/" + id.Namespace + "/" + id.Name
+}
+
+// digest is the WorkloadLabel value of the workload's ledgers.
+func (id GroupID) digest() string {
+	sum := sha256.Sum256([]byte(id.String()))
+	return hex.EncodeToString(sum[:20])
+}
+
+// Group is one read of a group's ledger, with the records of the ledgers of earlier
+// workloads of its name.
 type Group struct {
 	*ledger.Ledger[Eviction]
+	// earlierStart is the newest rollout start those earlier ledgers hold, raw.
+	earlierStart string
 }
 
-// ReadGroup reads the ledger of the group of the workload with this UID; a missing one is
-// empty.
-func (l *Ledgers) ReadGroup(ctx context.Context, group types.UID) (Group, error) {
-	g, err := ledger.Read[Eviction](ctx, l.Live, GroupKey(l.Namespace, group), EvictionsAnnotation)
-	return Group{g}, err
+// ReadGroup reads the ledger of the group of the workload id (by its UID; a missing one is
+// empty), and those that earlier workloads of its kind, namespace and name left, whose
+// records count as its own: Records holds them all (one per pod, its latest), and the next
+// write keeps them in this workload's ledger. An id without a name reads the UID's ledger
+// alone. A ledger an earlier release created is not labelled until this release writes it:
+// one a workload left while only that release ran is not found.
+func (l *Ledgers) ReadGroup(ctx context.Context, id GroupID) (Group, error) {
+	key := GroupKey(l.Namespace, id.UID)
+	if id.Name == "" {
+		g, err := ledger.Read[Eviction](ctx, l.Live, key, EvictionsAnnotation)
+		return Group{Ledger: g}, err
+	}
+	// One List finds them all; the workload's own is read by name when an earlier release
+	// created it unlabelled, or it does not exist yet.
+	var leases coordinationv1.LeaseList
+	if err := l.Live.List(ctx, &leases, client.InNamespace(l.Namespace), client.MatchingLabels{WorkloadLabel: id.digest()}); err != nil {
+		return Group{}, fmt.Errorf("reading the eviction ledgers of %s: %w", id, err)
+	}
+	var g Group
+	var earlier []Eviction
+	var latest RolloutStart
+	for i := range leases.Items {
+		lease := &leases.Items[i]
+		if lease.Annotations[WorkloadAnnotation] != id.String() {
+			continue // another workload's, whose digest is the same
+		}
+		read, err := ledger.Decode[Eviction](lease, EvictionsAnnotation)
+		if err != nil {
+			return Group{}, err
+		}
+		if lease.Name == key.Name {
+			g.Ledger = read
+			continue
+		}
+		earlier = append(earlier, read.Records...)
+		if s, ok := decodeStart(read.Annotation(RolloutStartAnnotation)); ok && s.At.After(latest.At) {
+			latest, g.earlierStart = s, read.Annotation(RolloutStartAnnotation)
+		}
+	}
+	if g.Ledger == nil {
+		read, err := ledger.Read[Eviction](ctx, l.Live, key, EvictionsAnnotation)
+		if err != nil {
+			return Group{}, err
+		}
+		g.Ledger = read
+	}
+	g.Mark(map[string]string{WorkloadLabel: id.digest()}, map[string]string{WorkloadAnnotation: id.String()})
+	if len(earlier) > 0 {
+		g.Records = mergeEvictions(g.Records, earlier)
+	}
+	return g, nil
 }
 
-// RolloutStart is the group's last recorded start of a rollout that shares its budget;
-// ok is false when there is none or it does not decode.
+// mergeEvictions is the records of both lists, one per pod (its latest), oldest first.
+func mergeEvictions(own, earlier []Eviction) []Eviction {
+	all := slices.Concat(earlier, own)
+	slices.SortStableFunc(all, func(a, b Eviction) int { return a.At.Compare(b.At) })
+	latest := map[types.UID]int{}
+	for i, r := range all {
+		latest[r.UID] = i
+	}
+	out := all[:0]
+	for i, r := range all {
+		if latest[r.UID] == i {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// RolloutStart is the group's last recorded start of a rollout that shares its budget (an
+// earlier workload's of its name when that is newer); ok is false when there is none or it
+// does not decode.
 func (g Group) RolloutStart() (s RolloutStart, ok bool) {
-	raw := g.Annotation(RolloutStartAnnotation)
+	s, ok = decodeStart(g.Annotation(RolloutStartAnnotation))
+	if e, eok := decodeStart(g.earlierStart); eok && (!ok || e.At.After(s.At)) {
+		return e, true
+	}
+	return s, ok
+}
+
+func decodeStart(raw string) (s RolloutStart, ok bool) {
 	if raw == "" || json.Unmarshal([]byte(raw), &s) != nil {
 		return RolloutStart{}, false
 	}

@@ -25,6 +25,10 @@ type Timeline struct {
 	// its revisions are dated at their creation or their pods' last activity, and whether
 	// a rollout finished is not known.
 	Unjournaled bool
+	// Held is, on a CREATE, that the journal last saw the workload of this name, now
+	// deleted, hold its rollout (Journal.Held): a CREATE that does not hold it lifts the
+	// hold over the pods it adopts.
+	Held bool
 	// updated is the journal's Observed.Updated for a DaemonSet's current revision, when
 	// measured says the journal records it.
 	updated  int32
@@ -148,6 +152,7 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 			t.Revisions = append(slices.Clip(t.Revisions), Revision{Since: now, Progressed: now, Pending: true})
 			return t
 		}
+		t.Held = j.Held
 		return adopted(t, h, flags, now)
 	}
 	if j != nil && j.Observed != nil && j.UID == old.UID && !j.Held && !old.Rollout.Held {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -26,29 +27,44 @@ type Ledger[R any] struct {
 	// Records are the records as read.
 	Records []R
 	exists  bool
+	// labels and annotations are set on the Lease by the next write (Mark).
+	labels, annotations map[string]string
 }
 
 // Read reads the ledger at key, whose records are in annotation; a missing Lease is an
 // empty ledger that Write creates. A ledger whose records do not decode is an error: a
 // corrupt ledger must not admit more than fits.
 func Read[R any](ctx context.Context, r client.Reader, key client.ObjectKey, annotation string) (*Ledger[R], error) {
-	l := &Ledger[R]{lease: &coordinationv1.Lease{}, annotation: annotation}
-	err := r.Get(ctx, key, l.lease)
+	lease := &coordinationv1.Lease{}
+	err := r.Get(ctx, key, lease)
 	if client.IgnoreNotFound(err) != nil {
 		return nil, fmt.Errorf("reading the ledger %s: %w", key, err)
 	}
 	if err != nil {
-		l.lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels: map[string]string{ManagedByLabel: "holdfast"}}}
-		return l, nil
+		return &Ledger[R]{annotation: annotation, lease: &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+			Labels: map[string]string{ManagedByLabel: "holdfast"}}}}, nil
 	}
-	l.exists = true
-	if raw := l.lease.Annotations[annotation]; raw != "" {
+	return Decode[R](lease, annotation)
+}
+
+// Decode is the ledger of a Lease read from the API server otherwise than by Read (a
+// List), whose records are in annotation; records that do not decode are an error, as
+// Read's. The Lease is the ledger's from then on: it is not to be changed.
+func Decode[R any](lease *coordinationv1.Lease, annotation string) (*Ledger[R], error) {
+	l := &Ledger[R]{lease: lease, annotation: annotation, exists: true}
+	if raw := lease.Annotations[annotation]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &l.Records); err != nil {
-			return nil, fmt.Errorf("decoding the ledger %s: %w", key, err)
+			return nil, fmt.Errorf("decoding the ledger %s/%s: %w", lease.Namespace, lease.Name, err)
 		}
 	}
 	return l, nil
+}
+
+// Mark has the next write set these labels and annotations on the Lease too (with those it
+// has): what names the ledger to those who list it, which a Lease an earlier release
+// created may lack.
+func (l *Ledger[R]) Mark(labels, annotations map[string]string) {
+	l.labels, l.annotations = labels, annotations
 }
 
 // Copy is a copy of the read that a write does not change. Records and the Lease are
@@ -82,8 +98,13 @@ func (l *Ledger[R]) WriteWith(ctx context.Context, c client.Client, records []R,
 		lease.Annotations = map[string]string{}
 	}
 	lease.Annotations[l.annotation] = string(raw)
-	for k, v := range annotations {
-		lease.Annotations[k] = v
+	maps.Copy(lease.Annotations, l.annotations)
+	maps.Copy(lease.Annotations, annotations)
+	if len(l.labels) > 0 {
+		if lease.Labels == nil {
+			lease.Labels = map[string]string{}
+		}
+		maps.Copy(lease.Labels, l.labels)
 	}
 	now := metav1.NewMicroTime(at)
 	lease.Spec.HolderIdentity = &by

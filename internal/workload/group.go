@@ -3,10 +3,15 @@ package workload
 import (
 	"context"
 	"slices"
+	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,39 +34,179 @@ func (g *Group) Running(uid types.UID) bool {
 
 // GroupOf finds the workload a pod belongs to and reads its pods, from a cache indexed by
 // informer.OwnerIndex (read-only). It returns nil for pods of other owners, which holdfast
-// does not guard, and for pods whose workload is gone.
-func GroupOf(ctx context.Context, r client.Reader, pod *corev1.Pod) (*Group, error) {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil {
-		return nil, nil
-	}
-	owner, kind := ref.Name, v1alpha1.WorkloadKind(ref.Kind)
-	if ref.Kind == "ReplicaSet" {
+// does not guard, and for pods whose workload is gone. A pod, or a Deployment's ReplicaSet,
+// without a controller (its workload was deleted orphaning it) belongs to the workload that
+// kube adopts it into, once one exists (adopterOf): a workload created again over it is
+// that workload already, though kube's controller has not claimed it yet. live, when not
+// nil, is the API server, asked for that workload when the cache does not show one: it may
+// have been created a moment ago.
+func GroupOf(ctx context.Context, r, live client.Reader, pod *corev1.Pod) (*Group, error) {
+	var obj client.Object
+	var orphans orphaned
+	switch ref := metav1.GetControllerOf(pod); {
+	case ref == nil:
+		o, err := adopterOf(ctx, r, live, pod, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet)
+		if o == nil || err != nil {
+			return nil, err
+		}
+		obj, orphans = o, orphaned{pods: true}
+	case ref.Kind == "ReplicaSet":
 		rs := &appsv1.ReplicaSet{}
 		if err := informer.Get(ctx, r, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, rs); err != nil {
 			return nil, client.IgnoreNotFound(err)
 		}
 		dref := metav1.GetControllerOf(rs)
-		if dref == nil || dref.Kind != string(v1alpha1.KindDeployment) {
+		if dref == nil {
+			o, err := adopterOf(ctx, r, live, rs, v1alpha1.KindDeployment)
+			if o == nil || err != nil {
+				return nil, err
+			}
+			obj, orphans = o, orphaned{sets: true}
+			break
+		}
+		if dref.Kind != string(v1alpha1.KindDeployment) {
 			return nil, nil
 		}
-		owner, kind = dref.Name, v1alpha1.KindDeployment
-	} else if kind == v1alpha1.KindDeployment {
+		o, err := getOwner(ctx, r, v1alpha1.KindDeployment, pod.Namespace, dref.Name)
+		if o == nil || err != nil {
+			return nil, err
+		}
+		obj = o
+	case ref.Kind == string(v1alpha1.KindDeployment):
 		return nil, nil // a Deployment owns ReplicaSets, never pods
+	default:
+		o, err := getOwner(ctx, r, v1alpha1.WorkloadKind(ref.Kind), pod.Namespace, ref.Name)
+		if o == nil || err != nil {
+			return nil, err
+		}
+		obj = o
 	}
+	m, _ := MetaOf(obj)
+	g := &Group{Meta: m}
+	var err error
+	if g.Pods, err = PodsOf(ctx, r, m.Ref); err != nil {
+		return nil, err
+	}
+	if g.Pods, err = orphans.add(ctx, r, g.Pods, m); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// getOwner is the workload of a guarded kind from the cache; nil for other kinds and for
+// one that is gone.
+func getOwner(ctx context.Context, r client.Reader, kind v1alpha1.WorkloadKind, namespace, name string) (client.Object, error) {
 	obj, err := New(kind)
 	if err != nil {
 		return nil, nil // other owners are not guarded
 	}
-	if err := informer.Get(ctx, r, client.ObjectKey{Namespace: pod.Namespace, Name: owner}, obj); err != nil {
+	if err := informer.Get(ctx, r, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	m, _ := MetaOf(obj)
-	g := &Group{Meta: m}
-	if g.Pods, err = PodsOf(ctx, r, m.Ref); err != nil {
+	return obj, nil
+}
+
+// adopterOf is the workload of one of kinds in the object's namespace that kube's
+// controller would adopt the object (a pod or a ReplicaSet without a controller) into, from
+// the cache: one not being deleted whose selector matches the object's labels (a
+// StatefulSet only its own ordinals' pods), the first by name when several do, as
+// ClaimReplicaSets and ClaimPods adopt (pkg/controller/controller_ref_manager.go; the
+// StatefulSet's isMemberOf, pkg/controller/statefulset/stateful_set_utils.go). When the
+// cache shows none, live (when not nil) is asked. nil when none does.
+func adopterOf(ctx context.Context, r, live client.Reader, obj client.Object, kinds ...v1alpha1.WorkloadKind) (client.Object, error) {
+	found, err := adopterIn(ctx, r, obj, kinds)
+	if found != nil || err != nil || live == nil {
+		return found, err
+	}
+	return adopterIn(ctx, live, obj, kinds)
+}
+
+func adopterIn(ctx context.Context, r client.Reader, obj client.Object, kinds []v1alpha1.WorkloadKind) (client.Object, error) {
+	var found client.Object
+	for _, kind := range kinds {
+		list, err := NewList(kind)
+		if err != nil {
+			return nil, err
+		}
+		if err := informer.ListIn(ctx, r, list, obj.GetNamespace()); err != nil {
+			return nil, err
+		}
+		err = meta.EachListItem(list, func(o runtime.Object) error {
+			w := o.(client.Object)
+			if w.GetDeletionTimestamp() != nil || (found != nil && found.GetName() < w.GetName()) {
+				return nil
+			}
+			if kind == v1alpha1.KindStatefulSet && !ordinalOf(w.GetName(), obj.GetName()) {
+				return nil
+			}
+			if m, ok := MetaOf(w); ok && selects(m.Selector, obj.GetLabels()) {
+				found = w
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
+}
+
+// ordinalOf is whether pod is named as an ordinal of the StatefulSet set: set-<ordinal>.
+func ordinalOf(set, pod string) bool {
+	n, ok := strings.CutPrefix(pod, set+"-")
+	if !ok {
+		return false
+	}
+	_, err := strconv.Atoi(n)
+	return err == nil && !strings.HasPrefix(n, "+") && !strings.HasPrefix(n, "-")
+}
+
+// selects is whether a workload's selector matches labels; an empty or invalid selector
+// matches nothing, as kube's controllers read them.
+func selects(sel *metav1.LabelSelector, set map[string]string) bool {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	return err == nil && !s.Empty() && s.Matches(labels.Set(set))
+}
+
+// orphaned is which of a workload's objects without a controller it is about to adopt:
+// pods (a StatefulSet's or DaemonSet's) or ReplicaSets (a Deployment's).
+type orphaned struct{ pods, sets bool }
+
+// add is pods with those of the orphans kube would adopt into the workload m: without a
+// controller, matching its selector (a StatefulSet's own ordinals). Two workloads whose
+// selectors overlap each count them, the stricter reading.
+func (o orphaned) add(ctx context.Context, r client.Reader, pods []Pod, m Meta) ([]Pod, error) {
+	if !o.pods && !o.sets {
+		return pods, nil
+	}
+	var owners []types.UID
+	if o.sets {
+		var sets appsv1.ReplicaSetList
+		if err := informer.ListIn(ctx, r, &sets, m.Namespace); err != nil {
+			return nil, err
+		}
+		for i := range sets.Items {
+			rs := &sets.Items[i]
+			if metav1.GetControllerOf(rs) == nil && selects(m.Selector, rs.Labels) {
+				owners = append(owners, rs.UID)
+			}
+		}
+	}
+	var list corev1.PodList
+	if err := informer.ListIn(ctx, r, &list, m.Namespace); err != nil {
 		return nil, err
 	}
-	return g, nil
+	for i := range list.Items {
+		p := &list.Items[i]
+		ref := metav1.GetControllerOf(p)
+		switch {
+		case o.pods && ref == nil && selects(m.Selector, p.Labels) && (m.Kind != v1alpha1.KindStatefulSet || ordinalOf(m.Name, p.Name)):
+			pods = append(pods, PodOf(p))
+		case o.sets && ref != nil && slices.Contains(owners, ref.UID):
+			pods = append(pods, PodOf(p))
+		}
+	}
+	return pods, nil
 }
 
 // PodsOf reads the pods of the workload ref, from a cache indexed by informer.OwnerIndex.

@@ -425,7 +425,7 @@ func evicted(r *corpusRun, obj client.Object) client.Object {
 	cur := finished(r, obj)
 	ctx := context.Background()
 	l := &budget.Ledgers{Live: k8s, Namespace: holdfastNamespace, Identity: "corpus"}
-	g, err := l.ReadGroup(ctx, cur.GetUID())
+	g, err := l.ReadGroup(ctx, budget.GroupID{UID: cur.GetUID()})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestAttackTopologyRecordOutlivedByReplacementTimeout(t *testing.T) {
 	ra := gone(g, 0, 61*time.Minute) // no replacement available since (no capacity in zone a)
 	ra.By = "self"
 	ledgers := &budget.Ledgers{Live: fake.NewClientBuilder().Build(), Namespace: "holdfast-system", Identity: "self"}
-	lg, err := ledgers.ReadGroup(ctx, g.UID)
+	lg, err := ledgers.ReadGroup(ctx, budget.GroupID{UID: g.UID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestAttackTopologyRecordOutlivedByReplacementTimeout(t *testing.T) {
 	if _, err := ledgers.Sweep(ctx, budget.Retention(policies), now); err != nil {
 		t.Fatal(err)
 	}
-	if lg, err = ledgers.ReadGroup(ctx, g.UID); err != nil {
+	if lg, err = ledgers.ReadGroup(ctx, budget.GroupID{UID: g.UID}); err != nil {
 		t.Fatal(err)
 	}
 	in := Input{Pod: g.Pods[1], PodLabels: map[string]string{"app": "agent"}, Group: g, Records: lg.Records,
@@ -87,7 +87,7 @@ func TestAttackReleaseLostToPDBLag(t *testing.T) {
 	ledgers := &budget.Ledgers{Live: fake.NewClientBuilder().Build(), Namespace: "holdfast-system", Identity: "replica-0"}
 	h := &Handler{Reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, append(objs, &p)...),
 		Clock: clk, Ledgers: ledgers, Holds: &Holds{}, Events: &events.Limiter{Recorder: &eventLog{}}}
-	g, err := ledgers.ReadGroup(context.Background(), "ds")
+	g, err := ledgers.ReadGroup(context.Background(), budget.GroupID{UID: "ds"})
 	if err != nil {
 		t.Fatal(err)
 	}

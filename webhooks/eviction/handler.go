@@ -177,7 +177,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			return h.fail(err)
 		}
 	}
-	if in.Group, err = workload.GroupOf(ctx, reader, pod); err != nil {
+	if in.Group, err = workload.GroupOf(ctx, reader, h.APIReader, pod); err != nil {
 		return h.fail(fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 	if err := h.readSharedRollout(ctx, &in); err != nil {
@@ -277,8 +277,8 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	for range ledgerAttempts {
 		var g budget.Group
 		if in.Group != nil {
-			if g, err = h.Ledgers.ReadGroup(lctx, in.Group.UID); err != nil {
-				return h.ledgerFailed(finish, fmt.Errorf("the eviction ledger of group %s: %w", in.Group.UID, err))
+			if g, err = h.Ledgers.ReadGroup(lctx, budget.GroupID(in.Group.Ref)); err != nil {
+				return h.ledgerFailed(finish, fmt.Errorf("the eviction ledger of %s: %w", in.Group.Ref, err))
 			}
 			in.Records = g.Records
 			if s, ok := g.RolloutStart(); ok {

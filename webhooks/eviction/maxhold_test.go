@@ -149,7 +149,7 @@ func TestReleasedEvictionThroughTheHandler(t *testing.T) {
 	h := &Handler{Reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, append(objs, &p)...),
 		Clock: clk, Ledgers: ledgers, Holds: &Holds{}, Events: &events.Limiter{Recorder: rec}}
 	// An eviction of another agent a minute ago holds the cooldown.
-	g, err := ledgers.ReadGroup(context.Background(), "ds")
+	g, err := ledgers.ReadGroup(context.Background(), budget.GroupID{UID: "ds"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestReleasedEvictionThroughTheHandler(t *testing.T) {
 	if a := resp.AuditAnnotations[RuleMaxHold]; !strings.Contains(a, "released after a hold of 30s") || !strings.Contains(a, "cooldown") {
 		t.Errorf("audit annotation %q, want the release and the cooldown it let go", a)
 	}
-	if g, err = ledgers.ReadGroup(context.Background(), "ds"); err != nil {
+	if g, err = ledgers.ReadGroup(context.Background(), budget.GroupID{UID: "ds"}); err != nil {
 		t.Fatal(err)
 	}
 	if last := g.Records[len(g.Records)-1]; last.UID != pod.UID || !last.Released {
@@ -314,7 +314,7 @@ func TestReleaseCountsOnlyThePolicysOwnHold(t *testing.T) {
 		}
 		if clk.Now().Equal(time.Date(2026, 11, 30, 10, 59, 30, 0, time.UTC)) {
 			// Another agent's eviction, admitted for a requester the freeze exempts.
-			g, err := ledgers.ReadGroup(context.Background(), "ds")
+			g, err := ledgers.ReadGroup(context.Background(), budget.GroupID{UID: "ds"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -142,6 +142,10 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 	// So does lowering a partition below ordinals on another revision.
 	resumes := in.Operation == admissionv1.Update && MayStart(in) && rs.current != nil &&
 		((in.Old.Rollout.Held && rs.current.Finished == nil) || lowersPartition(in))
+	// So does a CREATE that does not hold what the deleted workload of its name held, over
+	// pods of another template it adopts.
+	resumes = resumes || (in.Operation == admissionv1.Create && MayStart(in) && rs.current != nil && rs.current.Finished == nil &&
+		rs.timeline.Held && !in.New.Rollout.Held && adoptsOthers(in))
 	rs.resumes = resumes
 	// A CREATE starts what it adopts: a workload of fresh pods has never served, and holds
 	// no slot of a fleet limit nor spends a shared budget (rules.concurrency).

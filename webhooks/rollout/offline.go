@@ -49,8 +49,9 @@ var RevisionRules = []string{RuleSettle, RuleMinInterval, RuleRevertWindow, Rule
 // the templates with live pods, for an OnDelete workload's template edit and for a scale
 // whose flags change the template (templates.go); strategy, for a new DaemonSet whose
 // percentages resolve against the nodes it runs on (NeedsNodes). None otherwise, and then
-// Decide decides every rule of p from the request alone. sharedBudget reads nothing on a
-// CREATE. The error is Decide's: a template that does not decode.
+// Decide decides every rule of p from the request alone. sharedBudget reads the group's
+// ledger on a CREATE too: that of the workloads of its name before it (budget.GroupID). The
+// error is Decide's: a template that does not decode.
 func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
 	if p.Spec.Suspend {
 		return nil, nil
@@ -91,7 +92,7 @@ func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
 		{RuleRevertWindow, r.RevertWindow != nil},
 		{RuleWindow, len(p.Spec.Windows) > 0},
 		{RuleConcurrency, r.Concurrency != nil && startsNow(in)},
-		{budget.RuleSharedBudget, r.SharedBudget != nil && in.Operation == admissionv1.Update && startsNow(in)},
+		{budget.RuleSharedBudget, r.SharedBudget != nil && startsNow(in)},
 	} {
 		if c.set {
 			out = append(out, c.rule)

@@ -20,12 +20,13 @@ import (
 // DisruptionPolicy are in flight up to its budget, or within its cooldown.
 func checkSharedBudget(in Input, p *v1alpha1.RolloutPolicy) []finding {
 	b := in.Evictions[p.Name]
-	if b.Policy == nil || in.Old == nil {
+	if b.Policy == nil {
 		return nil
 	}
 	spec := &b.Policy.Spec
 	inFlight, last := b.InFlight(in.Now)
-	limit := policy.Resolve(policy.DisruptionBudget, in.Old.Kind, spec.MaxUnavailable, in.Old.Expected)
+	w := sharing(in)
+	limit := policy.Resolve(policy.DisruptionBudget, w.Kind, spec.MaxUnavailable, w.Expected)
 	// The longer of the two waits is the one to name.
 	var wait time.Duration
 	var msg string
@@ -61,7 +62,7 @@ func topologyWait(in Input, b budget.Evictions) (time.Duration, string) {
 		return 0, ""
 	}
 	key, limit, bound := tb.Resolved()
-	disrupted := budget.Disrupted(b.Records, b.Pods, in.Old.Expected, key, bound, in.Now, "")
+	disrupted := budget.Disrupted(b.Records, b.Pods, sharing(in).Expected, key, bound, in.Now, "")
 	if len(disrupted) == 0 {
 		return 0, ""
 	}
@@ -87,13 +88,24 @@ func topologyWait(in Input, b budget.Evictions) (time.Duration, string) {
 		in.New, b.Policy.Name, key, names, frees.UTC().Format(time.RFC3339), key, len(b.Domains), limit)
 }
 
-// sharedPolicies are the policies with a sharedBudget that select the workload, on an
-// UPDATE that may start a rollout.
+// sharedPolicies are the policies with a sharedBudget that select the workload, on a
+// request that may start a rollout: an UPDATE, or a CREATE that adopts pods of another
+// template (startsNow).
 func sharedPolicies(in *Input) []*v1alpha1.RolloutPolicy {
-	if in.Old == nil || !startsNow(*in) {
+	if !startsNow(*in) {
 		return nil
 	}
 	return selecting(in, func(r *v1alpha1.RolloutRules) bool { return r.SharedBudget != nil })
+}
+
+// sharing is the workload whose pods the shared budget counts: the stored one, or on a
+// CREATE the one created, whose group is that of the workloads of its name before it
+// (budget.GroupID) and whose status is empty (its pods and expected count as none).
+func sharing(in Input) *workload.Workload {
+	if in.Old != nil {
+		return in.Old
+	}
+	return in.New
 }
 
 // readEvictionBudgets fills in.Evictions for the shared policies: each one's
@@ -114,22 +126,23 @@ func (h *Handler) readEvictionBudgets(ctx context.Context, in *Input, shared []*
 			}
 			continue // none: nothing is shared
 		}
-		spec, err := in.Old.Template.Spec()
+		w := sharing(*in)
+		spec, err := w.Template.Spec()
 		if err != nil {
-			return nil, fmt.Errorf("oldObject: %w", err)
+			return nil, fmt.Errorf("the workload's template: %w", err)
 		}
 		if ok, err := h.Matcher.SelectsPods(dp.Spec.Targets, in.NamespaceLabels, spec.Labels); err != nil || !ok || dp.Spec.Suspend {
 			continue
 		}
 		b := budget.Evictions{Policy: dp}
 		if dp.Spec.TopologyBudget != nil || dp.Spec.Cooldown != nil {
-			if b.Pods, b.Domains, err = h.workloadDomains(ctx, in.Old.Ref, dp, in.Now); err != nil {
+			if b.Pods, b.Domains, err = h.workloadDomains(ctx, w.Ref, dp, in.Now); err != nil {
 				return nil, fmt.Errorf("%w; retry", err)
 			}
 		}
 		if h.Ledgers != nil {
 			if group == nil {
-				g, err := h.Ledgers.ReadGroup(ctx, in.Old.UID)
+				g, err := h.Ledgers.ReadGroup(ctx, budget.GroupID(w.Ref))
 				if err != nil {
 					return nil, fmt.Errorf("%w; retry", err)
 				}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -117,6 +118,13 @@ func liveRevisions(h history.History) []*history.Revision {
 		}
 	}
 	return out
+}
+
+// adoptsOthers is whether a CREATE adopts live pods of a template other than its own, which
+// kube then replaces unless the workload holds them.
+func adoptsOthers(in Input) bool {
+	own := in.History.Find(in.New.Template)
+	return slices.ContainsFunc(liveRevisions(in.History), func(r *history.Revision) bool { return r != own })
 }
 
 // liveCount is how many templates have live pods: those the cache shows, or two when the
