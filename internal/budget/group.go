@@ -170,7 +170,8 @@ func (l *Ledgers) ReadGroup(ctx context.Context, id GroupID) (Group, error) {
 	return g, nil
 }
 
-// mergeEvictions is the records of both lists, one per pod (its latest), oldest first.
+// mergeEvictions is the records of both lists, one per pod (its latest), oldest first, and
+// at most the newest maxEvictions, as a write keeps them (AppendEviction).
 func mergeEvictions(own, earlier []Eviction) []Eviction {
 	all := slices.Concat(earlier, own)
 	slices.SortStableFunc(all, func(a, b Eviction) int { return a.At.Compare(b.At) })
@@ -183,6 +184,9 @@ func mergeEvictions(own, earlier []Eviction) []Eviction {
 		if latest[r.UID] == i {
 			out = append(out, r)
 		}
+	}
+	if len(out) > maxEvictions {
+		out = out[len(out)-maxEvictions:]
 	}
 	return out
 }

@@ -50,8 +50,8 @@ var RevisionRules = []string{RuleSettle, RuleMinInterval, RuleRevertWindow, Rule
 // whose flags change the template (templates.go); strategy, for a new DaemonSet whose
 // percentages resolve against the nodes it runs on (NeedsNodes). None otherwise, and then
 // Decide decides every rule of p from the request alone. sharedBudget reads the group's
-// ledger on a CREATE too: that of the workloads of its name before it (budget.GroupID). The
-// error is Decide's: a template that does not decode.
+// ledger on a CREATE over live pods too: that of the workloads of its name before it
+// (budget.GroupID). The error is Decide's: a template that does not decode.
 func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
 	if p.Spec.Suspend {
 		return nil, nil
@@ -92,7 +92,7 @@ func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
 		{RuleRevertWindow, r.RevertWindow != nil},
 		{RuleWindow, len(p.Spec.Windows) > 0},
 		{RuleConcurrency, r.Concurrency != nil && startsNow(in)},
-		{budget.RuleSharedBudget, r.SharedBudget != nil && startsNow(in)},
+		{budget.RuleSharedBudget, r.SharedBudget != nil && sharesBudget(in)},
 	} {
 		if c.set {
 			out = append(out, c.rule)

@@ -211,9 +211,10 @@ func TestStateRulesNameOnlyWhatMayStart(t *testing.T) {
 	}{
 		"a template change reads every state rule": {op: admissionv1.Update, old: wl(dep, 3, A, workload.Rollout{}), obj: wl(dep, 3, B, workload.Rollout{}), want: every},
 		"a resume reads them too":                  {op: admissionv1.Update, old: paused, obj: wl(dep, 3, A, workload.Rollout{}), want: every},
-		// The shared budget reads the ledgers of the workloads of its name before it.
-		"a CREATE reads them too":         {op: admissionv1.Create, obj: wl(dep, 3, A, workload.Rollout{}), want: every},
-		"a labels-only update reads none": {op: admissionv1.Update, old: wl(dep, 3, A, workload.Rollout{}), obj: relabelled},
+		// Of fresh pods: the shared budget reads nothing (over live pods it reads the
+		// ledgers of the workloads of its name before it).
+		"a CREATE of fresh pods reads all but the shared budget": {op: admissionv1.Create, obj: wl(dep, 3, A, workload.Rollout{}), want: every[:5]},
+		"a labels-only update reads none":                        {op: admissionv1.Update, old: wl(dep, 3, A, workload.Rollout{}), obj: relabelled},
 		// It changes the template: settle counts the templates with live pods (I7).
 		"a flag-following scale reads settle": {op: admissionv1.Update, old: wl(dep, 3, A, workload.Rollout{}), obj: wl(dep, 5, template("A", "5"), workload.Rollout{}), want: every[:1]},
 		"an OnDelete edit reads settle": {op: admissionv1.Update, old: wl(ds, 3, A, workload.Rollout{OnDelete: true, Held: true}),

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,7 +21,7 @@ import (
 // DisruptionPolicy are in flight up to its budget, or within its cooldown.
 func checkSharedBudget(in Input, p *v1alpha1.RolloutPolicy) []finding {
 	b := in.Evictions[p.Name]
-	if b.Policy == nil {
+	if b.Policy == nil || !sharesBudget(in) {
 		return nil
 	}
 	spec := &b.Policy.Spec
@@ -89,13 +90,18 @@ func topologyWait(in Input, b budget.Evictions) (time.Duration, string) {
 }
 
 // sharedPolicies are the policies with a sharedBudget that select the workload, on a
-// request that may start a rollout: an UPDATE, or a CREATE that adopts pods of another
-// template (startsNow).
+// request that may start a rollout: an UPDATE, or a CREATE over live pods it adopts (one
+// of fresh pods has never served, and spends no shared budget).
 func sharedPolicies(in *Input) []*v1alpha1.RolloutPolicy {
-	if !startsNow(*in) {
+	if !sharesBudget(*in) {
 		return nil
 	}
 	return selecting(in, func(r *v1alpha1.RolloutRules) bool { return r.SharedBudget != nil })
+}
+
+// sharesBudget is whether the request may start a rollout the shared budget judges.
+func sharesBudget(in Input) bool {
+	return startsNow(in) && (in.Operation != admissionv1.Create || len(liveRevisions(in.History)) > 0)
 }
 
 // sharing is the workload whose pods the shared budget counts: the stored one, or on a
