@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -228,11 +229,26 @@ func TestGroupReadsTheLedgersOfEarlierWorkloadsOfItsName(t *testing.T) {
 		t.Fatal(err)
 	}
 	var kept []budget.Eviction
-	if err := json.Unmarshal([]byte(storedLease(t, store, budget.GroupKey(ns, again.UID)).Annotations[budget.EvictionsAnnotation]), &kept); err != nil {
+	stored := storedLease(t, store, budget.GroupKey(ns, again.UID))
+	if err := json.Unmarshal([]byte(stored.Annotations[budget.EvictionsAnnotation]), &kept); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(append(want, next), kept); diff != "" {
 		t.Errorf("the re-created workload's ledger as written (-want +got):\n%s", diff)
+	}
+	if got := stored.Annotations[budget.RolloutStartAnnotation]; got == "" {
+		t.Error("the earlier workload's rollout start was not kept in the re-created workload's ledger")
+	}
+	// The earlier ledger is superseded: a replica whose cache still shows the deleted
+	// workload reads and writes the re-created one's.
+	if got := storedLease(t, store, budget.GroupKey(ns, agent)).Annotations[budget.SupersededAnnotation]; got != string(again.UID) {
+		t.Fatalf("the earlier ledger is superseded by %q, want %s", got, again.UID)
+	}
+	if g, err = a.ReadGroup(ctx, agentGroup); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(append(want, next), g.Records); diff != "" {
+		t.Errorf("the deleted workload's group read by a stale replica (-want +got):\n%s", diff)
 	}
 
 	other := agentGroup
@@ -242,6 +258,50 @@ func TestGroupReadsTheLedgersOfEarlierWorkloadsOfItsName(t *testing.T) {
 	}
 	if _, ok := g.RolloutStart(); ok {
 		t.Error("another workload reads the agent's rollout start")
+	}
+}
+
+// TestReCreatedGroupWritesConflictWithTheDeletedOnes: the re-created workload's first
+// write and a write to the deleted workload's ledger (a replica whose cache still shows it)
+// never both succeed on what each read: the second conflicts, and decides again.
+func TestReCreatedGroupWritesConflictWithTheDeletedOnes(t *testing.T) {
+	ctx := context.Background()
+	again := agentGroup
+	again.UID = "9e8d7c6b-0000-4000-8000-0000000000aa"
+	rec := func(pod string, at time.Duration) budget.Eviction {
+		return budget.Eviction{Pod: pod, UID: types.UID(pod), At: t0.Add(at), By: replicaA}
+	}
+	for name, c := range map[string]struct{ staleFirst bool }{"the stale replica writes first": {true}, "the re-created group writes first": {false}} {
+		t.Run(name, func(t *testing.T) {
+			store := memstore.New(nil)
+			a, b := replicas(store)
+			g, err := a.ReadGroup(ctx, agentGroup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.RecordEviction(ctx, a, rec("p0", 0), budget.MinRetention); err != nil {
+				t.Fatal(err)
+			}
+			stale, err := a.ReadGroup(ctx, agentGroup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := b.ReadGroup(ctx, again)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, second := func() error { return stale.RecordEviction(ctx, a, rec("p1", time.Second), budget.MinRetention) },
+				func() error { return fresh.RecordEviction(ctx, b, rec("p2", time.Second), budget.MinRetention) }
+			if !c.staleFirst {
+				first, second = second, first
+			}
+			if err := first(); err != nil {
+				t.Fatal(err)
+			}
+			if err := second(); !apierrors.IsConflict(err) {
+				t.Fatalf("the second write = %v, want a conflict", err)
+			}
+		})
 	}
 }
 

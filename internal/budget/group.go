@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -113,61 +114,116 @@ func (id GroupID) digest() string {
 // workloads of its name.
 type Group struct {
 	*ledger.Ledger[Eviction]
+	// uid is the workload whose ledger this is (the last of the chain ReadGroup followed).
+	uid types.UID
+	// earlier are the ledgers of earlier workloads of its name that the next write marks
+	// superseded by this one (SupersededAnnotation), as listed: a write to one of them since
+	// makes the mark, and so the write, conflict.
+	earlier []*coordinationv1.Lease
 	// earlierStart is the newest rollout start those earlier ledgers hold, raw.
 	earlierStart string
 }
 
-// ReadGroup reads the ledger of the group of the workload id (by its UID; a missing one is
-// empty), and those that earlier workloads of its kind, namespace and name left, whose
-// records count as its own: Records holds them all (one per pod, its latest), and the next
-// write keeps them in this workload's ledger. An id without a name reads the UID's ledger
-// alone. A ledger an earlier release created is not labelled until this release writes it:
-// one a workload left while only that release ran is not found.
+// SupersededAnnotation, on a group's ledger, is the UID of the workload of its name created
+// after it whose ledger holds its records from then on: a replica whose cache still shows
+// the deleted workload reads and writes that one, so that its write and the new
+// workload's conflict.
+const SupersededAnnotation = "holdfast.dev/superseded-by"
+
+// maxHops bounds the ledgers ReadGroup follows from one superseded to the next.
+const maxHops = 8
+
+// ReadGroup reads the ledger of the group of the workload id: by its UID (a missing one is
+// empty), or the one that supersedes it, a workload of its name created since. A ledger
+// this release has not yet written is read with those that earlier workloads of its kind,
+// namespace and name left (one List by WorkloadLabel), whose records count as its own:
+// Records holds them all (one per pod, its latest), and the next write keeps them and marks
+// those ledgers superseded. An id without a name reads the UID's ledger alone. A ledger an
+// earlier release created is not labelled until this release writes it: one a workload
+// left while only that release ran is not found.
 func (l *Ledgers) ReadGroup(ctx context.Context, id GroupID) (Group, error) {
-	key := GroupKey(l.Namespace, id.UID)
 	if id.Name == "" {
-		g, err := ledger.Read[Eviction](ctx, l.Live, key, EvictionsAnnotation)
-		return Group{Ledger: g}, err
+		g, err := ledger.Read[Eviction](ctx, l.Live, GroupKey(l.Namespace, id.UID), EvictionsAnnotation)
+		return Group{Ledger: g, uid: id.UID}, err
 	}
-	// One List finds them all; the workload's own is read by name when an earlier release
-	// created it unlabelled, or it does not exist yet.
+	var own *ledger.Ledger[Eviction]
+	for hop := 0; ; hop++ {
+		read, err := ledger.Read[Eviction](ctx, l.Live, GroupKey(l.Namespace, id.UID), EvictionsAnnotation)
+		if err != nil {
+			return Group{}, err
+		}
+		next := types.UID(read.Annotation(SupersededAnnotation))
+		if next == "" || hop == maxHops {
+			own = read
+			break
+		}
+		id.UID = next
+	}
+	g := Group{Ledger: own, uid: id.UID}
+	g.Mark(map[string]string{WorkloadLabel: id.digest()}, map[string]string{WorkloadAnnotation: id.String()})
+	if own.Label(WorkloadLabel) == id.digest() {
+		return g, nil // this release wrote it, with what the ledgers before it held
+	}
 	var leases coordinationv1.LeaseList
 	if err := l.Live.List(ctx, &leases, client.InNamespace(l.Namespace), client.MatchingLabels{WorkloadLabel: id.digest()}); err != nil {
 		return Group{}, fmt.Errorf("reading the eviction ledgers of %s: %w", id, err)
 	}
-	var g Group
+	listed := map[string]bool{}
+	for i := range leases.Items {
+		listed[leases.Items[i].Name] = true
+	}
 	var earlier []Eviction
 	var latest RolloutStart
 	for i := range leases.Items {
 		lease := &leases.Items[i]
-		if lease.Annotations[WorkloadAnnotation] != id.String() {
-			continue // another workload's, whose digest is the same
+		next := lease.Annotations[SupersededAnnotation]
+		switch {
+		case lease.Annotations[WorkloadAnnotation] != id.String(), lease.Name == GroupKey(l.Namespace, id.UID).Name:
+			continue // another workload's (a digest's collision), or its own
+		case next != "" && next != string(id.UID) && listed[GroupKey(l.Namespace, types.UID(next)).Name]:
+			continue // its records are in the ledger that superseded it, listed too
+		case next == "" || next != string(id.UID):
+			g.earlier = append(g.earlier, lease)
 		}
 		read, err := ledger.Decode[Eviction](lease, EvictionsAnnotation)
 		if err != nil {
 			return Group{}, err
-		}
-		if lease.Name == key.Name {
-			g.Ledger = read
-			continue
 		}
 		earlier = append(earlier, read.Records...)
 		if s, ok := decodeStart(read.Annotation(RolloutStartAnnotation)); ok && s.At.After(latest.At) {
 			latest, g.earlierStart = s, read.Annotation(RolloutStartAnnotation)
 		}
 	}
-	if g.Ledger == nil {
-		read, err := ledger.Read[Eviction](ctx, l.Live, key, EvictionsAnnotation)
-		if err != nil {
-			return Group{}, err
-		}
-		g.Ledger = read
-	}
-	g.Mark(map[string]string{WorkloadLabel: id.digest()}, map[string]string{WorkloadAnnotation: id.String()})
 	if len(earlier) > 0 {
 		g.Records = mergeEvictions(g.Records, earlier)
 	}
 	return g, nil
+}
+
+// write writes records and annotations into the group's ledger, after marking the earlier
+// ledgers it read superseded by it; the newest rollout start they held is kept when the
+// write sets none newer. An earlier ledger written since it was listed makes the write a
+// conflict (decide again on a fresh read); one deleted since (the sweep) is skipped.
+func (g Group) write(ctx context.Context, l *Ledgers, records []Eviction, annotations map[string]string, at time.Time) error {
+	for _, e := range g.earlier {
+		marked := e.DeepCopy()
+		marked.Annotations[SupersededAnnotation] = string(g.uid)
+		if err := l.Live.Update(ctx, marked); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	if s, ok := decodeStart(g.earlierStart); ok {
+		if mine, set := decodeStart(annotations[RolloutStartAnnotation]); !set || s.At.After(mine.At) {
+			if own, has := decodeStart(g.Annotation(RolloutStartAnnotation)); !has || s.At.After(own.At) {
+				annotations = maps.Clone(annotations)
+				if annotations == nil {
+					annotations = map[string]string{}
+				}
+				annotations[RolloutStartAnnotation] = g.earlierStart
+			}
+		}
+	}
+	return g.WriteWith(ctx, l.Live, records, annotations, l.Identity, at)
 }
 
 // mergeEvictions is the records of both lists, one per pod (its latest), oldest first, and
@@ -213,7 +269,7 @@ func decodeStart(raw string) (s RolloutStart, ok bool) {
 // before it (one per pod: its latest admitted eviction, and at most the newest 64). A
 // conflict means another replica wrote first: the caller decides again on a fresh read.
 func (g Group) RecordEviction(ctx context.Context, l *Ledgers, rec Eviction, keep time.Duration) error {
-	return g.Write(ctx, l.Live, AppendEviction(g.Records, rec, keep), l.Identity, rec.At)
+	return g.write(ctx, l, AppendEviction(g.Records, rec, keep), nil, rec.At)
 }
 
 // AppendEviction is records with rec appended, without those older than keep before rec
@@ -235,7 +291,7 @@ func (g Group) RecordRolloutStart(ctx context.Context, l *Ledgers, s RolloutStar
 	if err != nil {
 		return err
 	}
-	return g.WriteWith(ctx, l.Live, g.Records, map[string]string{RolloutStartAnnotation: string(raw)}, l.Identity, s.At)
+	return g.write(ctx, l, g.Records, map[string]string{RolloutStartAnnotation: string(raw)}, s.At)
 }
 
 // Retention is how long a group's ledger keeps its records: longer than any cooldown the

@@ -74,6 +74,12 @@ func (l *Ledger[R]) Copy() *Ledger[R] {
 	return &c
 }
 
+// Exists is whether the ledger's Lease exists (was read, or written since).
+func (l *Ledger[R]) Exists() bool { return l.exists }
+
+// Label is a label of the ledger's Lease, as read.
+func (l *Ledger[R]) Label(key string) string { return l.lease.Labels[key] }
+
 // Annotation is another annotation of the ledger's Lease, as read.
 func (l *Ledger[R]) Annotation(key string) string {
 	return l.lease.Annotations[key]

@@ -109,9 +109,10 @@ func getOwner(ctx context.Context, r client.Reader, kind v1alpha1.WorkloadKind, 
 // adopterOf is the workload of one of kinds in the object's namespace that kube's
 // controller would adopt the object (a pod or a ReplicaSet without a controller) into, from
 // the cache: one not being deleted whose selector matches the object's labels (a
-// StatefulSet only its own ordinals' pods), the first by name when several do, as
-// ClaimReplicaSets and ClaimPods adopt (pkg/controller/controller_ref_manager.go; the
-// StatefulSet's isMemberOf, pkg/controller/statefulset/stateful_set_utils.go). When the
+// StatefulSet only its own ordinals' pods), as ClaimReplicaSets and ClaimPods adopt
+// (pkg/controller/controller_ref_manager.go; the StatefulSet's isMemberOf,
+// pkg/controller/statefulset/stateful_set_utils.go). When several match, kube's
+// controllers race for it; holdfast takes the first by name. When the
 // cache shows none, live (when not nil) is asked. nil when none does.
 func adopterOf(ctx context.Context, r, live client.Reader, obj client.Object, kinds ...v1alpha1.WorkloadKind) (client.Object, error) {
 	found, err := adopterIn(ctx, r, obj, kinds)

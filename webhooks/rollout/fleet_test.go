@@ -8,6 +8,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -618,5 +619,34 @@ func TestWrittenLedgerIsReadWhileFresh(t *testing.T) {
 	clk.SetTime(now.Add(writtenFresh))
 	if f, err := h.readFleet(context.Background(), p, now.Add(writtenFresh)); err != nil || len(f.Records) != 0 {
 		t.Errorf("writtenFresh after the write: %d records (%v), want the deleted ledger read as empty", len(f.Records), err)
+	}
+}
+
+// TestCreateOfATakenNameRecordsNoStart: a CREATE whose name another object of its kind
+// holds is refused by kube with AlreadyExists after admission: holdfast records no start
+// for it, which would hold a fleet slot (and could mark the live workload's group ledger)
+// for an object that never is. With the name free, the same CREATE's start is recorded.
+func TestCreateOfATakenNameRecordsNoStart(t *testing.T) {
+	ctx := context.Background()
+	h, in, _ := startScene(t)
+	live := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: in.New.Namespace, Name: in.New.Name, UID: "the-live-one"}}
+	if err := h.Ledgers.Live.Create(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	starts := func() int {
+		f, err := h.Ledgers.ReadFleet(ctx, &in.Policies[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(f.Records)
+	}
+	if d, err := h.decideAndRecord(ctx, in, false); err != nil || d.Action() == decision.Deny || starts() != 0 {
+		t.Fatalf("a CREATE of a taken name: %v %v, %d starts recorded; want admitted (kube refuses it) and none", d.Violations, err, starts())
+	}
+	if err := h.Ledgers.Live.Delete(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := h.decideAndRecord(ctx, in, false); err != nil || d.Action() == decision.Deny || starts() != 1 {
+		t.Errorf("the CREATE once the name is free: %v %v, %d starts recorded; want its start", d.Violations, err, starts())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,6 +194,13 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 			in.Now = h.Clock.Now()
 			continue
 		}
+		if taken, err := h.nameTaken(ctx, in); err != nil {
+			return Decision{}, fmt.Errorf("reading whether %s exists: %w; retry", in.New, err)
+		} else if taken {
+			// kube answers AlreadyExists after admission: a start recorded for it would hold
+			// a slot, and mark the live workload's group ledger, for an object that never is.
+			return d, nil
+		}
 		target, _ := in.New.Template.Sum()
 		start := budget.Start{Workload: in.New.Ref.String(), Template: target, At: in.Now, By: h.Ledgers.Self(),
 			UID: in.New.UID, Generation: in.New.Generation, Lowered: lowersPartition(*in)}
@@ -209,6 +217,21 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		in.Now = h.Clock.Now()
 	}
 	return Decision{}, fmt.Errorf("the fleet and budget ledgers of %s are contended; retry", in.New)
+}
+
+// nameTaken is whether a CREATE's name is taken, in the API server, by another object of
+// its kind: kube refuses it with AlreadyExists once admission has answered.
+func (h *Handler) nameTaken(ctx context.Context, in *Input) (bool, error) {
+	if in.Operation != admissionv1.Create || h.Ledgers == nil {
+		return false, nil
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind(string(in.New.Kind)))
+	err := h.Ledgers.Live.Get(ctx, client.ObjectKey{Namespace: in.New.Namespace, Name: in.New.Name}, obj)
+	if err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return obj.UID != in.New.UID, nil
 }
 
 // ReadState reads what a decision on the request reads of the cluster besides the request,
