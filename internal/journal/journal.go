@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +45,8 @@ const (
 	// servedKey records that the workload has served ("true"), apart from dataKey for the
 	// same reason: it outlives the revisions that showed it (MaxRevisions trims them).
 	servedKey = "served"
+	// minReadyKey holds MinReadySeconds (a decimal), apart from dataKey for the same reason.
+	minReadyKey = "min-ready-seconds"
 	// MaxRevisions is how many revisions a journal keeps: enough for I3's returns.
 	MaxRevisions = 8
 )
@@ -99,6 +102,21 @@ type Journal struct {
 	// ServedBefore is a journal whose ConfigMap records that the workload served
 	// (servedKey): a revision showed it before MaxRevisions trimmed it away.
 	ServedBefore bool `json:"-"`
+	// MinReadySeconds is the workload's spec.minReadySeconds when last observed
+	// (minReadyKey): no pod of its rollout counts as available sooner, so its stall clock
+	// waits that much longer (StallAfter). 0 in a journal a release before it wrote.
+	MinReadySeconds int32 `json:"-"`
+}
+
+// StallAfter is how long the journal's rollout goes without progress, under s, before it
+// counts as stalled: the rule's stallAfter and the workload's minReadySeconds, as the
+// rollout guard reads both (a nil journal adds nothing).
+func (j *Journal) StallAfter(s *v1alpha1.SettleRule) time.Duration {
+	after := StallAfter(s)
+	if j != nil {
+		after += time.Duration(j.MinReadySeconds) * time.Second
+	}
+	return after
 }
 
 // Observed is what the journal records of the workload in kube's own terms, kept under its
@@ -173,6 +191,9 @@ func Encode(j *Journal, namespace string) (*corev1.ConfigMap, error) {
 	}
 	if j.Served() {
 		cm.Data[servedKey] = "true"
+	}
+	if j.MinReadySeconds > 0 {
+		cm.Data[minReadyKey] = strconv.Itoa(int(j.MinReadySeconds))
 	}
 	var ws []written
 	for _, r := range j.Revisions {
@@ -265,6 +286,13 @@ func Decode(cm *corev1.ConfigMap) (*Journal, error) {
 			return nil, invalid("%s: %q, want \"true\"", servedKey, v)
 		}
 		j.ServedBefore = true
+	}
+	if v, ok := cm.Data[minReadyKey]; ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n <= 0 {
+			return nil, invalid("%s: %q, want a positive number of seconds", minReadyKey, v)
+		}
+		j.MinReadySeconds = int32(n)
 	}
 	if w, ok := cm.Data[writersKey]; ok {
 		if err := j.decodeWriters(w); err != nil {

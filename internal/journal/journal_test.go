@@ -373,3 +373,57 @@ func TestLoweredPartitionReopensTheRollout(t *testing.T) {
 		}
 	}
 }
+
+// TestMinReadySecondsDelaysTheStall: the recorder keeps the workload's minReadySeconds
+// under its own key (which the previous release, reading dataKey strictly, never sees), it
+// reads back, a value holdfast would not write is invalid, and the stall clocks read from
+// the journal (a fleet slot's, the eviction guard's shared rollout's through StallAfter)
+// wait that much longer, as the rollout guard's does.
+func TestMinReadySecondsDelaysTheStall(t *testing.T) {
+	w := deployment("kas:2", 3, false, false)
+	w.Strategy.MinReadySeconds = 30
+	j := Observe(nil, w, history.History{}, nil, t0)
+	if len(j.Revisions) == 0 {
+		j.Revisions = []Revision{{Template: sumOf(w), Since: t0, Progressed: t0, Available: 1}}
+	}
+	j.ServedBefore = true
+	if j.MinReadySeconds != 30 {
+		t.Fatalf("observed minReadySeconds %d, want 30", j.MinReadySeconds)
+	}
+	cm, err := Encode(j, "holdfast-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data[minReadyKey] != "30" || strings.Contains(cm.Data[dataKey], "minReady") {
+		t.Fatalf("stored as %q under its key, and in the journal's JSON: %s", cm.Data[minReadyKey], cm.Data[dataKey])
+	}
+	back, err := Decode(cm)
+	if err != nil || back.MinReadySeconds != 30 {
+		t.Fatalf("read back %v, %v", back, err)
+	}
+	settle := &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: time.Minute}}
+	if got := back.StallAfter(settle); got != time.Minute+30*time.Second {
+		t.Errorf("StallAfter = %s, want 1m30s", got)
+	}
+	if got := (*Journal)(nil).StallAfter(settle); got != time.Minute {
+		t.Errorf("a nil journal's StallAfter = %s, want the rule's", got)
+	}
+	s := &Store{}
+	s.Add(cm)
+	progressed := back.Current().Progressed
+	for _, c := range []struct {
+		at      time.Duration
+		stalled bool
+	}{{time.Minute + 29*time.Second, false}, {time.Minute + 30*time.Second, true}} {
+		slots := s.Slots([]workload.Ref{w.Ref}, time.Minute, 0, progressed.Add(c.at))
+		if len(slots) != 1 || slots[0].Stalled != c.stalled {
+			t.Errorf("%s after its last progress: slots %+v, want stalled=%t", c.at, slots, c.stalled)
+		}
+	}
+	for _, v := range []string{"0", "-5", "x"} {
+		cm.Data[minReadyKey] = v
+		if _, err := Decode(cm); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %q decoded as %v, want an invalid journal", minReadyKey, v, err)
+		}
+	}
+}

@@ -193,7 +193,8 @@ func (s Slot) Name() string {
 }
 
 // Slots lists the slots the workloads among refs hold or held: each with an unfinished
-// rollout that has served. A stalled one is Released once lifetime has passed since it
+// rollout that has served; it stalls stallAfter (and its workload's minReadySeconds) after
+// its last progress. A stalled one is Released once lifetime has passed since it
 // stalled; lifetime 0 never releases it.
 func (s *Store) Slots(refs []workload.Ref, stallAfter, lifetime time.Duration, now time.Time) []Slot {
 	var out []Slot
@@ -203,7 +204,8 @@ func (s *Store) Slots(refs []workload.Ref, stallAfter, lifetime time.Duration, n
 		if cur == nil || !j.Served() {
 			continue
 		}
-		slot := Slot{Ref: w, StalledSince: cur.Progressed.Add(stallAfter)}
+		// A workload's minReadySeconds delays its progress as the rollout guard reads it.
+		slot := Slot{Ref: w, StalledSince: cur.Progressed.Add(stallAfter + time.Duration(j.MinReadySeconds)*time.Second)}
 		slot.Stalled = !now.Before(slot.StalledSince)
 		slot.Released = slot.Stalled && lifetime > 0 && now.Sub(slot.StalledSince) >= lifetime
 		out = append(out, slot)

@@ -452,6 +452,7 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 	}
 	next.Kind, next.Namespace, next.Name = w.Kind, w.Namespace, w.Name
 	next.UID, next.Generation, next.Deleted = w.UID, w.Generation, nil
+	next.MinReadySeconds = max(w.Strategy.MinReadySeconds, 0)
 	defer next.trim()
 	sum, ok := w.Template.Sum()
 	if !ok {

@@ -10,7 +10,6 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/informer"
-	"github.com/holdfast-dev/holdfast/internal/journal"
 )
 
 // sharedRolloutHold defers the eviction of a serving pod while its workload rolls out
@@ -32,7 +31,8 @@ func (h *Handler) readSharedRollout(ctx context.Context, in *Input) error {
 	if in.Group == nil || h.Journals == nil {
 		return nil
 	}
-	cur := h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name).Rolling()
+	j := h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name)
+	cur := j.Rolling()
 	if cur == nil {
 		return nil
 	}
@@ -49,7 +49,7 @@ func (h *Handler) readSharedRollout(ctx context.Context, in *Input) error {
 		if ok, err := in.Matcher.Selects(rp.Spec.Targets, in.Group.Kind, in.NamespaceLabels, in.Group.Labels); err != nil || !ok {
 			continue
 		}
-		stallIn := journal.StallAfter(rp.Spec.Rules.Settle) - in.Now.Sub(cur.Progressed)
+		stallIn := j.StallAfter(rp.Spec.Rules.Settle) - in.Now.Sub(cur.Progressed)
 		if stallIn <= 0 {
 			continue // stalled: it holds no drain
 		}
