@@ -69,19 +69,6 @@ func (r *Revision) ServingBefore(t time.Time) int32 {
 	return n
 }
 
-// OthersServingBefore counts the serving pods of the revisions other than r on nodes that
-// had joined the cluster by t: what a DaemonSet's rollout to r has left to replace on the
-// nodes that needed it when it began.
-func (h History) OthersServingBefore(r *Revision, t time.Time) int32 {
-	var n int32
-	for i := range h.Revisions {
-		if o := &h.Revisions[i]; o != r {
-			n += o.ServingBefore(t)
-		}
-	}
-	return n
-}
-
 // Numbered is a revision number and the revision that had it.
 type Numbered struct {
 	Number   int64

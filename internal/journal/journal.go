@@ -25,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -46,8 +45,6 @@ const (
 	// servedKey records that the workload has served ("true"), apart from dataKey for the
 	// same reason: it outlives the revisions that showed it (MaxRevisions trims them).
 	servedKey = "served"
-	// remainingKey holds Remaining (a decimal), apart from dataKey for the same reason.
-	remainingKey = "remaining"
 	// minReadyKey holds MinReadySeconds (a decimal), apart from dataKey for the same reason.
 	minReadyKey = "min-ready-seconds"
 	// MaxRevisions is how many revisions a journal keeps: enough for I3's returns.
@@ -109,14 +106,6 @@ type Journal struct {
 	// (minReadyKey): no pod of its rollout counts as available sooner, so its stall clock
 	// waits that much longer (StallAfter). 0 in a journal a release before it wrote.
 	MinReadySeconds int32 `json:"-"`
-	// Remaining is, for a DaemonSet, the fewest pods of its other revisions seen serving at
-	// once on the nodes that had joined when its current revision became current
-	// (remainingKey; history.OthersServingBefore): its rollout progresses when that falls, as
-	// when Observed.Updated rises. A node that leaves takes its updated pod with it, which
-	// lowers Updated's count below the mark it set: without Remaining, a healthy rollout
-	// on a shrinking cluster would read as stalled. nil in a journal a release before it
-	// wrote, or of another kind.
-	Remaining *int32 `json:"-"`
 }
 
 // StallAfter is how long the journal's rollout goes without progress, under s, before it
@@ -205,9 +194,6 @@ func Encode(j *Journal, namespace string) (*corev1.ConfigMap, error) {
 	}
 	if j.MinReadySeconds > 0 {
 		cm.Data[minReadyKey] = strconv.Itoa(int(j.MinReadySeconds))
-	}
-	if j.Remaining != nil {
-		cm.Data[remainingKey] = strconv.Itoa(int(*j.Remaining))
 	}
 	var ws []written
 	for _, r := range j.Revisions {
@@ -307,13 +293,6 @@ func Decode(cm *corev1.ConfigMap) (*Journal, error) {
 			return nil, invalid("%s: %q, want a positive number of seconds", minReadyKey, v)
 		}
 		j.MinReadySeconds = int32(n)
-	}
-	if v, ok := cm.Data[remainingKey]; ok {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 0 {
-			return nil, invalid("%s: %q, want a number of pods", remainingKey, v)
-		}
-		j.Remaining = ptr.To(int32(n))
 	}
 	if w, ok := cm.Data[writersKey]; ok {
 		if err := j.decodeWriters(w); err != nil {

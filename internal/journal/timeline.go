@@ -33,22 +33,19 @@ type Timeline struct {
 	// measured says the journal records it.
 	updated  int32
 	measured bool
-	// remaining is the journal's Remaining, when measured.
-	remaining *int32
 }
 
-// Progressed is whether r, the current revision as the cluster's history h shows it now,
-// has progressed since the journal last looked: more of its pods available than the
-// journal saw, or for a DaemonSet whose journal measures it, more on the nodes that needed
-// the rollout when it began (history.Revision.ServingBefore), or fewer of the other
-// revisions' left there (history.OthersServingBefore).
-func (t *Timeline) Progressed(h history.History, r *history.Revision) bool {
+// Progressed is whether r, the current revision as the cluster's history shows it now, has
+// progressed since the journal last looked: more of its pods available than the journal
+// saw, or for a DaemonSet whose journal measures it, more on the nodes that needed the
+// rollout when it began (history.Revision.ServingBefore).
+func (t *Timeline) Progressed(r *history.Revision) bool {
 	cur := t.Current()
 	if cur == nil {
 		return false
 	}
 	if t.measured {
-		return r.ServingBefore(cur.Since) > t.updated || (t.remaining != nil && h.OthersServingBefore(r, cur.Since) < *t.remaining)
+		return r.ServingBefore(cur.Since) > t.updated
 	}
 	return r.Serving > cur.Available
 }
@@ -136,7 +133,7 @@ func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h hist
 		t.Revisions = j.Revisions // the store's: cloned before it is changed below
 		t.Recorded = old != nil && j.UID == old.UID && j.Generation >= old.Generation
 		if j.Observed != nil && kind == v1alpha1.KindDaemonSet {
-			t.updated, t.measured, t.remaining = j.Observed.Updated, true, j.Remaining
+			t.updated, t.measured = j.Observed.Updated, true
 		}
 	} else {
 		t.Revisions = FromHistory(h, kind)
@@ -545,25 +542,17 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 	if measured {
 		updated = j.Observed.Updated
 	}
-	if !measured {
-		next.Remaining = nil // of another revision, or never measured
-	}
 	if r := h.Find(w.Template); r != nil {
 		progressed := r.Serving > cur.Available
 		cur.Available = max(cur.Available, r.Serving)
 		if w.Kind == v1alpha1.KindDaemonSet {
 			// The pods of nodes that joined after the rollout began are created on its
-			// template: the cluster grew, the rollout did not progress. Nodes that leave
-			// take pods away: fewer of the other revisions' left is progress too.
-			u, rem := r.ServingBefore(cur.Since), h.OthersServingBefore(r, cur.Since)
+			// template: the cluster grew, the rollout did not progress.
+			u := r.ServingBefore(cur.Since)
 			if measured {
-				progressed = u > updated || (next.Remaining != nil && rem < *next.Remaining)
-				if next.Remaining != nil {
-					rem = min(rem, *next.Remaining)
-				}
+				progressed = u > updated
 			}
 			updated = max(updated, u)
-			next.Remaining = &rem
 		}
 		if progressed {
 			cur.Progressed = now

@@ -202,7 +202,7 @@ func (rs *revisionState) stalled(in Input, settle *v1alpha1.SettleRule) (bool, t
 		// revision's creation, and would call any unobserved change a stall).
 		return false, after
 	}
-	if r := in.History.Find(workload.FromFingerprint(cur.Template)); r != nil && rs.timeline.Progressed(in.History, r) {
+	if r := in.History.Find(workload.FromFingerprint(cur.Template)); r != nil && rs.timeline.Progressed(r) {
 		return false, after // it progressed since the journal last looked
 	}
 	idle := in.Now.Sub(cur.Progressed)
