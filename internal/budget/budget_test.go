@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -302,6 +303,43 @@ func TestReCreatedGroupWritesConflictWithTheDeletedOnes(t *testing.T) {
 				t.Fatalf("the second write = %v, want a conflict", err)
 			}
 		})
+	}
+}
+
+// TestStaleReplicaReadsTheLiveWorkloadsGroup: a replica whose cache still shows the deleted
+// workload, which never had a ledger, finds the live workload's of its name: the API server
+// says which lives, and that one's ledger is the group's (never marked superseded by the
+// deleted one's). Without a live workload of the name, its own ledger is read.
+func TestStaleReplicaReadsTheLiveWorkloadsGroup(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New(nil)
+	a, b := replicas(store)
+	live := agentGroup
+	live.UID = "9e8d7c6b-0000-4000-8000-0000000000aa"
+	g, err := b.ReadGroup(ctx, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.RecordEviction(ctx, b, evictions[0], budget.MinRetention); err != nil {
+		t.Fatal(err)
+	}
+	// No workload of the name lives: the deleted one's own (empty) ledger.
+	if g, err = a.ReadGroup(ctx, agentGroup); err != nil || len(g.Records) != 1 {
+		t.Fatalf("with no live workload: records %v, %v; want the other ledger's one, merged", g.Records, err)
+	}
+	store.Put(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: live.Namespace, Name: live.Name, UID: live.UID}})
+	if g, err = a.ReadGroup(ctx, agentGroup); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.RecordEviction(ctx, a, evictions[1], budget.MinRetention); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedLease(t, store, budget.GroupKey(ns, live.UID)); got.Annotations[budget.SupersededAnnotation] != "" ||
+		!strings.Contains(got.Annotations[budget.EvictionsAnnotation], string(evictions[1].UID)) {
+		t.Errorf("the live workload's ledger: %v; want the stale replica's record in it, not superseded", got.Annotations)
+	}
+	if err := store.Get(ctx, budget.GroupKey(ns, agent), &coordinationv1.Lease{}); err == nil {
+		t.Error("the stale replica wrote a ledger of the deleted workload")
 	}
 }
 

@@ -10,7 +10,9 @@ import (
 	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -142,22 +144,19 @@ const maxHops = 8
 // earlier release created is not labelled until this release writes it: one a workload
 // left while only that release ran is not found.
 func (l *Ledgers) ReadGroup(ctx context.Context, id GroupID) (Group, error) {
+	return l.readGroup(ctx, id, false)
+}
+
+// readGroup is ReadGroup; again is a read of the live workload's group, in place of the
+// one asked for.
+func (l *Ledgers) readGroup(ctx context.Context, id GroupID, again bool) (Group, error) {
 	if id.Name == "" {
 		g, err := ledger.Read[Eviction](ctx, l.Live, GroupKey(l.Namespace, id.UID), EvictionsAnnotation)
 		return Group{Ledger: g, uid: id.UID}, err
 	}
-	var own *ledger.Ledger[Eviction]
-	for hop := 0; ; hop++ {
-		read, err := ledger.Read[Eviction](ctx, l.Live, GroupKey(l.Namespace, id.UID), EvictionsAnnotation)
-		if err != nil {
-			return Group{}, err
-		}
-		next := types.UID(read.Annotation(SupersededAnnotation))
-		if next == "" || hop == maxHops {
-			own = read
-			break
-		}
-		id.UID = next
+	own, err := l.follow(ctx, &id)
+	if err != nil {
+		return Group{}, err
 	}
 	g := Group{Ledger: own, uid: id.UID}
 	g.Mark(map[string]string{WorkloadLabel: id.digest()}, map[string]string{WorkloadAnnotation: id.String()})
@@ -169,8 +168,26 @@ func (l *Ledgers) ReadGroup(ctx context.Context, id GroupID) (Group, error) {
 		return Group{}, fmt.Errorf("reading the eviction ledgers of %s: %w", id, err)
 	}
 	listed := map[string]bool{}
+	others := false
 	for i := range leases.Items {
 		listed[leases.Items[i].Name] = true
+		others = others || (leases.Items[i].Name != GroupKey(l.Namespace, id.UID).Name && leases.Items[i].Annotations[WorkloadAnnotation] == id.String())
+	}
+	if others && !again {
+		// Another workload of the name has a ledger: this one may be the deleted one, read
+		// through a cache that still shows it. The API server tells which workload of the
+		// name lives; its ledger is the group's, so that a stale replica's write and the
+		// live workload's conflict there instead of landing in two ledgers.
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind(string(id.Kind)))
+		err := l.Live.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: id.Name}, live)
+		if client.IgnoreNotFound(err) != nil {
+			return Group{}, fmt.Errorf("reading which %s lives: %w", id, err)
+		}
+		if err == nil && live.UID != id.UID {
+			id.UID = live.UID
+			return l.readGroup(ctx, id, true)
+		}
 	}
 	var earlier []Eviction
 	var latest RolloutStart
@@ -198,6 +215,25 @@ func (l *Ledgers) ReadGroup(ctx context.Context, id GroupID) (Group, error) {
 		g.Records = mergeEvictions(g.Records, earlier)
 	}
 	return g, nil
+}
+
+// follow reads the ledger of the workload id, or the one that supersedes it, and so on:
+// id's UID becomes the one read. A chain that returns to a ledger it read, or is longer
+// than maxHops, stops there.
+func (l *Ledgers) follow(ctx context.Context, id *GroupID) (*ledger.Ledger[Eviction], error) {
+	seen := map[types.UID]bool{}
+	for {
+		read, err := ledger.Read[Eviction](ctx, l.Live, GroupKey(l.Namespace, id.UID), EvictionsAnnotation)
+		if err != nil {
+			return nil, err
+		}
+		seen[id.UID] = true
+		next := types.UID(read.Annotation(SupersededAnnotation))
+		if next == "" || seen[next] || len(seen) > maxHops {
+			return read, nil
+		}
+		id.UID = next
+	}
 }
 
 // write writes records and annotations into the group's ledger, after marking the earlier

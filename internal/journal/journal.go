@@ -109,12 +109,14 @@ type Journal struct {
 }
 
 // StallAfter is how long the journal's rollout goes without progress, under s, before it
-// counts as stalled: the rule's stallAfter and the workload's minReadySeconds, as the
-// rollout guard reads both (a nil journal adds nothing).
+// counts as stalled, for what a stall releases (a fleet slot, the group's drains): the
+// rule's stallAfter and the workload's minReadySeconds, which the workload's owner sets,
+// at most the rule's stallAfter again (an unbounded one would hold both for good). A nil
+// journal adds nothing.
 func (j *Journal) StallAfter(s *v1alpha1.SettleRule) time.Duration {
 	after := StallAfter(s)
 	if j != nil {
-		after += time.Duration(j.MinReadySeconds) * time.Second
+		after += min(time.Duration(j.MinReadySeconds)*time.Second, after)
 	}
 	return after
 }

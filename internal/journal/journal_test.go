@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -419,6 +420,20 @@ func TestMinReadySecondsDelaysTheStall(t *testing.T) {
 		if len(slots) != 1 || slots[0].Stalled != c.stalled {
 			t.Errorf("%s after its last progress: slots %+v, want stalled=%t", c.at, slots, c.stalled)
 		}
+	}
+	// A minReadySeconds the workload's owner set without bound delays the stall by at most
+	// stallAfter again: a fleet slot or the group's drains are not held for good.
+	back.MinReadySeconds = math.MaxInt32
+	if got := back.StallAfter(settle); got != 2*time.Minute {
+		t.Errorf("StallAfter with minReadySeconds %d = %s, want 2m", back.MinReadySeconds, got)
+	}
+	huge, err := Encode(back, "holdfast-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Add(huge)
+	if slots := s.Slots([]workload.Ref{w.Ref}, time.Minute, 0, progressed.Add(2*time.Minute)); len(slots) != 1 || !slots[0].Stalled {
+		t.Errorf("2m after its last progress with minReadySeconds %d: slots %+v, want stalled", back.MinReadySeconds, slots)
 	}
 	for _, v := range []string{"0", "-5", "x"} {
 		cm.Data[minReadyKey] = v

@@ -193,8 +193,8 @@ func (s Slot) Name() string {
 }
 
 // Slots lists the slots the workloads among refs hold or held: each with an unfinished
-// rollout that has served; it stalls stallAfter (and its workload's minReadySeconds) after
-// its last progress. A stalled one is Released once lifetime has passed since it
+// rollout that has served; it stalls stallAfter (and its workload's minReadySeconds, at
+// most stallAfter again) after its last progress. A stalled one is Released once lifetime has passed since it
 // stalled; lifetime 0 never releases it.
 func (s *Store) Slots(refs []workload.Ref, stallAfter, lifetime time.Duration, now time.Time) []Slot {
 	var out []Slot
@@ -204,8 +204,9 @@ func (s *Store) Slots(refs []workload.Ref, stallAfter, lifetime time.Duration, n
 		if cur == nil || !j.Served() {
 			continue
 		}
-		// A workload's minReadySeconds delays its progress as the rollout guard reads it.
-		slot := Slot{Ref: w, StalledSince: cur.Progressed.Add(stallAfter + time.Duration(j.MinReadySeconds)*time.Second)}
+		// A workload's minReadySeconds delays its progress, at most by stallAfter again
+		// (Journal.StallAfter).
+		slot := Slot{Ref: w, StalledSince: cur.Progressed.Add(stallAfter + min(time.Duration(j.MinReadySeconds)*time.Second, stallAfter))}
 		slot.Stalled = !now.Before(slot.StalledSince)
 		slot.Released = slot.Stalled && lifetime > 0 && now.Sub(slot.StalledSince) >= lifetime
 		out = append(out, slot)
