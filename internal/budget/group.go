@@ -154,38 +154,37 @@ func (l *Ledgers) readGroup(ctx context.Context, id GroupID, again bool) (Group,
 		g, err := ledger.Read[Eviction](ctx, l.Live, GroupKey(l.Namespace, id.UID), EvictionsAnnotation)
 		return Group{Ledger: g, uid: id.UID}, err
 	}
-	own, err := l.follow(ctx, &id)
+	read, err := l.follow(ctx, &id)
 	if err != nil {
 		return Group{}, err
 	}
-	g := Group{Ledger: own, uid: id.UID}
+	g := Group{Ledger: read, uid: id.UID}
 	g.Mark(map[string]string{WorkloadLabel: id.digest()}, map[string]string{WorkloadAnnotation: id.String()})
-	if own.Label(WorkloadLabel) == id.digest() {
+	if read.Label(WorkloadLabel) == id.digest() {
 		return g, nil // this release wrote it, with what the ledgers before it held
 	}
 	var leases coordinationv1.LeaseList
 	if err := l.Live.List(ctx, &leases, client.InNamespace(l.Namespace), client.MatchingLabels{WorkloadLabel: id.digest()}); err != nil {
 		return Group{}, fmt.Errorf("reading the eviction ledgers of %s: %w", id, err)
 	}
+	own := GroupKey(l.Namespace, id.UID).Name
 	listed := map[string]bool{}
 	others := false
 	for i := range leases.Items {
 		listed[leases.Items[i].Name] = true
-		others = others || (leases.Items[i].Name != GroupKey(l.Namespace, id.UID).Name && leases.Items[i].Annotations[WorkloadAnnotation] == id.String())
+		others = others || (leases.Items[i].Name != own && leases.Items[i].Annotations[WorkloadAnnotation] == id.String())
 	}
 	if others && !again {
 		// Another workload of the name has a ledger: this one may be the deleted one, read
 		// through a cache that still shows it. The API server tells which workload of the
 		// name lives; its ledger is the group's, so that a stale replica's write and the
 		// live workload's conflict there instead of landing in two ledgers.
-		live := &metav1.PartialObjectMetadata{}
-		live.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind(string(id.Kind)))
-		err := l.Live.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: id.Name}, live)
-		if client.IgnoreNotFound(err) != nil {
-			return Group{}, fmt.Errorf("reading which %s lives: %w", id, err)
+		live, err := l.LiveUID(ctx, id)
+		if err != nil {
+			return Group{}, err
 		}
-		if err == nil && live.UID != id.UID {
-			id.UID = live.UID
+		if live != "" && live != id.UID {
+			id.UID = live
 			return l.readGroup(ctx, id, true)
 		}
 	}
@@ -195,12 +194,12 @@ func (l *Ledgers) readGroup(ctx context.Context, id GroupID, again bool) (Group,
 		lease := &leases.Items[i]
 		next := lease.Annotations[SupersededAnnotation]
 		switch {
-		case lease.Annotations[WorkloadAnnotation] != id.String(), lease.Name == GroupKey(l.Namespace, id.UID).Name:
+		case lease.Annotations[WorkloadAnnotation] != id.String(), lease.Name == own:
 			continue // another workload's (a digest's collision), or its own
 		case next != "" && next != string(id.UID) && listed[GroupKey(l.Namespace, types.UID(next)).Name]:
 			continue // its records are in the ledger that superseded it, listed too
-		case next == "" || next != string(id.UID):
-			g.earlier = append(g.earlier, lease)
+		case next != string(id.UID):
+			g.earlier = append(g.earlier, lease) // not yet marked superseded by this one
 		}
 		read, err := ledger.Decode[Eviction](lease, EvictionsAnnotation)
 		if err != nil {
@@ -215,6 +214,20 @@ func (l *Ledgers) readGroup(ctx context.Context, id GroupID, again bool) (Group,
 		g.Records = mergeEvictions(g.Records, earlier)
 	}
 	return g, nil
+}
+
+// LiveUID is the UID of the workload of id's kind, namespace and name that the API server
+// holds now; "" when there is none.
+func (l *Ledgers) LiveUID(ctx context.Context, id GroupID) (types.UID, error) {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind(string(id.Kind)))
+	if err := l.Live.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: id.Name}, live); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return "", fmt.Errorf("reading which %s lives: %w", id, err)
+		}
+		return "", nil
+	}
+	return live.UID, nil
 }
 
 // follow reads the ledger of the workload id, or the one that supersedes it, and so on:

@@ -2,11 +2,13 @@ package eviction
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +31,16 @@ func evictionRequest(kind, resource, sub, name string, body string) admission.Re
 		SubResource: sub, Name: name, Namespace: "kube-system", Operation: admissionv1.Create,
 		Object: runtime.RawExtension{Raw: []byte(body)},
 	}}
+}
+
+// podEviction is the request of user's eviction of pod, as the API server sends it.
+func podEviction(pod *corev1.Pod, user string) admission.Request {
+	body, _ := json.Marshal(&policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}})
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "1",
+		Kind:     metav1.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: "eviction",
+		Namespace: pod.Namespace, Name: pod.Name, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: body},
+		UserInfo: authenticationv1.UserInfo{Username: user}}}
 }
 
 // TestBadEvictionRequests checks requests the API server itself would reject first, sent

@@ -2,19 +2,15 @@ package eviction
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -156,12 +152,7 @@ func TestReleasedEvictionThroughTheHandler(t *testing.T) {
 	if err := g.RecordEviction(context.Background(), ledgers, budget.Eviction{Pod: "gone", UID: "gone", At: clk.Now().Add(-time.Minute), By: "replica-0"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(&policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}})
-	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "1",
-		Kind:     metav1.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"},
-		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: "eviction",
-		Namespace: pod.Namespace, Name: pod.Name, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: body},
-		UserInfo: authenticationv1.UserInfo{Username: "alice"}}}
+	req := podEviction(pod, "alice")
 	var resp admission.Response
 	start := clk.Now()
 	for range 10 {
@@ -300,12 +291,7 @@ func TestReleaseCountsOnlyThePolicysOwnHold(t *testing.T) {
 	ledgers := &budget.Ledgers{Live: fake.NewClientBuilder().Build(), Namespace: "holdfast-system", Identity: "replica-0"}
 	h := &Handler{Reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, append(objs, &agents, &freeze)...),
 		Clock: clk, Ledgers: ledgers, Holds: &Holds{}, Events: &events.Limiter{Recorder: &eventLog{}}}
-	body, _ := json.Marshal(&policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}})
-	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "1",
-		Kind:     metav1.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"},
-		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: "eviction",
-		Namespace: pod.Namespace, Name: pod.Name, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: body},
-		UserInfo: authenticationv1.UserInfo{Username: "alice"}}}
+	req := podEviction(pod, "alice")
 	// The drain retries every 30s through the freeze window: deferred by the window alone.
 	for clk.Now().Before(time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)) {
 		resp := h.Handle(context.Background(), req)

@@ -742,15 +742,10 @@ func (s *ledgerStore) List(_ context.Context, list client.ObjectList, opts ...cl
 		reqs, _ := o.LabelSelector.Requirements()
 		group = slices.ContainsFunc(reqs, func(r labels.Requirement) bool { return r.Key() == budget.WorkloadLabel })
 	}
-	if !group {
-		ll := list.(*coordinationv1.LeaseList)
-		for _, l := range s.leases {
-			ll.Items = append(ll.Items, *l.DeepCopy())
+	if group {
+		if err := s.failing(false); err != nil {
+			return err
 		}
-		return nil
-	}
-	if err := s.failing(false); err != nil {
-		return err
 	}
 	ll := list.(*coordinationv1.LeaseList)
 	for _, l := range s.leases {
@@ -758,7 +753,7 @@ func (s *ledgerStore) List(_ context.Context, list client.ObjectList, opts ...cl
 			ll.Items = append(ll.Items, *l.DeepCopy())
 		}
 	}
-	if f := s.onRead; f != nil {
+	if f := s.onRead; group && f != nil {
 		s.onRead = nil
 		f()
 	}

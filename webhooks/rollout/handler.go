@@ -10,7 +10,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -225,13 +224,8 @@ func (h *Handler) nameTaken(ctx context.Context, in *Input) (bool, error) {
 	if in.Operation != admissionv1.Create || h.Ledgers == nil {
 		return false, nil
 	}
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind(string(in.New.Kind)))
-	err := h.Ledgers.Live.Get(ctx, client.ObjectKey{Namespace: in.New.Namespace, Name: in.New.Name}, obj)
-	if err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	return obj.UID != in.New.UID, nil
+	live, err := h.Ledgers.LiveUID(ctx, budget.GroupID(in.New.Ref))
+	return live != "" && live != in.New.UID, err
 }
 
 // ReadState reads what a decision on the request reads of the cluster besides the request,
