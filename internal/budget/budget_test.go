@@ -306,6 +306,40 @@ func TestReCreatedGroupWritesConflictWithTheDeletedOnes(t *testing.T) {
 	}
 }
 
+// TestReCreatedGroupsStartIsTheOneRecorded: the re-created workload's first write that
+// records a rollout start stores that start, even when the earlier ledger's start reads
+// newer (its writer's clock ahead by the skew replicas may have): the start the rollout
+// guard admitted is the one the eviction guard holds drains for.
+func TestReCreatedGroupsStartIsTheOneRecorded(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New(nil)
+	a, b := replicas(store)
+	g, err := a.ReadGroup(ctx, agentGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := rolloutStart
+	ahead.At = t0.Add(budget.MaxClockSkew)
+	if err := g.RecordRolloutStart(ctx, a, ahead); err != nil {
+		t.Fatal(err)
+	}
+	again := agentGroup
+	again.UID = "9e8d7c6b-0000-4000-8000-0000000000aa"
+	if g, err = b.ReadGroup(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	mine := budget.RolloutStart{Template: kasTemplate, At: t0, By: replicaB, RolloutPolicy: "agents-rollouts", Budgets: []string{"agents"}}
+	if err := g.RecordRolloutStart(ctx, b, mine); err != nil {
+		t.Fatal(err)
+	}
+	if g, err = b.ReadGroup(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := g.RolloutStart(); !ok || !cmp.Equal(got, mine) {
+		t.Errorf("the re-created workload's rollout start = %+v, %t; want the one it recorded", got, ok)
+	}
+}
+
 // TestStaleReplicaReadsTheLiveWorkloadsGroup: a replica whose cache still shows the deleted
 // workload, which never had a ledger, finds the live workload's of its name: the API server
 // says which lives, and that one's ledger is the group's (never marked superseded by the

@@ -251,7 +251,7 @@ func (l *Ledgers) follow(ctx context.Context, id *GroupID) (*ledger.Ledger[Evict
 
 // write writes records and annotations into the group's ledger, after marking the earlier
 // ledgers it read superseded by it; the newest rollout start they held is kept when the
-// write sets none newer. An earlier ledger written since it was listed makes the write a
+// write records none. An earlier ledger written since it was listed makes the write a
 // conflict (decide again on a fresh read); one deleted since (the sweep) is skipped.
 func (g Group) write(ctx context.Context, l *Ledgers, records []Eviction, annotations map[string]string, at time.Time) error {
 	for _, e := range g.earlier {
@@ -261,9 +261,11 @@ func (g Group) write(ctx context.Context, l *Ledgers, records []Eviction, annota
 			return err
 		}
 	}
-	if s, ok := decodeStart(g.earlierStart); ok {
-		if mine, set := decodeStart(annotations[RolloutStartAnnotation]); !set || s.At.After(mine.At) {
-			if own, has := decodeStart(g.Annotation(RolloutStartAnnotation)); !has || s.At.After(own.At) {
+	// A write that records a start keeps it, whatever the clocks of the earlier ledgers'
+	// writers said; any other keeps the earlier start when it is newer than this ledger's.
+	if _, set := annotations[RolloutStartAnnotation]; !set {
+		if e, ok := decodeStart(g.earlierStart); ok {
+			if own, has := decodeStart(g.Annotation(RolloutStartAnnotation)); !has || e.At.After(own.At) {
 				annotations = maps.Clone(annotations)
 				if annotations == nil {
 					annotations = map[string]string{}
