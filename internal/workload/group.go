@@ -41,49 +41,12 @@ func (g *Group) Running(uid types.UID) bool {
 // nil, is the API server, asked for that workload when the cache does not show one: it may
 // have been created a moment ago.
 func GroupOf(ctx context.Context, r, live client.Reader, pod *corev1.Pod) (*Group, error) {
-	var obj client.Object
-	var orphans orphaned
-	switch ref := metav1.GetControllerOf(pod); {
-	case ref == nil:
-		o, err := adopterOf(ctx, r, live, pod, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet)
-		if o == nil || err != nil {
-			return nil, err
-		}
-		obj, orphans = o, orphaned{pods: true}
-	case ref.Kind == "ReplicaSet":
-		rs := &appsv1.ReplicaSet{}
-		if err := informer.Get(ctx, r, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, rs); err != nil {
-			return nil, client.IgnoreNotFound(err)
-		}
-		dref := metav1.GetControllerOf(rs)
-		if dref == nil {
-			o, err := adopterOf(ctx, r, live, rs, v1alpha1.KindDeployment)
-			if o == nil || err != nil {
-				return nil, err
-			}
-			obj, orphans = o, orphaned{sets: true}
-			break
-		}
-		if dref.Kind != string(v1alpha1.KindDeployment) {
-			return nil, nil
-		}
-		o, err := getOwner(ctx, r, v1alpha1.KindDeployment, pod.Namespace, dref.Name)
-		if o == nil || err != nil {
-			return nil, err
-		}
-		obj = o
-	case ref.Kind == string(v1alpha1.KindDeployment):
-		return nil, nil // a Deployment owns ReplicaSets, never pods
-	default:
-		o, err := getOwner(ctx, r, v1alpha1.WorkloadKind(ref.Kind), pod.Namespace, ref.Name)
-		if o == nil || err != nil {
-			return nil, err
-		}
-		obj = o
+	obj, orphans, err := ownerOf(ctx, r, live, pod)
+	if obj == nil || err != nil {
+		return nil, err
 	}
 	m, _ := MetaOf(obj)
 	g := &Group{Meta: m}
-	var err error
 	if g.Pods, err = PodsOf(ctx, r, m.Ref); err != nil {
 		return nil, err
 	}
@@ -91,6 +54,36 @@ func GroupOf(ctx context.Context, r, live client.Reader, pod *corev1.Pod) (*Grou
 		return nil, err
 	}
 	return g, nil
+}
+
+// ownerOf is the workload the pod belongs to, nil for other owners and for one that is
+// gone, and which of its orphans it is about to adopt (GroupOf).
+func ownerOf(ctx context.Context, r, live client.Reader, pod *corev1.Pod) (client.Object, orphaned, error) {
+	ref := metav1.GetControllerOf(pod)
+	switch {
+	case ref == nil:
+		o, err := adopterOf(ctx, r, live, pod, v1alpha1.KindStatefulSet, v1alpha1.KindDaemonSet)
+		return o, orphaned{pods: true}, err
+	case ref.Kind == string(v1alpha1.KindDeployment):
+		return nil, orphaned{}, nil // a Deployment owns ReplicaSets, never pods
+	case ref.Kind != "ReplicaSet":
+		o, err := getOwner(ctx, r, v1alpha1.WorkloadKind(ref.Kind), pod.Namespace, ref.Name)
+		return o, orphaned{}, err
+	}
+	rs := &appsv1.ReplicaSet{}
+	if err := informer.Get(ctx, r, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, rs); err != nil {
+		return nil, orphaned{}, client.IgnoreNotFound(err)
+	}
+	switch dref := metav1.GetControllerOf(rs); {
+	case dref == nil:
+		o, err := adopterOf(ctx, r, live, rs, v1alpha1.KindDeployment)
+		return o, orphaned{sets: true}, err
+	case dref.Kind != string(v1alpha1.KindDeployment):
+		return nil, orphaned{}, nil
+	default:
+		o, err := getOwner(ctx, r, v1alpha1.KindDeployment, pod.Namespace, dref.Name)
+		return o, orphaned{}, err
+	}
 }
 
 // getOwner is the workload of a guarded kind from the cache; nil for other kinds and for
