@@ -177,13 +177,6 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			return h.fail(err)
 		}
 	}
-	if in.Group, err = workload.GroupOf(ctx, reader, h.APIReader, pod); err != nil {
-		return h.fail(fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
-	}
-	if err := h.readSharedRollout(ctx, &in); err != nil {
-		return h.fail(err)
-	}
-
 	// finish records and answers the final decision; ledger conflicts retried before it are not counted.
 	finish := func(d Decision) admission.Response {
 		if d.Retry && len(d.Applied.Names()) == 0 {
@@ -233,6 +226,14 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		}
 		return replaced(respond(d))
 	}
+	// The workload is read from the API server when the cache lacks it (an orphan's
+	// adopter): a slow API server there is "not now" as well.
+	if in.Group, err = workload.GroupOf(ctx, reader, h.APIReader, pod); err != nil {
+		return h.notNow(finish, fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+	if err := h.readSharedRollout(ctx, &in); err != nil {
+		return h.fail(err)
+	}
 	if holds {
 		return finish(held)
 	}
@@ -241,10 +242,10 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	}
 	// A domain not read is "not now" (a slow API server) or holdfast's fault, never an allow.
 	if err := h.readDomains(ctx, &in, pod); err != nil {
-		return h.ledgerFailed(finish, err)
+		return h.notNow(finish, err)
 	}
 	if err := h.readNodeDomains(ctx, &in); err != nil {
-		return h.ledgerFailed(finish, err)
+		return h.notNow(finish, err)
 	}
 	if deleting {
 		// kube checks no PodDisruptionBudget on a DELETE: two floors do not matter.
@@ -263,7 +264,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		if err := h.APIReader.Get(lctx, client.ObjectKeyFromObject(pod), live); err == nil {
 			in.Pod = workload.PodOf(live)
 		} else if !apierrors.IsNotFound(err) {
-			return h.ledgerFailed(finish, err)
+			return h.notNow(finish, err)
 		}
 		// Nor need it wait for the ledger, which a decision about it may not read.
 		if !deleting {
@@ -278,7 +279,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		var g budget.Group
 		if in.Group != nil {
 			if g, err = h.Ledgers.ReadGroup(lctx, budget.GroupID(in.Group.Ref)); err != nil {
-				return h.ledgerFailed(finish, fmt.Errorf("the eviction ledger of %s: %w", in.Group.Ref, err))
+				return h.notNow(finish, fmt.Errorf("the eviction ledger of %s: %w", in.Group.Ref, err))
 			}
 			in.Records = g.Records
 			if s, ok := g.RolloutStart(); ok {
@@ -308,7 +309,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			// Another replica admitted an eviction in this group meanwhile, or the sweeper
 			// deleted the ledger since it was read: decide again on a fresh read.
 		default:
-			return h.ledgerFailed(finish, fmt.Errorf("recording the eviction: %w", err))
+			return h.notNow(finish, fmt.Errorf("recording the eviction: %w", err))
 		}
 	}
 	return finish(retryLater("the group's eviction ledger is contended"))
@@ -424,15 +425,21 @@ func retryLater(why string) Decision {
 		Wait: time.Second, Message: why + "; retry"}}}
 }
 
-// ledgerFailed answers a ledger read or write that failed: a slow or overloaded API
-// server is "not now" (429), so that drains retry instead of aborting, and an answer comes
-// before the webhook timeout; anything else is holdfast's own fault (500).
-func (h *Handler) ledgerFailed(finish func(Decision) admission.Response, err error) admission.Response {
-	if errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
-		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) {
-		return finish(retryLater(fmt.Sprintf("the group's eviction ledger could not be read or written in time (%v)", err)))
+// notNow answers a read or write of the API server that failed (a ledger, an orphan's
+// workload): a slow or overloaded API server is "not now" (429), so that drains retry
+// instead of aborting, and an answer comes before the webhook timeout; anything else is
+// holdfast's own fault (500).
+func (h *Handler) notNow(finish func(Decision) admission.Response, err error) admission.Response {
+	if slowAPIServer(err) {
+		return finish(retryLater(fmt.Sprintf("the API server did not answer in time (%v)", err)))
 	}
 	return h.fail(err)
+}
+
+// slowAPIServer is whether err is the API server being slow or overloaded, which passes.
+func slowAPIServer(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err)
 }
 
 // fail answers 500 for holdfast's own faults, and counts them.

@@ -151,3 +151,49 @@ func TestLongestHold(t *testing.T) {
 		t.Errorf("no retry for %s: %v, want no series", HoldBreak+10*time.Second, got)
 	}
 }
+
+// TestOrphansWorkloadNotReadInTimeIsNotNow: a pod without a controller (its DaemonSet
+// deleted orphaning it) belongs to the workload kube adopts it into, which the API server
+// is asked for when the cache shows none. That read timing out is "not now" (429), which
+// a drain retries, as a ledger read timing out is; it was answered 500, which makes
+// kubectl drain give up on the pod. A fault that is not the API server's load stays 500.
+func TestOrphansWorkloadNotReadInTimeIsNotNow(t *testing.T) {
+	p := dp(nil)
+	objs, pod := agentGroup(nil)
+	var cached []client.Object
+	for _, o := range objs {
+		if q, ok := o.(*corev1.Pod); ok {
+			q.Status.Conditions[0].Status = corev1.ConditionTrue
+			q.OwnerReferences = nil
+		}
+		if o.GetName() != "agent" { // the re-created DaemonSet is not in this replica's cache yet
+			cached = append(cached, o)
+		}
+	}
+	for name, tc := range map[string]struct {
+		err  error
+		code int32
+	}{
+		"server timeout":    {apierrors.NewServerTimeout(corev1.Resource("daemonsets"), "list", 1), 429},
+		"too many requests": {apierrors.NewTooManyRequests("slow down", 1), 429},
+		"deadline":          {fmt.Errorf("listing: %w", context.DeadlineExceeded), 429},
+		"forbidden":         {apierrors.NewForbidden(corev1.Resource("daemonsets"), "", fmt.Errorf("RBAC")), 500},
+	} {
+		t.Run(name, func(t *testing.T) {
+			live := interceptor.NewClient(fake.NewClientBuilder().WithObjects(objs...).Build(), interceptor.Funcs{
+				List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error { return tc.err },
+			})
+			m, err := NewMetrics(prometheus.NewPedanticRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := &Handler{Reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, append(cached, &p)...),
+				APIReader: live, Clock: clocktesting.NewFakeClock(time.Now()), Metrics: m,
+				Ledgers: &budget.Ledgers{Live: fake.NewClientBuilder().Build(), Namespace: "holdfast-system", Identity: "replica-0"}, Holds: &Holds{}}
+			resp := h.Handle(context.Background(), podEviction(pod, "alice"))
+			if resp.Allowed || resp.Result == nil || resp.Result.Code != tc.code {
+				t.Fatalf("with the live List failing (%v): %+v, want %d", tc.err, resp.Result, tc.code)
+			}
+		})
+	}
+}
