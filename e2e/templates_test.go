@@ -116,7 +116,10 @@ func TestOnDeleteDaemonSetGetsNoThirdTemplate(t *testing.T) {
 // one of its pods makes kube's DaemonSet controller create the replacement from the staged
 // template, its first pod, with no request on the DaemonSet to judge. holdfast judges the
 // eviction as that start: within minInterval of the last template it is deferred (429, so
-// that drains retry); once the edit is rolled back, the same eviction passes.
+// that drains retry), and so is a DELETE of the pod (the usual way to roll an OnDelete
+// DaemonSet out); once the edit is rolled back, the same eviction passes. No
+// DisruptionPolicy selects the namespace: the RolloutPolicy's own eviction and delete
+// entries send both requests.
 func TestEvictionThatStartsAStagedTemplate(t *testing.T) {
 	const pool = "holdfast.dev/e2e-staged-eviction"
 	f := features.New("eviction of an OnDelete DaemonSet's pod").
@@ -125,7 +128,6 @@ func TestEvictionThatStartsAStagedTemplate(t *testing.T) {
 			cs := kubernetes.NewForConfigOrDie(cfg.Client().RESTConfig())
 			ns := newNamespace(ctx, t, c, "ds-staged")
 			policyIn(ctx, t, c, ns, nil, func(r *v1alpha1.RolloutRules) { r.MinInterval = &metav1.Duration{Duration: time.Hour} })
-			namespacePolicy(ctx, t, c, ns, nil)
 			nodePool(ctx, t, c, pool)
 			ds := onDeleteAgent(ctx, t, c, ns, pool)
 			a := ds.Spec.Template.Spec.Containers[0].Image
@@ -173,11 +175,16 @@ func TestEvictionThatStartsAStagedTemplate(t *testing.T) {
 				!strings.Contains(err.Error(), "minInterval") {
 				t.Fatalf("the eviction whose replacement is the staged template's first pod: %v, want 429 naming minInterval and the staged template", err)
 			}
+			// A DELETE of the pod, Ready or not, makes the same replacement.
+			del := c.Delete(ctx, &pod)
+			if !apierrors.IsTooManyRequests(del) || !strings.Contains(del.Error(), "no pod runs yet") || !strings.Contains(del.Error(), "minInterval") {
+				t.Fatalf("the DELETE whose replacement is the staged template's first pod: %v, want 429 naming minInterval and the staged template", del)
+			}
 			// The way out: the staged edit rolled back; the replacement runs A again.
 			edit(a)
 			until(false)
 			rolledBack := evict(false)
-			fmt.Printf("SCENARIO eviction-starts-staged refused=%t rolledBackAdmitted=%t\n", err != nil, rolledBack == nil)
+			fmt.Printf("SCENARIO eviction-starts-staged refused=%t deleteRefused=%t rolledBackAdmitted=%t\n", err != nil, del != nil, rolledBack == nil)
 			if rolledBack != nil {
 				t.Fatalf("the eviction after the staged edit was rolled back: %v", rolledBack)
 			}

@@ -206,3 +206,123 @@ func TestRolloutEntrySendsRelabelsThroughStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestReplacementEntries: a RolloutPolicy that targets StatefulSets or DaemonSets with a
+// rule a pod's replacement is judged by (settle, minInterval, revertWindow, windows) has
+// an eviction entry and a pod DELETE entry in its namespaces, so that the eviction or
+// DELETE of a pod of an OnDelete workload, which kube replaces from a staged template,
+// reaches the rollout guard with no DisruptionPolicy in the namespace. Both fail open
+// whatever the policy says; the eviction entry is a DisruptionPolicy's when they select
+// alike. The DELETE entry's matchConditions, evaluated as the API server does, send a
+// DELETE of a pod a StatefulSet or DaemonSet controls, Ready or not, by anyone but kube
+// and holdfast.
+func TestReplacementEntries(t *testing.T) {
+	agents := func(mut func(*v1alpha1.RolloutPolicySpec)) v1alpha1.RolloutPolicy {
+		return rolloutPolicy("agents", func(s *v1alpha1.RolloutPolicySpec) {
+			s.Targets.Kinds = []v1alpha1.WorkloadKind{v1alpha1.KindDaemonSet}
+			s.Targets.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kube-system"}}
+			s.FailurePolicy = ptr.To(v1alpha1.FailurePolicyFail)
+			if mut != nil {
+				mut(s)
+			}
+		})
+	}
+	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{agents(nil)}, nil, settings)
+	ev, del := byType(ws, TypeEviction), byType(ws, TypeDelete)
+	if len(ev) != 1 || len(del) != 1 {
+		t.Fatalf("want an eviction and a delete entry, got %v", names(ws))
+	}
+	for _, w := range []admissionregistrationv1.ValidatingWebhook{ev[0], del[0]} {
+		if *w.FailurePolicy != admissionregistrationv1.Ignore || w.NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "kube-system" ||
+			w.ObjectSelector != nil || !slices.Contains(outcomes[Key{Kind: "RolloutPolicy", Name: "agents"}].Entries, w.Name) {
+			t.Errorf("entry %s: failurePolicy %s, namespaces %v, objects %v; want Ignore in the policy's namespaces, named in its outcome",
+				w.Name, *w.FailurePolicy, w.NamespaceSelector, w.ObjectSelector)
+		}
+	}
+	if *ev[0].ClientConfig.Service.Path != EvictionPath || *del[0].ClientConfig.Service.Path != DeletePath {
+		t.Errorf("paths %s and %s", *ev[0].ClientConfig.Service.Path, *del[0].ClientConfig.Service.Path)
+	}
+	for name, p := range map[string]v1alpha1.RolloutPolicy{
+		"Deployments only": agents(func(s *v1alpha1.RolloutPolicySpec) {
+			s.Targets.Kinds = []v1alpha1.WorkloadKind{v1alpha1.KindDeployment}
+		}),
+		"no rule a replacement is judged by": agents(func(s *v1alpha1.RolloutPolicySpec) {
+			s.Rules = v1alpha1.RolloutRules{Strategy: &v1alpha1.StrategyRule{}}
+		}),
+		"suspended": agents(func(s *v1alpha1.RolloutPolicySpec) { s.Suspend = true }),
+	} {
+		if ws, _ := Entries([]v1alpha1.RolloutPolicy{p}, nil, settings); len(byType(ws, TypeEviction))+len(byType(ws, TypeDelete)) != 0 {
+			t.Errorf("%s: entries %v, want no eviction or delete entry", name, names(ws))
+		}
+	}
+	for name, mut := range map[string]func(*v1alpha1.RolloutPolicySpec){
+		"minInterval":  func(s *v1alpha1.RolloutPolicySpec) { s.Rules = v1alpha1.RolloutRules{MinInterval: &metav1.Duration{}} },
+		"revertWindow": func(s *v1alpha1.RolloutPolicySpec) { s.Rules = v1alpha1.RolloutRules{RevertWindow: &metav1.Duration{}} },
+		"windows": func(s *v1alpha1.RolloutPolicySpec) {
+			s.Rules = v1alpha1.RolloutRules{}
+			s.Windows = []v1alpha1.Window{{}}
+		},
+		"StatefulSets": func(s *v1alpha1.RolloutPolicySpec) {
+			s.Targets.Kinds = []v1alpha1.WorkloadKind{v1alpha1.KindStatefulSet}
+		},
+	} {
+		if ws, _ := Entries([]v1alpha1.RolloutPolicy{agents(mut)}, nil, settings); len(byType(ws, TypeEviction)) != 1 || len(byType(ws, TypeDelete)) != 1 {
+			t.Errorf("%s: entries %v, want an eviction and a delete entry", name, names(ws))
+		}
+	}
+	shared, _ := Entries([]v1alpha1.RolloutPolicy{agents(nil)}, []v1alpha1.DisruptionPolicy{deletePolicy("agents", func(s *v1alpha1.DisruptionPolicySpec) {
+		s.GuardDeletes = false
+		s.FailurePolicy = ptr.To(v1alpha1.FailurePolicy("Ignore"))
+	})}, settings)
+	if e := byType(shared, TypeEviction); len(e) != 1 {
+		t.Errorf("a DisruptionPolicy failing open in the same namespaces: eviction entries %v, want one shared", names(e))
+	}
+
+	matcher := webhook.NewValidatingWebhookAccessor("uid", Name("holdfast"), &del[0]).
+		GetCompiledMatcher(cel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())))
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "konnectivity-agent", UID: "ds"}}
+	pod := func(mut func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "konnectivity-agent-x",
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if mut != nil {
+			mut(p)
+		}
+		return p
+	}
+	for name, c := range map[string]struct {
+		pod  *corev1.Pod
+		user string
+		sent bool
+	}{
+		"a DaemonSet's pod, not Ready": {pod: pod(nil), user: "alice", sent: true},
+		"a StatefulSet's pod": {pod: pod(func(p *corev1.Pod) {
+			p.OwnerReferences[0].Kind = "StatefulSet"
+		}), user: "alice", sent: true},
+		"a terminating pod":              {pod: pod(func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }), user: "alice"},
+		"a ReplicaSet's pod":             {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].Kind = "ReplicaSet" }), user: "alice"},
+		"an owner that is no controller": {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].Controller = nil }), user: "alice"},
+		"an orphan":                      {pod: pod(func(p *corev1.Pod) { p.OwnerReferences = nil }), user: "alice"},
+		"another API's DaemonSet":        {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].APIVersion = "example.dev/v1" }), user: "alice"},
+		"the kubelet's final delete":     {pod: pod(nil), user: "system:node:node-1"},
+		"the daemonset controller":       {pod: pod(nil), user: "system:serviceaccount:kube-system:daemon-set-controller"},
+		"holdfast itself":                {pod: pod(nil), user: "system:serviceaccount:holdfast-system:holdfast"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			attrs := admission.NewAttributesRecord(nil, c.pod, corev1.SchemeGroupVersion.WithKind("Pod"), c.pod.Namespace, c.pod.Name,
+				corev1.SchemeGroupVersion.WithResource("pods"), "", admission.Delete, &metav1.DeleteOptions{}, false, &user.DefaultInfo{Name: c.user})
+			va, err := admission.NewVersionedAttributes(attrs, corev1.SchemeGroupVersion.WithKind("Pod"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := matcher.Match(context.Background(), va, nil, nil)
+			if r.Error != nil {
+				t.Fatalf("evaluating the matchConditions: %v", r.Error)
+			}
+			if r.Matches != c.sent {
+				t.Errorf("sent = %t (failed condition %q), want %t", r.Matches, r.FailedConditionName, c.sent)
+			}
+		})
+	}
+}

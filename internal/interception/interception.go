@@ -251,6 +251,35 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 			})
 		}
 	}
+	for i := range rollouts {
+		p := &rollouts[i]
+		key := Key{Kind: "RolloutPolicy", Name: p.Name}
+		if p.Spec.Suspend || !judgesReplacements(p) || len(b.outcome(key).Invalid) > 0 {
+			continue
+		}
+		// An OnDelete StatefulSet or DaemonSet rolls a staged template out one evicted or
+		// deleted pod at a time: each such request is the rollout's start or next step,
+		// judged by the rollout guard (webhooks/rollout Handler.Replacement, through the
+		// eviction guard's handler). Evictions carry no labels: the entry selects by
+		// namespace, as a DisruptionPolicy's does (and shares its entry when they select
+		// alike). DELETEs carry the pod: only those of a pod a StatefulSet or DaemonSet
+		// controls and not yet terminating, whether it is Ready or not (its replacement is
+		// made from the same template), by anyone but kube and holdfast. Both fail open
+		// whatever the policy says, as its namespace entry does: a drain or a delete
+		// refused while holdfast is down would be a rollout rule holding what no
+		// DisruptionPolicy floors.
+		nsSel, _ := b.selectors(p.Spec.Targets.NamespaceSelector, nil)
+		b.add(key, TypeEviction, b.evictionEntry(nsSel, admissionregistrationv1.Ignore))
+		b.add(key, TypeDelete, admissionregistrationv1.ValidatingWebhook{
+			ClientConfig:      b.client(DeletePath),
+			Rules:             []admissionregistrationv1.RuleWithOperations{podDeletes},
+			FailurePolicy:     ptr.To(admissionregistrationv1.Ignore),
+			NamespaceSelector: nsSel,
+			SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
+			TimeoutSeconds:    ptr.To(s.Eviction.TimeoutSeconds),
+			MatchConditions:   []admissionregistrationv1.MatchCondition{matchReplacedPod, b.matchDeleter()},
+		})
+	}
 	for i := range evictions {
 		p := &evictions[i]
 		if p.Spec.Suspend {
@@ -263,18 +292,7 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 		fp := failurePolicy(p.Spec.FailurePolicy, s.Eviction)
 		// An Eviction carries no labels either: the pod's are read by the webhook.
 		nsSel, _ := b.selectors(p.Spec.Targets.NamespaceSelector, nil)
-		b.add(key, TypeEviction, admissionregistrationv1.ValidatingWebhook{
-			ClientConfig: b.client(EvictionPath),
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
-					Resources: []string{"pods/eviction"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
-			}},
-			FailurePolicy:     &fp,
-			NamespaceSelector: nsSel,
-			SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
-			TimeoutSeconds:    ptr.To(s.Eviction.TimeoutSeconds),
-		})
+		b.add(key, TypeEviction, b.evictionEntry(nsSel, fp))
 	}
 	for i := range evictions {
 		p := &evictions[i]
@@ -289,12 +307,8 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 		fp := failurePolicy(p.Spec.FailurePolicy, Defaults{FailurePolicy: admissionregistrationv1.Ignore})
 		nsSel, objSel := b.selectors(p.Spec.Targets.NamespaceSelector, p.Spec.Targets.Selector)
 		b.add(key, TypeDelete, admissionregistrationv1.ValidatingWebhook{
-			ClientConfig: b.client(DeletePath),
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
-					Resources: []string{"pods"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
-			}},
+			ClientConfig:      b.client(DeletePath),
+			Rules:             []admissionregistrationv1.RuleWithOperations{podDeletes},
 			FailurePolicy:     &fp,
 			NamespaceSelector: nsSel,
 			ObjectSelector:    objSel,
@@ -334,6 +348,48 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 		o.Entries = slices.Compact(o.Entries)
 	}
 	return out, b.outcomes
+}
+
+// evictionEntry is the entry of pods/eviction CREATEs in the namespaces nsSel selects.
+func (b *builder) evictionEntry(nsSel *metav1.LabelSelector, fp admissionregistrationv1.FailurePolicyType) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		ClientConfig: b.client(EvictionPath),
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+				Resources: []string{"pods/eviction"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+		}},
+		FailurePolicy:     &fp,
+		NamespaceSelector: nsSel,
+		SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
+		TimeoutSeconds:    ptr.To(b.s.Eviction.TimeoutSeconds),
+	}
+}
+
+// podDeletes is the rule of pod DELETEs.
+var podDeletes = admissionregistrationv1.RuleWithOperations{
+	Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+	Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+		Resources: []string{"pods"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+}
+
+// judgesReplacements is whether the policy may refuse the replacement of a pod of an
+// OnDelete workload it selects: it targets StatefulSets or DaemonSets and has a rule that
+// Handler.Replacement judges a start by (settle's third template, minInterval,
+// revertWindow, windows).
+func judgesReplacements(p *v1alpha1.RolloutPolicy) bool {
+	kinds := workload.Targeted(p.Spec.Targets)
+	r := p.Spec.Rules
+	return (slices.Contains(kinds, v1alpha1.KindStatefulSet) || slices.Contains(kinds, v1alpha1.KindDaemonSet)) &&
+		(r.Settle != nil || r.MinInterval != nil || r.RevertWindow != nil || len(p.Spec.Windows) > 0)
+}
+
+// matchReplacedPod keeps away the DELETEs that replace nothing from a template: of a pod
+// already terminating, or of one no StatefulSet or DaemonSet controls.
+var matchReplacedPod = admissionregistrationv1.MatchCondition{
+	Name: "replaced-from-a-template",
+	Expression: "!has(oldObject.metadata.deletionTimestamp) && oldObject.metadata.?ownerReferences.orValue([]).exists(r, " +
+		"r.?controller.orValue(false) && r.apiVersion == 'apps/v1' && (r.kind == 'StatefulSet' || r.kind == 'DaemonSet'))",
 }
 
 type builder struct {

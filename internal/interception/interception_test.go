@@ -38,6 +38,14 @@ func rolloutPolicy(name string, mut func(*v1alpha1.RolloutPolicySpec)) v1alpha1.
 	return p
 }
 
+func names(ws []admissionregistrationv1.ValidatingWebhook) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.Name)
+	}
+	return out
+}
+
 func byType(ws []admissionregistrationv1.ValidatingWebhook, typ string) []admissionregistrationv1.ValidatingWebhook {
 	return slices.DeleteFunc(slices.Clone(ws), func(w admissionregistrationv1.ValidatingWebhook) bool { return !strings.HasSuffix(w.Name, "."+typ) })
 }
@@ -179,29 +187,34 @@ func TestFloorEntryForGeneratingPolicies(t *testing.T) {
 func TestPoliciesSelectingAlikeShareAnEntry(t *testing.T) {
 	a, b := rolloutPolicy("a", nil), rolloutPolicy("b", nil)
 	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings)
-	if len(ws) != 2 || len(byType(ws, TypeRollout)) != 1 || len(byType(ws, TypeNamespace)) != 1 {
-		t.Fatalf("want one shared rollout entry and one shared namespace entry, got %d", len(ws))
+	if len(ws) != 4 || len(byType(ws, TypeRollout)) != 1 || len(byType(ws, TypeNamespace)) != 1 ||
+		len(byType(ws, TypeEviction)) != 1 || len(byType(ws, TypeDelete)) != 1 {
+		t.Fatalf("want one shared rollout, namespace, eviction and delete entry each, got %d", len(ws))
 	}
 	if !slices.Equal(outcomes[Key{"RolloutPolicy", "a"}].Entries, outcomes[Key{"RolloutPolicy", "b"}].Entries) {
 		t.Errorf("outcomes %+v", outcomes)
 	}
 	b.Spec.FailurePolicy = ptr.To(v1alpha1.FailurePolicyFail)
-	if ws, _ := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings); len(byType(ws, TypeRollout)) != 2 || len(byType(ws, TypeNamespace)) != 1 {
-		t.Errorf("policies that fail differently need rollout entries of their own (the namespace entry always fails open): %d", len(ws))
+	if ws, _ := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings); len(byType(ws, TypeRollout)) != 2 || len(byType(ws, TypeNamespace)) != 1 ||
+		len(byType(ws, TypeEviction)) != 1 || len(byType(ws, TypeDelete)) != 1 {
+		t.Errorf("policies that fail differently need rollout entries of their own (the namespace, eviction and delete entries always fail open): %d", len(ws))
 	}
 }
 
 func TestNamesFollowTheSelectionNotTheCABundle(t *testing.T) {
 	p := rolloutPolicy("p", nil)
 	before, _ := Entries([]v1alpha1.RolloutPolicy{p}, nil, settings)
+	before = byType(before, TypeRollout)
 	rotated := settings
 	rotated.Client.CABundle = []byte("rotated")
 	after, _ := Entries([]v1alpha1.RolloutPolicy{p}, nil, rotated)
+	after = byType(after, TypeRollout)
 	if before[0].Name != after[0].Name {
 		t.Errorf("a rotated CA renamed the entry: %s → %s", before[0].Name, after[0].Name)
 	}
 	p.Spec.Targets.Selector.MatchLabels["app"] = "konnectivity-server"
 	changed, _ := Entries([]v1alpha1.RolloutPolicy{p}, nil, settings)
+	changed = byType(changed, TypeRollout)
 	if changed[0].Name == before[0].Name {
 		t.Error("a changed selection kept the entry's name: it could not be widened before it is narrowed")
 	}
@@ -219,7 +232,7 @@ func TestPoliciesWithInvalidSelectorsGetNoEntry(t *testing.T) {
 	dp := v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bad-agents"}, Spec: v1alpha1.DisruptionPolicySpec{
 		Targets: v1alpha1.PodTargets{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}}}
 	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{p, rolloutPolicy("good", nil)}, []v1alpha1.DisruptionPolicy{dp}, settings)
-	if len(ws) != 2 || !slices.Equal(outcomes[Key{"RolloutPolicy", "good"}].Entries, []string{ws[0].Name, ws[1].Name}) {
+	if len(ws) != 4 || !slices.Equal(outcomes[Key{"RolloutPolicy", "good"}].Entries, names(ws)) {
 		t.Fatalf("want only the valid policy's entries: %+v", ws)
 	}
 	o := outcomes[Key{"RolloutPolicy", "bad"}]
@@ -236,7 +249,7 @@ func TestURLClientKeepsItsHost(t *testing.T) {
 	s := settings
 	s.Client = admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:9443/validate-policy")}
 	ws, _ := Entries([]v1alpha1.RolloutPolicy{rolloutPolicy("p", nil)}, nil, s)
-	if got := *ws[0].ClientConfig.URL; got != "https://127.0.0.1:9443"+RolloutPath {
+	if got := *byType(ws, TypeRollout)[0].ClientConfig.URL; got != "https://127.0.0.1:9443"+RolloutPath {
 		t.Errorf("URL %s", got)
 	}
 }
@@ -255,7 +268,7 @@ func TestEntriesDoNotDependOnListOrder(t *testing.T) {
 	a, b := rolloutPolicy("a", nil), rolloutPolicy("b", nil)
 	ab, _ := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings)
 	ba, _ := Entries([]v1alpha1.RolloutPolicy{b, a}, nil, settings)
-	if len(ab) != 2 || len(ba) != 2 || ab[0].Name != ba[0].Name || ab[1].Name != ba[1].Name {
+	if len(ab) != 4 || !slices.Equal(names(ab), names(ba)) {
 		t.Errorf("entries %v and %v", ab, ba)
 	}
 }
