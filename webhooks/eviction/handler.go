@@ -160,7 +160,17 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	// judges that start (from its caches; it records nothing).
 	held, holds, replacementFindings, err := h.replacement(ctx, pod, nsLabels, req.UserInfo)
 	if err != nil {
-		return h.fail(fmt.Errorf("judging the replacement of pod %s/%s: %w", pod.Namespace, pod.Name, err))
+		err = fmt.Errorf("judging the replacement of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		if !slowAPIServer(err) {
+			return h.fail(err)
+		}
+		// The workload is read from the API server: slow, it is "not now".
+		d := retryLater(fmt.Sprintf("the API server did not answer in time (%v)", err))
+		h.Metrics.observe(d, in, h.Clock.Since(start))
+		if deleting {
+			return respondDelete(d, pod)
+		}
+		return respond(d)
 	}
 	replaced := func(resp admission.Response) admission.Response {
 		if len(replacementFindings) > 0 && resp.Allowed {

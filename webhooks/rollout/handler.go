@@ -41,7 +41,11 @@ const Path = interception.RolloutPath
 type Handler struct {
 	// Reader reads policies, namespaces, workloads and their history; in the manager it
 	// is backed by informer caches, so no admission request makes an API call.
-	Reader  client.Reader
+	Reader client.Reader
+	// Live is the API server, read for the workload whose pod's eviction or DELETE
+	// Replacement judges (the cache may not show an edit admitted a moment ago); nil reads
+	// the cache.
+	Live    client.Reader
 	Decoder admission.Decoder
 	Clock   clock.PassiveClock
 	// Events records a deny or warn on the workload, at most once per workload, rule and

@@ -35,7 +35,10 @@ import (
 // fleet limit (an OnDelete workload is not in flight, docs/fleet.md) nor the shared budget
 // (the eviction guard's, as for any eviction): so nothing is recorded, and an eviction kube's
 // PodDisruptionBudget then refuses holds no slot. starts is false when the request starts
-// nothing: another owner, a template with pods, a pod kube will not re-create.
+// nothing: another owner, a template with pods, a pod kube will not re-create. The workload
+// itself is read from the API server (Live) once the cache shows a policy may select it:
+// an edit staged a moment ago, or a switch to OnDelete, is not in the cache yet, and the
+// DELETE that follows it at once would be judged on the template before.
 func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map[string]string, user authenticationv1.UserInfo) (vs decision.Violations, starts bool, err error) {
 	owner := metav1.GetControllerOfNoCopy(pod)
 	if owner == nil || owner.APIVersion != "apps/v1" || (owner.Kind != string(v1alpha1.KindStatefulSet) && owner.Kind != string(v1alpha1.KindDaemonSet)) ||
@@ -62,13 +65,24 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 		}
 		return nil, false, fmt.Errorf("reading the %s of pod %s/%s: %w", owner.Kind, pod.Namespace, pod.Name, err)
 	}
-	if obj.GetUID() != owner.UID || obj.GetDeletionTimestamp() != nil || !onDelete(obj) {
+	selected := func(obj client.Object) bool {
+		return slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
+			selects, err := h.Matcher.Selects(p.Spec.Targets, kind, nsLabels, obj.GetLabels())
+			return !p.Spec.Suspend && err == nil && selects
+		})
+	}
+	if obj.GetUID() != owner.UID || obj.GetDeletionTimestamp() != nil || !selected(obj) {
 		return nil, false, nil
 	}
-	if !slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
-		selects, err := h.Matcher.Selects(p.Spec.Targets, kind, nsLabels, obj.GetLabels())
-		return !p.Spec.Suspend && err == nil && selects
-	}) {
+	if h.Live != nil {
+		if err := h.Live.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, false, nil
+			}
+			return nil, false, fmt.Errorf("reading the %s of pod %s/%s: %w", owner.Kind, pod.Namespace, pod.Name, err)
+		}
+	}
+	if obj.GetUID() != owner.UID || obj.GetDeletionTimestamp() != nil || !onDelete(obj) || !selected(obj) {
 		return nil, false, nil
 	}
 	w, err := workload.From(obj)

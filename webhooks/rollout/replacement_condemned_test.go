@@ -10,14 +10,18 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
@@ -96,5 +100,69 @@ func TestCondemnedOrdinalIsNoReplacement(t *testing.T) {
 	// Control: db-0 (ordinal inside the range) is a replacement, rightly judged.
 	if vs, starts, err := h.Replacement(context.Background(), pods["db-0"], ns.Labels, authenticationv1.UserInfo{Username: "x"}); err != nil || !starts || len(vs) == 0 {
 		t.Errorf("the eviction of db-0, whose replacement is the staged template's first pod, in the Deny window: starts=%v %v %v, want the window's refusal", starts, vs, err)
+	}
+}
+
+// TestReplacementReadsTheWorkloadLive: an OnDelete StatefulSet's edit to v2 is admitted and
+// a DELETE of db-0 follows at once, before this replica's cache shows the edit: kube's
+// controller makes db-0's replacement from v2, the staged template's first pod. Judged on
+// the cached v1 (which every pod runs) it started nothing and passed a Deny window; the
+// workload is read from the API server, and the DELETE is refused. A workload the API
+// server no longer has replaces nothing; an API server that does not answer is an error
+// (the eviction guard answers it "not now").
+func TestReplacementReadsTheWorkloadLive(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	p := utiltesting.MakeRolloutPolicy("dbs").Kinds(v1alpha1.KindStatefulSet).Selector(map[string]string{"tier": "db"}).Obj()
+	p.Spec.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 * * * *", Duration: metav1.Duration{Duration: 59 * time.Minute}, Action: v1alpha1.WindowDeny}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Labels: map[string]string{corev1.LabelMetadataName: "tenant-a"}}}
+	reader := utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, ns, p)
+	tmpl := func(tag string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db", "tier": "db"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:" + tag}}}}
+	}
+	sts := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db", UID: "uid-db", Generation: 1, Labels: map[string]string{"tier": "db"}},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Template: tmpl("v1"),
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, CurrentReplicas: 3, UpdatedReplicas: 3,
+			CurrentRevision: "db-a", UpdateRevision: "db-a"}}
+	raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl("v1")}})
+	reader.Put(&appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db-a", UID: "cr-a",
+		Labels: map[string]string{"app": "db"}, CreationTimestamp: metav1.NewTime(t0.Add(-3 * time.Hour)), OwnerReferences: controlledBy(sts)},
+		Revision: 1, Data: runtime.RawExtension{Raw: raw}})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db-0", UID: "pod-db-0",
+		Labels: map[string]string{"app": "db", "tier": "db", appsv1.ControllerRevisionHashLabelKey: "db-a"}, CreationTimestamp: metav1.NewTime(t0.Add(-3 * time.Hour)),
+		OwnerReferences: controlledBy(sts)}, Spec: corev1.PodSpec{NodeName: "node-0"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(-3 * time.Hour))}}}}
+	reader.Put(pod)
+	reader.Put(sts)
+	edited := sts.DeepCopy()
+	edited.Generation, edited.Spec.Template = 2, tmpl("v2")
+
+	judge := func(live client.Reader) (decision.Violations, bool, error) {
+		h := &Handler{Reader: reader, Live: live, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), Matcher: policy.NewMatcher(), Journals: &journal.Store{}}
+		return h.Replacement(context.Background(), pod, ns.Labels, authenticationv1.UserInfo{Username: "alice"})
+	}
+	if vs, starts, err := judge(nil); err != nil || starts || len(vs) != 0 {
+		t.Fatalf("control, from the cache alone (v1, every pod's): starts=%v %v %v, want nothing started", starts, vs, err)
+	}
+	if vs, starts, err := judge(utiltesting.NewMemReader(nil, edited)); err != nil || !starts || vs.Action() != decision.Deny {
+		t.Errorf("the DELETE right after the edit to v2, read live: starts=%v %v %v, want the Deny window's refusal of v2's first pod", starts, vs, err)
+	}
+	if vs, starts, err := judge(utiltesting.NewMemReader(nil)); err != nil || starts || len(vs) != 0 {
+		t.Errorf("a StatefulSet the API server no longer has: starts=%v %v %v, want nothing started", starts, vs, err)
+	}
+	recreated := edited.DeepCopy()
+	recreated.UID = "uid-db-2"
+	if vs, starts, err := judge(utiltesting.NewMemReader(nil, recreated)); err != nil || starts || len(vs) != 0 {
+		t.Errorf("a StatefulSet of the name created again (another UID, which adopts the pod): starts=%v %v %v, want nothing judged here", starts, vs, err)
+	}
+	slow := interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return apierrors.NewServerTimeout(appsv1.Resource("statefulsets"), "get", 1)
+		},
+	})
+	if _, _, err := judge(slow); !apierrors.IsServerTimeout(err) {
+		t.Errorf("the API server timing out: %v, want its error", err)
 	}
 }

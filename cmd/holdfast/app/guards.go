@@ -61,6 +61,7 @@ func (g Guards) Handlers() (*rollout.Handler, *eviction.Handler) {
 	ledgers := g.Ledgers()
 	r := &rollout.Handler{
 		Reader:   g.Cache,
+		Live:     g.Live,
 		Decoder:  admission.NewDecoder(g.Scheme),
 		Clock:    g.Clock,
 		Events:   g.limiter(),
