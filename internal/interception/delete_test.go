@@ -304,10 +304,10 @@ func TestReplacementEntries(t *testing.T) {
 		"a ReplicaSet's pod":             {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].Kind = "ReplicaSet" }), user: "alice"},
 		"an owner that is no controller": {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].Controller = nil }), user: "alice"},
 		"an orphan":                      {pod: pod(func(p *corev1.Pod) { p.OwnerReferences = nil }), user: "alice"},
-		"another API's DaemonSet":        {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].APIVersion = "example.dev/v1" }), user: "alice"},
-		"the kubelet's final delete":     {pod: pod(nil), user: "system:node:node-1"},
-		"the daemonset controller":       {pod: pod(nil), user: "system:serviceaccount:kube-system:daemon-set-controller"},
-		"holdfast itself":                {pod: pod(nil), user: "system:serviceaccount:holdfast-system:holdfast"},
+		"a reference of another apiVersion (kube resolves kind and UID)": {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].APIVersion = "apps/v1beta2" }), user: "alice", sent: true},
+		"the kubelet's final delete":                                     {pod: pod(nil), user: "system:node:node-1"},
+		"the daemonset controller":                                       {pod: pod(nil), user: "system:serviceaccount:kube-system:daemon-set-controller"},
+		"holdfast itself":                                                {pod: pod(nil), user: "system:serviceaccount:holdfast-system:holdfast"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			attrs := admission.NewAttributesRecord(nil, c.pod, corev1.SchemeGroupVersion.WithKind("Pod"), c.pod.Namespace, c.pod.Name,

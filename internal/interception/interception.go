@@ -385,11 +385,12 @@ func judgesReplacements(p *v1alpha1.RolloutPolicy) bool {
 }
 
 // matchReplacedPod keeps away the DELETEs that replace nothing from a template: of a pod
-// already terminating, or of one no StatefulSet or DaemonSet controls.
+// already terminating, or of one no StatefulSet or DaemonSet controls (by the kind alone:
+// kube's controllers resolve a controller reference by kind and UID, resolveControllerRef).
 var matchReplacedPod = admissionregistrationv1.MatchCondition{
 	Name: "replaced-from-a-template",
 	Expression: "!has(oldObject.metadata.deletionTimestamp) && oldObject.metadata.?ownerReferences.orValue([]).exists(r, " +
-		"r.?controller.orValue(false) && r.apiVersion == 'apps/v1' && (r.kind == 'StatefulSet' || r.kind == 'DaemonSet'))",
+		"r.?controller.orValue(false) && (r.kind == 'StatefulSet' || r.kind == 'DaemonSet'))",
 }
 
 type builder struct {

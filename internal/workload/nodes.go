@@ -36,26 +36,43 @@ func NodesFor(ctx context.Context, r client.Reader, spec *corev1.PodSpec) (int32
 	if err := informer.List(ctx, r, &nodes); err != nil {
 		return 0, err
 	}
+	tolerations := DaemonTolerations(spec)
+	affinity := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: *spec})
+	var n int32
+	for i := range nodes.Items {
+		if daemonFits(spec, tolerations, affinity, &nodes.Items[i]) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// DaemonTolerations are the tolerations of a daemon pod of the template spec: its own and
+// those kube's DaemonSet controller adds (daemonTolerations; network-unavailable for
+// hostNetwork pods).
+func DaemonTolerations(spec *corev1.PodSpec) []corev1.Toleration {
 	tolerations := append(append([]corev1.Toleration(nil), spec.Tolerations...), daemonTolerations...)
 	if spec.HostNetwork {
 		tolerations = append(tolerations, corev1.Toleration{Key: corev1.TaintNodeNetworkUnavailable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 	}
-	affinity := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: *spec})
-	var n int32
-	for i := range nodes.Items {
-		node := &nodes.Items[i]
-		if spec.NodeName != "" && spec.NodeName != node.Name {
-			continue
-		}
-		if fits, _ := affinity.Match(node); !fits { // kube ignores parse errors too
-			continue
-		}
-		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, tolerations, func(t *corev1.Taint) bool {
-			return t.Effect == corev1.TaintEffectNoExecute || t.Effect == corev1.TaintEffectNoSchedule
-		}, false); untolerated {
-			continue
-		}
-		n++
+	return tolerations
+}
+
+// DaemonRunsOn is whether kube's DaemonSet controller runs a pod of the template spec on
+// node (NodesFor): a cordoned node, or one under memory or disk pressure, still gets one.
+func DaemonRunsOn(spec *corev1.PodSpec, node *corev1.Node) bool {
+	return daemonFits(spec, DaemonTolerations(spec), nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: *spec}), node)
+}
+
+func daemonFits(spec *corev1.PodSpec, tolerations []corev1.Toleration, affinity nodeaffinity.RequiredNodeAffinity, node *corev1.Node) bool {
+	if spec.NodeName != "" && spec.NodeName != node.Name {
+		return false
 	}
-	return n, nil
+	if fits, _ := affinity.Match(node); !fits { // kube ignores parse errors too
+		return false
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoExecute || t.Effect == corev1.TaintEffectNoSchedule
+	}, false)
+	return !untolerated
 }

@@ -147,6 +147,11 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			if apierrors.IsNotFound(err) {
 				return admission.Allowed("") // the API server answers 404 itself
 			}
+			if slowAPIServer(err) { // a pod this replica has not seen yet, read live
+				d := retryLater(fmt.Sprintf("the API server did not answer in time (%v)", err))
+				h.Metrics.observe(d, Input{}, h.Clock.Since(start))
+				return respond(d)
+			}
 			return h.fail(err)
 		}
 	}
@@ -236,19 +241,26 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		}
 		return replaced(respond(d))
 	}
+	// The rest reads the API server (the workload when the cache lacks it, the group's
+	// ledger) within one bound, inside the webhook's timeout: past it the answer is "not
+	// now", never the API server giving up on holdfast, which fails open.
+	ctx, cancel := h.Ledgers.Bound(ctx)
+	defer cancel()
+	serving := !deleting || holds || (in.Pod.Ready && !in.NodeLost)
 	// The workload is read from the API server when the cache lacks it (an orphan's
-	// adopter): a slow API server there is "not now" as well.
-	if in.Group, err = workload.GroupOf(ctx, reader, h.APIReader, pod); err != nil {
+	// adopter): a slow API server there is "not now" as well. A DELETE that is never held
+	// (below) does not wait for it.
+	if in.Group, err = workload.GroupOf(ctx, reader, h.APIReader, pod); err != nil && serving {
 		return h.notNow(finish, fmt.Errorf("reading the owner of pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+	if !serving {
+		return finish(decideWith(h.decide, in)) // never held, never recorded
 	}
 	if err := h.readSharedRollout(ctx, &in); err != nil {
 		return h.fail(err)
 	}
 	if holds {
 		return finish(held)
-	}
-	if deleting && (!in.Pod.Ready || in.NodeLost) {
-		return finish(decideWith(h.decide, in)) // never held, never recorded
 	}
 	// A domain not read is "not now" (a slow API server) or holdfast's fault, never an allow.
 	if err := h.readDomains(ctx, &in, pod); err != nil {
@@ -265,8 +277,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		return finish(retryLater(fmt.Sprintf("PodDisruptionBudgets %s both cover pod %s/%s, so kube would answer 500 to its eviction; "+
 			"holdfast's generated one steps back within seconds", both, pod.Namespace, pod.Name)))
 	}
-	lctx, cancel := h.Ledgers.Bound(ctx)
-	defer cancel()
+	lctx := ctx // bound with the rest of the request (handle)
 	if !in.Pod.Ready && in.Group != nil {
 		// A pod that is not Ready may be evicted without waiting or being recorded (E3):
 		// make sure it has not just become Ready where this replica's cache cannot see it yet.
@@ -466,6 +477,8 @@ type fallbackReader struct {
 func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	err := r.cached.Get(ctx, key, obj, opts...)
 	if err != nil && apierrors.IsNotFound(err) && r.live != nil { // IsNotFound(nil) allocates
+		ctx, cancel := context.WithTimeout(ctx, budget.DefaultTimeout)
+		defer cancel()
 		return r.live.Get(ctx, key, obj, opts...)
 	}
 	return err
@@ -550,7 +563,9 @@ func decodeDelete(req admission.Request) (*corev1.Pod, error) {
 			CreationTimestamp: d.Metadata.CreationTimestamp, DeletionTimestamp: d.Metadata.DeletionTimestamp},
 		Spec:   corev1.PodSpec{NodeName: d.Spec.NodeName, TerminationGracePeriodSeconds: d.Spec.TerminationGracePeriodSeconds},
 		Status: corev1.PodStatus{Phase: d.Status.Phase, Conditions: d.Status.Conditions}}
-	if pod.Name != req.Name || pod.Namespace != req.Namespace {
+	// A DELETE collection is admitted pod by pod under the collection's name, "" (the API
+	// server's DeleteCollection).
+	if (req.Name != "" && pod.Name != req.Name) || pod.Namespace != req.Namespace {
 		return nil, fmt.Errorf("the deleted object is pod %s/%s but the request is for pod %s/%s", pod.Namespace, pod.Name, req.Namespace, req.Name)
 	}
 	return pod, nil

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -41,7 +40,9 @@ import (
 // DELETE that follows it at once would be judged on the template before.
 func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map[string]string, user authenticationv1.UserInfo) (vs decision.Violations, starts bool, err error) {
 	owner := metav1.GetControllerOfNoCopy(pod)
-	if owner == nil || owner.APIVersion != "apps/v1" || (owner.Kind != string(v1alpha1.KindStatefulSet) && owner.Kind != string(v1alpha1.KindDaemonSet)) ||
+	// kube's controllers resolve their pods' controller by kind and UID, whatever the
+	// reference's apiVersion says (resolveControllerRef).
+	if owner == nil || (owner.Kind != string(v1alpha1.KindStatefulSet) && owner.Kind != string(v1alpha1.KindDaemonSet)) ||
 		pod.DeletionTimestamp != nil {
 		return nil, false, nil // a terminating pod is replaced whatever the eviction's answer
 	}
@@ -75,7 +76,10 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 		return nil, false, nil
 	}
 	if h.Live != nil {
-		if err := h.Live.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}, obj); err != nil {
+		// Bound inside the webhook's timeout: past it the eviction guard answers "not now".
+		lctx, cancel := h.Ledgers.Bound(ctx)
+		defer cancel()
+		if err := h.Live.Get(lctx, client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}, obj); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, false, nil
 			}
@@ -113,9 +117,11 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 
 // replaced is whether kube's controller creates a pod in place of pod: a StatefulSet's
 // ordinal within its range (an ordinal a scale down condemned is not re-created,
-// stateful_set_control.go), a DaemonSet's pod on a node that is there and that the pod's
-// template still tolerates (nodeShouldRunDaemonPod: an untolerated NoSchedule or NoExecute
-// taint, such as the cluster autoscaler's ToBeDeleted, makes no new pod).
+// stateful_set_control.go), a DaemonSet's pod on a node that is there and that the
+// template still runs on (nodeShouldRunDaemonPod: its selector and affinity, and the
+// NoSchedule and NoExecute taints neither its tolerations nor those kube adds to every
+// daemon pod tolerate; the cluster autoscaler's ToBeDeleted makes no new pod, a cordon or
+// memory pressure does).
 func (h *Handler) replaced(ctx context.Context, w *workload.Workload, pod *corev1.Pod) (bool, error) {
 	if w.Kind == v1alpha1.KindStatefulSet {
 		i := strings.LastIndexByte(pod.Name, '-')
@@ -143,10 +149,7 @@ func (h *Handler) replaced(ctx context.Context, w *workload.Workload, pod *corev
 	if err != nil {
 		return false, err
 	}
-	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logf.FromContext(ctx), node.Spec.Taints, spec.Spec.Tolerations, func(t *corev1.Taint) bool {
-		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-	}, false)
-	return !untolerated, nil
+	return workload.DaemonRunsOn(&spec.Spec, &node), nil
 }
 
 // onDelete is a StatefulSet or DaemonSet that replaces its pods only when they are deleted,
