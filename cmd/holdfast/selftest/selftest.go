@@ -285,15 +285,26 @@ func (p *prober) probe(ctx context.Context, e probeEntry) Result {
 	default:
 		return skip("-", "not a path holdfast serves")
 	}
-	start := time.Now()
-	err := send()
-	r.Elapsed = time.Since(start).Round(time.Millisecond)
-	r.Status, r.Reason = judge(e.hook.Name, err)
+	// Entries that select alike may both match the probe (a RolloutPolicy's eviction entry
+	// beside a DisruptionPolicy's): the API server calls both at once and answers with the
+	// denial that came back first. A probe another entry answered is sent again, a few
+	// times, until this entry's answer is the one returned.
+	for range probeAttempts {
+		start := time.Now()
+		err := send()
+		r.Elapsed = time.Since(start).Round(time.Millisecond)
+		if r.Status, r.Reason = judge(e.hook.Name, err); r.Status != Skip {
+			break
+		}
+	}
 	if r.Status == OK {
 		r.Reason = fmt.Sprintf("answered in %s", r.Elapsed)
 	}
 	return r
 }
+
+// probeAttempts bounds the probes of an entry that another entry's answer shadows.
+const probeAttempts = 16
 
 // judge reads the API server's answer to a probe of the entry named hook.
 func judge(hook string, err error) (Status, string) {
