@@ -117,7 +117,8 @@ func TestOnDeleteDaemonSetGetsNoThirdTemplate(t *testing.T) {
 // template, its first pod, with no request on the DaemonSet to judge. holdfast judges the
 // eviction as that start: within minInterval of the last template it is deferred (429, so
 // that drains retry), and so is a DELETE of the pod (the usual way to roll an OnDelete
-// DaemonSet out); once the edit is rolled back, the same eviction passes. No
+// DaemonSet out), and a relabel out of its selector is refused (403: kube would release the
+// pod and replace it); once the edit is rolled back, the same eviction passes. No
 // DisruptionPolicy selects the namespace: the RolloutPolicy's own eviction and delete
 // entries send both requests.
 func TestEvictionThatStartsAStagedTemplate(t *testing.T) {
@@ -180,11 +181,18 @@ func TestEvictionThatStartsAStagedTemplate(t *testing.T) {
 			if !apierrors.IsTooManyRequests(del) || !strings.Contains(del.Error(), "no pod runs yet") || !strings.Contains(del.Error(), "minInterval") {
 				t.Fatalf("the DELETE whose replacement is the staged template's first pod: %v, want 429 naming minInterval and the staged template", del)
 			}
+			// A relabel out of the selector: kube would release the pod and replace it.
+			released := pod.DeepCopy()
+			released.Labels = map[string]string{"holdfast.dev/e2e": "released"}
+			rel := c.Patch(ctx, released, client.MergeFrom(&pod))
+			if !apierrors.IsForbidden(rel) || !strings.Contains(rel.Error(), "out of its DaemonSet's selector") || !strings.Contains(rel.Error(), "minInterval") {
+				t.Fatalf("the relabel that releases the pod: %v, want 403 naming the release and minInterval", rel)
+			}
 			// The way out: the staged edit rolled back; the replacement runs A again.
 			edit(a)
 			until(false)
 			rolledBack := evict(false)
-			fmt.Printf("SCENARIO eviction-starts-staged refused=%t deleteRefused=%t rolledBackAdmitted=%t\n", err != nil, del != nil, rolledBack == nil)
+			fmt.Printf("SCENARIO eviction-starts-staged refused=%t deleteRefused=%t relabelRefused=%t rolledBackAdmitted=%t\n", err != nil, del != nil, rel != nil, rolledBack == nil)
 			if rolledBack != nil {
 				t.Fatalf("the eviction after the staged edit was rolled back: %v", rolledBack)
 			}

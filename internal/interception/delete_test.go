@@ -326,3 +326,80 @@ func TestReplacementEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestRelabelEntry: the same RolloutPolicies have a pod relabel entry: UPDATEs of pods
+// and of pods/status (whose strategy keeps labels changeable) in the policy's namespaces,
+// failing open. Its matchConditions, evaluated as the API server does, send a change of
+// the labels of a pod a StatefulSet or DaemonSet controls, by anyone but kube and
+// holdfast, and never a kubelet's status write.
+func TestRelabelEntry(t *testing.T) {
+	p := rolloutPolicy("agents", func(s *v1alpha1.RolloutPolicySpec) {
+		s.Targets.Kinds = []v1alpha1.WorkloadKind{v1alpha1.KindDaemonSet}
+		s.FailurePolicy = ptr.To(v1alpha1.FailurePolicyFail)
+	})
+	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{p}, nil, settings)
+	rel := byType(ws, TypeRelabel)
+	if len(rel) != 1 {
+		t.Fatalf("want a relabel entry, got %v", names(ws))
+	}
+	w := rel[0]
+	if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.ClientConfig.Service.Path != PodRelabelPath ||
+		!slices.Equal(w.Rules[0].Resources, []string{"pods", "pods/status"}) || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) ||
+		!slices.Contains(outcomes[Key{Kind: "RolloutPolicy", Name: "agents"}].Entries, w.Name) {
+		t.Errorf("entry %+v: want pod and pods/status UPDATEs at %s, failing open, named in the policy's outcome", w, PodRelabelPath)
+	}
+	if ws, _ := Entries([]v1alpha1.RolloutPolicy{rolloutPolicy("web", func(s *v1alpha1.RolloutPolicySpec) {
+		s.Targets.Kinds = []v1alpha1.WorkloadKind{v1alpha1.KindDeployment}
+	})}, nil, settings); len(byType(ws, TypeRelabel)) != 0 {
+		t.Errorf("a Deployment-only policy has a relabel entry: %v", names(ws))
+	}
+
+	matcher := webhook.NewValidatingWebhookAccessor("uid", Name("holdfast"), &w).
+		GetCompiledMatcher(cel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())))
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", UID: "ds"}}
+	stored := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "agent-x", Labels: map[string]string{"app": "agent"},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	relabelled := func(mut func(old, obj *corev1.Pod)) (*corev1.Pod, *corev1.Pod) {
+		old, obj := stored.DeepCopy(), stored.DeepCopy()
+		obj.Labels = map[string]string{"app": "out"}
+		if mut != nil {
+			mut(old, obj)
+		}
+		return old, obj
+	}
+	for name, c := range map[string]struct {
+		mut         func(old, obj *corev1.Pod)
+		subresource string
+		user        string
+		sent        bool
+	}{
+		"a relabel":                {user: "alice", sent: true},
+		"a relabel through status": {subresource: "status", user: "alice", sent: true},
+		"labels removed":           {mut: func(_, obj *corev1.Pod) { obj.Labels = nil }, user: "alice", sent: true},
+		"a kubelet's status write": {mut: func(old, obj *corev1.Pod) { obj.Labels = old.Labels; obj.Status.Phase = corev1.PodFailed }, subresource: "status", user: "system:node:node-1"},
+		"an annotation":            {mut: func(old, obj *corev1.Pod) { obj.Labels = old.Labels; obj.Annotations = map[string]string{"a": "b"} }, user: "alice"},
+		"a ReplicaSet's pod":       {mut: func(old, obj *corev1.Pod) { old.OwnerReferences[0].Kind = "ReplicaSet" }, user: "alice"},
+		"a terminating pod":        {mut: func(old, obj *corev1.Pod) { old.DeletionTimestamp = ptr.To(metav1.Now()) }, user: "alice"},
+		"the daemonset controller": {user: "system:serviceaccount:kube-system:daemon-set-controller"},
+		"holdfast itself":          {user: "system:serviceaccount:holdfast-system:holdfast"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			old, obj := relabelled(c.mut)
+			attrs := admission.NewAttributesRecord(obj, old, corev1.SchemeGroupVersion.WithKind("Pod"), old.Namespace, old.Name,
+				corev1.SchemeGroupVersion.WithResource("pods"), c.subresource, admission.Update, &metav1.UpdateOptions{}, false, &user.DefaultInfo{Name: c.user})
+			va, err := admission.NewVersionedAttributes(attrs, corev1.SchemeGroupVersion.WithKind("Pod"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := matcher.Match(context.Background(), va, nil, nil)
+			if r.Error != nil {
+				t.Fatalf("evaluating the matchConditions: %v", r.Error)
+			}
+			if r.Matches != c.sent {
+				t.Errorf("sent = %t (failed condition %q), want %t", r.Matches, r.FailedConditionName, c.sent)
+			}
+		})
+	}
+}

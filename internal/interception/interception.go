@@ -35,6 +35,9 @@ const (
 	// NamespacePath serves namespace relabels that bring workloads into a RolloutPolicy's
 	// selection (webhooks/rollout HandleNamespace).
 	NamespacePath = "/validate-namespace"
+	// PodRelabelPath serves pod relabels that release a pod from an OnDelete StatefulSet or
+	// DaemonSet (webhooks/rollout HandlePodRelabel).
+	PodRelabelPath = "/validate-pod-relabel"
 )
 
 // Entry types: the last labels of an entry's name, <policy>-<hash>.<type>.
@@ -45,6 +48,7 @@ const (
 	TypeDelete    = "delete.holdfast.dev"
 	TypeFloor     = "pdb.holdfast.dev"
 	TypeNamespace = "namespace.holdfast.dev"
+	TypeRelabel   = "relabel.holdfast.dev"
 )
 
 // Name is the scoped configuration's name beside the installed one, anchor.
@@ -279,6 +283,23 @@ func Entries(rollouts []v1alpha1.RolloutPolicy, evictions []v1alpha1.DisruptionP
 			TimeoutSeconds:    ptr.To(s.Eviction.TimeoutSeconds),
 			MatchConditions:   []admissionregistrationv1.MatchCondition{matchReplacedPod, b.matchDeleter()},
 		})
+		// A relabel that takes a pod out of its workload's selector makes kube release it
+		// and replace it from the template, with no eviction or DELETE of a pod the
+		// workload controls: pod UPDATEs (and pods/status ones, which may change labels too)
+		// that change the labels of a pod a StatefulSet or DaemonSet controls.
+		b.add(key, TypeRelabel, admissionregistrationv1.ValidatingWebhook{
+			ClientConfig: b.client(PodRelabelPath),
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+					Resources: []string{"pods", "pods/status"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+			}},
+			FailurePolicy:     ptr.To(admissionregistrationv1.Ignore),
+			NamespaceSelector: nsSel,
+			SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNone),
+			TimeoutSeconds:    ptr.To(s.Rollout.TimeoutSeconds),
+			MatchConditions:   []admissionregistrationv1.MatchCondition{matchRelabelledReplacedPod, b.matchDeleter()},
+		})
 	}
 	for i := range evictions {
 		p := &evictions[i]
@@ -390,6 +411,15 @@ func judgesReplacements(p *v1alpha1.RolloutPolicy) bool {
 var matchReplacedPod = admissionregistrationv1.MatchCondition{
 	Name: "replaced-from-a-template",
 	Expression: "!has(oldObject.metadata.deletionTimestamp) && oldObject.metadata.?ownerReferences.orValue([]).exists(r, " +
+		"r.?controller.orValue(false) && (r.kind == 'StatefulSet' || r.kind == 'DaemonSet'))",
+}
+
+// matchRelabelledReplacedPod passes only an UPDATE that changes the labels of a pod a
+// StatefulSet or DaemonSet controls and that is not terminating.
+var matchRelabelledReplacedPod = admissionregistrationv1.MatchCondition{
+	Name: "relabels-a-replaced-pod",
+	Expression: "object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({}) && " +
+		"!has(oldObject.metadata.deletionTimestamp) && oldObject.metadata.?ownerReferences.orValue([]).exists(r, " +
 		"r.?controller.orValue(false) && (r.kind == 'StatefulSet' || r.kind == 'DaemonSet'))",
 }
 

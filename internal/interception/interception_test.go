@@ -187,17 +187,17 @@ func TestFloorEntryForGeneratingPolicies(t *testing.T) {
 func TestPoliciesSelectingAlikeShareAnEntry(t *testing.T) {
 	a, b := rolloutPolicy("a", nil), rolloutPolicy("b", nil)
 	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings)
-	if len(ws) != 4 || len(byType(ws, TypeRollout)) != 1 || len(byType(ws, TypeNamespace)) != 1 ||
-		len(byType(ws, TypeEviction)) != 1 || len(byType(ws, TypeDelete)) != 1 {
-		t.Fatalf("want one shared rollout, namespace, eviction and delete entry each, got %d", len(ws))
+	if len(ws) != 5 || len(byType(ws, TypeRollout)) != 1 || len(byType(ws, TypeNamespace)) != 1 ||
+		len(byType(ws, TypeEviction)) != 1 || len(byType(ws, TypeDelete)) != 1 || len(byType(ws, TypeRelabel)) != 1 {
+		t.Fatalf("want one shared rollout, namespace, eviction, delete and relabel entry each, got %d", len(ws))
 	}
 	if !slices.Equal(outcomes[Key{"RolloutPolicy", "a"}].Entries, outcomes[Key{"RolloutPolicy", "b"}].Entries) {
 		t.Errorf("outcomes %+v", outcomes)
 	}
 	b.Spec.FailurePolicy = ptr.To(v1alpha1.FailurePolicyFail)
 	if ws, _ := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings); len(byType(ws, TypeRollout)) != 2 || len(byType(ws, TypeNamespace)) != 1 ||
-		len(byType(ws, TypeEviction)) != 1 || len(byType(ws, TypeDelete)) != 1 {
-		t.Errorf("policies that fail differently need rollout entries of their own (the namespace, eviction and delete entries always fail open): %d", len(ws))
+		len(byType(ws, TypeEviction)) != 1 || len(byType(ws, TypeDelete)) != 1 || len(byType(ws, TypeRelabel)) != 1 {
+		t.Errorf("policies that fail differently need rollout entries of their own (the namespace, eviction, delete and relabel entries always fail open): %d", len(ws))
 	}
 }
 
@@ -232,7 +232,7 @@ func TestPoliciesWithInvalidSelectorsGetNoEntry(t *testing.T) {
 	dp := v1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bad-agents"}, Spec: v1alpha1.DisruptionPolicySpec{
 		Targets: v1alpha1.PodTargets{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}}}
 	ws, outcomes := Entries([]v1alpha1.RolloutPolicy{p, rolloutPolicy("good", nil)}, []v1alpha1.DisruptionPolicy{dp}, settings)
-	if len(ws) != 4 || !slices.Equal(outcomes[Key{"RolloutPolicy", "good"}].Entries, names(ws)) {
+	if len(ws) != 5 || !slices.Equal(outcomes[Key{"RolloutPolicy", "good"}].Entries, names(ws)) {
 		t.Fatalf("want only the valid policy's entries: %+v", ws)
 	}
 	o := outcomes[Key{"RolloutPolicy", "bad"}]
@@ -268,7 +268,7 @@ func TestEntriesDoNotDependOnListOrder(t *testing.T) {
 	a, b := rolloutPolicy("a", nil), rolloutPolicy("b", nil)
 	ab, _ := Entries([]v1alpha1.RolloutPolicy{a, b}, nil, settings)
 	ba, _ := Entries([]v1alpha1.RolloutPolicy{b, a}, nil, settings)
-	if len(ab) != 4 || !slices.Equal(names(ab), names(ba)) {
+	if len(ab) != 5 || !slices.Equal(names(ab), names(ba)) {
 		t.Errorf("entries %v and %v", ab, ba)
 	}
 }

@@ -272,6 +272,8 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	srv.Register(rollout.NamespacePath, review.NewWebhook(&admission.Webhook{Handler: answerSelfTest(rollout.NamespacePath, admission.HandlerFunc(rolloutHandler.HandleNamespace)),
 		RecoverPanic: ptr.To(true)}, nil))
 	srv.Register(eviction.DeletePath, review.NewWebhook(&admission.Webhook{Handler: answerSelfTest(eviction.DeletePath, evictionHandler), RecoverPanic: ptr.To(true)}, nil))
+	srv.Register(rollout.PodRelabelPath, review.NewWebhook(&admission.Webhook{Handler: answerSelfTest(rollout.PodRelabelPath, admission.HandlerFunc(rolloutHandler.HandlePodRelabel)),
+		RecoverPanic: ptr.To(true)}, nil))
 
 	srv.Register(floor.Path, review.NewWebhook(&admission.Webhook{
 		Handler:      answerSelfTest(floor.Path, &floor.Handler{Reader: mgr.GetCache(), Matcher: s.Matcher, Clock: clock.RealClock{}}),

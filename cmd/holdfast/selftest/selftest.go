@@ -282,6 +282,8 @@ func (p *prober) probe(ctx context.Context, e probeEntry) Result {
 		return skip("-", "a pod DELETE reaches holdfast only for a live, Ready pod; the eviction entries probe the same handler")
 	case interception.NamespacePath:
 		return skip("-", "a namespace relabel would name a live namespace")
+	case interception.PodRelabelPath:
+		return skip("-", "a pod relabel would name a live pod")
 	default:
 		return skip("-", "not a path holdfast serves")
 	}

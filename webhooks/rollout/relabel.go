@@ -1,0 +1,90 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/interception"
+	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+)
+
+// PodRelabelPath is where HandlePodRelabel is served.
+const PodRelabelPath = interception.PodRelabelPath
+
+// HandlePodRelabel judges a pod UPDATE (or pods/status UPDATE, which may change labels
+// too) whose new labels take the pod out of its StatefulSet's or DaemonSet's selector.
+// kube's controller then releases the pod (ClaimPods, controller_ref_manager.go) and makes
+// another in its place from the current template: at once for a DaemonSet's node, once the
+// released pod is gone for a StatefulSet's ordinal, whose name it keeps. On an OnDelete
+// workload whose template no pod runs yet, that is the template's first pod, a start with
+// no eviction or DELETE of a pod the workload controls: it is judged as Replacement judges
+// one, so that a relabel is no way around what an eviction would be refused. A relabel
+// that keeps the pod selected, or of any other pod, is admitted. A read that fails answers
+// "retry", never "allow".
+func (h *Handler) HandlePodRelabel(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	if req.Kind.Group != "" || req.Kind.Kind != "Pod" {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("unsupported kind %s: this webhook judges pod relabels", req.Kind))
+	}
+	var pod, old corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
+	}
+	if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored pod: %w", err))
+	}
+	owner := metav1.GetControllerOfNoCopy(&old)
+	if owner == nil || (owner.Kind != string(v1alpha1.KindStatefulSet) && owner.Kind != string(v1alpha1.KindDaemonSet)) {
+		return admission.Allowed("")
+	}
+	obj, err := workload.New(v1alpha1.WorkloadKind(owner.Kind))
+	if err != nil {
+		return admission.Allowed("")
+	}
+	if err := informer.Get(ctx, h.Reader, client.ObjectKey{Namespace: old.Namespace, Name: owner.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return admission.Allowed("") // gone: nothing replaces the pod
+		}
+		return decision.Retry("the pod's workload", err)
+	}
+	m, ok := workload.MetaOf(obj)
+	if !ok || obj.GetUID() != owner.UID {
+		return admission.Allowed("")
+	}
+	if sel, err := metav1.LabelSelectorAsSelector(m.Selector); err != nil || sel.Empty() || sel.Matches(labels.Set(pod.Labels)) {
+		return admission.Allowed("") // still selected: kube keeps it (an invalid selector claims nothing)
+	}
+	nsLabels, err := policy.NamespaceLabels(ctx, h.Reader, req.Namespace)
+	if err != nil {
+		return decision.Retry("the pod's namespace", err)
+	}
+	vs, starts, err := h.Replacement(ctx, &old, nsLabels, req.UserInfo)
+	if err != nil {
+		return decision.Retry("the pod's workload", err)
+	}
+	if !starts {
+		return admission.Allowed("")
+	}
+	why := fmt.Sprintf("relabelling pod %s/%s takes it out of its %s's selector, and kube replaces it from the current pod template, which no pod runs yet: "+
+		"the relabel would start that template's rollout (keep the labels the selector matches); ", old.Namespace, old.Name, owner.Kind)
+	for i := range vs {
+		vs[i].Message = why + vs[i].Message
+	}
+	return Respond(Decision{Violations: vs})
+}
