@@ -71,6 +71,9 @@ func TestBadInputOverHTTPS(t *testing.T) {
 		{"eviction of a pod that is gone", eviction.Path, "POST", "application/json", evictionOf("gone"), true, 0, ""},
 		{"eviction naming another pod", eviction.Path, "POST", "application/json", strings.Replace(evictionOf("a"), `"metadata":{"name":"a"`, `"metadata":{"name":"b"`, 1), false, 400, "names pod"},
 		{"eviction without an object", eviction.Path, "POST", "application/json", strings.Replace(evictionOf("a"), `"object":{`, `"old":{`, 1), false, 400, "Eviction"},
+		{"pod relabel of a Deployment", rollout.PodRelabelPath, "POST", "application/json", reviewOf("Deployment", "deployments", "", "UPDATE", good, good), false, 400, "unsupported kind"},
+		{"pod relabel of a pod that is not an object", rollout.PodRelabelPath, "POST", "application/json",
+			strings.NewReplacer(`"group":"apps",`, "", `"kind":"Deployment"`, `"kind":"Pod"`).Replace(reviewOf("Deployment", "deployments", "", "UPDATE", `[1,2]`, `{}`)), false, 400, "decoding the pod"},
 	}
 	applyPolicy(t, ns, utiltesting.MakeRolloutPolicy("server-count").ArgMatchesReplicas("konnectivity-server", "--server-count").Obj())
 
