@@ -204,19 +204,21 @@ type mworld struct {
 	// replacements counts the deleted pods whose replacement the rollout guard judged as a
 	// staged template's start (Handler.Replacement); replacementsRefused those it refused.
 	replacements, replacementsRefused int
-	maxUnavail                        int // 0 unset; the strategy's maxUnavailable otherwise
-	nextTag                           int
-	broken                            map[int]bool
-	numbers                           map[tmpl]int64 // revision numbers
-	created                           map[tmpl]time.Time
-	pods                              []*mpod
-	nodes                             int
-	notReady                          map[int]bool
-	policy                            int // index into modelPolicies; changed by "policy"
-	policyAt                          time.Time
-	window                            int // index into modelWindows; changed by "window"
-	windowAt                          time.Time
-	user                              string // the requester of the request being sent
+	// relabelsJudged are the pod relabels out of the selector sent to HandlePodRelabel.
+	relabelsJudged int
+	maxUnavail     int // 0 unset; the strategy's maxUnavailable otherwise
+	nextTag        int
+	broken         map[int]bool
+	numbers        map[tmpl]int64 // revision numbers
+	created        map[tmpl]time.Time
+	pods           []*mpod
+	nodes          int
+	notReady       map[int]bool
+	policy         int // index into modelPolicies; changed by "policy"
+	policyAt       time.Time
+	window         int // index into modelWindows; changed by "window"
+	windowAt       time.Time
+	user           string // the requester of the request being sent
 
 	journal    *journal.Journal // the leader's, as written
 	lastObj    client.Object    // the workload's last state before an orphaning delete
@@ -1100,9 +1102,10 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 }
 
 // replacement is the eviction guard asking replica i's rollout guard about the replacement
-// of one of the OnDelete workload's pods (Handler.Replacement):
+// of one of the OnDelete workload's pods (Handler.Replacement), or, relabel, the pod
+// relabel webhook judging a relabel out of the workload's selector (HandlePodRelabel):
 // judged when it would be the first pod of the staged template, admitted unless refused.
-func (w *mworld) replacement(i, slot int) (judged, admitted bool) {
+func (w *mworld) replacement(i, slot int, relabel bool) (judged, admitted bool) {
 	if !w.exists || w.kind == v1alpha1.KindDeployment || !w.onDelete {
 		return false, true
 	}
@@ -1119,6 +1122,22 @@ func (w *mworld) replacement(i, slot int) (judged, admitted bool) {
 	vs, judged, err := rep.handler.Replacement(context.Background(), pod, nsLabels, authenticationv1.UserInfo{Username: mOperator})
 	if err != nil {
 		panic(err)
+	}
+	if relabel {
+		w.relabelsJudged++
+		pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+		pod.Labels = map[string]string{"app": mName}
+		released := pod.DeepCopy()
+		released.Labels = map[string]string{"app": mName + "-debug"}
+		obj, _ := json.Marshal(released)
+		old, _ := json.Marshal(pod)
+		resp := rep.handler.HandlePodRelabel(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "relabel",
+			Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			Namespace: mNamespace, Name: pod.Name, Operation: admissionv1.Update, Object: runtime.RawExtension{Raw: obj}, OldObject: runtime.RawExtension{Raw: old},
+			UserInfo: authenticationv1.UserInfo{Username: mOperator}}})
+		if resp.Allowed != (vs.Action() != decision.Deny) {
+			panic(fmt.Sprintf("the relabel that releases %s answered allowed=%t, its replacement judged %v", pod.Name, resp.Allowed, vs))
+		}
 	}
 	if *rolloutModelTrace && judged {
 		w.trace = append(w.trace, fmt.Sprintf("%s the replacement of a pod via %d: %v", w.now.Format("15:04:05"), i, vs))
@@ -1544,7 +1563,10 @@ func (w *mworld) step(op mop) {
 			p := w.pods[op.N%len(w.pods)]
 			before := *w
 			before.pods = slices.Clone(w.pods) // DeleteFunc clears the tail it leaves
-			judged, admitted := w.replacement(op.Replica%len(w.replicas2), p.Slot)
+			// One in two is a relabel out of the selector instead (kube releases the pod and
+			// replaces it: HandlePodRelabel judges it as Replacement does); the released pod
+			// serves no longer as the workload's, as a deleted one.
+			judged, admitted := w.replacement(op.Replica%len(w.replicas2), p.Slot, (op.N/7)%2 == 1)
 			if !admitted {
 				break
 			}
@@ -1771,6 +1793,7 @@ type rolloutModelResult struct {
 	sequences, steps, violations, deadlocks, entered int
 	enteredByNamespace                               int
 	replacements, replacementsRefused                int
+	relabelsJudged                                   int
 	refusalsChecked, fightsChecked                   int
 	counts                                           map[string]int
 	gaps                                             map[string]int // known gaps met, by name
@@ -1792,6 +1815,7 @@ func exploreRollouts(n int, broken func(Input) (Decision, error)) rolloutModelRe
 		res.enteredByNamespace += w.enteredByNamespace
 		res.replacements += w.replacements
 		res.replacementsRefused += w.replacementsRefused
+		res.relabelsJudged += w.relabelsJudged
 		res.refusalsChecked += w.refusalsChecked
 		res.fightsChecked += w.fightsChecked
 		if len(w.violations) > 0 {
@@ -1858,7 +1882,7 @@ func TestRolloutModel(t *testing.T) {
 	}
 	fmt.Printf("RELIABILITY rollout-model-operations %s\n", strings.Join(shares, " "))
 	fmt.Printf("RELIABILITY rollout-model-relabelIn entered=%d byNamespace=%d\n", res.entered, res.enteredByNamespace)
-	fmt.Printf("RELIABILITY rollout-model-replacements judged=%d refused=%d\n", res.replacements, res.replacementsRefused)
+	fmt.Printf("RELIABILITY rollout-model-replacements judged=%d refused=%d relabels=%d\n", res.replacements, res.replacementsRefused, res.relabelsJudged)
 	if res.entered < 10 || res.enteredByNamespace < 10 {
 		t.Errorf("%d relabel-in walks entered the selection with another template (%d through the namespace), want at least 10 each", res.entered, res.enteredByNamespace)
 	}
