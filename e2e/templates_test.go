@@ -185,7 +185,7 @@ func TestEvictionThatStartsAStagedTemplate(t *testing.T) {
 			released := pod.DeepCopy()
 			released.Labels = map[string]string{"holdfast.dev/e2e": "released"}
 			rel := c.Patch(ctx, released, client.MergeFrom(&pod))
-			if !apierrors.IsForbidden(rel) || !strings.Contains(rel.Error(), "out of its DaemonSet's selector") || !strings.Contains(rel.Error(), "minInterval") {
+			if !apierrors.IsForbidden(rel) || !strings.Contains(rel.Error(), "releases it from its DaemonSet") || !strings.Contains(rel.Error(), "minInterval") {
 				t.Fatalf("the relabel that releases the pod: %v, want 403 naming the release and minInterval", rel)
 			}
 			// The way out: the staged edit rolled back; the replacement runs A again.

@@ -304,6 +304,8 @@ func TestReplacementEntries(t *testing.T) {
 		"a ReplicaSet's pod":             {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].Kind = "ReplicaSet" }), user: "alice"},
 		"an owner that is no controller": {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].Controller = nil }), user: "alice"},
 		"an orphan":                      {pod: pod(func(p *corev1.Pod) { p.OwnerReferences = nil }), user: "alice"},
+		"an orphan named as a StatefulSet's ordinal (one it released)":   {pod: pod(func(p *corev1.Pod) { p.OwnerReferences, p.Name = nil, "db-0" }), user: "alice", sent: true},
+		"a pod another kind controls, named as an ordinal":               {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].Kind, p.Name = "Job", "db-0" }), user: "alice"},
 		"a reference of another apiVersion (kube resolves kind and UID)": {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].APIVersion = "apps/v1beta2" }), user: "alice", sent: true},
 		"the kubelet's final delete":                                     {pod: pod(nil), user: "system:node:node-1"},
 		"the daemonset controller":                                       {pod: pod(nil), user: "system:serviceaccount:kube-system:daemon-set-controller"},
@@ -378,12 +380,13 @@ func TestRelabelEntry(t *testing.T) {
 		"a relabel":                {user: "alice", sent: true},
 		"a relabel through status": {subresource: "status", user: "alice", sent: true},
 		"labels removed":           {mut: func(_, obj *corev1.Pod) { obj.Labels = nil }, user: "alice", sent: true},
-		"a kubelet's status write": {mut: func(old, obj *corev1.Pod) { obj.Labels = old.Labels; obj.Status.Phase = corev1.PodFailed }, subresource: "status", user: "system:node:node-1"},
-		"an annotation":            {mut: func(old, obj *corev1.Pod) { obj.Labels = old.Labels; obj.Annotations = map[string]string{"a": "b"} }, user: "alice"},
-		"a ReplicaSet's pod":       {mut: func(old, obj *corev1.Pod) { old.OwnerReferences[0].Kind = "ReplicaSet" }, user: "alice"},
-		"a terminating pod":        {mut: func(old, obj *corev1.Pod) { old.DeletionTimestamp = ptr.To(metav1.Now()) }, user: "alice"},
-		"the daemonset controller": {user: "system:serviceaccount:kube-system:daemon-set-controller"},
-		"holdfast itself":          {user: "system:serviceaccount:holdfast-system:holdfast"},
+		"the controller reference changed, the labels kept": {mut: func(old, obj *corev1.Pod) { obj.Labels = old.Labels; obj.OwnerReferences[0].UID = "another" }, user: "alice", sent: true},
+		"a kubelet's status write":                          {mut: func(old, obj *corev1.Pod) { obj.Labels = old.Labels; obj.Status.Phase = corev1.PodFailed }, subresource: "status", user: "system:node:node-1"},
+		"an annotation":                                     {mut: func(old, obj *corev1.Pod) { obj.Labels = old.Labels; obj.Annotations = map[string]string{"a": "b"} }, user: "alice"},
+		"a ReplicaSet's pod":                                {mut: func(old, obj *corev1.Pod) { old.OwnerReferences[0].Kind = "ReplicaSet" }, user: "alice"},
+		"a terminating pod":                                 {mut: func(old, obj *corev1.Pod) { old.DeletionTimestamp = ptr.To(metav1.Now()) }, user: "alice"},
+		"the daemonset controller":                          {user: "system:serviceaccount:kube-system:daemon-set-controller"},
+		"holdfast itself":                                   {user: "system:serviceaccount:holdfast-system:holdfast"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			old, obj := relabelled(c.mut)

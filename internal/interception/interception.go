@@ -407,18 +407,22 @@ func judgesReplacements(p *v1alpha1.RolloutPolicy) bool {
 
 // matchReplacedPod keeps away the DELETEs that replace nothing from a template: of a pod
 // already terminating, or of one no StatefulSet or DaemonSet controls (by the kind alone:
-// kube's controllers resolve a controller reference by kind and UID, resolveControllerRef).
+// kube's controllers resolve a controller reference by kind and UID, resolveControllerRef),
+// unless no controller owns it and it is named as a StatefulSet's ordinal (<name>-<n>: one
+// a StatefulSet released, whose ordinal kube creates once it is gone).
 var matchReplacedPod = admissionregistrationv1.MatchCondition{
 	Name: "replaced-from-a-template",
-	Expression: "!has(oldObject.metadata.deletionTimestamp) && oldObject.metadata.?ownerReferences.orValue([]).exists(r, " +
-		"r.?controller.orValue(false) && (r.kind == 'StatefulSet' || r.kind == 'DaemonSet'))",
+	Expression: "!has(oldObject.metadata.deletionTimestamp) && (oldObject.metadata.?ownerReferences.orValue([]).exists(r, " +
+		"r.?controller.orValue(false) && (r.kind == 'StatefulSet' || r.kind == 'DaemonSet')) || " +
+		"(!oldObject.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false)) && oldObject.metadata.name.matches('-[0-9]+$')))",
 }
 
-// matchRelabelledReplacedPod passes only an UPDATE that changes the labels of a pod a
-// StatefulSet or DaemonSet controls and that is not terminating.
+// matchRelabelledReplacedPod passes only an UPDATE that changes the labels or the owner
+// references of a pod a StatefulSet or DaemonSet controls and that is not terminating.
 var matchRelabelledReplacedPod = admissionregistrationv1.MatchCondition{
 	Name: "relabels-a-replaced-pod",
-	Expression: "object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({}) && " +
+	Expression: "(object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({}) || " +
+		"object.metadata.?ownerReferences.orValue([]) != oldObject.metadata.?ownerReferences.orValue([])) && " +
 		"!has(oldObject.metadata.deletionTimestamp) && oldObject.metadata.?ownerReferences.orValue([]).exists(r, " +
 		"r.?controller.orValue(false) && (r.kind == 'StatefulSet' || r.kind == 'DaemonSet'))",
 }

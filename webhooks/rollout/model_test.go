@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -204,21 +205,22 @@ type mworld struct {
 	// replacements counts the deleted pods whose replacement the rollout guard judged as a
 	// staged template's start (Handler.Replacement); replacementsRefused those it refused.
 	replacements, replacementsRefused int
-	// relabelsJudged are the pod relabels out of the selector sent to HandlePodRelabel.
-	relabelsJudged int
-	maxUnavail     int // 0 unset; the strategy's maxUnavailable otherwise
-	nextTag        int
-	broken         map[int]bool
-	numbers        map[tmpl]int64 // revision numbers
-	created        map[tmpl]time.Time
-	pods           []*mpod
-	nodes          int
-	notReady       map[int]bool
-	policy         int // index into modelPolicies; changed by "policy"
-	policyAt       time.Time
-	window         int // index into modelWindows; changed by "window"
-	windowAt       time.Time
-	user           string // the requester of the request being sent
+	// relabelsJudged are the pod relabels out of the selector sent to HandlePodRelabel;
+	// relabelsRefused those it refused.
+	relabelsJudged, relabelsRefused int
+	maxUnavail                      int // 0 unset; the strategy's maxUnavailable otherwise
+	nextTag                         int
+	broken                          map[int]bool
+	numbers                         map[tmpl]int64 // revision numbers
+	created                         map[tmpl]time.Time
+	pods                            []*mpod
+	nodes                           int
+	notReady                        map[int]bool
+	policy                          int // index into modelPolicies; changed by "policy"
+	policyAt                        time.Time
+	window                          int // index into modelWindows; changed by "window"
+	windowAt                        time.Time
+	user                            string // the requester of the request being sent
 
 	journal    *journal.Journal // the leader's, as written
 	lastObj    client.Object    // the workload's last state before an orphaning delete
@@ -1135,8 +1137,11 @@ func (w *mworld) replacement(i, slot int, relabel bool) (judged, admitted bool) 
 			Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
 			Namespace: mNamespace, Name: pod.Name, Operation: admissionv1.Update, Object: runtime.RawExtension{Raw: obj}, OldObject: runtime.RawExtension{Raw: old},
 			UserInfo: authenticationv1.UserInfo{Username: mOperator}}})
-		if resp.Allowed != (vs.Action() != decision.Deny) {
-			panic(fmt.Sprintf("the relabel that releases %s answered allowed=%t, its replacement judged %v", pod.Name, resp.Allowed, vs))
+		if resp.Allowed != (vs.Action() != decision.Deny) || (!resp.Allowed && resp.Result.Code != http.StatusForbidden) {
+			panic(fmt.Sprintf("the relabel that releases %s answered allowed=%t (%v), its replacement judged %v", pod.Name, resp.Allowed, resp.Result, vs))
+		}
+		if !resp.Allowed {
+			w.relabelsRefused++
 		}
 	}
 	if *rolloutModelTrace && judged {
@@ -1793,7 +1798,7 @@ type rolloutModelResult struct {
 	sequences, steps, violations, deadlocks, entered int
 	enteredByNamespace                               int
 	replacements, replacementsRefused                int
-	relabelsJudged                                   int
+	relabelsJudged, relabelsRefused                  int
 	refusalsChecked, fightsChecked                   int
 	counts                                           map[string]int
 	gaps                                             map[string]int // known gaps met, by name
@@ -1816,6 +1821,7 @@ func exploreRollouts(n int, broken func(Input) (Decision, error)) rolloutModelRe
 		res.replacements += w.replacements
 		res.replacementsRefused += w.replacementsRefused
 		res.relabelsJudged += w.relabelsJudged
+		res.relabelsRefused += w.relabelsRefused
 		res.refusalsChecked += w.refusalsChecked
 		res.fightsChecked += w.fightsChecked
 		if len(w.violations) > 0 {
@@ -1882,7 +1888,11 @@ func TestRolloutModel(t *testing.T) {
 	}
 	fmt.Printf("RELIABILITY rollout-model-operations %s\n", strings.Join(shares, " "))
 	fmt.Printf("RELIABILITY rollout-model-relabelIn entered=%d byNamespace=%d\n", res.entered, res.enteredByNamespace)
-	fmt.Printf("RELIABILITY rollout-model-replacements judged=%d refused=%d relabels=%d\n", res.replacements, res.replacementsRefused, res.relabelsJudged)
+	fmt.Printf("RELIABILITY rollout-model-replacements judged=%d refused=%d relabels=%d relabelsRefused=%d\n", res.replacements, res.replacementsRefused,
+		res.relabelsJudged, res.relabelsRefused)
+	if res.relabelsRefused == 0 {
+		t.Errorf("none of %d relabels out of the selector was refused: the sequences never reach what HandlePodRelabel judges", res.relabelsJudged)
+	}
 	if res.entered < 10 || res.enteredByNamespace < 10 {
 		t.Errorf("%d relabel-in walks entered the selection with another template (%d through the namespace), want at least 10 each", res.entered, res.enteredByNamespace)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,11 +23,17 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
+// templateGenerationLabel is the DaemonSet template generation kube's DaemonSet
+// controller labels its pods with (extensions.DaemonSetTemplateGenerationKey).
+const templateGenerationLabel = "pod-template-generation"
+
 // PodRelabelPath is where HandlePodRelabel is served.
 const PodRelabelPath = interception.PodRelabelPath
 
 // HandlePodRelabel judges a pod UPDATE (or pods/status UPDATE, which may change labels
-// too) whose new labels take the pod out of its StatefulSet's or DaemonSet's selector.
+// too) whose new labels or controller reference take the pod out of its StatefulSet's or
+// DaemonSet's claim, or that changes the revision labels kube counts its templates' pods
+// by (controller-revision-hash, pod-template-generation).
 // kube's controller then releases the pod (ClaimPods, controller_ref_manager.go) and makes
 // another in its place from the current template: at once for a DaemonSet's node, once the
 // released pod is gone for a StatefulSet's ordinal, whose name it keeps. On an OnDelete
@@ -67,8 +74,18 @@ func (h *Handler) HandlePodRelabel(ctx context.Context, req admission.Request) a
 	if !ok || obj.GetUID() != owner.UID {
 		return admission.Allowed("")
 	}
-	if sel, err := metav1.LabelSelectorAsSelector(m.Selector); err != nil || sel.Empty() || sel.Matches(labels.Set(pod.Labels)) {
-		return admission.Allowed("") // still selected: kube keeps it (an invalid selector claims nothing)
+	// kube's controller keeps a pod it controls whose labels its selector matches, and adopts
+	// one without a controller that matches; it leaves one another controller owns
+	// (ClaimObject, controller_ref_manager.go). An invalid selector claims nothing.
+	sel, err := metav1.LabelSelectorAsSelector(m.Selector)
+	now := metav1.GetControllerOfNoCopy(&pod)
+	kept := err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) && (now == nil || now.UID == owner.UID)
+	// The revision labels are how kube and holdfast count a template's pods (a pod that
+	// says it runs the staged revision makes the next replacement read as none).
+	relabelled := old.Labels[appsv1.ControllerRevisionHashLabelKey] != pod.Labels[appsv1.ControllerRevisionHashLabelKey] ||
+		old.Labels[templateGenerationLabel] != pod.Labels[templateGenerationLabel]
+	if kept && !relabelled {
+		return admission.Allowed("")
 	}
 	nsLabels, err := policy.NamespaceLabels(ctx, h.Reader, req.Namespace)
 	if err != nil {
@@ -81,8 +98,12 @@ func (h *Handler) HandlePodRelabel(ctx context.Context, req admission.Request) a
 	if !starts {
 		return admission.Allowed("")
 	}
-	why := fmt.Sprintf("relabelling pod %s/%s takes it out of its %s's selector, and kube replaces it from the current pod template, which no pod runs yet: "+
-		"the relabel would start that template's rollout (keep the labels the selector matches); ", old.Namespace, old.Name, owner.Kind)
+	why := fmt.Sprintf("relabelling pod %s/%s releases it from its %s (its labels or controller reference no longer claim it), and kube replaces it from the current pod template, "+
+		"which no pod runs yet: the change would start that template's rollout (keep the labels the selector matches and the controller reference); ", old.Namespace, old.Name, owner.Kind)
+	if kept {
+		why = fmt.Sprintf("relabelling pod %s/%s changes the revision its labels name, by which kube counts the pods of each of its %s's templates, while the current one, which no pod runs yet, "+
+			"is staged: the change would count the pod as that template's and let its rollout start unjudged (leave the revision labels to kube); ", old.Namespace, old.Name, owner.Kind)
+	}
 	for i := range vs {
 		vs[i].Message = why + vs[i].Message
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
@@ -71,12 +72,37 @@ func TestPodRelabelThatReleasesIsJudgedAsAReplacement(t *testing.T) {
 			Object: runtime.RawExtension{Raw: o}, OldObject: runtime.RawExtension{Raw: s}, UserInfo: authenticationv1.UserInfo{Username: "alice"}}}
 	}
 	resp := h.HandlePodRelabel(context.Background(), relabel(pod, map[string]string{"app": "debug", "tier": "db"}))
-	if resp.Allowed || resp.Result.Code != http.StatusForbidden || !strings.Contains(resp.Result.Message, "out of its StatefulSet's selector") ||
+	if resp.Allowed || resp.Result.Code != http.StatusForbidden || !strings.Contains(resp.Result.Message, "releases it from its StatefulSet") ||
 		!strings.Contains(resp.Result.Message, "freeze") {
 		t.Errorf("the relabel that releases db-0 in the Deny window: %+v, want 403 naming the release and the window", resp.Result)
 	}
-	if resp := h.HandlePodRelabel(context.Background(), relabel(pod, map[string]string{"app": "db", "tier": "db", "debug": "true"})); !resp.Allowed {
+	if resp := h.HandlePodRelabel(context.Background(), relabel(pod, map[string]string{"app": "db", "tier": "db", "debug": "true",
+		appsv1.ControllerRevisionHashLabelKey: "db-a"})); !resp.Allowed {
 		t.Errorf("a relabel that keeps db-0 selected: %+v, want admitted", resp.Result)
+	}
+	// The revision label kube counts a template's pods by, forged to the staged revision:
+	// db-0 would count as v2's, and the next DELETE would start v2 as "nothing".
+	forged := map[string]string{"app": "db", "tier": "db", appsv1.ControllerRevisionHashLabelKey: "db-b"}
+	if resp := h.HandlePodRelabel(context.Background(), relabel(pod, forged)); resp.Allowed || resp.Result.Code != http.StatusForbidden ||
+		!strings.Contains(resp.Result.Message, "changes the revision its labels name") {
+		t.Errorf("a forged controller-revision-hash: %+v, want 403", resp.Result)
+	}
+	// The controller reference changed instead of the labels: kube leaves a pod another
+	// controller owns and replaces it; one left without a controller and still selected is
+	// adopted again, which replaces nothing.
+	owned := func(mut func(*corev1.Pod)) admission.Request {
+		obj := pod.DeepCopy()
+		mut(obj)
+		o, _ := json.Marshal(obj)
+		req := relabel(pod, pod.Labels)
+		req.Object.Raw = o
+		return req
+	}
+	if resp := h.HandlePodRelabel(context.Background(), owned(func(p *corev1.Pod) { p.OwnerReferences[0].UID = "another" })); resp.Allowed || resp.Result.Code != http.StatusForbidden {
+		t.Errorf("a controller reference to another UID: %+v, want 403", resp.Result)
+	}
+	if resp := h.HandlePodRelabel(context.Background(), owned(func(p *corev1.Pod) { p.OwnerReferences = nil })); !resp.Allowed {
+		t.Errorf("a controller reference removed, the labels still selected: %+v, want admitted (kube adopts it again)", resp.Result)
 	}
 	other := pod.DeepCopy()
 	other.OwnerReferences[0].Kind = "ReplicaSet"
@@ -87,6 +113,18 @@ func TestPodRelabelThatReleasesIsJudgedAsAReplacement(t *testing.T) {
 	stranger.OwnerReferences[0].Name = "gone"
 	if resp := h.HandlePodRelabel(context.Background(), relabel(stranger, nil)); !resp.Allowed {
 		t.Errorf("a pod of a StatefulSet the cache does not have: %+v, want admitted", resp.Result)
+	}
+	// A pod the StatefulSet released earlier (relabelled while nothing was staged) keeps
+	// db-0's name: its DELETE is what lets kube create db-0 from the staged template.
+	released := pod.DeepCopy()
+	released.OwnerReferences, released.Labels = nil, map[string]string{"app": "debug"}
+	if vs, starts, err := h.Replacement(context.Background(), released, ns.Labels, authenticationv1.UserInfo{Username: "alice"}); err != nil || !starts || vs.Action() != decision.Deny {
+		t.Errorf("the DELETE of a released pod named as db-0, in the Deny window: starts=%v %v %v, want the window's refusal", starts, vs, err)
+	}
+	stray := released.DeepCopy()
+	stray.Name = "db-7" // beyond the replicas: kube creates no db-7
+	if vs, starts, err := h.Replacement(context.Background(), stray, ns.Labels, authenticationv1.UserInfo{Username: "alice"}); err != nil || starts || len(vs) != 0 {
+		t.Errorf("the DELETE of a pod named as an ordinal beyond the replicas: starts=%v %v %v, want nothing started", starts, vs, err)
 	}
 	bad := relabel(pod, nil)
 	bad.Object.Raw = []byte("{")

@@ -40,6 +40,13 @@ import (
 // DELETE that follows it at once would be judged on the template before.
 func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map[string]string, user authenticationv1.UserInfo) (vs decision.Violations, starts bool, err error) {
 	owner := metav1.GetControllerOfNoCopy(pod)
+	if owner == nil {
+		// A pod no controller owns, named as a StatefulSet's ordinal (one the StatefulSet
+		// released when it was relabelled out of its selector, which keeps its name): kube
+		// creates that ordinal once it is gone (CreateStatefulPod fails AlreadyExists until
+		// then). The StatefulSet of its name, if any, is read below.
+		owner = ordinalOwner(pod.Name)
+	}
 	// kube's controllers resolve their pods' controller by kind and UID, whatever the
 	// reference's apiVersion says (resolveControllerRef).
 	if owner == nil || (owner.Kind != string(v1alpha1.KindStatefulSet) && owner.Kind != string(v1alpha1.KindDaemonSet)) ||
@@ -72,7 +79,7 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 			return !p.Spec.Suspend && err == nil && selects
 		})
 	}
-	if obj.GetUID() != owner.UID || obj.GetDeletionTimestamp() != nil || !selected(obj) {
+	if (owner.UID != "" && obj.GetUID() != owner.UID) || obj.GetDeletionTimestamp() != nil || !selected(obj) {
 		return nil, false, nil
 	}
 	if h.Live != nil {
@@ -86,7 +93,7 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 			return nil, false, fmt.Errorf("reading the %s of pod %s/%s: %w", owner.Kind, pod.Namespace, pod.Name, err)
 		}
 	}
-	if obj.GetUID() != owner.UID || obj.GetDeletionTimestamp() != nil || !onDelete(obj) || !selected(obj) {
+	if (owner.UID != "" && obj.GetUID() != owner.UID) || obj.GetDeletionTimestamp() != nil || !onDelete(obj) || !selected(obj) {
 		return nil, false, nil
 	}
 	w, err := workload.From(obj)
@@ -150,6 +157,20 @@ func (h *Handler) replaced(ctx context.Context, w *workload.Workload, pod *corev
 		return false, err
 	}
 	return workload.DaemonRunsOn(&spec.Spec, &node), nil
+}
+
+// ordinalOwner is the StatefulSet a pod's name makes it an ordinal of (<name>-<ordinal>),
+// without a UID: kube names the pods it creates so, and creates none of a name a pod
+// holds.
+func ordinalOwner(pod string) *metav1.OwnerReference {
+	i := strings.LastIndexByte(pod, '-')
+	if i <= 0 {
+		return nil
+	}
+	if n := pod[i+1:]; n == "" || strings.Trim(n, "0123456789") != "" {
+		return nil
+	}
+	return &metav1.OwnerReference{Kind: string(v1alpha1.KindStatefulSet), Name: pod[:i]}
 }
 
 // onDelete is a StatefulSet or DaemonSet that replaces its pods only when they are deleted,
