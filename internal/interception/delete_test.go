@@ -9,10 +9,14 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/utils/ptr"
@@ -29,6 +33,43 @@ func deletePolicy(name string, mut func(*v1alpha1.DisruptionPolicySpec)) v1alpha
 		mut(&p.Spec)
 	}
 	return p
+}
+
+// conditions is the entry's matchConditions as the API server compiles them
+// (k8s.io/apiserver's webhook matcher).
+type conditions struct{ m matchconditions.Matcher }
+
+func conditionsOf(w *admissionregistrationv1.ValidatingWebhook) conditions {
+	return conditions{webhook.NewValidatingWebhookAccessor("uid", Name("holdfast"), w).
+		GetCompiledMatcher(cel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())))}
+}
+
+// check evaluates the conditions on a request's attributes (obj nil for a DELETE, old nil
+// for a CREATE) and fails the test unless they pass it exactly when sent.
+func (c conditions) check(t *testing.T, obj, old runtime.Object, gvk schema.GroupVersionKind, resource schema.GroupVersionResource, sub string,
+	op admission.Operation, who string, sent bool) {
+	t.Helper()
+	meta := old
+	if meta == nil {
+		meta = obj
+	}
+	o, _ := apimeta.Accessor(meta)
+	var opts runtime.Object = &metav1.UpdateOptions{}
+	if op == admission.Delete {
+		opts = &metav1.DeleteOptions{}
+	}
+	attrs := admission.NewAttributesRecord(obj, old, gvk, o.GetNamespace(), o.GetName(), resource, sub, op, opts, false, &user.DefaultInfo{Name: who})
+	va, err := admission.NewVersionedAttributes(attrs, gvk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.m.Match(context.Background(), va, nil, nil)
+	if r.Error != nil {
+		t.Fatalf("evaluating the matchConditions: %v", r.Error)
+	}
+	if r.Matches != sent {
+		t.Errorf("sent = %t (failed condition %q), want %t", r.Matches, r.FailedConditionName, sent)
+	}
 }
 
 // TestDeleteEntry: a policy with guardDeletes has a pod DELETE entry that selects its pods
@@ -78,8 +119,7 @@ func TestDeleteMatchConditions(t *testing.T) {
 	if len(del) != 1 {
 		t.Fatalf("want one delete entry, got %+v", ws)
 	}
-	matcher := webhook.NewValidatingWebhookAccessor("uid", Name("holdfast"), &del[0]).
-		GetCompiledMatcher(cel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())))
+	matcher := conditionsOf(&del[0])
 
 	serving := func(mut func(*corev1.Pod)) *corev1.Pod {
 		p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -123,19 +163,7 @@ func TestDeleteMatchConditions(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			attrs := admission.NewAttributesRecord(nil, c.pod, corev1.SchemeGroupVersion.WithKind("Pod"), c.pod.Namespace, c.pod.Name,
-				corev1.SchemeGroupVersion.WithResource("pods"), "", admission.Delete, &metav1.DeleteOptions{}, false, &user.DefaultInfo{Name: c.user})
-			va, err := admission.NewVersionedAttributes(attrs, corev1.SchemeGroupVersion.WithKind("Pod"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := matcher.Match(context.Background(), va, nil, nil)
-			if r.Error != nil {
-				t.Fatalf("evaluating the matchConditions: %v", r.Error)
-			}
-			if r.Matches != c.sent {
-				t.Errorf("sent = %t (failed condition %q), want %t", r.Matches, r.FailedConditionName, c.sent)
-			}
+			matcher.check(t, nil, c.pod, corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithResource("pods"), "", admission.Delete, c.user, c.sent)
 		})
 	}
 }
@@ -173,8 +201,7 @@ func TestRolloutEntrySendsRelabelsThroughStatus(t *testing.T) {
 		t.Errorf("a Deployment-only policy's entry has rules %+v, want its workloads only", r)
 	}
 
-	matcher := webhook.NewValidatingWebhookAccessor("uid", Name("holdfast"), &w).
-		GetCompiledMatcher(cel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())))
+	matcher := conditionsOf(&w)
 	stored := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "etcd", Labels: map[string]string{"app": "kube-apiserver"}},
 		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3)}}
@@ -190,19 +217,8 @@ func TestRolloutEntrySendsRelabelsThroughStatus(t *testing.T) {
 		"a relabel through status":    {obj: relabelled, sent: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			attrs := admission.NewAttributesRecord(c.obj, stored, appsv1.SchemeGroupVersion.WithKind("StatefulSet"), stored.Namespace, stored.Name,
-				appsv1.SchemeGroupVersion.WithResource("statefulsets"), "status", admission.Update, &metav1.UpdateOptions{}, false, &user.DefaultInfo{Name: "tenant"})
-			va, err := admission.NewVersionedAttributes(attrs, appsv1.SchemeGroupVersion.WithKind("StatefulSet"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := matcher.Match(context.Background(), va, nil, nil)
-			if r.Error != nil {
-				t.Fatalf("evaluating the matchConditions: %v", r.Error)
-			}
-			if r.Matches != c.sent {
-				t.Errorf("sent = %t, want %t", r.Matches, c.sent)
-			}
+			matcher.check(t, c.obj, stored, appsv1.SchemeGroupVersion.WithKind("StatefulSet"), appsv1.SchemeGroupVersion.WithResource("statefulsets"), "status",
+				admission.Update, "tenant", c.sent)
 		})
 	}
 }
@@ -278,8 +294,7 @@ func TestReplacementEntries(t *testing.T) {
 		t.Errorf("a DisruptionPolicy failing open in the same namespaces: eviction entries %v, want one shared", names(e))
 	}
 
-	matcher := webhook.NewValidatingWebhookAccessor("uid", Name("holdfast"), &del[0]).
-		GetCompiledMatcher(cel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())))
+	matcher := conditionsOf(&del[0])
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "konnectivity-agent", UID: "ds"}}
 	pod := func(mut func(*corev1.Pod)) *corev1.Pod {
 		p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -312,19 +327,7 @@ func TestReplacementEntries(t *testing.T) {
 		"holdfast itself":                                                {pod: pod(nil), user: "system:serviceaccount:holdfast-system:holdfast"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			attrs := admission.NewAttributesRecord(nil, c.pod, corev1.SchemeGroupVersion.WithKind("Pod"), c.pod.Namespace, c.pod.Name,
-				corev1.SchemeGroupVersion.WithResource("pods"), "", admission.Delete, &metav1.DeleteOptions{}, false, &user.DefaultInfo{Name: c.user})
-			va, err := admission.NewVersionedAttributes(attrs, corev1.SchemeGroupVersion.WithKind("Pod"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := matcher.Match(context.Background(), va, nil, nil)
-			if r.Error != nil {
-				t.Fatalf("evaluating the matchConditions: %v", r.Error)
-			}
-			if r.Matches != c.sent {
-				t.Errorf("sent = %t (failed condition %q), want %t", r.Matches, r.FailedConditionName, c.sent)
-			}
+			matcher.check(t, nil, c.pod, corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithResource("pods"), "", admission.Delete, c.user, c.sent)
 		})
 	}
 }
@@ -356,8 +359,7 @@ func TestRelabelEntry(t *testing.T) {
 		t.Errorf("a Deployment-only policy has a relabel entry: %v", names(ws))
 	}
 
-	matcher := webhook.NewValidatingWebhookAccessor("uid", Name("holdfast"), &w).
-		GetCompiledMatcher(cel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())))
+	matcher := conditionsOf(&w)
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", UID: "ds"}}
 	stored := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "agent-x", Labels: map[string]string{"app": "agent"},
@@ -390,19 +392,7 @@ func TestRelabelEntry(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			old, obj := relabelled(c.mut)
-			attrs := admission.NewAttributesRecord(obj, old, corev1.SchemeGroupVersion.WithKind("Pod"), old.Namespace, old.Name,
-				corev1.SchemeGroupVersion.WithResource("pods"), c.subresource, admission.Update, &metav1.UpdateOptions{}, false, &user.DefaultInfo{Name: c.user})
-			va, err := admission.NewVersionedAttributes(attrs, corev1.SchemeGroupVersion.WithKind("Pod"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := matcher.Match(context.Background(), va, nil, nil)
-			if r.Error != nil {
-				t.Fatalf("evaluating the matchConditions: %v", r.Error)
-			}
-			if r.Matches != c.sent {
-				t.Errorf("sent = %t (failed condition %q), want %t", r.Matches, r.FailedConditionName, c.sent)
-			}
+			matcher.check(t, obj, old, corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithResource("pods"), c.subresource, admission.Update, c.user, c.sent)
 		})
 	}
 }

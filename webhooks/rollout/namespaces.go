@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -40,15 +41,9 @@ func (h *Handler) HandleNamespace(ctx context.Context, req admission.Request) ad
 	if req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
-	if req.Kind.Group != "" || req.Kind.Kind != "Namespace" {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("unsupported kind %s: this webhook judges namespace relabels", req.Kind))
-	}
 	var ns, old corev1.Namespace
-	if err := json.Unmarshal(req.Object.Raw, &ns); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the namespace: %w", err))
-	}
-	if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored namespace: %w", err))
+	if bad, ok := decodeRelabel(req, "Namespace", &ns, &old); !ok {
+		return bad
 	}
 	var policies v1alpha1.RolloutPolicyList
 	if err := informer.List(ctx, h.Reader, &policies); err != nil {
@@ -126,6 +121,22 @@ func (h *Handler) entering(ctx context.Context, p *v1alpha1.RolloutPolicy, ns *c
 
 // retryNamespace answers a namespace relabel holdfast could not judge in time
 // (decision.Retry).
+// decodeRelabel decodes the core object of kind an UPDATE sent to a relabel webhook
+// carries, and its stored form; a 400 (ok false) for another kind or what does not decode.
+func decodeRelabel(req admission.Request, kind string, obj, old any) (bad admission.Response, ok bool) {
+	what := strings.ToLower(kind)
+	if req.Kind.Group != "" || req.Kind.Kind != kind {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("unsupported kind %s: this webhook judges %s relabels", req.Kind, what)), false
+	}
+	if err := json.Unmarshal(req.Object.Raw, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the %s: %w", what, err)), false
+	}
+	if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored %s: %w", what, err)), false
+	}
+	return admission.Response{}, true
+}
+
 func retryNamespace(err error) admission.Response {
 	return decision.Retry("the workloads the new labels bring into a RolloutPolicy's selection", err)
 }

@@ -2,9 +2,7 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -46,15 +44,9 @@ func (h *Handler) HandlePodRelabel(ctx context.Context, req admission.Request) a
 	if req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
-	if req.Kind.Group != "" || req.Kind.Kind != "Pod" {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("unsupported kind %s: this webhook judges pod relabels", req.Kind))
-	}
 	var pod, old corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
-	}
-	if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored pod: %w", err))
+	if bad, ok := decodeRelabel(req, "Pod", &pod, &old); !ok {
+		return bad
 	}
 	owner := metav1.GetControllerOfNoCopy(&old)
 	if owner == nil || (owner.Kind != string(v1alpha1.KindStatefulSet) && owner.Kind != string(v1alpha1.KindDaemonSet)) {

@@ -15,16 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/decision"
-	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
-	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
 // TestPodRelabelThatReleasesIsJudgedAsAReplacement: an OnDelete StatefulSet's edit to v2
@@ -35,29 +30,13 @@ import (
 // relabel that keeps the pod selected, a pod of another owner and a workload the cache
 // does not have are admitted; what is not a pod UPDATE is a 400.
 func TestPodRelabelThatReleasesIsJudgedAsAReplacement(t *testing.T) {
-	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	p := utiltesting.MakeRolloutPolicy("dbs").Kinds(v1alpha1.KindStatefulSet).Selector(map[string]string{"tier": "db"}).Obj()
-	p.Spec.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 * * * *", Duration: metav1.Duration{Duration: 59 * time.Minute}, Action: v1alpha1.WindowDeny}}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Labels: map[string]string{corev1.LabelMetadataName: "tenant-a"}}}
-	reader := utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, ns, p)
-	tmpl := func(tag string) corev1.PodTemplateSpec {
-		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db", "tier": "db"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:" + tag}}}}
-	}
-	sts := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db", UID: "uid-db", Generation: 2, Labels: map[string]string{"tier": "db"}},
-		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Template: tmpl("v2"),
-			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
-		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, CurrentReplicas: 3, UpdatedReplicas: 0,
-			CurrentRevision: "db-a", UpdateRevision: "db-b"}}
-	raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl("v1")}})
-	reader.Put(&appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db-a", UID: "cr-a",
-		Labels: map[string]string{"app": "db"}, CreationTimestamp: metav1.NewTime(t0.Add(-3 * time.Hour)), OwnerReferences: controlledBy(sts)},
-		Revision: 1, Data: runtime.RawExtension{Raw: raw}})
-	pod := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db-0", UID: "pod-db-0",
-		Labels: map[string]string{"app": "db", "tier": "db", appsv1.ControllerRevisionHashLabelKey: "db-a"}, CreationTimestamp: metav1.NewTime(t0.Add(-3 * time.Hour)),
-		OwnerReferences: controlledBy(sts)}, Spec: corev1.PodSpec{NodeName: "node-0"},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(-3 * time.Hour))}}}}
+	sc := newDBScene()
+	t0, ns, reader, sts := sc.t0, sc.ns, sc.reader, sc.sts
+	// v2 staged: the StatefulSet's template, which no pod runs.
+	sts.Generation, sts.Spec.Template = 2, sc.tmpl("v2")
+	sts.Status.ObservedGeneration, sts.Status.UpdatedReplicas, sts.Status.UpdateRevision = 2, 0, "db-b"
+	reader.Put(sc.revision("a", "v1", 1, t0.Add(-3*time.Hour)))
+	pod := sc.pod(0)
 	reader.Put(pod)
 	reader.Put(sts)
 	h := &Handler{Reader: reader, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), Matcher: policy.NewMatcher(), Journals: &journal.Store{}}

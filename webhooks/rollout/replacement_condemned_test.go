@@ -35,34 +35,13 @@ import (
 // ordinal 2 (it is outside [0, replicas)): the eviction starts nothing, yet it is judged as
 // B's start and refused by the Deny window for as long as the window lasts.
 func TestCondemnedOrdinalIsNoReplacement(t *testing.T) {
-	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	p := utiltesting.MakeRolloutPolicy("dbs").Kinds(v1alpha1.KindStatefulSet).Selector(map[string]string{"tier": "db"}).Obj()
-	p.Spec.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 * * * *", Duration: metav1.Duration{Duration: 59 * time.Minute}, Action: v1alpha1.WindowDeny}}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Labels: map[string]string{corev1.LabelMetadataName: "tenant-a"}}}
-	reader := utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, ns, p)
+	sc := newDBScene()
+	t0, ns, reader, sts := sc.t0, sc.ns, sc.reader, sc.sts
 	journals := &journal.Store{}
-	tmpl := func(tag string) corev1.PodTemplateSpec {
-		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db", "tier": "db"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:" + tag}}}}
-	}
-	sts := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db", UID: "uid-db", Generation: 1, Labels: map[string]string{"tier": "db"}},
-		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Template: tmpl("v1"),
-			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
-		Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, CurrentReplicas: 3, UpdatedReplicas: 3,
-			CurrentRevision: "db-a", UpdateRevision: "db-a"}}
-	revision := func(hash, tag string, n int64, created time.Time) *appsv1.ControllerRevision {
-		raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl(tag)}})
-		return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db-" + hash, UID: types.UID("cr-" + hash),
-			Labels: map[string]string{"app": "db"}, CreationTimestamp: metav1.NewTime(created), OwnerReferences: controlledBy(sts)}, Revision: n, Data: runtime.RawExtension{Raw: raw}}
-	}
-	reader.Put(revision("a", "v1", 1, t0.Add(-3*time.Hour)))
+	reader.Put(sc.revision("a", "v1", 1, t0.Add(-3*time.Hour)))
 	pods := map[string]*corev1.Pod{}
 	for i := range 3 {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: fmt.Sprintf("db-%d", i), UID: types.UID(fmt.Sprintf("pod-db-%d", i)),
-			Labels: map[string]string{"app": "db", "tier": "db", appsv1.ControllerRevisionHashLabelKey: "db-a"}, CreationTimestamp: metav1.NewTime(t0.Add(-3 * time.Hour)),
-			OwnerReferences: controlledBy(sts)}, Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", i)},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(-3 * time.Hour))}}}}
+		pod := sc.pod(i)
 		pods[pod.Name] = pod
 		reader.Put(pod)
 	}
@@ -79,8 +58,8 @@ func TestCondemnedOrdinalIsNoReplacement(t *testing.T) {
 	observe(t0.Add(-3 * time.Hour))
 	observe(t0.Add(-2 * time.Hour))
 	// B staged (before the window), db-1 goes unready, then the scale to 2 (a scale passes the window).
-	sts.Generation, sts.Spec.Template = 2, tmpl("v2")
-	reader.Put(revision("b", "v2", 2, t0.Add(-2*time.Hour)))
+	sts.Generation, sts.Spec.Template = 2, sc.tmpl("v2")
+	reader.Put(sc.revision("b", "v2", 2, t0.Add(-2*time.Hour)))
 	pods["db-1"].Status.Conditions[0].Status = corev1.ConditionFalse
 	reader.Put(pods["db-1"])
 	sts.Generation, sts.Spec.Replicas = 3, ptr.To(int32(2))
@@ -111,33 +90,14 @@ func TestCondemnedOrdinalIsNoReplacement(t *testing.T) {
 // server no longer has replaces nothing; an API server that does not answer is an error
 // (the eviction guard answers it "not now").
 func TestReplacementReadsTheWorkloadLive(t *testing.T) {
-	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	p := utiltesting.MakeRolloutPolicy("dbs").Kinds(v1alpha1.KindStatefulSet).Selector(map[string]string{"tier": "db"}).Obj()
-	p.Spec.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 * * * *", Duration: metav1.Duration{Duration: 59 * time.Minute}, Action: v1alpha1.WindowDeny}}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Labels: map[string]string{corev1.LabelMetadataName: "tenant-a"}}}
-	reader := utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, ns, p)
-	tmpl := func(tag string) corev1.PodTemplateSpec {
-		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db", "tier": "db"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:" + tag}}}}
-	}
-	sts := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db", UID: "uid-db", Generation: 1, Labels: map[string]string{"tier": "db"}},
-		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Template: tmpl("v1"),
-			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
-		Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, CurrentReplicas: 3, UpdatedReplicas: 3,
-			CurrentRevision: "db-a", UpdateRevision: "db-a"}}
-	raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl("v1")}})
-	reader.Put(&appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db-a", UID: "cr-a",
-		Labels: map[string]string{"app": "db"}, CreationTimestamp: metav1.NewTime(t0.Add(-3 * time.Hour)), OwnerReferences: controlledBy(sts)},
-		Revision: 1, Data: runtime.RawExtension{Raw: raw}})
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db-0", UID: "pod-db-0",
-		Labels: map[string]string{"app": "db", "tier": "db", appsv1.ControllerRevisionHashLabelKey: "db-a"}, CreationTimestamp: metav1.NewTime(t0.Add(-3 * time.Hour)),
-		OwnerReferences: controlledBy(sts)}, Spec: corev1.PodSpec{NodeName: "node-0"},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(-3 * time.Hour))}}}}
+	sc := newDBScene()
+	t0, ns, reader, sts := sc.t0, sc.ns, sc.reader, sc.sts
+	reader.Put(sc.revision("a", "v1", 1, t0.Add(-3*time.Hour)))
+	pod := sc.pod(0)
 	reader.Put(pod)
 	reader.Put(sts)
 	edited := sts.DeepCopy()
-	edited.Generation, edited.Spec.Template = 2, tmpl("v2")
+	edited.Generation, edited.Spec.Template = 2, sc.tmpl("v2")
 
 	judge := func(live client.Reader) (decision.Violations, bool, error) {
 		h := &Handler{Reader: reader, Live: live, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), Matcher: policy.NewMatcher(), Journals: &journal.Store{}}
@@ -165,4 +125,51 @@ func TestReplacementReadsTheWorkloadLive(t *testing.T) {
 	if _, _, err := judge(slow); !apierrors.IsServerTimeout(err) {
 		t.Errorf("the API server timing out: %v, want its error", err)
 	}
+}
+
+// dbScene is tenant-a's OnDelete StatefulSet db (3 replicas of template v1, revision db-a,
+// 3 h old) selected by the RolloutPolicy dbs, whose Deny window freeze is open at t0 and
+// an hour on; reader is the cache, holding the namespace and the policy.
+type dbScene struct {
+	t0     time.Time
+	ns     *corev1.Namespace
+	reader *utiltesting.MemReader
+	sts    *appsv1.StatefulSet
+}
+
+func newDBScene() *dbScene {
+	sc := &dbScene{t0: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	p := utiltesting.MakeRolloutPolicy("dbs").Kinds(v1alpha1.KindStatefulSet).Selector(map[string]string{"tier": "db"}).Obj()
+	p.Spec.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 * * * *", Duration: metav1.Duration{Duration: 59 * time.Minute}, Action: v1alpha1.WindowDeny}}
+	sc.ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Labels: map[string]string{corev1.LabelMetadataName: "tenant-a"}}}
+	sc.reader = utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, sc.ns, p)
+	sc.sts = &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db", UID: "uid-db", Generation: 1, Labels: map[string]string{"tier": "db"}},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Template: sc.tmpl("v1"),
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, CurrentReplicas: 3, UpdatedReplicas: 3,
+			CurrentRevision: "db-a", UpdateRevision: "db-a"}}
+	return sc
+}
+
+// tmpl is the StatefulSet's pod template running db:tag.
+func (sc *dbScene) tmpl(tag string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db", "tier": "db"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:" + tag}}}}
+}
+
+// revision is the StatefulSet's ControllerRevision db-<hash> of template tag.
+func (sc *dbScene) revision(hash, tag string, n int64, created time.Time) *appsv1.ControllerRevision {
+	raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": sc.tmpl(tag)}})
+	return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db-" + hash, UID: types.UID("cr-" + hash),
+		Labels: map[string]string{"app": "db"}, CreationTimestamp: metav1.NewTime(created), OwnerReferences: controlledBy(sc.sts)}, Revision: n, Data: runtime.RawExtension{Raw: raw}}
+}
+
+// pod is ordinal i, of revision db-a, Ready for 3 h on node-<i>.
+func (sc *dbScene) pod(i int) *corev1.Pod {
+	at := metav1.NewTime(sc.t0.Add(-3 * time.Hour))
+	return &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: fmt.Sprintf("db-%d", i),
+		UID: types.UID(fmt.Sprintf("pod-db-%d", i)), Labels: map[string]string{"app": "db", "tier": "db", appsv1.ControllerRevisionHashLabelKey: "db-a"},
+		CreationTimestamp: at, OwnerReferences: controlledBy(sc.sts)}, Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", i)},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: at}}}}
 }
