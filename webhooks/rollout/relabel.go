@@ -31,15 +31,15 @@ const PodRelabelPath = interception.PodRelabelPath
 // HandlePodRelabel judges a pod UPDATE (or pods/status UPDATE, which may change labels
 // too) whose new labels or controller reference take the pod out of its StatefulSet's or
 // DaemonSet's claim, or that changes the revision labels kube counts its templates' pods
-// by (controller-revision-hash, pod-template-generation).
-// kube's controller then releases the pod (ClaimPods, controller_ref_manager.go) and makes
-// another in its place from the current template: at once for a DaemonSet's node, once the
-// released pod is gone for a StatefulSet's ordinal, whose name it keeps. On an OnDelete
-// workload whose template no pod runs yet, that is the template's first pod, a start with
-// no eviction or DELETE of a pod the workload controls: it is judged as Replacement judges
-// one, so that a relabel is no way around what an eviction would be refused. A relabel
-// that keeps the pod selected, or of any other pod, is admitted. A read that fails answers
-// "retry", never "allow".
+// by (controller-revision-hash, pod-template-generation). A released pod is replaced by
+// kube's controller (ClaimPods, controller_ref_manager.go) from the current template: at
+// once for a DaemonSet's node, once the released pod is gone for a StatefulSet's ordinal,
+// whose name it keeps. On an OnDelete workload whose template no pod runs yet, that is the
+// template's first pod, a start with no eviction or DELETE of a pod the workload controls;
+// a pod that says it runs that template makes the next replacement read as none. Both are
+// judged as Replacement judges a start, so that a relabel is no way around what an
+// eviction would be refused. A relabel that keeps the pod claimed and its revision labels,
+// or of any other pod, is admitted. A read that fails answers "retry", never "allow".
 func (h *Handler) HandlePodRelabel(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Update {
 		return admission.Allowed("")
@@ -72,8 +72,7 @@ func (h *Handler) HandlePodRelabel(ctx context.Context, req admission.Request) a
 	sel, err := metav1.LabelSelectorAsSelector(m.Selector)
 	now := metav1.GetControllerOfNoCopy(&pod)
 	kept := err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) && (now == nil || now.UID == owner.UID)
-	// The revision labels are how kube and holdfast count a template's pods (a pod that
-	// says it runs the staged revision makes the next replacement read as none).
+	// The revision labels are how kube and holdfast count a template's pods.
 	relabelled := old.Labels[appsv1.ControllerRevisionHashLabelKey] != pod.Labels[appsv1.ControllerRevisionHashLabelKey] ||
 		old.Labels[templateGenerationLabel] != pod.Labels[templateGenerationLabel]
 	if kept && !relabelled {
