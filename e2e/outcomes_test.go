@@ -249,6 +249,13 @@ func TestPartitionedCanaryGetsNoThirdTemplate(t *testing.T) {
 				t.Fatalf("lowering the partition of the canary to 1 was refused: %v", err)
 			}
 			waitOrdinals(ctx, t, c, ns, "web", a, b, b)
+			// Until ordinal 1's new pod is Ready, settle refuses first (the rollout to B is
+			// unfinished): dry runs until the refusal is the partition's, then for real.
+			var partitioned error
+			_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				partitioned = update(image(cc), client.DryRunAll)
+				return partitioned == nil || strings.Contains(partitioned.Error(), "lower the partition"), nil
+			})
 			if err := update(image(cc)); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "lower the partition") {
 				t.Fatalf("an edit to C while ordinal 0 runs A under partition 1: %v, want 403 naming the partition", err)
 			}
