@@ -148,9 +148,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 				return admission.Allowed("") // the API server answers 404 itself
 			}
 			if slowAPIServer(err) { // a pod this replica has not seen yet, read live
-				d := retryLater(fmt.Sprintf("the API server did not answer in time (%v)", err))
-				h.Metrics.observe(d, Input{}, h.Clock.Since(start))
-				return respond(d)
+				return h.notNowEarly(err, Input{}, start, nil)
 			}
 			return h.fail(err)
 		}
@@ -170,12 +168,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			return h.fail(err)
 		}
 		// The workload is read from the API server: slow, it is "not now".
-		d := retryLater(fmt.Sprintf("the API server did not answer in time (%v)", err))
-		h.Metrics.observe(d, in, h.Clock.Since(start))
-		if deleting {
-			return respondDelete(d, pod)
-		}
-		return respond(d)
+		return h.notNowEarly(err, in, start, deleted)
 	}
 	replaced := func(resp admission.Response) admission.Response {
 		if len(replacementFindings) > 0 && resp.Allowed {
@@ -277,12 +270,11 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		return finish(retryLater(fmt.Sprintf("PodDisruptionBudgets %s both cover pod %s/%s, so kube would answer 500 to its eviction; "+
 			"holdfast's generated one steps back within seconds", both, pod.Namespace, pod.Name)))
 	}
-	lctx := ctx // bound with the rest of the request (handle)
 	if !in.Pod.Ready && in.Group != nil {
 		// A pod that is not Ready may be evicted without waiting or being recorded (E3):
 		// make sure it has not just become Ready where this replica's cache cannot see it yet.
 		live := &corev1.Pod{}
-		if err := h.APIReader.Get(lctx, client.ObjectKeyFromObject(pod), live); err == nil {
+		if err := h.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), live); err == nil {
 			in.Pod = workload.PodOf(live)
 		} else if !apierrors.IsNotFound(err) {
 			return h.notNow(finish, err)
@@ -299,7 +291,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	for range ledgerAttempts {
 		var g budget.Group
 		if in.Group != nil {
-			if g, err = h.Ledgers.ReadGroup(lctx, budget.GroupID(in.Group.Ref)); err != nil {
+			if g, err = h.Ledgers.ReadGroup(ctx, budget.GroupID(in.Group.Ref)); err != nil {
 				return h.notNow(finish, fmt.Errorf("the eviction ledger of %s: %w", in.Group.Ref, err))
 			}
 			in.Records = g.Records
@@ -322,7 +314,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			rec.Via = budget.ViaDelete
 		}
 		rec.Domains, rec.Serving = recordedDomains(in), Serving(in)
-		err = g.RecordEviction(lctx, h.Ledgers, rec, keep)
+		err = g.RecordEviction(ctx, h.Ledgers, rec, keep)
 		switch {
 		case err == nil:
 			return finish(d)
@@ -452,9 +444,25 @@ func retryLater(why string) Decision {
 // holdfast's own fault (500).
 func (h *Handler) notNow(finish func(Decision) admission.Response, err error) admission.Response {
 	if slowAPIServer(err) {
-		return finish(retryLater(fmt.Sprintf("the API server did not answer in time (%v)", err)))
+		return finish(slow(err))
 	}
 	return h.fail(err)
+}
+
+// notNowEarly is notNow for a read before the request has what finish answers with: the
+// deferral is counted and answered as an eviction's, or as the DELETE of deleted's.
+func (h *Handler) notNowEarly(err error, in Input, start time.Time, deleted *corev1.Pod) admission.Response {
+	d := slow(err)
+	h.Metrics.observe(d, in, h.Clock.Since(start))
+	if deleted != nil {
+		return respondDelete(d, deleted)
+	}
+	return respond(d)
+}
+
+// slow is holdfast's deferral of a request the API server was too slow for.
+func slow(err error) Decision {
+	return retryLater(fmt.Sprintf("the API server did not answer in time (%v)", err))
 }
 
 // slowAPIServer is whether err is the API server being slow or overloaded, which passes.
