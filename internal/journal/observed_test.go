@@ -255,3 +255,34 @@ func TestRevivedJournalStartsTheStallClock(t *testing.T) {
 		t.Errorf("revived: current since %s, progressed %s; want since %s, progressed %s", cur.Since, cur.Progressed, t0, revived)
 	}
 }
+
+// TestRetiredJournalRecordsFlipsKubeNumbered: a journal retired while its workload was
+// outside every policy's selection is of the same workload (its UID), and kube numbered
+// every change made outside after the revision it observed: the leader that finds the
+// workload guarded again records those flips, as a journal that only lagged does, so that
+// a return made outside reads as one (dated when the leader saw it, as the entry that
+// brought it in counted it made then).
+func TestRetiredJournalRecordsFlipsKubeNumbered(t *testing.T) {
+	A, B := workload.FromSpec(ptr.To(agentTemplate("A")), ""), workload.FromSpec(ptr.To(agentTemplate("B")), "")
+	sumA, _ := A.Sum()
+	sumB, _ := B.Sum()
+	rev := func(t *workload.Template, n int64, renumbered ...int64) history.Revision {
+		sum, _ := t.Sum()
+		return history.Revision{Name: "rs-" + sum[:8], Number: n, Renumbered: renumbered, Template: t, Created: t0.Add(-3 * time.Hour)}
+	}
+	w := &workload.Workload{Ref: workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web"}, Template: A}
+	j := &Journal{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web", Generation: 2, Deleted: at(t0.Add(-time.Hour)),
+		Revisions: []Revision{{Template: sumA, Since: t0.Add(-3 * time.Hour), Finished: at(t0.Add(-3 * time.Hour)), Progressed: t0.Add(-3 * time.Hour)}},
+		Observed:  &Observed{Revision: 1, Template: sumA}}
+	next := Observe(j, w, history.History{Revisions: []history.Revision{rev(B, 2), rev(A, 3, 1)}}, nil, t0)
+	var got []string
+	for _, r := range next.Revisions {
+		got = append(got, map[string]string{sumA: "A", sumB: "B"}[r.Template]+"@"+r.Since.Sub(t0).String())
+	}
+	if want := []string{"A@-3h0m0s", "B@0s", "A@0s"}; !cmp.Equal(got, want) {
+		t.Errorf("revisions %v, want %v", got, want)
+	}
+	if next.Deleted != nil {
+		t.Errorf("observed guarded again, the journal is still retired (%v)", next.Deleted)
+	}
+}

@@ -125,9 +125,25 @@ func (t *Timeline) ReturnsSince(since time.Time, window time.Duration) int {
 func View(j *Journal, kind v1alpha1.WorkloadKind, old *workload.Workload, h history.History, flags []v1alpha1.ArgMatchesReplicas, now time.Time) Timeline {
 	var t Timeline
 	if j != nil && j.Deleted != nil && old != nil {
-		// Retired: the workload was not guarded for a while, and nothing kept the journal up
-		// to date. The cluster's history tells instead, until the leader records again.
-		j = nil
+		// Retired while the workload (or the one of its name it adopted from) was not
+		// guarded, and guarded again a moment ago: what the leader will record once it sees
+		// it (Observe), a change made outside dated now, as the entry that brought it in was
+		// judged (checkEnteredChange). Dated from the cluster's history alone, a template the
+		// workload left outside a moment ago would read as left when the one after it was
+		// created, and a return to it as outside revertWindow. Whether the rollout finished
+		// since is not known (it may have finished and lost a pod): a rollout in progress
+		// reads as unfinished, its stall clock from now, as without a journal.
+		seen := Observe(j, old, h, flags, now)
+		if cur := seen.Current(); cur != nil {
+			if cur.Since.Equal(now) {
+				cur.Pending, cur.Lagging = true, true
+			}
+			if old.Rollout.InProgress && cur.Finished != nil {
+				cur.Finished, cur.Progressed = nil, now
+			}
+		}
+		t.Revisions = seen.Revisions
+		return t
 	}
 	if j != nil {
 		t.Revisions = j.Revisions // the store's: cloned before it is changed below
@@ -422,12 +438,13 @@ func FromHistory(h history.History, kind v1alpha1.WorkloadKind) []Revision {
 func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alpha1.ArgMatchesReplicas, now time.Time) *Journal {
 	next := &Journal{}
 	// numbered: j's Observed is of this workload, so that numbers above it are changes j
-	// may not have recorded.
+	// may not have recorded; retired or not (kube numbered the changes made while the
+	// workload was outside every selection as well).
 	numbered := false
 	if j != nil {
 		*next = *j
 		next.Revisions = slices.Clone(j.Revisions)
-		numbered = j.Observed != nil && j.UID == w.UID && j.Deleted == nil && len(j.Revisions) > 0
+		numbered = j.Observed != nil && j.UID == w.UID && len(j.Revisions) > 0
 		if !numbered {
 			next.Observed = nil
 		}

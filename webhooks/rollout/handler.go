@@ -43,8 +43,9 @@ type Handler struct {
 	// is backed by informer caches, so no admission request makes an API call.
 	Reader client.Reader
 	// Live is the API server, read for the workload whose pod's eviction or DELETE
-	// Replacement judges (the cache may not show an edit admitted a moment ago); nil reads
-	// the cache.
+	// Replacement judges (the cache may not show an edit admitted a moment ago), and for a
+	// namespace whose cached labels may not show a relabel into a policy's selection
+	// (namespaceLabels); nil reads the cache.
 	Live    client.Reader
 	Decoder admission.Decoder
 	Clock   clock.PassiveClock
@@ -122,6 +123,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if in.NamespaceLabels, err = policy.NamespaceLabels(ctx, h.Reader, req.Namespace); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	if h.namespaceMayLag(&in) {
+		if in.NamespaceLabels, err = h.liveNamespaceLabels(ctx, req.Namespace); err != nil {
+			return decision.Retry("the labels of namespace "+req.Namespace, err)
+		}
+	}
 	if err := h.readWorkloadState(ctx, &in); err != nil {
 		return errored(err)
 	}
@@ -146,6 +152,48 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	return Respond(d)
+}
+
+// namespaceMayLag reports a workload whose labels a policy in force selects, in a namespace
+// whose cached labels that policy's namespaceSelector does not: the cache may not show yet
+// a relabel that brought the namespace in (HandleNamespace admitted it a moment ago), and a
+// workload judged unselected there is changed, or relabelled out, unguarded. The API server
+// sends holdfast such a request only when its own view of the namespace matches an entry's
+// namespaceSelector, so outside that lag this is rare.
+func (h *Handler) namespaceMayLag(in *Input) bool {
+	if h.Live == nil {
+		return false
+	}
+	for i := range in.Policies {
+		t := in.Policies[i].Spec.Targets
+		if in.Policies[i].Spec.Suspend || t.NamespaceSelector == nil || (len(t.Kinds) > 0 && !slices.Contains(t.Kinds, in.New.Kind)) {
+			continue
+		}
+		if inNs, err := in.Matcher.Matches(t.NamespaceSelector, in.NamespaceLabels); err != nil || inNs {
+			continue
+		}
+		for _, w := range []*workload.Workload{in.New, in.Old} {
+			if w == nil {
+				continue
+			}
+			if sel, err := in.Matcher.Matches(t.Selector, w.Labels); err == nil && sel {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// liveNamespaceLabels reads a namespace's labels from the API server, within the bound
+// the ledgers' reads keep inside the webhook's timeout.
+func (h *Handler) liveNamespaceLabels(ctx context.Context, name string) (map[string]string, error) {
+	ctx, cancel := h.Ledgers.Bound(ctx)
+	defer cancel()
+	ns := policy.NamespaceMetadata()
+	if err := h.Live.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil, err
+	}
+	return ns.Labels, nil
 }
 
 // decideAndRecord decides, and records an admitted start in the ledger of every policy

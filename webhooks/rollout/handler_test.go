@@ -17,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -238,5 +240,61 @@ func TestRelabelThroughStatusIsJudged(t *testing.T) {
 	// A finished rollout enters.
 	if resp := h.Handle(context.Background(), status(sts, out)); !resp.Allowed {
 		t.Errorf("a finished StatefulSet relabelled into the selection through its status: %+v", resp.Result)
+	}
+}
+
+// TestNamespaceRelabelledInIsReadLive: a namespace relabelled into a policy's
+// namespaceSelector a moment ago (HandleNamespace admitted it) may still show its old
+// labels in this replica's cache. A workload there that the policy's selector matches is
+// then judged with the namespace read from the API server: relabelled out of the selection
+// by its own labels at once, it is refused, as a replica whose cache has caught up refuses
+// it. A failed read is "retry", never a judgement on the stale labels.
+func TestNamespaceRelabelledInIsReadLive(t *testing.T) {
+	s := informer.NewScheme()
+	p := utiltesting.MakeRolloutPolicy("hosted").Obj()
+	p.Spec.Targets.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}
+	p.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "control-plane"}}
+	labels := map[string]string{"app": "etcd"}
+	sts := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "etcd", Labels: map[string]string{"app": "etcd", "tier": "control-plane"}, Generation: 2},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "registry.example/etcd:A"}}}}},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, UpdatedReplicas: 3,
+			CurrentRevision: "a", UpdateRevision: "a"}}
+	cache := fake.NewClientBuilder().WithScheme(s).
+		WithIndex(&appsv1.ControllerRevision{}, informer.OwnerIndex, informer.ControllerUID).
+		WithIndex(&corev1.Pod{}, informer.OwnerIndex, informer.ControllerUID).
+		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}, p).Build()
+	live := fake.NewClientBuilder().WithScheme(s).
+		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Labels: map[string]string{"env": "prod"}}}).Build()
+	out := sts.DeepCopy()
+	delete(out.Labels, "tier")
+	req := request(admissionv1.Update, "StatefulSet", mustJSON(t, out), mustJSON(t, sts))
+	req.Resource.Resource, req.Name = "statefulsets", "etcd"
+
+	handler := func(live client.Reader) *Handler {
+		return &Handler{Reader: cache, Live: live, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now())}
+	}
+	if resp := handler(nil).Handle(context.Background(), req); !resp.Allowed {
+		t.Fatalf("from the cache alone the namespace is outside the selection, so the relabel starts nothing: %+v", resp.Result)
+	}
+	if resp := handler(live).Handle(context.Background(), req); resp.Allowed || resp.Result.Code != http.StatusForbidden ||
+		!strings.Contains(resp.Result.Message, RuleSelection) {
+		t.Errorf("a relabel out of the selection in a namespace the cache shows outside it: %+v, want 403 by the selection rule", resp.Result)
+	}
+	failing := interceptor.NewClient(live.(client.WithWatch), interceptor.Funcs{Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+		return context.DeadlineExceeded
+	}})
+	if resp := handler(failing).Handle(context.Background(), req); resp.Allowed || resp.Result.Code != http.StatusServiceUnavailable {
+		t.Errorf("the namespace's live read failed: %+v, want 503 retry", resp.Result)
+	}
+	// A workload the policy's selector does not match reads no namespace live.
+	other := sts.DeepCopy()
+	delete(other.Labels, "tier")
+	plain := request(admissionv1.Update, "StatefulSet", mustJSON(t, other), mustJSON(t, other))
+	plain.Resource.Resource, plain.Name = "statefulsets", "etcd"
+	if resp := handler(failing).Handle(context.Background(), plain); !resp.Allowed {
+		t.Errorf("an unselected workload's update read the namespace live: %+v", resp.Result)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -33,10 +34,13 @@ const NamespacePath = interception.NamespacePath
 // its workloads freely and moving it back is no way around a policy. Moving a namespace
 // out of a selection is not refused (it is an administrator's change to what policies
 // cover), and a DELETE is never sent. The scoped entry sends only the relabels that change
-// a policy's selection of the namespace (interception.SelectsCEL). Everything is read from
-// the cache, workload by workload; a request that runs out of time answers "retry", never
-// "allow". The identity that onboards namespaces is exempted in the policy as any
-// requester is (spec.exemptions).
+// a policy's selection of the namespace (interception.SelectsCEL). The namespace's
+// workloads are read from the API server (Live), one list per kind, within the bound the
+// ledgers keep inside the webhook's timeout: a change made outside the selection a moment
+// ago, which the cache may not show yet, is what the relabel brings in. Their revisions are
+// read from the cache. A request that runs out of time answers "retry", never "allow". The
+// identity that onboards namespaces is exempted in the policy as any requester is
+// (spec.exemptions).
 func (h *Handler) HandleNamespace(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Update {
 		return admission.Allowed("")
@@ -50,6 +54,9 @@ func (h *Handler) HandleNamespace(ctx context.Context, req admission.Request) ad
 		return retryNamespace(err)
 	}
 	now := h.Clock.Now()
+	ctx, cancel := h.Ledgers.Bound(ctx)
+	defer cancel()
+	workloads := map[v1alpha1.WorkloadKind][]runtime.Object{}
 	var vs decision.Violations
 	for i := range policies.Items {
 		p := &policies.Items[i]
@@ -57,7 +64,7 @@ func (h *Handler) HandleNamespace(ctx context.Context, req admission.Request) ad
 		if p.Spec.Suspend || (exempt && grant == nil) {
 			continue
 		}
-		found, err := h.entering(ctx, p, &ns, old.Labels, req, now)
+		found, err := h.entering(ctx, p, &ns, old.Labels, req, now, workloads)
 		if err != nil {
 			return retryNamespace(err)
 		}
@@ -75,18 +82,27 @@ func (h *Handler) HandleNamespace(ctx context.Context, req admission.Request) ad
 }
 
 // entering judges, under one policy, each workload of the namespace that its new labels
-// bring into the policy's selection.
+// bring into the policy's selection. read holds the namespace's workloads by kind, as
+// listed for an earlier policy of the request.
 func (h *Handler) entering(ctx context.Context, p *v1alpha1.RolloutPolicy, ns *corev1.Namespace, oldLabels map[string]string,
-	req admission.Request, now time.Time) ([]finding, error) {
+	req admission.Request, now time.Time, read map[v1alpha1.WorkloadKind][]runtime.Object) ([]finding, error) {
 	var out []finding
 	for _, k := range workload.Targeted(p.Spec.Targets) {
-		list, _ := workload.NewList(k)
-		if err := informer.ListIn(ctx, h.Reader, list, ns.Name); err != nil {
-			return nil, err
-		}
-		objs, err := meta.ExtractList(list)
-		if err != nil {
-			return nil, err
+		objs, ok := read[k]
+		if !ok {
+			list, _ := workload.NewList(k)
+			r := h.Reader
+			if h.Live != nil {
+				r = h.Live
+			}
+			if err := informer.ListIn(ctx, r, list, ns.Name); err != nil {
+				return nil, err
+			}
+			var err error
+			if objs, err = meta.ExtractList(list); err != nil {
+				return nil, err
+			}
+			read[k] = objs
 		}
 		for _, obj := range objs {
 			if err := ctx.Err(); err != nil {

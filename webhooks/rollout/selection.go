@@ -8,8 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // entersSelection is an UPDATE whose labels bring the workload into the selection of a
@@ -60,52 +62,126 @@ func checkEntering(in Input) []finding {
 const checkEnteredChangeName = "selection/enteredChange"
 
 // checkEnteredChange judges a workload that enters a policy's selection with a template
-// other than the one the journal of its name last recorded as current: that change was
-// made outside the selection (orphaned, re-created unselected with a new template, rolled
-// out, relabelled back in), and its entry counts as making it now. So the policy's rate
-// rules hold across the walk: the entry waits out minInterval from the recorded revision,
-// a return to the template it replaced within revertWindow is flapping, and the policy's
-// windows hold it. The journal is read whether or not the leader has retired it (a delete
-// retires it, and it is kept for journal.Retention so that a re-create finds it).
+// other than the one the journal of its name last recorded as current, or with that one
+// after the cluster's history shows it left it and came back: the change was made outside
+// the selection (orphaned, re-created unselected with a new template, rolled out,
+// relabelled back in), and its entry counts as making it now. So the policy's rate rules
+// hold across the walk: the entry waits out minInterval from the newest revision it
+// follows, a return to a template it replaced within revertWindow is flapping, and the
+// policy's windows hold it. The journal is read whether or not the leader has retired it
+// (a delete retires it, and it is kept for journal.Retention so that a re-create finds
+// it); what it did not record is read from kube's revisions (outsideSince), dated where
+// they are fixed, so that the wait ends.
 func checkEnteredChange(in Input, spec *v1alpha1.RolloutPolicySpec) []finding {
 	cur := in.Journal.Current()
 	target, ok := in.New.Template.Sum()
-	if cur == nil || !ok || cur.Template == "" || journal.Matches(cur, in.New.Template, flagsOf(in)) {
+	if cur == nil || !ok || cur.Template == "" {
+		return nil
+	}
+	flags := flagsOf(in)
+	out := outsideSince(in.History, in.New.Template, flags, cur.Since)
+	changed := !journal.Matches(cur, in.New.Template, flags)
+	if !changed && !out.was {
 		return nil
 	}
 	path := field.NewPath("metadata", "labels")
-	since := in.Now.Sub(cur.Since)
+	newest := cur.Since
+	if out.newest.After(newest) {
+		newest = out.newest
+	}
+	since := in.Now.Sub(newest)
 	recorded := fmt.Sprintf("%s: the update brings the workload into the policy's selection with a pod template other than "+
 		"the revision %s the policy last saw become current %s ago; the change was made outside the selection and its entry counts as making it now",
-		in.New, shortSum(cur.Template), round(since))
-	var out []finding
-	t := journal.Timeline{Revisions: in.Journal.Revisions}
+		in.New, shortSum(cur.Template), round(in.Now.Sub(cur.Since)))
+	if !changed {
+		recorded = fmt.Sprintf("%s: the update brings the workload into the policy's selection with the revision %s, which it "+
+			"left outside the selection %s ago and came back to; the return was made outside the selection and its entry counts as making it now",
+			in.New, shortSum(cur.Template), round(in.Now.Sub(out.left)))
+	}
+	var found []finding
 	if r := spec.Rules.RevertWindow; r != nil {
-		left, was := t.LeftAt(target, "")
-		if flags := flagsOf(in); !was && len(flags) > 0 {
-			// A template that differs from an earlier one only in the flags that follow
-			// spec.replicas is a return to it, as checkRevision judges an edit.
-			if shape, err := in.New.Template.Shape(flags); err == nil {
-				left, was = t.LeftAt(target, shape)
+		left, was := out.left, out.was
+		if changed {
+			t := journal.Timeline{Revisions: in.Journal.Revisions}
+			l, w := t.LeftAt(target, "")
+			if !w && len(flags) > 0 {
+				// A template that differs from an earlier one only in the flags that follow
+				// spec.replicas is a return to it, as checkRevision judges an edit.
+				if shape, err := in.New.Template.Shape(flags); err == nil {
+					l, w = t.LeftAt(target, shape)
+				}
+			}
+			if w && (!was || l.After(left)) {
+				left, was = l, true
 			}
 		}
 		if was && in.Now.Sub(left) < r.Duration {
-			out = append(out, finding{rule: RuleRevertWindow, field: path, message: fmt.Sprintf(
+			found = append(found, finding{rule: RuleRevertWindow, field: path, message: fmt.Sprintf(
 				"%s, a return to the template it replaced within %s (flapping); relabel it after %s, or go forward with a new pod template",
 				recorded, r.Duration, round(r.Duration-in.Now.Sub(left)))})
 		}
 	}
-	if r := spec.Rules.MinInterval; r != nil && len(out) == 0 && since < r.Duration {
-		out = append(out, finding{rule: RuleMinInterval, field: path, message: fmt.Sprintf(
+	if r := spec.Rules.MinInterval; r != nil && len(found) == 0 && since < r.Duration {
+		found = append(found, finding{rule: RuleMinInterval, field: path, message: fmt.Sprintf(
 			"%s, less than the minimum interval of %s between revisions; relabel it after %s", recorded, r.Duration, round(r.Duration-since))})
 	}
 	if len(spec.Windows) > 0 {
 		ws, _ := policy.ParseWindows(spec.Windows)
 		if h := ws.At(in.Now); h.Held {
-			out = append(out, finding{rule: RuleWindow, field: path, message: fmt.Sprintf(
+			found = append(found, finding{rule: RuleWindow, field: path, message: fmt.Sprintf(
 				"%s, and new rollouts are held by the window %q; relabel it after %s (in %s)",
 				recorded, h.Window, h.Until.UTC().Format(time.RFC3339), round(h.Until.Sub(in.Now)))})
 		}
 	}
-	return out
+	return found
+}
+
+// outside is what kube's revisions tell of a workload's templates after its journal last
+// recorded one becoming current (outsideSince).
+type outside struct {
+	// newest is the latest start of a template other than the entering one (zero: none).
+	newest time.Time
+	// left is, when was, the latest time the entering template can have stopped being
+	// current: the start of another template after its own revision was created.
+	left time.Time
+	was  bool
+}
+
+// outsideSince reads from kube's revisions the templates that became current after since
+// (when the journal's current revision did), other than t and those of its shape under
+// flags (a scale is no revision, I4). A revision's start is History.Current: its creation,
+// or for one kube renumbered on a return, the latest creation numbered before it (a lower
+// bound). The entering template was left no later than the newest such start after its
+// own revision was created, an upper bound, which stays fixed as time passes.
+func outsideSince(h history.History, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas, since time.Time) outside {
+	var o outside
+	own := h.Find(t)
+	var shape string
+	if len(flags) > 0 {
+		shape, _ = t.Shape(flags)
+	}
+	for i := range h.Revisions {
+		r := &h.Revisions[i]
+		if own != nil && r.Name == own.Name {
+			continue
+		}
+		if shape != "" {
+			if s, err := r.Template.Shape(flags); err == nil && s == shape {
+				continue
+			}
+		}
+		start := h.Current(r)
+		if !start.After(since) {
+			continue
+		}
+		if start.After(o.newest) {
+			o.newest = start
+		}
+		if own != nil && start.After(own.Created) {
+			if !o.was || start.After(o.left) {
+				o.left, o.was = start, true
+			}
+		}
+	}
+	return o
 }

@@ -9,6 +9,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/history"
@@ -184,5 +185,79 @@ func TestEnteringWithAReturnAtAnotherCountIsAFlap(t *testing.T) {
 	d := decide(t, Input{Operation: admissionv1.Update, Old: oldW, New: newW, Now: now, Policies: []v1alpha1.RolloutPolicy{p}, Journal: j, History: h})
 	if len(d.Violations) != 1 || d.Violations[0].Rule != RuleRevertWindow {
 		t.Fatalf("got %v, want the revert window's refusal of a return at another --server-count", d.Violations)
+	}
+}
+
+// TestEnteringAfterADetourOutsideIsAReturn: the journal records only while the workload is
+// selected, so a walk in and out at once leaves it the template it last recorded. The
+// cluster's revisions show what happened outside since: a workload that went A → B → A
+// outside enters with A, the journal's current template, and a workload that went A → B →
+// C → B enters with B, which the journal never saw. Each entry is a return, to a template
+// left when the next one started (its revision's creation: fixed, so the wait ends), and
+// revertWindow holds it; once the window has passed, the relabel enters.
+func TestEnteringAfterADetourOutsideIsAReturn(t *testing.T) {
+	dep := v1alpha1.KindDeployment
+	guarded := map[string]string{"tier": "control-plane"}
+	A, B, C := template("A", "3"), template("B", "3"), template("C", "3")
+	finished := workload.Rollout{Progress: workload.Progress{Kind: dep, Updated: 3, Target: 3, Available: 3, Want: 3, Total: 3}}
+	sumA, _ := workload.Fingerprint(A)
+	j := &journal.Journal{Kind: dep, Namespace: "tenant-a", Name: "kube-apiserver", Revisions: []journal.Revision{
+		{Template: sumA, Since: now.Add(-time.Hour), Progressed: now.Add(-time.Hour), Finished: ptr.To(now.Add(-50 * time.Minute))}}}
+	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
+		Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: guarded}},
+		Rules: v1alpha1.RolloutRules{RevertWindow: &metav1.Duration{Duration: 90 * time.Second},
+			MinInterval: &metav1.Duration{Duration: 20 * time.Second}}}}
+	enter := func(tpl *corev1.PodTemplateSpec, h history.History, at time.Time) Decision {
+		oldW, newW := wl(dep, 3, tpl, finished), wl(dep, 3, tpl, finished)
+		newW.Labels = guarded
+		return decide(t, Input{Operation: admissionv1.Update, Old: oldW, New: newW, Now: at, Policies: []v1alpha1.RolloutPolicy{p}, Journal: j, History: h})
+	}
+	for name, tc := range map[string]struct {
+		tpl *corev1.PodTemplateSpec
+		h   history.History
+	}{
+		// B created 40 s ago; A, renumbered above it, came back since.
+		"A, B, back to A": {A, history.History{Revisions: []history.Revision{rev(2, B, 40*time.Second, 0), rev(3, A, time.Hour, 3)}}},
+		// B created 60 s ago, C 40 s ago, B renumbered above C.
+		"A, B, C, back to B": {B, history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 0), rev(3, C, 40*time.Second, 0), rev(4, B, time.Minute, 3)}}},
+	} {
+		d := enter(tc.tpl, tc.h, now)
+		if len(d.Violations) != 1 || d.Violations[0].Rule != RuleRevertWindow || !strings.Contains(d.Violations[0].Message, "relabel it after 50s") {
+			t.Errorf("%s: entered 40s after leaving the template: %v, want the revert window's refusal for 50s more", name, d.Violations)
+		}
+		if d := enter(tc.tpl, tc.h, now.Add(51*time.Second)); len(d.Violations) != 0 {
+			t.Errorf("%s: entered once the revert window passed: %v, want admitted", name, d.Violations)
+		}
+	}
+	// No revision started after the journal's current one: nothing happened outside.
+	if d := enter(A, history.History{Revisions: []history.Revision{rev(1, B, 2*time.Hour, 0), rev(2, A, time.Hour, 3)}}, now); len(d.Violations) != 0 {
+		t.Errorf("entered with the template the journal records, nothing changed outside: %v", d.Violations)
+	}
+}
+
+// TestEditRightAfterEnteringReadsTheRetiredJournal: the journal of a workload that left
+// the selection is retired, and the leader records again only a moment after the workload
+// enters. Outside, it went A → B → A; it entered with A (the entry judged the return), and
+// an edit back to B follows at once. Read from the cluster's history alone, B was left when
+// A's renumbered revision can first have become current (B's creation, 100 s ago, outside
+// a 90 s revertWindow); read as the leader will record it (journal.Observe), the return to
+// A is made now, and going back to B is flapping.
+func TestEditRightAfterEnteringReadsTheRetiredJournal(t *testing.T) {
+	dep := v1alpha1.KindDeployment
+	A, B := template("A", "3"), template("B", "3")
+	finished := workload.Rollout{Progress: workload.Progress{Kind: dep, Updated: 3, Target: 3, Available: 3, Want: 3, Total: 3}}
+	sumA, _ := workload.Fingerprint(A)
+	j := &journal.Journal{Kind: dep, Namespace: "tenant-a", Name: "kube-apiserver", UID: "uid", Generation: 1,
+		Deleted:   ptr.To(now.Add(-2 * time.Minute)),
+		Observed:  &journal.Observed{Revision: 1, Template: sumA},
+		Revisions: []journal.Revision{{Template: sumA, Since: now.Add(-time.Hour), Progressed: now.Add(-time.Hour), Finished: ptr.To(now.Add(-50 * time.Minute))}}}
+	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
+		Rules: v1alpha1.RolloutRules{RevertWindow: &metav1.Duration{Duration: 90 * time.Second}}}}
+	oldW, newW := gen(wl(dep, 3, A, finished), 3), gen(wl(dep, 3, B, finished), 4)
+	oldW.UID, newW.UID = "uid", "uid"
+	h := history.History{Revisions: []history.Revision{rev(2, B, 100*time.Second, 0), live(rev(3, A, time.Hour, 3), 3)}}
+	d := decide(t, Input{Operation: admissionv1.Update, Old: oldW, New: newW, Now: now, Policies: []v1alpha1.RolloutPolicy{p}, Journal: j, History: h})
+	if len(d.Violations) != 1 || d.Violations[0].Rule != RuleRevertWindow {
+		t.Errorf("the edit back to B right after the workload entered with its return to A: %v, want the revert window's refusal", d.Violations)
 	}
 }
