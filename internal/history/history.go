@@ -104,6 +104,25 @@ type History struct {
 	// LastActivity is the newest pod creation or readiness change among the workload's
 	// pods; zero when none is known.
 	LastActivity time.Time
+	// Nodes is when each node the cache holds joined the cluster (its creation), read for
+	// a DaemonSet with pods; nil when not read (NodesBefore).
+	Nodes []time.Time
+}
+
+// NodesBefore counts the nodes there are now that had joined the cluster by t: those a
+// DaemonSet's rollout that began at t had to update, less those that left since. false
+// when the nodes were not read.
+func (h History) NodesBefore(t time.Time) (int32, bool) {
+	if h.Nodes == nil {
+		return 0, false
+	}
+	var n int32
+	for _, j := range h.Nodes {
+		if !j.After(t) {
+			n++
+		}
+	}
+	return n, true
 }
 
 // Find returns the revision whose template equals t (workload.SameTemplate), or nil.

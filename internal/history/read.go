@@ -66,6 +66,12 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 		if h.Revisions, err = FromControllerRevisions(w.UID, w.Name, revs.Items, pods, joined); err != nil {
 			return h, err
 		}
+		if joined != nil {
+			h.Nodes = make([]time.Time, 0, len(joined))
+			for _, t := range joined {
+				h.Nodes = append(h.Nodes, t)
+			}
+		}
 	}
 	h.LastActivity = workload.LastActivity(pods)
 	return h, nil

@@ -47,6 +47,9 @@ const (
 	servedKey = "served"
 	// minReadyKey holds MinReadySeconds (a decimal), apart from dataKey for the same reason.
 	minReadyKey = "min-ready-seconds"
+	// nodesKey holds Observed.Nodes (a decimal), apart from observedKey, which a release
+	// before it reads strictly too.
+	nodesKey = "daemon-nodes"
 	// MaxRevisions is how many revisions a journal keeps: enough for I3's returns.
 	MaxRevisions = 8
 )
@@ -137,6 +140,12 @@ type Observed struct {
 	// history.Revision.ServingBefore): its stall clock restarts only when that rises. A
 	// journal without it counts all of them (Available), as the previous release did.
 	Updated int32 `json:"updated,omitempty"`
+	// Nodes is, for a DaemonSet, how many of the nodes that had joined when the current
+	// revision became current were there when Updated was measured (nodesKey): fewer now,
+	// and the pods they served are gone, not undone, so Updated is lowered to what the
+	// others serve rather than waited for again. 0 when not measured (a journal the
+	// previous release wrote, which drops the key).
+	Nodes int32 `json:"-"`
 }
 
 // Ref is the workload the journal is of.
@@ -196,6 +205,9 @@ func Encode(j *Journal, namespace string) (*corev1.ConfigMap, error) {
 	}
 	if j.MinReadySeconds > 0 {
 		cm.Data[minReadyKey] = strconv.Itoa(int(j.MinReadySeconds))
+	}
+	if j.Observed != nil && j.Observed.Nodes > 0 {
+		cm.Data[nodesKey] = strconv.Itoa(int(j.Observed.Nodes))
 	}
 	var ws []written
 	for _, r := range j.Revisions {
@@ -295,6 +307,13 @@ func Decode(cm *corev1.ConfigMap) (*Journal, error) {
 			return nil, invalid("%s: %q, want a positive number of seconds", minReadyKey, v)
 		}
 		j.MinReadySeconds = int32(n)
+	}
+	if v, ok := cm.Data[nodesKey]; ok && j.Observed != nil {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n <= 0 {
+			return nil, invalid("%s: %q, want a positive number of nodes", nodesKey, v)
+		}
+		j.Observed.Nodes = int32(n)
 	}
 	if w, ok := cm.Data[writersKey]; ok {
 		if err := j.decodeWriters(w); err != nil {

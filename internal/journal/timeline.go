@@ -504,7 +504,9 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 			}
 		}
 		// Numbers kube gave staged templates are no change of the current one.
+		nodes := next.Observed.nodesSeen()
 		next.observe(h, sum, next.Observed.updated())
+		next.Observed.Nodes = nodes
 		return next
 	}
 	// fresh: the current revision became current in this observation.
@@ -555,9 +557,9 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 	}
 	// A DaemonSet's Updated, when j measured it, is of this revision unless it is fresh.
 	measured := numbered && !fresh && w.Kind == v1alpha1.KindDaemonSet
-	var updated int32
+	var updated, nodes int32
 	if measured {
-		updated = j.Observed.Updated
+		updated, nodes = j.Observed.Updated, j.Observed.Nodes
 	}
 	if r := h.Find(w.Template); r != nil {
 		progressed := r.Serving > cur.Available
@@ -566,6 +568,16 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 			// The pods of nodes that joined after the rollout began are created on its
 			// template: the cluster grew, the rollout did not progress.
 			u := r.ServingBefore(cur.Since)
+			if n, ok := h.NodesBefore(cur.Since); ok {
+				if measured && nodes > 0 && n < nodes {
+					// Nodes that needed the rollout left: the pods they served are gone, not
+					// undone, and what the others serve is the mark to pass (never a mark
+					// the nodes left cannot reach again, which would read a healthy rollout
+					// as stalled). Their leaving is no progress either.
+					updated = min(updated, u)
+				}
+				nodes = n
+			}
 			if measured {
 				progressed = u > updated
 			}
@@ -576,6 +588,9 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 		}
 	}
 	next.observe(h, sum, updated)
+	if w.Kind == v1alpha1.KindDaemonSet {
+		next.Observed.Nodes = nodes
+	}
 	return next
 }
 
@@ -598,6 +613,13 @@ func (o *Observed) updated() int32 {
 		return 0
 	}
 	return o.Updated
+}
+
+func (o *Observed) nodesSeen() int32 {
+	if o == nil {
+		return 0
+	}
+	return o.Nodes
 }
 
 // newestIs is whether the newest revision h shows is of the template sum.
