@@ -43,3 +43,27 @@ func AllNamespaceLabels(ctx context.Context, r client.Reader) (map[string]map[st
 	}
 	return out, nil
 }
+
+// OutsideByNamespaceOnly reports whether sel selects objLabels while nsSel, which is set,
+// does not select nsLabels: an object a policy would select but for its namespace's
+// labels as read. Read from a cache, those labels may not show yet a relabel that brought
+// the namespace in (LiveNamespaceLabels). Selectors that do not compile select nothing.
+func (m *Matcher) OutsideByNamespaceOnly(nsSel, sel *metav1.LabelSelector, nsLabels, objLabels map[string]string) bool {
+	if nsSel == nil {
+		return false
+	}
+	if inNs, err := m.Matches(nsSel, nsLabels); err != nil || inNs {
+		return false
+	}
+	ok, err := m.Matches(sel, objLabels)
+	return err == nil && ok
+}
+
+// LiveNamespaceLabels reads a namespace's labels from the API server (metadata only).
+func LiveNamespaceLabels(ctx context.Context, live client.Reader, name string) (map[string]string, error) {
+	ns := NamespaceMetadata()
+	if err := live.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil, fmt.Errorf("reading namespace %q from the API server: %w", name, err)
+	}
+	return ns.Labels, nil
+}

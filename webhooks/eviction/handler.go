@@ -157,6 +157,14 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	if err != nil {
 		return h.fail(err)
 	}
+	if h.namespaceMayLag(policies.Items, nsLabels, pod.Labels) {
+		if nsLabels, err = h.liveNamespaceLabels(ctx, req.Namespace); err != nil {
+			if slowAPIServer(err) {
+				return h.notNowEarly(err, Input{}, start, deleted)
+			}
+			return h.fail(err)
+		}
+	}
 	in := Input{Pod: workload.PodOf(pod), PodLabels: pod.Labels, NamespaceLabels: nsLabels,
 		Policies: policies.Items, Matcher: h.Matcher, User: req.UserInfo, Identity: h.Ledgers.Self(), Now: start, Delete: deleting}
 	// A pod whose replacement would be the first of a staged template: the rollout guard
@@ -458,6 +466,32 @@ func (h *Handler) notNowEarly(err error, in Input, start time.Time, deleted *cor
 		return respondDelete(d, deleted)
 	}
 	return respond(d)
+}
+
+// namespaceMayLag reports a pod a DisruptionPolicy in force selects by its labels in a
+// namespace whose cached labels its namespaceSelector does not: the cache may not show yet
+// a relabel that brought the namespace in, and an eviction there would be admitted
+// unjudged. The API server sends such an eviction only when its own view of the namespace
+// matches an entry's namespaceSelector, so outside that lag this is rare.
+func (h *Handler) namespaceMayLag(policies []v1alpha1.DisruptionPolicy, nsLabels, podLabels map[string]string) bool {
+	if h.APIReader == nil {
+		return false
+	}
+	for i := range policies {
+		t := &policies[i].Spec.Targets
+		if !policies[i].Spec.Suspend && h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, nsLabels, podLabels) {
+			return true
+		}
+	}
+	return false
+}
+
+// liveNamespaceLabels reads a namespace's labels from the API server, within the ledgers'
+// bound.
+func (h *Handler) liveNamespaceLabels(ctx context.Context, name string) (map[string]string, error) {
+	ctx, cancel := h.Ledgers.Bound(ctx)
+	defer cancel()
+	return policy.LiveNamespaceLabels(ctx, h.APIReader, name)
 }
 
 // slow is holdfast's deferral of a request the API server was too slow for.

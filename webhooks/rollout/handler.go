@@ -165,20 +165,13 @@ func (h *Handler) namespaceMayLag(in *Input) bool {
 		return false
 	}
 	for i := range in.Policies {
-		t := in.Policies[i].Spec.Targets
-		if in.Policies[i].Spec.Suspend || t.NamespaceSelector == nil || (len(t.Kinds) > 0 && !slices.Contains(t.Kinds, in.New.Kind)) {
+		t := &in.Policies[i].Spec.Targets
+		if in.Policies[i].Spec.Suspend || (len(t.Kinds) > 0 && !slices.Contains(t.Kinds, in.New.Kind)) {
 			continue
 		}
-		if inNs, err := in.Matcher.Matches(t.NamespaceSelector, in.NamespaceLabels); err != nil || inNs {
-			continue
-		}
-		for _, w := range []*workload.Workload{in.New, in.Old} {
-			if w == nil {
-				continue
-			}
-			if sel, err := in.Matcher.Matches(t.Selector, w.Labels); err == nil && sel {
-				return true
-			}
+		if in.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, in.NamespaceLabels, in.New.Labels) ||
+			(in.Old != nil && in.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, in.NamespaceLabels, in.Old.Labels)) {
+			return true
 		}
 	}
 	return false
@@ -189,11 +182,7 @@ func (h *Handler) namespaceMayLag(in *Input) bool {
 func (h *Handler) liveNamespaceLabels(ctx context.Context, name string) (map[string]string, error) {
 	ctx, cancel := h.Ledgers.Bound(ctx)
 	defer cancel()
-	ns := policy.NamespaceMetadata()
-	if err := h.Live.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		return nil, err
-	}
-	return ns.Labels, nil
+	return policy.LiveNamespaceLabels(ctx, h.Live, name)
 }
 
 // decideAndRecord decides, and records an admitted start in the ledger of every policy
