@@ -51,7 +51,9 @@ type Revision struct {
 }
 
 // ServingBefore counts r's serving pods on nodes that had joined the cluster by t; a pod
-// on a node not known counts. It is a DaemonSet's progress on the nodes that needed its
+// on a node the cache does not hold does not count (a node deleted while its pods linger
+// until the pod garbage collector removes them, or one that joined a moment ago), unless
+// the cache holds no node at all (read then as nodes not known). It is a DaemonSet's progress on the nodes that needed its
 // rollout when it began at t: kube's DaemonSet controller creates the pod of a node that
 // joins later from the current revision (syncNodes, pkg/controller/daemon/
 // daemon_controller.go), which is the cluster growing, not the rollout progressing.
@@ -227,6 +229,9 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 			t = workload.FromSpec(spec, cr.Annotations[workload.FingerprintAnnotation])
 		}
 		r := Revision{Name: cr.Name, Number: cr.Revision, Template: t, Created: cr.CreationTimestamp.Time}
+		if joined != nil {
+			r.joined = []time.Time{} // read: a revision with no pod on a known node serves none there
+		}
 		for j := range pods {
 			p := &pods[j]
 			h := p.Labels[appsv1.ControllerRevisionHashLabelKey]
@@ -240,8 +245,8 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 				r.Pods++
 				if workload.PodServing(p) {
 					r.Serving++
-					if joined != nil {
-						r.joined = append(r.joined, joined[p.Spec.NodeName])
+					if at, known := joined[p.Spec.NodeName]; known {
+						r.joined = append(r.joined, at)
 					}
 				}
 			}

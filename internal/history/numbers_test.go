@@ -9,6 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // TestNumberedAfter: a Deployment flipped A -> B -> A -> B: kube renumbered A 3 (it was 1)
@@ -35,9 +39,9 @@ func TestNumberedAfter(t *testing.T) {
 }
 
 // TestServingBefore: a DaemonSet's revision serves on node-1 (there before the rollout),
-// node-4 (joined after it began) and node-x (not in the cache, counted): two of its three
-// serving pods are progress of a rollout that began before node-4 joined; without nodes,
-// all three are.
+// node-4 (joined after it began) and node-x (not in the cache: deleted, its pod not yet
+// collected): one of its three serving pods is progress of a rollout that began before
+// node-4 joined; without nodes, all three are.
 func TestServingBefore(t *testing.T) {
 	began := t0.Add(-10 * time.Minute)
 	cr := appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "ds-b", OwnerReferences: controller("s")}, Revision: 2,
@@ -52,7 +56,7 @@ func TestServingBefore(t *testing.T) {
 	for _, c := range []struct {
 		joined map[string]time.Time
 		want   int32
-	}{{joined, 2}, {nil, 3}} {
+	}{{joined, 1}, {nil, 3}} {
 		revs, err := FromControllerRevisions("s", "ds", []appsv1.ControllerRevision{cr}, pods, c.joined)
 		if err != nil {
 			t.Fatal(err)
@@ -60,5 +64,44 @@ func TestServingBefore(t *testing.T) {
 		if got := revs[0].ServingBefore(began); got != c.want || revs[0].Serving != 3 {
 			t.Errorf("nodes %v: ServingBefore = %d (serving %d), want %d of 3", c.joined, got, revs[0].Serving, c.want)
 		}
+	}
+}
+
+// TestDaemonNodes: the nodes a DaemonSet's rollout counts are those it runs on by its
+// template (kube's own count): not a node its node selector leaves out, nor one with a
+// taint it does not tolerate, nor one being deleted. So a node it never ran on leaving, or
+// a pod of it deleted, changes nothing of its rollout's progress (journal.Observe).
+func TestDaemonNodes(t *testing.T) {
+	spec := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
+		Spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "agents"}, Containers: []corev1.Container{{Name: "c", Image: "agent"}}}}
+	w := &workload.Workload{Ref: workload.Ref{Kind: v1alpha1.KindDaemonSet, Namespace: "kube-system", Name: "agent"}, Template: workload.FromSpec(&spec, "")}
+	node := func(name string, labels map[string]string, age time.Duration, mut func(*corev1.Node)) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, CreationTimestamp: metav1.NewTime(t0.Add(-age))}}
+		if mut != nil {
+			mut(&n)
+		}
+		return n
+	}
+	agents := map[string]string{"pool": "agents"}
+	nodes := []corev1.Node{
+		node("a-1", agents, time.Hour, nil),
+		node("a-2", agents, time.Minute, nil),
+		node("other", map[string]string{"pool": "gpu"}, time.Hour, nil),
+		node("tainted", agents, time.Hour, func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+		}),
+		node("going", agents, time.Hour, func(n *corev1.Node) {
+			n.DeletionTimestamp, n.Finalizers = ptr.To(metav1.NewTime(t0)), []string{"x"}
+		}),
+	}
+	h := History{Nodes: daemonNodes(w, nodes)}
+	if n, ok := h.NodesBefore(t0.Add(-10 * time.Minute)); !ok || n != 1 {
+		t.Errorf("nodes the DaemonSet runs on that joined before its rollout began: %d (%t), want 1 (a-1)", n, ok)
+	}
+	if n, ok := h.NodesBefore(t0); !ok || n != 2 {
+		t.Errorf("nodes the DaemonSet runs on now: %d (%t), want 2 (a-1, a-2)", n, ok)
+	}
+	if _, ok := (History{}).NodesBefore(t0); ok {
+		t.Error("nodes not read are known")
 	}
 }

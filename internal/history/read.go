@@ -56,9 +56,10 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 		}
 		pods = list.Items
 		var joined map[string]time.Time
+		var nodes []corev1.Node
 		if w.Kind == v1alpha1.KindDaemonSet && len(pods) > 0 {
 			var err error
-			if joined, err = nodesJoined(ctx, r); err != nil {
+			if joined, nodes, err = nodesJoined(ctx, r); err != nil {
 				return h, err
 			}
 		}
@@ -67,10 +68,7 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 			return h, err
 		}
 		if joined != nil {
-			h.Nodes = make([]time.Time, 0, len(joined))
-			for _, t := range joined {
-				h.Nodes = append(h.Nodes, t)
-			}
+			h.Nodes = daemonNodes(w, nodes)
 		}
 	}
 	h.LastActivity = workload.LastActivity(pods)
@@ -79,16 +77,38 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 
 // nodesJoined is when each cached node joined the cluster (its creation), for a
 // DaemonSet's progress (Revision.ServingBefore).
-func nodesJoined(ctx context.Context, r client.Reader) (map[string]time.Time, error) {
+func nodesJoined(ctx context.Context, r client.Reader) (map[string]time.Time, []corev1.Node, error) {
 	var nodes corev1.NodeList
 	if err := informer.List(ctx, r, &nodes); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if len(nodes.Items) == 0 {
+		return nil, nil, nil // no node known (a cache without nodes): every serving pod counts
 	}
 	joined := make(map[string]time.Time, len(nodes.Items))
 	for i := range nodes.Items {
 		joined[nodes.Items[i].Name] = nodes.Items[i].CreationTimestamp.Time
 	}
-	return joined, nil
+	return joined, nodes.Items, nil
+}
+
+// daemonNodes is when each node the DaemonSet w runs on joined the cluster (History.Nodes):
+// the nodes its controller keeps a pod on, by its current template's node selector,
+// affinity and tolerations (workload.DaemonRunsOn), as kube's own rollout counts them. A
+// node it does not run on leaving is no change to its rollout; nor is a pod of it deleted
+// (a tenant's), which leaves the node. nil when the template does not decode.
+func daemonNodes(w *workload.Workload, nodes []corev1.Node) []time.Time {
+	spec, err := w.Template.Spec()
+	if err != nil {
+		return nil
+	}
+	out := make([]time.Time, 0, len(nodes))
+	for i := range nodes {
+		if n := &nodes[i]; n.DeletionTimestamp == nil && workload.DaemonRunsOn(&spec.Spec, n) {
+			out = append(out, n.CreationTimestamp.Time)
+		}
+	}
+	return out
 }
 
 // ReadAdoptable gathers the history a workload created as w would adopt: the ReplicaSets

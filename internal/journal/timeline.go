@@ -578,6 +578,7 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 				}
 				nodes = n
 			}
+
 			if measured {
 				progressed = u > updated
 			}

@@ -158,11 +158,12 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		return h.fail(err)
 	}
 	if h.namespaceMayLag(policies.Items, nsLabels, pod.Labels) {
-		if nsLabels, err = h.liveNamespaceLabels(ctx, req.Namespace); err != nil {
-			if slowAPIServer(err) {
-				return h.notNowEarly(err, Input{}, start, deleted)
-			}
-			return h.fail(err)
+		// Best effort: when the API server does not answer in time, the cache's labels
+		// decide, as they did before it was asked.
+		if live, err := h.liveNamespaceLabels(ctx, req.Namespace); err == nil {
+			nsLabels = live
+		} else {
+			logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", req.Namespace, "error", err.Error())
 		}
 	}
 	in := Input{Pod: workload.PodOf(pod), PodLabels: pod.Labels, NamespaceLabels: nsLabels,
@@ -472,7 +473,8 @@ func (h *Handler) notNowEarly(err error, in Input, start time.Time, deleted *cor
 // namespace whose cached labels its namespaceSelector does not: the cache may not show yet
 // a relabel that brought the namespace in, and an eviction there would be admitted
 // unjudged. The API server sends such an eviction only when its own view of the namespace
-// matches an entry's namespaceSelector, so outside that lag this is rare.
+// matches an entry's namespaceSelector, so outside that lag it happens only where another
+// policy's entry covers the namespace (one GET per such request).
 func (h *Handler) namespaceMayLag(policies []v1alpha1.DisruptionPolicy, nsLabels, podLabels map[string]string) bool {
 	if h.APIReader == nil {
 		return false

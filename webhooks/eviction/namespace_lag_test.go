@@ -23,8 +23,8 @@ import (
 // namespaceSelector a moment ago may still show its old labels in this replica's cache.
 // An eviction there of a pod the policy's selector matches is judged with the namespace
 // read from the API server: one agent is down already, and the eviction of the other is
-// deferred, as a replica whose cache has caught up defers it. A live read that times out
-// is "not now" (429), never a judgement on the stale labels.
+// deferred, as a replica whose cache has caught up defers it. The read is best effort: a
+// live read that times out leaves the cache's labels to decide, as before.
 func TestNamespaceRelabelledInIsReadLive(t *testing.T) {
 	p := dp(func(s *v1alpha1.DisruptionPolicySpec) {
 		s.Targets.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"agents": "guarded"}}
@@ -50,7 +50,7 @@ func TestNamespaceRelabelledInIsReadLive(t *testing.T) {
 			return apierrors.NewServerTimeout(corev1.Resource("namespaces"), "get", 1)
 		},
 	})
-	if resp := handler(slow).Handle(context.Background(), podEviction(pod, "alice")); resp.Allowed || resp.Result.Code != 429 {
-		t.Errorf("the namespace's live read timed out: %+v, want 429", resp.Result)
+	if resp := handler(slow).Handle(context.Background(), podEviction(pod, "alice")); !resp.Allowed {
+		t.Errorf("the namespace's live read timed out: %+v, want judged on the cache's labels (admitted)", resp.Result)
 	}
 }

@@ -124,8 +124,13 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if h.namespaceMayLag(&in) {
-		if in.NamespaceLabels, err = h.liveNamespaceLabels(ctx, req.Namespace); err != nil {
-			return decision.Retry("the labels of namespace "+req.Namespace, err)
+		// Best effort: when the API server does not answer in time, the cache's labels
+		// decide, as they did before it was asked (another policy's entry may be what sent
+		// the request, and that policy judges it).
+		if live, err := h.liveNamespaceLabels(ctx, req.Namespace); err == nil {
+			in.NamespaceLabels = live
+		} else {
+			logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", req.Namespace, "error", err.Error())
 		}
 	}
 	if err := h.readWorkloadState(ctx, &in); err != nil {
@@ -159,7 +164,8 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // a relabel that brought the namespace in (HandleNamespace admitted it a moment ago), and a
 // workload judged unselected there is changed, or relabelled out, unguarded. The API server
 // sends holdfast such a request only when its own view of the namespace matches an entry's
-// namespaceSelector, so outside that lag this is rare.
+// namespaceSelector, so outside that lag it happens only where another policy's entry
+// covers the namespace (one GET per such request).
 func (h *Handler) namespaceMayLag(in *Input) bool {
 	if h.Live == nil {
 		return false

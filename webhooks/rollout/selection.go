@@ -82,7 +82,14 @@ func checkEnteredChange(in Input, spec *v1alpha1.RolloutPolicySpec) []finding {
 	out := outsideSince(in.History, in.New.Template, flags, cur.Since)
 	changed := !journal.Matches(cur, in.New.Template, flags)
 	if !changed && !out.was {
-		return nil
+		at, ok := renumberedSince(in.Journal, in.History, in.New.Template)
+		if !ok {
+			return nil
+		}
+		out.left, out.was = at, true
+		if at.After(out.newest) {
+			out.newest = at
+		}
 	}
 	path := field.NewPath("metadata", "labels")
 	newest := cur.Since
@@ -134,6 +141,28 @@ func checkEnteredChange(in Input, spec *v1alpha1.RolloutPolicySpec) []finding {
 		}
 	}
 	return found
+}
+
+// renumberedSince reports that kube numbered the template t, the journal's current one,
+// above the newest number the journal observed: it became current again after the journal
+// last looked, so the workload left it and came back, though the revisions in between may
+// be gone (revisionHistoryLimit) and its own made anew. at is the latest time the return
+// can be dated by that does not move: its revision's start (History.Current), the
+// journal's retirement (the leader saw it leave before it changed) or its pods' last
+// activity, whichever is latest.
+func renumberedSince(j *journal.Journal, h history.History, t *workload.Template) (at time.Time, ok bool) {
+	own := h.Find(t)
+	if own == nil || j == nil || j.Observed == nil || own.Number <= j.Observed.Revision {
+		return time.Time{}, false
+	}
+	at = h.Current(own)
+	if j.Deleted != nil && j.Deleted.After(at) {
+		at = *j.Deleted
+	}
+	if h.LastActivity.After(at) {
+		at = h.LastActivity
+	}
+	return at, true
 }
 
 // outside is what kube's revisions tell of a workload's templates after its journal last

@@ -261,3 +261,48 @@ func TestEditRightAfterEnteringReadsTheRetiredJournal(t *testing.T) {
 		t.Errorf("the edit back to B right after the workload entered with its return to A: %v, want the revert window's refusal", d.Violations)
 	}
 }
+
+// TestEnteringAfterADetourWhoseRevisionsAreGone: the journal records A current and, in
+// Observed, kube's number 1 for it. Outside the selection the workload went A → B → A,
+// and kube's revisions no longer show the order: A's revision made anew after B's (a
+// Deployment with revisionHistoryLimit: 0 deleted it once B finished; or the workload was
+// deleted and created again outside), or B's pruned. A's number, 3, above the journal's 1,
+// says it became current again since: the entry is a return, dated no earlier than A's
+// revision's start, the journal's retirement (the leader saw it leave before anything
+// changed) or its pods' activity, whichever is latest; revertWindow holds it from there.
+func TestEnteringAfterADetourWhoseRevisionsAreGone(t *testing.T) {
+	dep := v1alpha1.KindDeployment
+	guarded := map[string]string{"tier": "control-plane"}
+	A, B := template("A", "3"), template("B", "3")
+	finished := workload.Rollout{Progress: workload.Progress{Kind: dep, Updated: 3, Target: 3, Available: 3, Want: 3, Total: 3}}
+	sumA, _ := workload.Fingerprint(A)
+	p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
+		Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: guarded}},
+		Rules:   v1alpha1.RolloutRules{RevertWindow: &metav1.Duration{Duration: 90 * time.Second}}}}
+	for name, tc := range map[string]struct {
+		h       history.History
+		retired time.Duration
+		wait    time.Duration
+	}{
+		"A's revision made anew after B's":    {history.History{Revisions: []history.Revision{rev(2, B, 60*time.Second, 0), rev(3, A, 30*time.Second, 3)}}, 2 * time.Minute, time.Minute},
+		"B's revision pruned, A's renumbered": {history.History{Revisions: []history.Revision{rev(3, A, time.Hour, 3)}}, time.Minute, 30 * time.Second},
+	} {
+		j := &journal.Journal{Kind: dep, Namespace: "tenant-a", Name: "kube-apiserver", UID: "uid", Generation: 1,
+			Deleted:   ptr.To(now.Add(-tc.retired)),
+			Observed:  &journal.Observed{Revision: 1, Template: sumA},
+			Revisions: []journal.Revision{{Template: sumA, Since: now.Add(-time.Hour), Progressed: now.Add(-time.Hour), Finished: ptr.To(now.Add(-50 * time.Minute))}}}
+		enter := func(at time.Time) Decision {
+			oldW, newW := gen(wl(dep, 3, A, finished), 5), gen(wl(dep, 3, A, finished), 5)
+			oldW.UID, newW.UID = "uid", "uid"
+			newW.Labels = guarded
+			return decide(t, Input{Operation: admissionv1.Update, Old: oldW, New: newW, Now: at, Policies: []v1alpha1.RolloutPolicy{p}, Journal: j, History: tc.h})
+		}
+		if d := enter(now); len(d.Violations) != 1 || d.Violations[0].Rule != RuleRevertWindow ||
+			!strings.Contains(d.Violations[0].Message, "relabel it after "+tc.wait.String()) {
+			t.Errorf("%s: entered with A: %v, want the revert window's refusal for %s more", name, d.Violations, tc.wait)
+		}
+		if d := enter(now.Add(tc.wait + time.Second)); len(d.Violations) != 0 {
+			t.Errorf("%s: entered once the revert window passed: %v", name, d.Violations)
+		}
+	}
+}
