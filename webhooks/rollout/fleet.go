@@ -178,6 +178,12 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 			// rolls out now is the journal's to count (above).
 			continue
 		}
+		if live && !observed && cur != nil && cur.Template != s.Template && cur.Since.After(s.At.Add(budget.MaxClockSkew)) && !j.Held {
+			// The same of a workload of the name created again since (its journal continues
+			// the timeline): another template became current there after the start, on the
+			// leader's clock, which may differ from the recording replica's.
+			continue
+		}
 		// A held workload's journal shows no slot (Rolling), yet kube creates the pods a
 		// staged start began (a held StatefulSet grown over its staged template) all the
 		// same: the start counts until it lapses, and while they keep coming up (the

@@ -179,6 +179,34 @@ func TestInFlight(t *testing.T) {
 	}
 }
 
+// TestStartOfAWorkloadCreatedAgainThenReplaced (fleet explorer, seeds 4119, 6308, 7815): a
+// start recorded for a StatefulSet deleted and created again; the new object's journal
+// (another UID) continues the name's timeline and made another template current after the
+// start (changed outside the selection and relabelled back in, finished). kube makes no
+// more pods of the started template, yet the start held a slot until it lapsed, and the
+// fleet's other workloads waited for a rollout that had ended. A journal whose current
+// template became current before the start has not seen it: the start counts.
+func TestStartOfAWorkloadCreatedAgainThenReplaced(t *testing.T) {
+	a, _ := workload.FromSpec(template("a", "3"), "").Sum()
+	b, _ := workload.FromSpec(template("b", "3"), "").Sum()
+	self := "Deployment self/kube-apiserver"
+	sts := workload.Ref{Kind: v1alpha1.KindStatefulSet, Namespace: "t1", Name: "etcd"}
+	selected := []workload.Ref{sts, {Kind: v1alpha1.KindDeployment, Namespace: "self", Name: "kube-apiserver"}}
+	p := fleetPolicy(intstr.FromInt32(1))
+	finished := now.Add(-5 * time.Second)
+	journalSince := func(since time.Time) *journal.Store {
+		return storeOf(t, &journal.Journal{Kind: sts.Kind, Namespace: sts.Namespace, Name: sts.Name, UID: "u2", Generation: 3,
+			Revisions: []journal.Revision{{Template: a, Since: since, Finished: &finished, Progressed: finished, Available: 3}}})
+	}
+	started := []budget.Start{{Workload: sts.String(), Template: b, At: now.Add(-30 * time.Second), UID: "u1", Generation: 2}}
+	if got, _ := InFlight(&p, selected, journalSince(now.Add(-10*time.Second)), started, self, now); len(got) != 0 {
+		t.Errorf("the new object's journal made a current after the start: in flight = %v, want none", got)
+	}
+	if got, _ := InFlight(&p, selected, journalSince(now.Add(-time.Hour)), started, self, now); !slices.Equal(got, []string{sts.String()}) {
+		t.Errorf("the new object's journal has not seen the start: in flight = %v, want the start", got)
+	}
+}
+
 // TestStartsTheJournalSawReplacedOrResumed (fleet explorer, 50,000 sequences): a start the
 // handler recorded counts until the journal shows it. Two starts it never will show as
 // they were:

@@ -1377,6 +1377,18 @@ func (w *fworld) started(x *fwl, before tmpl, user string) {
 		base = "a cancel"
 	}
 	a := fexcuse{fleet: base, shared: base}
+	if had := x.admitted[x.t.tag]; x.continues && base == "" {
+		// A CREATE with the template the deleted workload had: the rollout of it goes on as
+		// that workload's start was admitted (revisionsOf), by an exempt requester or under
+		// Warn too, before kube made a pod of it (the orphaning delete came first): that
+		// start's excuse is this one's.
+		if a.fleet == "" {
+			a.fleet = had.fleet
+		}
+		if a.shared == "" {
+			a.shared = had.shared
+		}
+	}
 	if a.shared == "" && x.continues && hasPods {
 		// A CREATE with the template the deleted workload had, over pods of it: the rollout
 		// it adopts started when that template got its first pods (F2 judged that start), and
@@ -2491,8 +2503,20 @@ func withoutCreateStarts(in Input) (Decision, error) {
 //     under the shared budget (a start within its cooldown); it is now (the journal's
 //     Held, Timeline.Held, and decide's resumes), and the shared budget judges a CREATE that
 //     starts (sharedPolicies).
+//   - 2628, 3343, 3781, 5002, 5240 (a run of sequences 2,000 to 8,000): an exempt requester's
+//     edit admitted, then an orphaning delete before kube made a pod of it, and the
+//     operator's CREATE with that template: holdfast admits it as that rollout going on
+//     (revisionsOf), and the explorer counted it as the operator's start, past the limit
+//     (F1) or the shared cooldown (F2). The explorer's: the CREATE carries that start's
+//     excuse (started).
+//   - 4119, 6308, 7815 (the same run): a start recorded for a workload deleted and created
+//     again, whose new object then changed its template (outside the selection and back in)
+//     held a fleet slot until the start lapsed, as no journal of its UID would show it
+//     replaced (L1): InFlight drops it once the live journal of the name has made another
+//     template current after it.
 var fleetRegressions = []uint64{3277, 22213, 1110, 975, 21630, 14820, 21640, 17079, 21916, 46710, 8237, 20509,
-	8973, 20683, 21220, 42587, 42927, 19, 155, 2946, 3656, 6801, 1715, 1843, 1461, 77, 142, 358}
+	8973, 20683, 21220, 42587, 42927, 19, 155, 2946, 3656, 6801, 1715, 1843, 1461, 77, 142, 358,
+	2628, 3343, 3781, 5002, 5240, 4119, 6308, 7815}
 
 var fleetReplaySeed = flag.Int("rollout-fleet-model.seed", -1, "run only this fleet sequence (with -rollout-fleet-model.trace)")
 
