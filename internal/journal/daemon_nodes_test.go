@@ -1,69 +1,39 @@
 package journal
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
-
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/internal/history"
 )
 
-// podsOnNodes is agentHistory with pods that may be NotReady (hash suffixed "!"), and the
-// nodes joined names as those the DaemonSet runs on (History.Nodes).
+// podsOnNodes is agentHistory with the nodes joined names as those the DaemonSet runs on
+// (History.Nodes).
 func podsOnNodes(t *testing.T, pods map[string]string, joined map[string]time.Time) history.History {
 	t.Helper()
-	cr := func(hash, tag string, n int64, created time.Time) appsv1.ControllerRevision {
-		raw, err := json.Marshal(map[string]any{"spec": map[string]any{"template": agentTemplate(tag)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "konnectivity-agent-" + hash, CreationTimestamp: metav1.NewTime(created),
-			OwnerReferences: []metav1.OwnerReference{{UID: agentUID, Controller: ptr.To(true)}}}, Revision: n, Data: runtime.RawExtension{Raw: raw}}
-	}
-	var list []corev1.Pod
-	for node, hash := range pods {
-		ready := corev1.ConditionTrue
-		if hash[len(hash)-1] == '!' {
-			hash, ready = hash[:len(hash)-1], corev1.ConditionFalse
-		}
-		list = append(list, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "konnectivity-agent-" + node, Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: hash}},
-			Spec:   corev1.PodSpec{NodeName: node},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}})
-	}
-	revs, err := history.FromControllerRevisions(agentUID, "konnectivity-agent",
-		[]appsv1.ControllerRevision{cr("a", "v0.31.0", 1, prevT0.Add(-3*time.Hour)), cr("b", "v0.32.0", 2, prevT0.Add(-10*time.Minute))}, list, joined)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := history.History{Revisions: revs, Nodes: []time.Time{}}
+	h := agentHistory(t, pods, joined)
+	h.Nodes = []time.Time{}
 	for _, j := range joined {
 		h.Nodes = append(h.Nodes, j)
 	}
 	return h
 }
 
+// observeOnNodes is the leader observing the DaemonSet at at, with pods (node: revision
+// hash, all Ready) on the nodes named, which joined an hour before the rollout.
 func observeOnNodes(t *testing.T, j *Journal, at time.Time, pods map[string]string, nodes ...string) *Journal {
 	t.Helper()
 	joined := map[string]time.Time{}
 	for _, n := range nodes {
 		joined[n] = prevT0.Add(-time.Hour)
 	}
-	var updated, ready int32
+	var updated int32
 	for _, hash := range pods {
-		if hash == "konnectivity-agent-b" || hash == "konnectivity-agent-b!" {
+		if hash == "konnectivity-agent-b" {
 			updated++
 		}
-		if hash[len(hash)-1] != '!' {
-			ready++
-		}
 	}
-	return Observe(j, agent(t, int32(len(pods)), updated, ready), podsOnNodes(t, pods, joined), nil, at)
+	return Observe(j, agent(t, int32(len(pods)), updated, int32(len(pods))), podsOnNodes(t, pods, joined), nil, at)
 }
 
 // TestDaemonSetNodesGoneBeforeTheirPods: nodes n1..n3 (with updated pods) leave

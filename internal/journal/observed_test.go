@@ -295,43 +295,22 @@ func TestRetiredJournalRecordsFlipsKubeNumbered(t *testing.T) {
 // then passing as the fix). The mark is lowered to what the others serve, the leaving is
 // no progress, and the next pod updated is.
 func TestDaemonSetNodesLeavingMidRolloutIsNoStall(t *testing.T) {
-	early := prevT0.Add(-time.Hour)
-	nodes := func(names ...string) (map[string]time.Time, []time.Time) {
-		m, l := map[string]time.Time{}, []time.Time{}
-		for _, n := range names {
-			m[n] = early
-			l = append(l, early)
-		}
-		return m, l
-	}
-	observeAt := func(j *Journal, at time.Time, pods map[string]string, present ...string) *Journal {
-		joined, list := nodes(present...)
-		h := agentHistory(t, pods, joined)
-		h.Nodes = list
-		var updated int32
-		for _, hash := range pods {
-			if hash == "konnectivity-agent-b" {
-				updated++
-			}
-		}
-		return Observe(j, agent(t, int32(len(present)), updated, int32(len(present))), h, nil, at)
-	}
 	b, a := "konnectivity-agent-b", "konnectivity-agent-a"
 	all := []string{"n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"}
-	j := observeAt(nil, prevT0, map[string]string{"n1": b, "n2": b, "n3": b, "n4": b, "n5": a, "n6": a, "n7": a, "n8": a}, all...)
+	j := observeOnNodes(t, nil, prevT0, map[string]string{"n1": b, "n2": b, "n3": b, "n4": b, "n5": a, "n6": a, "n7": a, "n8": a}, all...)
 	first := prevT0.Add(time.Minute)
-	j = observeAt(j, first, map[string]string{"n1": b, "n2": b, "n3": b, "n4": b, "n5": b, "n6": a, "n7": a, "n8": a}, all...)
+	j = observeOnNodes(t, j, first, map[string]string{"n1": b, "n2": b, "n3": b, "n4": b, "n5": b, "n6": a, "n7": a, "n8": a}, all...)
 	if got := j.Current().Progressed; !got.Equal(first) || j.Observed.Updated != 5 || j.Observed.Nodes != 8 {
 		t.Fatalf("5 of 8 updated: progressed %s, observed %+v; want progress at %s, 5 updated of 8 nodes", got, j.Observed, first)
 	}
 	// n1 to n3 leave; n6 is updated meanwhile.
 	rest := all[3:]
-	j = observeAt(j, prevT0.Add(2*time.Minute), map[string]string{"n4": b, "n5": b, "n6": b, "n7": a, "n8": a}, rest...)
+	j = observeOnNodes(t, j, prevT0.Add(2*time.Minute), map[string]string{"n4": b, "n5": b, "n6": b, "n7": a, "n8": a}, rest...)
 	if got := j.Current().Progressed; !got.Equal(first) || j.Observed.Updated != 3 || j.Observed.Nodes != 5 {
 		t.Errorf("3 nodes left: progressed %s, observed %+v; want no progress (still %s), the mark lowered to 3 of 5 nodes", got, j.Observed, first)
 	}
 	next := prevT0.Add(3 * time.Minute)
-	j = observeAt(j, next, map[string]string{"n4": b, "n5": b, "n6": b, "n7": b, "n8": a}, rest...)
+	j = observeOnNodes(t, j, next, map[string]string{"n4": b, "n5": b, "n6": b, "n7": b, "n8": a}, rest...)
 	if got := j.Current().Progressed; !got.Equal(next) || j.Observed.Updated != 4 {
 		t.Errorf("n7 updated after the nodes left: progressed %s, observed %+v; want progress at %s", got, j.Observed, next)
 	}
