@@ -166,10 +166,6 @@ func TestObserveRecordsFlipsKubeNumbered(t *testing.T) {
 	A, B := workload.FromSpec(ptr.To(agentTemplate("A")), ""), workload.FromSpec(ptr.To(agentTemplate("B")), "")
 	sumA, _ := A.Sum()
 	sumB, _ := B.Sum()
-	rev := func(t *workload.Template, n int64, renumbered ...int64) history.Revision {
-		sum, _ := t.Sum()
-		return history.Revision{Name: "rs-" + sum[:8], Number: n, Renumbered: renumbered, Template: t, Created: t0.Add(-3 * time.Hour)}
-	}
 	w := &workload.Workload{Ref: workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web"}, Template: B}
 	j := &Journal{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web", Generation: 2,
 		Revisions: []Revision{
@@ -178,7 +174,7 @@ func TestObserveRecordsFlipsKubeNumbered(t *testing.T) {
 		},
 		Observed: &Observed{Revision: 2, Template: sumB}}
 
-	h := history.History{Revisions: []history.Revision{rev(A, 3, 1), rev(B, 4, 2)}}
+	h := history.History{Revisions: []history.Revision{numbered(A, 3, 1), numbered(B, 4, 2)}}
 	next := Observe(j, w, h, nil, t0)
 	var got []string
 	for _, r := range next.Revisions {
@@ -205,7 +201,7 @@ func TestObserveRecordsFlipsKubeNumbered(t *testing.T) {
 			{Template: sumA, Since: t0.Add(-time.Minute), Progressed: t0.Add(-time.Minute)},
 		},
 		Observed: &Observed{Revision: 2, Template: sumB}}
-	next = Observe(j2, &wa, history.History{Revisions: []history.Revision{rev(B, 2), rev(A, 3, 1)}}, nil, t0)
+	next = Observe(j2, &wa, history.History{Revisions: []history.Revision{numbered(B, 2), numbered(A, 3, 1)}}, nil, t0)
 	if len(next.Revisions) != 2 || !next.Current().Since.Equal(t0.Add(-time.Minute)) {
 		t.Errorf("A, recorded before kube numbered it, recorded again: %+v", next.Revisions)
 	}
@@ -266,15 +262,11 @@ func TestRetiredJournalRecordsFlipsKubeNumbered(t *testing.T) {
 	A, B := workload.FromSpec(ptr.To(agentTemplate("A")), ""), workload.FromSpec(ptr.To(agentTemplate("B")), "")
 	sumA, _ := A.Sum()
 	sumB, _ := B.Sum()
-	rev := func(t *workload.Template, n int64, renumbered ...int64) history.Revision {
-		sum, _ := t.Sum()
-		return history.Revision{Name: "rs-" + sum[:8], Number: n, Renumbered: renumbered, Template: t, Created: t0.Add(-3 * time.Hour)}
-	}
 	w := &workload.Workload{Ref: workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web"}, Template: A}
 	j := &Journal{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web", Generation: 2, Deleted: at(t0.Add(-time.Hour)),
 		Revisions: []Revision{{Template: sumA, Since: t0.Add(-3 * time.Hour), Finished: at(t0.Add(-3 * time.Hour)), Progressed: t0.Add(-3 * time.Hour)}},
 		Observed:  &Observed{Revision: 1, Template: sumA}}
-	next := Observe(j, w, history.History{Revisions: []history.Revision{rev(B, 2), rev(A, 3, 1)}}, nil, t0)
+	next := Observe(j, w, history.History{Revisions: []history.Revision{numbered(B, 2), numbered(A, 3, 1)}}, nil, t0)
 	var got []string
 	for _, r := range next.Revisions {
 		got = append(got, map[string]string{sumA: "A", sumB: "B"}[r.Template]+"@"+r.Since.Sub(t0).String())
@@ -323,4 +315,10 @@ func TestDaemonSetNodesLeavingMidRolloutIsNoStall(t *testing.T) {
 	if err != nil || back.Observed.Nodes != 5 {
 		t.Errorf("read back: %+v, %v; want 5 nodes", back.Observed, err)
 	}
+}
+
+// numbered is a ReplicaSet of template t, 3 h old, numbered n by kube after renumbered.
+func numbered(t *workload.Template, n int64, renumbered ...int64) history.Revision {
+	sum, _ := t.Sum()
+	return history.Revision{Name: "rs-" + sum[:8], Number: n, Renumbered: renumbered, Template: t, Created: t0.Add(-3 * time.Hour)}
 }
