@@ -93,7 +93,15 @@ func TestOnDeleteDaemonSetGetsNoThirdTemplate(t *testing.T) {
 			}); err != nil {
 				t.Fatalf("an edit to a third template stays admitted with pods of A and B live")
 			}
-			refused = edit("registry.example/agent:c")
+			// Then for real, retried the same way: the dry run and the edit may reach
+			// different replicas, or the DaemonSet controller may have written a status
+			// that holdfast's cache has not seen yet; both answer "retry", never admit.
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				refused = edit("registry.example/agent:c")
+				return refused == nil || !strings.Contains(refused.Error(), "retry in a few seconds"), nil
+			}); err != nil {
+				t.Fatalf("the edit to a third template still asks to retry after 30s: %v", refused)
+			}
 			fmt.Printf("SCENARIO ondelete-third-template refused=%t\n", refused != nil)
 			if !apierrors.IsForbidden(refused) || !strings.Contains(refused.Error(), "settle") ||
 				!strings.Contains(refused.Error(), "return to the template of revision") {
