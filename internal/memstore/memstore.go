@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -144,14 +145,13 @@ func (s *Store) getMetadata(key client.ObjectKey, pm *metav1.PartialObjectMetada
 	return apierrors.NewNotFound(schema.GroupResource{Resource: kind}, key.Name)
 }
 
-// List implements client.Reader.
+// List implements client.Reader. A PartialObjectMetadataList lists the metadata of the
+// objects whose Go type is named as its kind less "List", as the cache's metadata
+// informer does.
 func (s *Store) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	o := client.ListOptions{}
 	o.ApplyOptions(opts)
-	itemsPtr, err := meta.GetItemsPtr(list)
-	if err != nil {
-		return err
-	}
+	copied := o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy
 	var reqs fields.Requirements
 	if o.FieldSelector != nil {
 		reqs = o.FieldSelector.Requirements()
@@ -161,11 +161,53 @@ func (s *Store) List(_ context.Context, list client.ObjectList, opts ...client.L
 			}
 		}
 	}
-	objs := s.byType[reflect.PointerTo(reflect.TypeOf(itemsPtr).Elem().Elem())]
-	if objs == nil {
-		return meta.SetList(list, nil)
+	if pl, ok := list.(*metav1.PartialObjectMetadataList); ok {
+		return s.listMetadata(pl, o, reqs, copied)
 	}
-	out := make([]runtime.Object, 0, len(objs.order))
+	itemsPtr, err := meta.GetItemsPtr(list)
+	if err != nil {
+		return err
+	}
+	var out []runtime.Object
+	for _, obj := range s.matching(s.byType[reflect.PointerTo(reflect.TypeOf(itemsPtr).Elem().Elem())], o, reqs) {
+		if copied {
+			obj = obj.DeepCopyObject().(client.Object)
+		}
+		out = append(out, obj)
+	}
+	return meta.SetList(list, out)
+}
+
+// listMetadata lists into pl the metadata of the objects of its kind that match.
+func (s *Store) listMetadata(pl *metav1.PartialObjectMetadataList, o client.ListOptions, reqs fields.Requirements, copied bool) error {
+	gvk := pl.GroupVersionKind()
+	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
+	pl.Items = nil
+	for t, objs := range s.byType {
+		if t.Elem().Name() != gvk.Kind {
+			continue
+		}
+		for _, obj := range s.matching(objs, o, reqs) {
+			om := obj.(metav1.ObjectMetaAccessor).GetObjectMeta().(*metav1.ObjectMeta)
+			if copied {
+				om = om.DeepCopy()
+			}
+			pm := metav1.PartialObjectMetadata{ObjectMeta: *om}
+			pm.SetGroupVersionKind(gvk)
+			pl.Items = append(pl.Items, pm)
+		}
+	}
+	return nil
+}
+
+// matching are the objects of objs, in the order first stored, in o's namespace (all
+// when unset) whose labels match o's selector and whose indexes hold each requirement's
+// value; not copied.
+func (s *Store) matching(objs *objects, o client.ListOptions, reqs fields.Requirements) []client.Object {
+	if objs == nil {
+		return nil
+	}
+	out := make([]client.Object, 0, len(objs.order))
 	for _, key := range objs.order {
 		st := objs.byKey[key]
 		obj := st.obj
@@ -178,12 +220,9 @@ func (s *Store) List(_ context.Context, list client.ObjectList, opts ...client.L
 		if slices.ContainsFunc(reqs, func(req fields.Requirement) bool { return !slices.Contains(st.indexed[req.Field], req.Value) }) {
 			continue // not every requirement met
 		}
-		if o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy {
-			obj = obj.DeepCopyObject().(client.Object)
-		}
 		out = append(out, obj)
 	}
-	return meta.SetList(list, out)
+	return out
 }
 
 // Writer is the store seen as the API server by a client that creates, updates and

@@ -135,8 +135,6 @@ func (h *Handler) entering(ctx context.Context, p *v1alpha1.RolloutPolicy, ns *c
 	return out, nil
 }
 
-// retryNamespace answers a namespace relabel holdfast could not judge in time
-// (decision.Retry).
 // decodeRelabel decodes the core object of kind an UPDATE sent to a relabel webhook
 // carries, and its stored form; a 400 (ok false) for another kind or what does not decode.
 func decodeRelabel(req admission.Request, kind string, obj, old any) (bad admission.Response, ok bool) {
@@ -153,6 +151,8 @@ func decodeRelabel(req admission.Request, kind string, obj, old any) (bad admiss
 	return admission.Response{}, true
 }
 
+// retryNamespace answers a namespace relabel holdfast could not judge in time
+// (decision.Retry).
 func retryNamespace(err error) admission.Response {
 	return decision.Retry("the workloads the new labels bring into a RolloutPolicy's selection", err)
 }
