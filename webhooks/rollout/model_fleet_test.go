@@ -408,10 +408,10 @@ type fworld struct {
 	// (how long the recorder keeps a retired journal).
 	selLog   []selChange
 	relabels relabelCounts
+	keep     time.Duration
 	// nsOut are the namespaces the namespace walks took out of the policy's namespace
 	// selection (relabelNamespace).
 	nsOut map[string]bool
-	keep  time.Duration
 	// recreates counts what the re-creates and the flag-following scales did.
 	recreates recreateCounts
 }
