@@ -394,3 +394,75 @@ func TestGuardsReadWhatTheCacheHolds(t *testing.T) {
 			got.Spec.Template.Spec.Containers, got.Annotations)
 	}
 }
+
+// TestFleetLimitOverNamespacesSelectedByLabel: a fleet limit whose policy selects
+// namespaces by label holds the second workload's rollout while the first runs, as the
+// webhook does in the cluster. The store simulate runs on once listed no namespace's
+// metadata: every workload then read as unselected, and both rolled out at once.
+func TestFleetLimitOverNamespacesSelectedByLabel(t *testing.T) {
+	sc := load(t, writeFile(t, `
+apiVersion: holdfast.dev/v1alpha1
+kind: Scenario
+metadata: {name: fleet-by-namespace}
+spec:
+  nodes:
+  - {prefix: node, count: 3}
+  podStartup: 3s
+  timeline:
+  - at: 1s
+    apply:
+      workload: {kind: Deployment, namespace: tenant-a, name: kas}
+      template: {metadata: {labels: {app: kas}}, spec: {containers: [{name: kas, image: "kas:2"}]}}
+  - at: 2s
+    apply:
+      workload: {kind: Deployment, namespace: tenant-b, name: kas}
+      template: {metadata: {labels: {app: kas}}, spec: {containers: [{name: kas, image: "kas:2"}]}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: tenant-a, labels: {tier: hosted}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: tenant-b, labels: {tier: hosted}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: kas, namespace: tenant-a}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: kas}}
+  template: {metadata: {labels: {app: kas}}, spec: {containers: [{name: kas, image: "kas:1"}]}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: kas, namespace: tenant-b}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: kas}}
+  template: {metadata: {labels: {app: kas}}, spec: {containers: [{name: kas, image: "kas:1"}]}}
+---
+apiVersion: holdfast.dev/v1alpha1
+kind: RolloutPolicy
+metadata: {name: hosted}
+spec:
+  mode: Enforce
+  targets: {kinds: [Deployment], namespaceSelector: {matchLabels: {tier: hosted}}}
+  rules: {concurrency: {maxInFlight: 1}}
+`))
+	res := run(t, sc)
+	a, b := res.Workload("Deployment tenant-a/kas"), res.Workload("Deployment tenant-b/kas")
+	if a.Refusals != 0 || b.Refusals == 0 || !a.Converged || !b.Converged {
+		t.Fatalf("want tenant-b's rollout held while tenant-a's ran, then both rolled out; got %+v and %+v", a, b)
+	}
+	var refused *Entry
+	for i := range res.Timeline {
+		if e := &res.Timeline[i]; e.Answer != "admitted" && e.Request == "UPDATE" {
+			refused = e
+			break
+		}
+	}
+	if refused == nil || !strings.Contains(refused.Message, "[hosted/concurrency]") {
+		t.Errorf("the first refusal: %+v, want the fleet limit's", refused)
+	}
+}
