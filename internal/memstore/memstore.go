@@ -168,12 +168,18 @@ func (s *Store) List(_ context.Context, list client.ObjectList, opts ...client.L
 	if err != nil {
 		return err
 	}
-	var out []runtime.Object
-	for _, obj := range s.matching(s.byType[reflect.PointerTo(reflect.TypeOf(itemsPtr).Elem().Elem())], o, reqs) {
-		if copied {
-			obj = obj.DeepCopyObject().(client.Object)
+	objs := s.byType[reflect.PointerTo(reflect.TypeOf(itemsPtr).Elem().Elem())]
+	if objs == nil {
+		return meta.SetList(list, nil)
+	}
+	out := make([]runtime.Object, 0, len(objs.order))
+	for _, key := range objs.order {
+		if obj := objs.byKey[key].matching(o, reqs); obj != nil {
+			if copied {
+				obj = obj.DeepCopyObject().(client.Object)
+			}
+			out = append(out, obj)
 		}
-		out = append(out, obj)
 	}
 	return meta.SetList(list, out)
 }
@@ -187,7 +193,11 @@ func (s *Store) listMetadata(pl *metav1.PartialObjectMetadataList, o client.List
 		if t.Elem().Name() != gvk.Kind {
 			continue
 		}
-		for _, obj := range s.matching(objs, o, reqs) {
+		for _, key := range objs.order {
+			obj := objs.byKey[key].matching(o, reqs)
+			if obj == nil {
+				continue
+			}
 			om := obj.(metav1.ObjectMetaAccessor).GetObjectMeta().(*metav1.ObjectMeta)
 			if copied {
 				om = om.DeepCopy()
@@ -200,29 +210,20 @@ func (s *Store) listMetadata(pl *metav1.PartialObjectMetadataList, o client.List
 	return nil
 }
 
-// matching are the objects of objs, in the order first stored, in o's namespace (all
-// when unset) whose labels match o's selector and whose indexes hold each requirement's
-// value; not copied.
-func (s *Store) matching(objs *objects, o client.ListOptions, reqs fields.Requirements) []client.Object {
-	if objs == nil {
+// matching is the object stored, not copied, when it is in o's namespace (any when unset),
+// its labels match o's selector and its indexes hold each requirement's value; else nil.
+func (st *stored) matching(o client.ListOptions, reqs fields.Requirements) client.Object {
+	obj := st.obj
+	if o.Namespace != "" && obj.GetNamespace() != o.Namespace {
 		return nil
 	}
-	out := make([]client.Object, 0, len(objs.order))
-	for _, key := range objs.order {
-		st := objs.byKey[key]
-		obj := st.obj
-		if o.Namespace != "" && obj.GetNamespace() != o.Namespace {
-			continue
-		}
-		if o.LabelSelector != nil && !o.LabelSelector.Matches(labels.Set(obj.GetLabels())) {
-			continue
-		}
-		if slices.ContainsFunc(reqs, func(req fields.Requirement) bool { return !slices.Contains(st.indexed[req.Field], req.Value) }) {
-			continue // not every requirement met
-		}
-		out = append(out, obj)
+	if o.LabelSelector != nil && !o.LabelSelector.Matches(labels.Set(obj.GetLabels())) {
+		return nil
 	}
-	return out
+	if slices.ContainsFunc(reqs, func(req fields.Requirement) bool { return !slices.Contains(st.indexed[req.Field], req.Value) }) {
+		return nil // not every requirement met
+	}
+	return obj
 }
 
 // Writer is the store seen as the API server by a client that creates, updates and

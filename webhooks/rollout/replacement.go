@@ -37,7 +37,9 @@ import (
 // nothing: another owner, a template with pods, a pod kube will not re-create. The workload
 // itself is read from the API server (Live) once the cache shows a policy may select it:
 // an edit staged a moment ago, or a switch to OnDelete, is not in the cache yet, and the
-// DELETE that follows it at once would be judged on the template before.
+// DELETE that follows it at once would be judged on the template before. So is its
+// namespace, best effort, when a policy would select the workload but for the namespace's
+// labels the caller read from its cache (a relabel into the selection a moment ago).
 func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map[string]string, user authenticationv1.UserInfo) (vs decision.Violations, starts bool, err error) {
 	owner := metav1.GetControllerOfNoCopy(pod)
 	if owner == nil {
@@ -78,6 +80,21 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 			selects, err := h.Matcher.Selects(p.Spec.Targets, kind, nsLabels, obj.GetLabels())
 			return !p.Spec.Suspend && err == nil && selects
 		})
+	}
+	if h.Live != nil && !selected(obj) && slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
+		t := &p.Spec.Targets
+		return !p.Spec.Suspend && slices.Contains(workload.Targeted(*t), kind) &&
+			h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, nsLabels, obj.GetLabels())
+	}) {
+		// A policy would select the workload but for its namespace's labels as the caller
+		// read them, from a cache that may not show a relabel into the selection yet (the
+		// rollout guard's own requests read it so too, namespaceMayLag): read live, best
+		// effort, as there.
+		if live, err := h.liveNamespaceLabels(ctx, pod.Namespace); err == nil {
+			nsLabels = live
+		} else {
+			logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", pod.Namespace, "error", err.Error())
+		}
 	}
 	if (owner.UID != "" && obj.GetUID() != owner.UID) || obj.GetDeletionTimestamp() != nil || !selected(obj) {
 		return nil, false, nil

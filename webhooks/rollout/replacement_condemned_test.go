@@ -173,3 +173,49 @@ func (sc *dbScene) pod(i int) *corev1.Pod {
 		CreationTimestamp: at, OwnerReferences: controlledBy(sc.sts)}, Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", i)},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: at}}}}
 }
+
+// TestReplacementReadsANamespaceRelabelledInLive: the policy selects db's namespace by a
+// label the cache does not show yet (the namespace was relabelled into the selection a
+// moment ago, and the edit to v2 staged since). The eviction guard passes the labels its
+// cache holds; judged on them, db-0's replacement (v2's first pod) started nothing and
+// passed the Deny window. The namespace is read live, and the DELETE is refused. Read live
+// and still outside, nothing is judged; a failed read judges on the cache's labels, as the
+// rollout guard's own requests do.
+func TestReplacementReadsANamespaceRelabelledInLive(t *testing.T) {
+	sc := newDBScene()
+	t0, reader, sts := sc.t0, sc.reader, sc.sts
+	p := utiltesting.MakeRolloutPolicy("dbs").Kinds(v1alpha1.KindStatefulSet).Selector(map[string]string{"tier": "db"}).Obj()
+	p.Spec.Targets.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}
+	p.Spec.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 * * * *", Duration: metav1.Duration{Duration: 59 * time.Minute}, Action: v1alpha1.WindowDeny}}
+	reader.Put(p)
+	reader.Put(sc.revision("a", "v1", 1, t0.Add(-3*time.Hour)))
+	pod := sc.pod(0)
+	reader.Put(pod)
+	edited := sts.DeepCopy()
+	edited.Generation, edited.Spec.Template = 2, sc.tmpl("v2")
+	reader.Put(edited)
+	in := sc.ns.DeepCopy()
+	in.Labels["env"] = "prod"
+
+	judge := func(live client.Reader) (decision.Violations, bool, error) {
+		h := &Handler{Reader: reader, Live: live, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), Matcher: policy.NewMatcher(), Journals: &journal.Store{}}
+		return h.Replacement(context.Background(), pod, sc.ns.Labels, authenticationv1.UserInfo{Username: "alice"})
+	}
+	if vs, starts, err := judge(utiltesting.NewMemReader(nil, edited, in)); err != nil || !starts || vs.Action() != decision.Deny {
+		t.Errorf("the namespace relabelled in, read live: starts=%v %v %v, want the Deny window's refusal of v2's first pod", starts, vs, err)
+	}
+	if vs, starts, err := judge(utiltesting.NewMemReader(nil, edited, sc.ns)); err != nil || starts || len(vs) != 0 {
+		t.Errorf("the namespace outside the selection, read live: starts=%v %v %v, want nothing judged", starts, vs, err)
+	}
+	failing := interceptor.NewClient(fake.NewClientBuilder().WithObjects(edited, in).Build(), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if key.Namespace == "" { // the namespace (cluster-scoped), read as metadata
+				return apierrors.NewServerTimeout(corev1.Resource("namespaces"), "get", 1)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	if vs, starts, err := judge(failing); err != nil || starts || len(vs) != 0 {
+		t.Errorf("the namespace's live read failing: starts=%v %v %v, want judged on the cache's labels (nothing)", starts, vs, err)
+	}
+}
