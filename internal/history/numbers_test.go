@@ -1,6 +1,9 @@
 package history
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,8 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
@@ -94,7 +100,10 @@ func TestDaemonNodes(t *testing.T) {
 			n.DeletionTimestamp, n.Finalizers = ptr.To(metav1.NewTime(t0)), []string{"x"}
 		}),
 	}
-	h := History{Nodes: daemonNodes(w, nodes)}
+	var h History
+	for _, at := range daemonNodes(w, nodes) {
+		h.Nodes = append(h.Nodes, at)
+	}
 	if n, ok := h.NodesBefore(t0.Add(-10 * time.Minute)); !ok || n != 1 {
 		t.Errorf("nodes the DaemonSet runs on that joined before its rollout began: %d (%t), want 1 (a-1)", n, ok)
 	}
@@ -103,5 +112,53 @@ func TestDaemonNodes(t *testing.T) {
 	}
 	if _, ok := (History{}).NodesBefore(t0); ok {
 		t.Error("nodes not read are known")
+	}
+}
+
+// TestDaemonSetProgressAndNodesFromOneSet: n1..n3, which run updated pods, are being
+// deleted (a finalizer holds them in the cache for minutes) and n9 runs a pod of the
+// DaemonSet but no longer matches its node selector. The pods serving (ServingBefore) and
+// the nodes that need the update (NodesBefore) are read from the same nodes: n4 and n5 of
+// the five it runs on. Counted from every cached node, the pods of n1..n3 held the
+// journal's progress mark at 5 when the node count dropped to 5, and once those nodes
+// went it never passed 5 again: a healthy rollout read as stalled.
+func TestDaemonSetProgressAndNodesFromOneSet(t *testing.T) {
+	spec := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
+		Spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "agents"}, Containers: []corev1.Container{{Name: "c", Image: "b"}}}}
+	w := &workload.Workload{Ref: workload.Ref{Kind: v1alpha1.KindDaemonSet, Namespace: "kube-system", Name: "ds", UID: "s"},
+		Template: workload.FromSpec(&spec, ""), Rollout: workload.Rollout{InProgress: true}}
+	cr := func(hash, image string, n int64) *appsv1.ControllerRevision {
+		return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "ds-" + hash, OwnerReferences: controller("s")}, Revision: n,
+			Data: runtime.RawExtension{Raw: []byte(`{"spec":{"template":{"$patch":"replace","metadata":{"labels":{"app":"agent"}},"spec":{"nodeSelector":{"pool":"agents"},"containers":[{"name":"c","image":"` + image + `"}]}}}}`)}}
+	}
+	objs := []client.Object{cr("a", "a", 1), cr("b", "b", 2)}
+	for i, hash := range []string{"b", "b", "b", "b", "b", "a", "a", "a", "b"} {
+		name := fmt.Sprintf("n%d", i+1)
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "agents"}, CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))}}
+		switch {
+		case i < 3:
+			n.DeletionTimestamp, n.Finalizers = ptr.To(metav1.NewTime(t0.Add(-time.Minute))), []string{"example.com/drain"}
+		case name == "n9":
+			n.Labels["pool"] = "gpu"
+		}
+		objs = append(objs, n, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent-" + name, OwnerReferences: controller("s"),
+			Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: hash}},
+			Spec:   corev1.PodSpec{NodeName: name},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}})
+	}
+	r := fake.NewClientBuilder().WithObjects(objs...).
+		WithIndex(&appsv1.ControllerRevision{}, informer.OwnerIndex, informer.ControllerUID).
+		WithIndex(&corev1.Pod{}, informer.OwnerIndex, informer.ControllerUID).Build()
+	h, err := Read(context.Background(), r, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(h.Revisions, func(r Revision) bool { return r.Name == "ds-b" })
+	if i < 0 {
+		t.Fatalf("no revision ds-b in %+v", h.Revisions)
+	}
+	nodes, ok := h.NodesBefore(t0)
+	if got := h.Revisions[i].ServingBefore(t0); got != 2 || !ok || nodes != 5 {
+		t.Errorf("serving on the nodes it runs on: %d of %d nodes (known %t), want 2 (n4, n5) of 5 (n4..n8)", got, nodes, ok)
 	}
 }

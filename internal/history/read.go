@@ -56,11 +56,14 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 		}
 		pods = list.Items
 		var joined map[string]time.Time
-		var nodes []corev1.Node
 		if w.Kind == v1alpha1.KindDaemonSet && len(pods) > 0 {
-			var err error
-			if joined, nodes, err = nodesJoined(ctx, r); err != nil {
+			var nodes corev1.NodeList
+			if err := informer.List(ctx, r, &nodes); err != nil {
 				return h, err
+			}
+			// No node known (a cache without nodes): every serving pod counts.
+			if len(nodes.Items) > 0 {
+				joined = daemonNodes(w, nodes.Items)
 			}
 		}
 		var err error
@@ -68,44 +71,35 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 			return h, err
 		}
 		if joined != nil {
-			h.Nodes = daemonNodes(w, nodes)
+			h.Nodes = make([]time.Time, 0, len(joined))
+			for _, at := range joined {
+				h.Nodes = append(h.Nodes, at)
+			}
 		}
 	}
 	h.LastActivity = workload.LastActivity(pods)
 	return h, nil
 }
 
-// nodesJoined is when each cached node joined the cluster (its creation), for a
-// DaemonSet's progress (Revision.ServingBefore).
-func nodesJoined(ctx context.Context, r client.Reader) (map[string]time.Time, []corev1.Node, error) {
-	var nodes corev1.NodeList
-	if err := informer.List(ctx, r, &nodes); err != nil {
-		return nil, nil, err
-	}
-	if len(nodes.Items) == 0 {
-		return nil, nil, nil // no node known (a cache without nodes): every serving pod counts
-	}
-	joined := make(map[string]time.Time, len(nodes.Items))
-	for i := range nodes.Items {
-		joined[nodes.Items[i].Name] = nodes.Items[i].CreationTimestamp.Time
-	}
-	return joined, nodes.Items, nil
-}
-
-// daemonNodes is when each node the DaemonSet w runs on joined the cluster (History.Nodes):
-// the nodes its controller keeps a pod on, by its current template's node selector,
-// affinity and tolerations (workload.DaemonRunsOn), as kube's own rollout counts them. A
-// node it does not run on leaving is no change to its rollout; nor is a pod of it deleted
-// (a tenant's), which leaves the node. nil when the template does not decode.
-func daemonNodes(w *workload.Workload, nodes []corev1.Node) []time.Time {
+// daemonNodes is when each node the DaemonSet w runs on joined the cluster (its
+// creation), by name: the nodes its controller keeps a pod on, by its current template's
+// node selector, affinity and tolerations (workload.DaemonRunsOn), and not being deleted,
+// as kube's own rollout counts them. Both a DaemonSet's progress (the pods serving on these
+// nodes, Revision.ServingBefore) and the nodes that need its update (History.Nodes) are
+// read from this one set: a node being deleted (its finalizers may hold it for minutes), or
+// one it no longer runs on, leaves both at once, so a progress mark is never held above
+// what the nodes left can reach. A node it does not run on leaving is no change to its
+// rollout; nor is a pod of it deleted (a tenant's), which leaves the node. nil when the
+// template does not decode (every serving pod counts then).
+func daemonNodes(w *workload.Workload, nodes []corev1.Node) map[string]time.Time {
 	spec, err := w.Template.Spec()
 	if err != nil {
 		return nil
 	}
-	out := make([]time.Time, 0, len(nodes))
+	out := make(map[string]time.Time, len(nodes))
 	for i := range nodes {
 		if n := &nodes[i]; n.DeletionTimestamp == nil && workload.DaemonRunsOn(&spec.Spec, n) {
-			out = append(out, n.CreationTimestamp.Time)
+			out[n.Name] = n.CreationTimestamp.Time
 		}
 	}
 	return out

@@ -178,10 +178,12 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 			// rolls out now is the journal's to count (above).
 			continue
 		}
-		if live && !observed && cur != nil && cur.Template != s.Template && cur.Since.After(s.At.Add(budget.MaxClockSkew)) && !j.Held {
-			// The same of a workload of the name created again since (its journal continues
-			// the timeline): another template became current there after the start, on the
-			// leader's clock, which may differ from the recording replica's.
+		if live && s.UID != "" && j.UID != s.UID && cur != nil && cur.Template != s.Template && cur.Since.After(s.At.Add(budget.MaxClockSkew)) && !j.Held {
+			// The same of a workload of the name created again since (another UID; its journal
+			// continues the timeline): another template became current there after the start,
+			// on the leader's clock, which may differ from the recording replica's. Not of the
+			// object the start was for: a leader that lags dates an earlier spec's template
+			// after the start, which that spec then replaced.
 			continue
 		}
 		// A held workload's journal shows no slot (Rolling), yet kube creates the pods a

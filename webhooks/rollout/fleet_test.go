@@ -678,3 +678,28 @@ func TestCreateOfATakenNameRecordsNoStart(t *testing.T) {
 		t.Errorf("the CREATE once the name is free: %v %v, %d starts recorded; want its start", d.Violations, err, starts())
 	}
 }
+
+// TestStartOfTheSameObjectALaggingLeaderDatesLater: the edit to template b (generation 3)
+// was admitted and recorded 30 s ago; the leader, its cache behind, saw generation 2
+// (template a) only 10 s ago and dated a current then. kube rolls b out: the start holds its
+// slot. Only a workload of the name created again (another UID) has its start dropped
+// when its journal made another template current after it.
+func TestStartOfTheSameObjectALaggingLeaderDatesLater(t *testing.T) {
+	a, _ := workload.FromSpec(template("a", "3"), "").Sum()
+	b, _ := workload.FromSpec(template("b", "3"), "").Sum()
+	self := "Deployment self/kube-apiserver"
+	sts := workload.Ref{Kind: v1alpha1.KindStatefulSet, Namespace: "t1", Name: "etcd"}
+	selected := []workload.Ref{sts, {Kind: v1alpha1.KindDeployment, Namespace: "self", Name: "kube-apiserver"}}
+	p := fleetPolicy(intstr.FromInt32(1))
+	seen := now.Add(-10 * time.Second)
+	store := storeOf(t, &journal.Journal{Kind: sts.Kind, Namespace: sts.Namespace, Name: sts.Name, UID: "u1", Generation: 2,
+		Revisions: []journal.Revision{{Template: a, Since: seen, Finished: &seen, Progressed: seen, Available: 3}}})
+	started := []budget.Start{{Workload: sts.String(), Template: b, At: now.Add(-30 * time.Second), UID: "u1", Generation: 3}}
+	if got, _ := InFlight(&p, selected, store, started, self, now); !slices.Equal(got, []string{sts.String()}) {
+		t.Errorf("the start of generation 3, which the lagging leader has not seen: in flight %v, want it", got)
+	}
+	started[0].UID = "u0" // the start of the object deleted before u1 was created
+	if got, _ := InFlight(&p, selected, store, started, self, now); len(got) != 0 {
+		t.Errorf("the start of a workload of the name deleted since, u1 having made a current after it: in flight %v, want none", got)
+	}
+}

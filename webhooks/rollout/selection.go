@@ -82,7 +82,7 @@ func checkEnteredChange(in Input, spec *v1alpha1.RolloutPolicySpec) []finding {
 	out := outsideSince(in.History, in.New.Template, flags, cur.Since)
 	changed := !journal.Matches(cur, in.New.Template, flags)
 	if !changed && !out.was {
-		at, ok := renumberedSince(in.Journal, in.History, in.New.Template)
+		at, ok := renumberedSince(in.Journal, in.History, in.New.Template, flags)
 		if !ok {
 			return nil
 		}
@@ -150,9 +150,15 @@ func checkEnteredChange(in Input, spec *v1alpha1.RolloutPolicySpec) []finding {
 // can be dated by that does not move: its revision's start (History.Current), the
 // journal's retirement (the leader saw it leave before it changed) or its pods' last
 // activity, whichever is latest.
-func renumberedSince(j *journal.Journal, h history.History, t *workload.Template) (at time.Time, ok bool) {
+//
+// A number above the journal's that only scales account for is no return: each number in
+// between names a revision of t's shape under flags (a flag-following scale makes a
+// revision, I4), or none is in between (kube numbers anew a current ReplicaSet or
+// ControllerRevision that was deleted). A number in between that no revision has any
+// more may have been another template's: read as a return.
+func renumberedSince(j *journal.Journal, h history.History, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) (at time.Time, ok bool) {
 	own := h.Find(t)
-	if own == nil || j == nil || j.Observed == nil || own.Number <= j.Observed.Revision {
+	if own == nil || j == nil || j.Observed == nil || own.Number <= j.Observed.Revision || scaledOnly(h, own, j.Observed.Revision, t, flags) {
 		return time.Time{}, false
 	}
 	at = h.Current(own)
@@ -163,6 +169,33 @@ func renumberedSince(j *journal.Journal, h history.History, t *workload.Template
 		at = h.LastActivity
 	}
 	return at, true
+}
+
+// scaledOnly reports whether every number kube gave after n and before own's names a
+// revision of t's shape under flags, or own itself (renumbered since): no other template
+// became current in between.
+func scaledOnly(h history.History, own *history.Revision, n int64, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) bool {
+	byNumber := map[int64]*history.Revision{}
+	for _, k := range h.NumberedAfter(n) {
+		byNumber[k.Number] = k.Revision
+	}
+	shape := ""
+	if len(flags) > 0 {
+		shape, _ = t.Shape(flags)
+	}
+	for k := n + 1; k < own.Number; k++ {
+		r, ok := byNumber[k]
+		if !ok {
+			return false // gone: it may have been another template
+		}
+		if r == own {
+			continue
+		}
+		if s, err := r.Template.Shape(flags); shape == "" || err != nil || s != shape {
+			return false
+		}
+	}
+	return true
 }
 
 // outside is what kube's revisions tell of a workload's templates after its journal last

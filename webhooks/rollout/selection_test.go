@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,5 +305,53 @@ func TestEnteringAfterADetourWhoseRevisionsAreGone(t *testing.T) {
 		if d := enter(now.Add(tc.wait + time.Second)); len(d.Violations) != 0 {
 			t.Errorf("%s: entered once the revert window passed: %v", name, d.Violations)
 		}
+	}
+}
+
+// TestEnteringAfterScalesOutsideIsNoReturn: the journal saw A at --server-count=3 current,
+// numbered 1. Outside the selection the workload was scaled under argsMatchReplicas (kube
+// made a ReplicaSet per template: A4 numbered 2, then A5 numbered 3), or its current
+// ReplicaSet was deleted and kube made it anew (numbered 2). Its own number is above the
+// journal's, yet only scales, or nothing, account for the numbers in between: no other
+// template became current, and the entry is no return (a scale is no start, I4). A number
+// in between that no revision has any more may have been another template's: a return.
+func TestEnteringAfterScalesOutsideIsNoReturn(t *testing.T) {
+	dep := v1alpha1.KindDeployment
+	guarded := map[string]string{"tier": "control-plane"}
+	flags := []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}
+	A3, A4, A5 := template("A", "3"), template("A", "4"), template("A", "5")
+	fin := func(n int32) workload.Rollout {
+		return workload.Rollout{Progress: workload.Progress{Kind: dep, Updated: n, Target: n, Available: n, Want: n, Total: n}}
+	}
+	sum3, _ := wl(dep, 3, A3, fin(3)).Template.Sum()
+	shape3, _ := wl(dep, 3, A3, fin(3)).Template.Shape(flags)
+	j := &journal.Journal{Kind: dep, Namespace: "tenant-a", Name: "kube-apiserver", UID: "uid", Generation: 1,
+		Observed: &journal.Observed{Revision: 1, Template: sum3},
+		Revisions: []journal.Revision{{Template: sum3, Shape: shape3, Since: now.Add(-time.Hour), Progressed: now.Add(-time.Hour),
+			Finished: ptr.To(now.Add(-50 * time.Minute))}}}
+	policy := func(flags []v1alpha1.ArgMatchesReplicas) []v1alpha1.RolloutPolicy {
+		return []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
+			Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: guarded}},
+			Rules:   v1alpha1.RolloutRules{RevertWindow: &metav1.Duration{Duration: time.Hour}, ArgsMatchReplicas: flags}}}}
+	}
+	named := func(r history.Revision, name string) history.Revision { r.Name = name; return r }
+	enter := func(replicas int32, tpl *corev1.PodTemplateSpec, flags []v1alpha1.ArgMatchesReplicas, revs ...history.Revision) Decision {
+		oldW, newW := wl(dep, replicas, tpl, fin(replicas)), wl(dep, replicas, tpl, fin(replicas))
+		oldW.UID, newW.UID = "uid", "uid"
+		newW.Labels = guarded
+		return decide(t, Input{Operation: admissionv1.Update, Old: oldW, New: newW, Now: now, Policies: policy(flags), Journal: j,
+			History: history.History{Revisions: revs}})
+	}
+	if d := enter(4, A4, flags, rev(1, A3, time.Hour, 0), named(rev(2, A4, time.Minute, 4), "rev-a4")); len(d.Violations) != 0 {
+		t.Errorf("entering after a scale made outside: %v, want admitted", d.Violations)
+	}
+	if d := enter(5, A5, flags, rev(1, A3, time.Hour, 0), named(rev(2, A4, 2*time.Minute, 0), "rev-a4"), named(rev(3, A5, time.Minute, 5), "rev-a5")); len(d.Violations) != 0 {
+		t.Errorf("entering after two scales made outside: %v, want admitted", d.Violations)
+	}
+	if d := enter(3, A3, nil, rev(2, A3, time.Minute, 3)); len(d.Violations) != 0 {
+		t.Errorf("entering after the current ReplicaSet was made anew (numbered 2): %v, want admitted", d.Violations)
+	}
+	if d := enter(5, A5, flags, rev(1, A3, time.Hour, 0), named(rev(3, A5, time.Minute, 5), "rev-a5")); !slices.Contains(rulesOf(d), RuleRevertWindow) {
+		t.Errorf("entering with number 2 gone (another template's, as far as the cluster tells): %v, want revertWindow's refusal", d.Violations)
 	}
 }
