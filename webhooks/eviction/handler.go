@@ -493,7 +493,9 @@ func (h *Handler) namespaceMayLag(policies []v1alpha1.DisruptionPolicy, nsLabels
 func (h *Handler) liveNamespaceLabels(ctx context.Context, name string) (map[string]string, error) {
 	ctx, cancel := h.Ledgers.Bound(ctx)
 	defer cancel()
-	return policy.LiveNamespaceLabels(ctx, h.APIReader, name)
+	labels, err := policy.LiveNamespaceLabels(ctx, h.APIReader, name)
+	h.Metrics.namespaceRead(err)
+	return labels, err
 }
 
 // slow is holdfast's deferral of a request the API server was too slow for.

@@ -20,6 +20,7 @@ type Metrics struct {
 	errors          prometheus.Counter
 	heldSeconds     prometheus.Histogram
 	heldLong        *prometheus.CounterVec
+	namespaceReads  *prometheus.CounterVec
 }
 
 // NewMetrics creates the eviction guard's metrics and registers them with reg.
@@ -64,8 +65,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "holdfast_eviction_held_too_long_total",
 			Help: "Deferrals of evictions whose pod had been held longer than the deferring policy's maxHold, by policy.",
 		}, []string{"policy"}),
+		namespaceReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdfast_eviction_namespace_live_reads_total",
+			Help: "Namespaces read from the API server because the cache showed one outside a DisruptionPolicy's namespaceSelector that would otherwise select the pod (a relabel into the selection the cache may not show yet), by result: read, or failed (judged on the cache's labels then).",
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.reviews, m.findings, m.evictions, m.deferredSeconds, m.decisionSeconds, m.errors, m.heldSeconds, m.heldLong} {
+	for _, c := range []prometheus.Collector{m.requests, m.reviews, m.findings, m.evictions, m.deferredSeconds, m.decisionSeconds, m.errors, m.heldSeconds, m.heldLong, m.namespaceReads} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -199,4 +204,16 @@ func (c holdsCollector) Collect(ch chan<- prometheus.Metric) {
 // as of now() at each scrape.
 func RegisterHolds(reg prometheus.Registerer, holds *Holds, now func() time.Time) error {
 	return reg.Register(holdsCollector{holds: holds, now: now})
+}
+
+// namespaceRead counts a namespace read live, and whether the read failed.
+func (m *Metrics) namespaceRead(err error) {
+	if m == nil {
+		return
+	}
+	result := "read"
+	if err != nil {
+		result = "failed"
+	}
+	m.namespaceReads.WithLabelValues(result).Inc()
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,9 +33,14 @@ func TestNamespaceRelabelledInIsReadLive(t *testing.T) {
 	objs, pod := agentGroup(nil)
 	relabelled := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system",
 		Labels: map[string]string{corev1.LabelMetadataName: "kube-system", "agents": "guarded"}}}
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	handler := func(live client.Reader) *Handler {
 		return &Handler{Reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, append(objs, &p)...),
-			APIReader: live, Clock: clocktesting.NewFakeClock(time.Now()), Holds: &Holds{},
+			APIReader: live, Clock: clocktesting.NewFakeClock(time.Now()), Holds: &Holds{}, Metrics: m,
 			Ledgers: &budget.Ledgers{Live: fake.NewClientBuilder().Build(), Namespace: "holdfast-system", Identity: "replica-0"}}
 	}
 	stale := utiltesting.NewMemReader(nil, objs...)
@@ -52,5 +58,8 @@ func TestNamespaceRelabelledInIsReadLive(t *testing.T) {
 	})
 	if resp := handler(slow).Handle(context.Background(), podEviction(pod, "alice")); !resp.Allowed {
 		t.Errorf("the namespace's live read timed out: %+v, want judged on the cache's labels (admitted)", resp.Result)
+	}
+	if got := utiltesting.Counts(t, reg, "holdfast_eviction_namespace_live_reads_total"); got["result=read"] != 2 || got["result=failed"] != 1 {
+		t.Errorf("namespaces read live: %v, want 2 read and 1 failed", got)
 	}
 }

@@ -188,7 +188,9 @@ func (h *Handler) namespaceMayLag(in *Input) bool {
 func (h *Handler) liveNamespaceLabels(ctx context.Context, name string) (map[string]string, error) {
 	ctx, cancel := h.Ledgers.Bound(ctx)
 	defer cancel()
-	return policy.LiveNamespaceLabels(ctx, h.Live, name)
+	labels, err := policy.LiveNamespaceLabels(ctx, h.Live, name)
+	h.Metrics.namespaceRead(err)
+	return labels, err
 }
 
 // decideAndRecord decides, and records an admitted start in the ledger of every policy

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -261,8 +262,13 @@ func TestNamespaceRelabelledInIsReadLive(t *testing.T) {
 	req := request(admissionv1.Update, "StatefulSet", mustJSON(t, out), mustJSON(t, sts))
 	req.Resource.Resource, req.Name = "statefulsets", "etcd"
 
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	handler := func(live client.Reader) *Handler {
-		return &Handler{Reader: cache, Live: live, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now())}
+		return &Handler{Reader: cache, Live: live, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now()), Metrics: m}
 	}
 	if resp := handler(nil).Handle(context.Background(), req); !resp.Allowed {
 		t.Fatalf("from the cache alone the namespace is outside the selection, so the relabel starts nothing: %+v", resp.Result)
@@ -284,6 +290,9 @@ func TestNamespaceRelabelledInIsReadLive(t *testing.T) {
 	plain.Resource.Resource, plain.Name = "statefulsets", "etcd"
 	if resp := handler(failing).Handle(context.Background(), plain); !resp.Allowed {
 		t.Errorf("an unselected workload's update read the namespace live: %+v", resp.Result)
+	}
+	if got := utiltesting.Counts(t, reg, "holdfast_rollout_namespace_live_reads_total"); got["result=read"] != 1 || got["result=failed"] != 1 {
+		t.Errorf("namespaces read live: %v, want 1 read and 1 failed", got)
 	}
 }
 

@@ -19,6 +19,7 @@ type Metrics struct {
 	decisions       *prometheus.CounterVec
 	decisionSeconds *prometheus.HistogramVec
 	fleetStarts     *prometheus.CounterVec
+	namespaceReads  *prometheus.CounterVec
 }
 
 // NewMetrics creates the rollout guard's metrics and registers them with reg.
@@ -49,8 +50,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "holdfast_rollout_fleet_starts_total",
 			Help: "Starts of rollouts under a policy's fleet limit (rules.concurrency), by policy and outcome: admitted (recorded in its ledger) or held.",
 		}, []string{"policy", "outcome"}),
+		namespaceReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdfast_rollout_namespace_live_reads_total",
+			Help: "Namespaces read from the API server because the cache showed one outside a RolloutPolicy's namespaceSelector that would otherwise select the workload (a relabel into the selection the cache may not show yet), by result: read, or failed (judged on the cache's labels then).",
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.reviews, m.findings, m.decisions, m.decisionSeconds, m.fleetStarts} {
+	for _, c := range []prometheus.Collector{m.requests, m.reviews, m.findings, m.decisions, m.decisionSeconds, m.fleetStarts, m.namespaceReads} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -108,4 +113,16 @@ func (m *Metrics) fleetStart(policies []*v1alpha1.RolloutPolicy, outcome string)
 	for _, p := range policies {
 		m.fleetStarts.WithLabelValues(p.Name, outcome).Inc()
 	}
+}
+
+// namespaceRead counts a namespace read live, and whether the read failed.
+func (m *Metrics) namespaceRead(err error) {
+	if m == nil {
+		return
+	}
+	result := "read"
+	if err != nil {
+		result = "failed"
+	}
+	m.namespaceReads.WithLabelValues(result).Inc()
 }
