@@ -75,10 +75,13 @@ const checkEnteredChangeName = "selection/enteredChange"
 func checkEnteredChange(in Input, spec *v1alpha1.RolloutPolicySpec) []finding {
 	cur := in.Journal.Current()
 	target, ok := in.New.Template.Sum()
-	if cur == nil || !ok || cur.Template == "" {
+	if !ok {
 		return nil
 	}
 	flags := flagsOf(in)
+	if cur == nil || cur.Template == "" {
+		return checkUnjournaledEntry(in, spec, flags)
+	}
 	out := outsideSince(in.History, in.New.Template, flags, cur.Since)
 	changed := !journal.Matches(cur, in.New.Template, flags)
 	if !changed && !out.was {
@@ -91,12 +94,10 @@ func checkEnteredChange(in Input, spec *v1alpha1.RolloutPolicySpec) []finding {
 			out.newest = at
 		}
 	}
-	path := field.NewPath("metadata", "labels")
 	newest := cur.Since
 	if out.newest.After(newest) {
 		newest = out.newest
 	}
-	since := in.Now.Sub(newest)
 	recorded := fmt.Sprintf("%s: the update brings the workload into the policy's selection with a pod template other than "+
 		"the revision %s the policy last saw become current %s ago; the change was made outside the selection and its entry counts as making it now",
 		in.New, shortSum(cur.Template), round(in.Now.Sub(cur.Since)))
@@ -105,39 +106,104 @@ func checkEnteredChange(in Input, spec *v1alpha1.RolloutPolicySpec) []finding {
 			"left outside the selection %s ago and came back to; the return was made outside the selection and its entry counts as making it now",
 			in.New, shortSum(cur.Template), round(in.Now.Sub(out.left)))
 	}
-	var found []finding
-	if r := spec.Rules.RevertWindow; r != nil {
-		left, was := out.left, out.was
-		if changed {
-			t := journal.Timeline{Revisions: in.Journal.Revisions}
-			l, w := t.LeftAt(target, "")
-			if !w && len(flags) > 0 {
-				// A template that differs from an earlier one only in the flags that follow
-				// spec.replicas is a return to it, as checkRevision judges an edit.
-				if shape, err := in.New.Template.Shape(flags); err == nil {
-					l, w = t.LeftAt(target, shape)
-				}
-			}
-			if w && (!was || l.After(left)) {
-				left, was = l, true
+	if changed && spec.Rules.RevertWindow != nil {
+		t := journal.Timeline{Revisions: in.Journal.Revisions}
+		l, w := t.LeftAt(target, "")
+		if !w && len(flags) > 0 {
+			// A template that differs from an earlier one only in the flags that follow
+			// spec.replicas is a return to it, as checkRevision judges an edit.
+			if shape, err := in.New.Template.Shape(flags); err == nil {
+				l, w = t.LeftAt(target, shape)
 			}
 		}
-		if was && in.Now.Sub(left) < r.Duration {
-			found = append(found, finding{rule: RuleRevertWindow, field: path, message: fmt.Sprintf(
-				"%s, a return to the template it replaced within %s (flapping); relabel it after %s, or go forward with a new pod template",
-				recorded, r.Duration, round(r.Duration-in.Now.Sub(left)))})
+		if w && (!out.was || l.After(out.left)) {
+			out.left, out.was = l, true
 		}
 	}
+	return entryFindings(in.Now, spec, recorded, newest, out)
+}
+
+// checkUnjournaledEntry judges an entry no journal of the name records: none was kept (a
+// workload no policy ever selected), or the leader dropped a retired one journal.Retention
+// after the workload left. kube's revisions tell what changed within the policy's own
+// lookback (as long as its rules and windows look back, journal.Retention): a template
+// that became current in it, after another, counts as made now, as with a journal; one
+// that came back to a template it left in it is a return. A workload whose templates all
+// became current before that enters as ever: no rule of the policy could read its change.
+func checkUnjournaledEntry(in Input, spec *v1alpha1.RolloutPolicySpec, flags []v1alpha1.ArgMatchesReplicas) []finding {
+	from := in.Now.Add(-journal.Retention([]v1alpha1.RolloutPolicy{{Spec: *spec}}))
+	out := outsideSince(in.History, in.New.Template, flags, from)
+	current, followed, ok := followedFrom(in.History, in.New.Template, flags)
+	changed := ok && current.After(from)
+	if out.newest.IsZero() && !changed {
+		return nil
+	}
+	newest := out.newest
+	if changed && followed.After(newest) {
+		newest = followed
+	}
+	recorded := fmt.Sprintf("%s: the update brings the workload into the policy's selection with a pod template that became current outside it "+
+		"%s ago, after another, which no revision journal recorded; its entry counts as making the change now", in.New, round(in.Now.Sub(current)))
+	if out.was {
+		recorded = fmt.Sprintf("%s: the update brings the workload into the policy's selection with a pod template it left outside the selection "+
+			"%s ago and came back to, which no revision journal recorded; the return counts as made now", in.New, round(in.Now.Sub(out.left)))
+	}
+	return entryFindings(in.Now, spec, recorded, newest, out)
+}
+
+// followedFrom is when t's revision became current (History.Current) and the latest start
+// before it of another template (not of t's shape under flags): the one it followed. ok is
+// false when t has no revision or followed none.
+func followedFrom(h history.History, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) (current, followed time.Time, ok bool) {
+	own := h.Find(t)
+	if own == nil {
+		return time.Time{}, time.Time{}, false
+	}
+	current = h.Current(own)
+	shape := ""
+	if len(flags) > 0 {
+		shape, _ = t.Shape(flags)
+	}
+	for i := range h.Revisions {
+		r := &h.Revisions[i]
+		if r.Name == own.Name {
+			continue
+		}
+		if shape != "" {
+			if s, err := r.Template.Shape(flags); err == nil && s == shape {
+				continue
+			}
+		}
+		if start := h.Current(r); start.Before(current) && start.After(followed) {
+			followed, ok = start, true
+		}
+	}
+	return current, followed, ok
+}
+
+// entryFindings are the policy's rate rules and windows on an entry that counts as
+// making a change now: a return (out.was) to a template left at out.left within
+// revertWindow, a change within minInterval of newest (the latest start of a template it
+// follows), a window holding new rollouts.
+func entryFindings(now time.Time, spec *v1alpha1.RolloutPolicySpec, recorded string, newest time.Time, out outside) []finding {
+	path := field.NewPath("metadata", "labels")
+	var found []finding
+	if r := spec.Rules.RevertWindow; r != nil && out.was && now.Sub(out.left) < r.Duration {
+		found = append(found, finding{rule: RuleRevertWindow, field: path, message: fmt.Sprintf(
+			"%s, a return to the template it replaced within %s (flapping); relabel it after %s, or go forward with a new pod template",
+			recorded, r.Duration, round(r.Duration-now.Sub(out.left)))})
+	}
+	since := now.Sub(newest)
 	if r := spec.Rules.MinInterval; r != nil && len(found) == 0 && since < r.Duration {
 		found = append(found, finding{rule: RuleMinInterval, field: path, message: fmt.Sprintf(
 			"%s, less than the minimum interval of %s between revisions; relabel it after %s", recorded, r.Duration, round(r.Duration-since))})
 	}
 	if len(spec.Windows) > 0 {
 		ws, _ := policy.ParseWindows(spec.Windows)
-		if h := ws.At(in.Now); h.Held {
+		if h := ws.At(now); h.Held {
 			found = append(found, finding{rule: RuleWindow, field: path, message: fmt.Sprintf(
 				"%s, and new rollouts are held by the window %q; relabel it after %s (in %s)",
-				recorded, h.Window, h.Until.UTC().Format(time.RFC3339), round(h.Until.Sub(in.Now)))})
+				recorded, h.Window, h.Until.UTC().Format(time.RFC3339), round(h.Until.Sub(now)))})
 		}
 	}
 	return found

@@ -355,3 +355,40 @@ func TestEnteringAfterScalesOutsideIsNoReturn(t *testing.T) {
 		t.Errorf("entering with number 2 gone (another template's, as far as the cluster tells): %v, want revertWindow's refusal", d.Violations)
 	}
 }
+
+// TestEnteringWithoutAJournal: the workload left the selection more than an hour ago, and
+// the leader dropped its retired journal after journal.Retention (the policy's 1 h
+// revertWindow). Outside, it went A -> B 10 min ago and back to A: kube's ReplicaSets
+// still show it, and the entry is a return within revertWindow, as it was while the
+// journal was kept. A workload whose templates all became current before the policy's
+// lookback (onboarded, or back after a long time) enters as ever, in a Deny window too;
+// one whose template became current within minInterval of the one before it waits.
+func TestEnteringWithoutAJournal(t *testing.T) {
+	dep := v1alpha1.KindDeployment
+	guarded := map[string]string{"tier": "control-plane"}
+	A, B := template("A", "3"), template("B", "3")
+	finished := workload.Rollout{Progress: workload.Progress{Kind: dep, Updated: 3, Target: 3, Available: 3, Want: 3, Total: 3}}
+	enter := func(rules v1alpha1.RolloutRules, windows []v1alpha1.Window, tpl *corev1.PodTemplateSpec, revs ...history.Revision) Decision {
+		p := v1alpha1.RolloutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: v1alpha1.RolloutPolicySpec{
+			Targets: v1alpha1.WorkloadTargets{Selector: &metav1.LabelSelector{MatchLabels: guarded}}, Rules: rules, Windows: windows}}
+		oldW, newW := wl(dep, 3, tpl, finished), wl(dep, 3, tpl, finished)
+		newW.Labels = guarded
+		return decide(t, Input{Operation: admissionv1.Update, Old: oldW, New: newW, Now: now, Policies: []v1alpha1.RolloutPolicy{p},
+			History: history.History{Revisions: revs, LastActivity: now.Add(-5 * time.Minute)}})
+	}
+	revert := v1alpha1.RolloutRules{RevertWindow: &metav1.Duration{Duration: time.Hour}}
+	if d := enter(revert, nil, A, rev(2, B, 10*time.Minute, 0), rev(3, A, 3*time.Hour, 3)); !slices.Contains(rulesOf(d), RuleRevertWindow) {
+		t.Errorf("A -> B -> A outside within the last 10 min, no journal: %v, want revertWindow's refusal", d.Violations)
+	}
+	freeze := []v1alpha1.Window{{Name: "freeze", Schedule: "55 11 * * *", Duration: metav1.Duration{Duration: 59 * time.Minute}, Action: v1alpha1.WindowDeny}}
+	if d := enter(revert, freeze, B, rev(1, A, 30*time.Hour, 0), rev(2, B, 3*time.Hour, 3)); len(d.Violations) != 0 {
+		t.Errorf("onboarding a workload whose last change was 3 h ago, in a Deny window: %v, want admitted", d.Violations)
+	}
+	if d := enter(revert, freeze, B, rev(1, A, 30*time.Hour, 0), rev(2, B, 10*time.Minute, 3)); !slices.Contains(rulesOf(d), RuleWindow) {
+		t.Errorf("entering in a Deny window with a template that became current 10 min ago: %v, want the window's hold", d.Violations)
+	}
+	minInterval := v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Hour}}
+	if d := enter(minInterval, nil, B, rev(1, A, 20*time.Minute, 0), rev(2, B, 5*time.Minute, 3)); !slices.Contains(rulesOf(d), RuleMinInterval) {
+		t.Errorf("entering with B, current 5 min after A became current 20 min ago, no journal: %v, want minInterval's refusal", d.Violations)
+	}
+}
