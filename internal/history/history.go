@@ -150,16 +150,19 @@ func (h History) Successor(r *Revision) *Revision {
 // Current returns when r last became the workload's current revision, as far as the
 // cluster tells. That is its creation, unless kube renumbered it when the workload was
 // rolled back to it: the cluster does not record when, but revisions are numbered in the
-// order they become current, so r became current after every revision numbered before it
-// was created. Current is the latest of those times, a lower bound of the rollback's.
+// order they become current, so r became current after every revision that had a number
+// below its own was created (a ReplicaSet renumbered since keeps its earlier numbers,
+// Renumbered: after A → B → A → B, A's return came after B's creation though B's number is
+// now above A's). Current is the latest of those times, a lower bound of the rollback's.
 func (h History) Current(r *Revision) time.Time {
 	t := r.Created
 	for i := range h.Revisions {
-		if h.Revisions[i].Name == r.Name {
-			break
+		o := &h.Revisions[i]
+		if o.Name == r.Name || !o.Created.After(t) {
+			continue
 		}
-		if c := h.Revisions[i].Created; c.After(t) {
-			t = c
+		if o.Number < r.Number || slices.ContainsFunc(o.Renumbered, func(k int64) bool { return k < r.Number }) {
+			t = o.Created
 		}
 	}
 	return t

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,7 +76,8 @@ func TestServingBefore(t *testing.T) {
 
 // TestDaemonNodes: the nodes a DaemonSet's rollout counts are those it runs on by its
 // template (kube's own count): not a node its node selector leaves out, nor one with a
-// taint it does not tolerate, nor one being deleted. So a node it never ran on leaving, or
+// taint it does not tolerate; a node being deleted counts until it is gone, as kube's
+// controller keeps its pod. So a node it never ran on leaving, or
 // a pod of it deleted, changes nothing of its rollout's progress (journal.Observe).
 func TestDaemonNodes(t *testing.T) {
 	spec := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
@@ -104,24 +106,25 @@ func TestDaemonNodes(t *testing.T) {
 	for _, at := range daemonNodes(w, nodes) {
 		h.Nodes = append(h.Nodes, at)
 	}
-	if n, ok := h.NodesBefore(t0.Add(-10 * time.Minute)); !ok || n != 1 {
-		t.Errorf("nodes the DaemonSet runs on that joined before its rollout began: %d (%t), want 1 (a-1)", n, ok)
+	if n, ok := h.NodesBefore(t0.Add(-10 * time.Minute)); !ok || n != 2 {
+		t.Errorf("nodes the DaemonSet runs on that joined before its rollout began: %d (%t), want 2 (a-1, going)", n, ok)
 	}
-	if n, ok := h.NodesBefore(t0); !ok || n != 2 {
-		t.Errorf("nodes the DaemonSet runs on now: %d (%t), want 2 (a-1, a-2)", n, ok)
+	if n, ok := h.NodesBefore(t0); !ok || n != 3 {
+		t.Errorf("nodes the DaemonSet runs on now: %d (%t), want 3 (a-1, a-2, going)", n, ok)
 	}
 	if _, ok := (History{}).NodesBefore(t0); ok {
 		t.Error("nodes not read are known")
 	}
 }
 
-// TestDaemonSetProgressAndNodesFromOneSet: n1..n3, which run updated pods, are being
-// deleted (a finalizer holds them in the cache for minutes) and n9 runs a pod of the
-// DaemonSet but no longer matches its node selector. The pods serving (ServingBefore) and
-// the nodes that need the update (NodesBefore) are read from the same nodes: n4 and n5 of
-// the five it runs on. Counted from every cached node, the pods of n1..n3 held the
-// journal's progress mark at 5 when the node count dropped to 5, and once those nodes
-// went it never passed 5 again: a healthy rollout read as stalled.
+// TestDaemonSetProgressAndNodesFromOneSet: n1..n3, which run updated pods, were relabelled
+// out of the DaemonSet's node pool (kube deletes those pods, not yet), n10, a node being
+// deleted, still runs it (kube's controller counts it until it is gone), and n9 is gone
+// from the cache while its pod lingers. The pods serving (ServingBefore) and the nodes that
+// need the update (NodesBefore) are read from the same nodes, through the cache's
+// transforms: n4, n5 and n10 of the six it runs on. Counted from every cached node, the
+// pods of n1..n3 held the journal's progress mark above what the nodes left could reach,
+// and a healthy rollout read as stalled.
 func TestDaemonSetProgressAndNodesFromOneSet(t *testing.T) {
 	spec := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
 		Spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "agents"}, Containers: []corev1.Container{{Name: "c", Image: "b"}}}}
@@ -132,16 +135,19 @@ func TestDaemonSetProgressAndNodesFromOneSet(t *testing.T) {
 			Data: runtime.RawExtension{Raw: []byte(`{"spec":{"template":{"$patch":"replace","metadata":{"labels":{"app":"agent"}},"spec":{"nodeSelector":{"pool":"agents"},"containers":[{"name":"c","image":"` + image + `"}]}}}}`)}}
 	}
 	objs := []client.Object{cr("a", "a", 1), cr("b", "b", 2)}
-	for i, hash := range []string{"b", "b", "b", "b", "b", "a", "a", "a", "b"} {
+	for i, hash := range []string{"b", "b", "b", "b", "b", "a", "a", "a", "b", "b"} {
 		name := fmt.Sprintf("n%d", i+1)
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "agents"}, CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))}}
 		switch {
 		case i < 3:
-			n.DeletionTimestamp, n.Finalizers = ptr.To(metav1.NewTime(t0.Add(-time.Minute))), []string{"example.com/drain"}
-		case name == "n9":
 			n.Labels["pool"] = "gpu"
+		case name == "n10":
+			n.DeletionTimestamp, n.Finalizers = ptr.To(metav1.NewTime(t0.Add(-time.Minute))), []string{"example.com/drain"}
 		}
-		objs = append(objs, n, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent-" + name, OwnerReferences: controller("s"),
+		if name != "n9" {
+			objs = append(objs, n)
+		}
+		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent-" + name, OwnerReferences: controller("s"),
 			Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: hash}},
 			Spec:   corev1.PodSpec{NodeName: name},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}})
@@ -149,7 +155,8 @@ func TestDaemonSetProgressAndNodesFromOneSet(t *testing.T) {
 	r := fake.NewClientBuilder().WithObjects(objs...).
 		WithIndex(&appsv1.ControllerRevision{}, informer.OwnerIndex, informer.ControllerUID).
 		WithIndex(&corev1.Pod{}, informer.OwnerIndex, informer.ControllerUID).Build()
-	h, err := Read(context.Background(), r, w)
+	cache := informer.CacheView(r, informer.Options(Slim, workload.Pack, "holdfast-system", labels.Everything(), nil))
+	h, err := Read(context.Background(), cache, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +165,7 @@ func TestDaemonSetProgressAndNodesFromOneSet(t *testing.T) {
 		t.Fatalf("no revision ds-b in %+v", h.Revisions)
 	}
 	nodes, ok := h.NodesBefore(t0)
-	if got := h.Revisions[i].ServingBefore(t0); got != 2 || !ok || nodes != 5 {
-		t.Errorf("serving on the nodes it runs on: %d of %d nodes (known %t), want 2 (n4, n5) of 5 (n4..n8)", got, nodes, ok)
+	if got := h.Revisions[i].ServingBefore(t0); got != 3 || !ok || nodes != 6 {
+		t.Errorf("serving on the nodes it runs on: %d of %d nodes (known %t), want 3 (n4, n5, n10) of 6 (n4..n8, n10)", got, nodes, ok)
 	}
 }

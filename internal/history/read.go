@@ -83,12 +83,12 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 
 // daemonNodes is when each node the DaemonSet w runs on joined the cluster (its
 // creation), by name: the nodes its controller keeps a pod on, by its current template's
-// node selector, affinity and tolerations (workload.DaemonRunsOn), and not being deleted,
-// as kube's own rollout counts them. Both a DaemonSet's progress (the pods serving on these
-// nodes, Revision.ServingBefore) and the nodes that need its update (History.Nodes) are
-// read from this one set: a node being deleted (its finalizers may hold it for minutes), or
-// one it no longer runs on, leaves both at once, so a progress mark is never held above
-// what the nodes left can reach. A node it does not run on leaving is no change to its
+// node selector, affinity and tolerations (workload.DaemonRunsOn), as kube's own rollout
+// counts them (nodeShouldRunDaemonPod: a node being deleted still counts until it is gone).
+// Both a DaemonSet's progress (the pods serving on these nodes, Revision.ServingBefore) and
+// the nodes that need its update (History.Nodes) are read from this one set: a node it no
+// longer runs on (relabelled, tainted), or one gone from the cache, leaves both at once, so
+// a progress mark is never held above what the nodes left can reach. A node it does not run on leaving is no change to its
 // rollout; nor is a pod of it deleted (a tenant's), which leaves the node. nil when the
 // template does not decode (every serving pod counts then).
 func daemonNodes(w *workload.Workload, nodes []corev1.Node) map[string]time.Time {
@@ -98,7 +98,7 @@ func daemonNodes(w *workload.Workload, nodes []corev1.Node) map[string]time.Time
 	}
 	out := make(map[string]time.Time, len(nodes))
 	for i := range nodes {
-		if n := &nodes[i]; n.DeletionTimestamp == nil && workload.DaemonRunsOn(&spec.Spec, n) {
+		if n := &nodes[i]; workload.DaemonRunsOn(&spec.Spec, n) {
 			out[n.Name] = n.CreationTimestamp.Time
 		}
 	}

@@ -1932,6 +1932,41 @@ var rolloutReplays = []struct {
 	seed uint64
 	ops  []mop
 }{
+	// make fuzz (50,000 sequences): a StatefulSet went to a template outside the selection,
+	// entered with it and was re-created with another within the leader's lag, so its
+	// journal never recorded the first; then, walked out through its namespace, it went
+	// back to it and entered within revertWindow (I3). The entry now reads the return from
+	// kube's revisions whatever the journal dated (checkEnteredChange; 26181, 28706).
+	{seed: 26181, ops: []mop{
+		{Kind: "sync", N: 234, Replica: 1},
+		{Kind: "recreate", N: 834, Replica: 0},
+		{Kind: "tick", N: 276, Replica: 1},
+		{Kind: "tick", N: 480, Replica: 0},
+		{Kind: "recreate", N: 716, Replica: 1},
+		{Kind: "relabelIn", N: 585, Replica: 1},
+		{Kind: "editAs", N: 524, Replica: 1},
+		{Kind: "resume", N: 957, Replica: 0},
+		{Kind: "relabel", N: 113, Replica: 0},
+		{Kind: "relabelIn", N: 602, Replica: 0},
+		{Kind: "tick", N: 226, Replica: 1},
+		{Kind: "relabelIn", N: 598, Replica: 0},
+		{Kind: "tick", N: 672, Replica: 1},
+		{Kind: "scale", N: 385, Replica: 1},
+		{Kind: "edit", N: 833, Replica: 1},
+	}},
+	{seed: 28706, ops: []mop{
+		{Kind: "scaleNoFlag", N: 376, Replica: 0},
+		{Kind: "sync", N: 371, Replica: 1},
+		{Kind: "relabelIn", N: 350, Replica: 0},
+		{Kind: "sync", N: 783, Replica: 1},
+		{Kind: "relabelIn", N: 626, Replica: 0},
+		{Kind: "sync", N: 500, Replica: 1},
+		{Kind: "recreate", N: 811, Replica: 0},
+		{Kind: "relabelIn", N: 595, Replica: 0},
+		{Kind: "partition", N: 587, Replica: 0},
+		{Kind: "editOld", N: 32, Replica: 0},
+		{Kind: "edit", N: 400, Replica: 1},
+	}},
 	// The next 50,000-sequence run: a flag-following scale while the rollout's first pods
 	// were not in the cache yet (the controller had acted, 0 of 3 updated) made a third
 	// template; it now waits (TestScaleDuringRolloutAddsNoThirdTemplate). 14023 broke I1

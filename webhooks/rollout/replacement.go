@@ -81,28 +81,36 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 			return !p.Spec.Suspend && err == nil && selects
 		})
 	}
-	if h.Live != nil && !selected(obj) && slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
+	if (owner.UID != "" && obj.GetUID() != owner.UID) || obj.GetDeletionTimestamp() != nil {
+		return nil, false, nil
+	}
+	// A policy would select the workload but for its namespace's labels as the caller read
+	// them, from a cache that may not show a relabel into the selection yet: the rollout
+	// guard's own requests read the namespace live then (namespaceMayLag), and so does this.
+	nsMayLag := h.Live != nil && !selected(obj) && slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
 		t := &p.Spec.Targets
 		return !p.Spec.Suspend && slices.Contains(workload.Targeted(*t), kind) &&
 			h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, nsLabels, obj.GetLabels())
-	}) {
-		// A policy would select the workload but for its namespace's labels as the caller
-		// read them, from a cache that may not show a relabel into the selection yet (the
-		// rollout guard's own requests read it so too, namespaceMayLag): read live, best
-		// effort, as there.
-		if live, err := h.liveNamespaceLabels(ctx, pod.Namespace); err == nil {
-			nsLabels = live
-		} else {
-			logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", pod.Namespace, "error", err.Error())
-		}
-	}
-	if (owner.UID != "" && obj.GetUID() != owner.UID) || obj.GetDeletionTimestamp() != nil || !selected(obj) {
+	})
+	if !nsMayLag && !selected(obj) {
 		return nil, false, nil
 	}
 	if h.Live != nil {
-		// Bound inside the webhook's timeout: past it the eviction guard answers "not now".
+		// The live reads share one bound inside the webhook's timeout: past it the eviction
+		// guard answers "not now".
 		lctx, cancel := h.Ledgers.Bound(ctx)
 		defer cancel()
+		if nsMayLag {
+			// Best effort, as there: a failed read leaves the cache's labels to decide.
+			live, err := h.liveNamespaceLabels(lctx, pod.Namespace)
+			if err != nil {
+				logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", pod.Namespace, "error", err.Error())
+				return nil, false, nil
+			}
+			if nsLabels = live; !selected(obj) {
+				return nil, false, nil
+			}
+		}
 		if err := h.Live.Get(lctx, client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}, obj); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, false, nil

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -106,6 +107,15 @@ func checkEnteredChange(in Input, spec *v1alpha1.RolloutPolicySpec) []finding {
 			"left outside the selection %s ago and came back to; the return was made outside the selection and its entry counts as making it now",
 			in.New, shortSum(cur.Template), round(in.Now.Sub(out.left)))
 	}
+	if changed {
+		// A template the journal never recorded (current for less than the leader's lag
+		// before the workload left, or across a re-create) that the workload comes back to:
+		// kube's revisions tell it left it for one that became current after its own was
+		// made, though the journal dated that one later than kube did (History.Current).
+		if all := outsideSince(in.History, in.New.Template, flags, time.Time{}); all.was && (!out.was || all.left.After(out.left)) {
+			out.left, out.was = all.left, true
+		}
+	}
 	if changed && spec.Rules.RevertWindow != nil {
 		t := journal.Timeline{Revisions: in.Journal.Revisions}
 		l, w := t.LeftAt(target, "")
@@ -152,14 +162,17 @@ func checkUnjournaledEntry(in Input, spec *v1alpha1.RolloutPolicySpec, flags []v
 }
 
 // followedFrom is when t's revision became current (History.Current) and the latest start
-// before it of another template (not of t's shape under flags): the one it followed. ok is
-// false when t has no revision or followed none.
+// before it of another template (not of t's shape under flags): the one it followed, zero
+// when that revision is gone (revisionHistoryLimit) though t's number tells it followed
+// one (a number above 1, or one it had before, that scales alone do not account for,
+// scaledOnly). ok is false when t has no revision or followed none.
 func followedFrom(h history.History, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) (current, followed time.Time, ok bool) {
 	own := h.Find(t)
 	if own == nil {
 		return time.Time{}, time.Time{}, false
 	}
 	current = h.Current(own)
+	ok = (own.Number > 1 || len(own.Renumbered) > 0) && !scaledOnly(h, own, 0, t, flags)
 	shape := ""
 	if len(flags) > 0 {
 		shape, _ = t.Shape(flags)
@@ -264,6 +277,16 @@ func scaledOnly(h history.History, own *history.Revision, n int64, t *workload.T
 	return true
 }
 
+// between reports whether kube numbered r between two numbers own had: r was current
+// after own was, and own became current again after it (A → B → A → B: A numbered 3
+// between B's 2 and 4), whatever the creation times tell.
+func between(r, own *history.Revision) bool {
+	numbers := append([]int64{r.Number}, r.Renumbered...)
+	return slices.ContainsFunc(own.Renumbered, func(m int64) bool {
+		return slices.ContainsFunc(numbers, func(k int64) bool { return m < k && k < own.Number })
+	})
+}
+
 // outside is what kube's revisions tell of a workload's templates after its journal last
 // recorded one becoming current (outsideSince).
 type outside struct {
@@ -305,7 +328,7 @@ func outsideSince(h history.History, t *workload.Template, flags []v1alpha1.ArgM
 		if start.After(o.newest) {
 			o.newest = start
 		}
-		if own != nil && start.After(own.Created) {
+		if own != nil && (start.After(own.Created) || between(r, own)) {
 			if !o.was || start.After(o.left) {
 				o.left, o.was = start, true
 			}

@@ -391,4 +391,25 @@ func TestEnteringWithoutAJournal(t *testing.T) {
 	if d := enter(minInterval, nil, B, rev(1, A, 20*time.Minute, 0), rev(2, B, 5*time.Minute, 3)); !slices.Contains(rulesOf(d), RuleMinInterval) {
 		t.Errorf("entering with B, current 5 min after A became current 20 min ago, no journal: %v, want minInterval's refusal", d.Violations)
 	}
+	// A (30 days old) -> B (made 5 h ago) -> A -> B: kube renumbered A 3 and B 4, and the
+	// earlier numbers tell that A's return came after B was made, so B was left within the
+	// last 5 h (History.Current reads a ReplicaSet's earlier numbers too).
+	a, b := rev(3, A, 30*24*time.Hour, 0), rev(4, B, 5*time.Hour, 3)
+	a.Renumbered, b.Renumbered = []int64{1}, []int64{2}
+	if d := enter(v1alpha1.RolloutRules{RevertWindow: &metav1.Duration{Duration: 24 * time.Hour}}, nil, B, a, b); !slices.Contains(rulesOf(d), RuleRevertWindow) {
+		t.Errorf("A -> B -> A -> B outside, no journal: %v, want revertWindow's refusal", d.Violations)
+	}
+	// Only B's ReplicaSet is left (revisionHistoryLimit: 0), numbered 5 and made 10 min ago:
+	// it followed another template, which a Deny window holds.
+	if d := enter(v1alpha1.RolloutRules{}, freeze, B, rev(5, B, 10*time.Minute, 3)); !slices.Contains(rulesOf(d), RuleWindow) {
+		t.Errorf("B made 10 min ago, numbered 5, the revisions before it gone, in a Deny window: %v, want the window's hold", d.Violations)
+	}
+	// A flag-following scale made outside (A at --server-count=2, then 3) is no change (I4).
+	flags := []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}
+	A2 := template("A", "2")
+	r2 := rev(1, A2, 30*time.Hour, 0)
+	r2.Name = "rev-a2"
+	if d := enter(v1alpha1.RolloutRules{ArgsMatchReplicas: flags}, freeze, A, r2, rev(2, A, 10*time.Minute, 3)); len(d.Violations) != 0 {
+		t.Errorf("entering after a scale made outside 10 min ago, in a Deny window: %v, want admitted", d.Violations)
+	}
 }
