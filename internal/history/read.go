@@ -88,9 +88,10 @@ func Read(ctx context.Context, r client.Reader, w *workload.Workload) (History, 
 // Both a DaemonSet's progress (the pods serving on these nodes, Revision.ServingBefore) and
 // the nodes that need its update (History.Nodes) are read from this one set: a node it no
 // longer runs on (relabelled, tainted), or one gone from the cache, leaves both at once, so
-// a progress mark is never held above what the nodes left can reach. A node it does not run on leaving is no change to its
-// rollout; nor is a pod of it deleted (a tenant's), which leaves the node. nil when the
-// template does not decode (every serving pod counts then).
+// a progress mark is never held above what the nodes left can reach. A node it does not
+// run on leaving is no change to its rollout; nor is a pod of it deleted (a tenant's),
+// which leaves the node. nil when the template does not decode (every serving pod counts
+// then).
 func daemonNodes(w *workload.Workload, nodes []corev1.Node) map[string]time.Time {
 	spec, err := w.Template.Spec()
 	if err != nil {

@@ -107,14 +107,13 @@ func checkEnteredChange(in Input, spec *v1alpha1.RolloutPolicySpec) []finding {
 			"left outside the selection %s ago and came back to; the return was made outside the selection and its entry counts as making it now",
 			in.New, shortSum(cur.Template), round(in.Now.Sub(out.left)))
 	}
-	if changed {
+	if changed && out.everWas {
 		// A template the journal never recorded (current for less than the leader's lag
 		// before the workload left, or across a re-create) that the workload comes back to:
 		// kube's revisions tell it left it for one that became current after its own was
 		// made, though the journal dated that one later than kube did (History.Current).
-		if all := outsideSince(in.History, in.New.Template, flags, time.Time{}); all.was && (!out.was || all.left.After(out.left)) {
-			out.left, out.was = all.left, true
-		}
+		// everLeft is never before left: it is the latest over more revisions.
+		out.left, out.was = out.everLeft, true
 	}
 	if changed && spec.Rules.RevertWindow != nil {
 		t := journal.Timeline{Revisions: in.Journal.Revisions}
@@ -173,24 +172,11 @@ func followedFrom(h history.History, t *workload.Template, flags []v1alpha1.ArgM
 	}
 	current = h.Current(own)
 	ok = (own.Number > 1 || len(own.Renumbered) > 0) && !scaledOnly(h, own, 0, t, flags)
-	shape := ""
-	if len(flags) > 0 {
-		shape, _ = t.Shape(flags)
-	}
-	for i := range h.Revisions {
-		r := &h.Revisions[i]
-		if r.Name == own.Name {
-			continue
-		}
-		if shape != "" {
-			if s, err := r.Template.Shape(flags); err == nil && s == shape {
-				continue
-			}
-		}
-		if start := h.Current(r); start.Before(current) && start.After(followed) {
+	otherTemplates(h, t, flags, func(_ *history.Revision, start time.Time) {
+		if start.Before(current) && start.After(followed) {
 			followed, ok = start, true
 		}
-	}
+	})
 	return current, followed, ok
 }
 
@@ -281,9 +267,9 @@ func scaledOnly(h history.History, own *history.Revision, n int64, t *workload.T
 // after own was, and own became current again after it (A → B → A → B: A numbered 3
 // between B's 2 and 4), whatever the creation times tell.
 func between(r, own *history.Revision) bool {
-	numbers := append([]int64{r.Number}, r.Renumbered...)
 	return slices.ContainsFunc(own.Renumbered, func(m int64) bool {
-		return slices.ContainsFunc(numbers, func(k int64) bool { return m < k && k < own.Number })
+		in := func(k int64) bool { return m < k && k < own.Number }
+		return in(r.Number) || slices.ContainsFunc(r.Renumbered, in)
 	})
 }
 
@@ -296,6 +282,10 @@ type outside struct {
 	// current: the start of another template after its own revision was created.
 	left time.Time
 	was  bool
+	// everLeft and everWas are left and was over every revision kube keeps, whenever it
+	// became current.
+	everLeft time.Time
+	everWas  bool
 }
 
 // outsideSince reads from kube's revisions the templates that became current after since
@@ -306,6 +296,28 @@ type outside struct {
 // own revision was created, an upper bound, which stays fixed as time passes.
 func outsideSince(h history.History, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas, since time.Time) outside {
 	var o outside
+	own := h.Find(t)
+	otherTemplates(h, t, flags, func(r *history.Revision, start time.Time) {
+		leftOwn := own != nil && (start.After(own.Created) || between(r, own))
+		if leftOwn && (!o.everWas || start.After(o.everLeft)) {
+			o.everLeft, o.everWas = start, true
+		}
+		if !start.After(since) {
+			return
+		}
+		if start.After(o.newest) {
+			o.newest = start
+		}
+		if leftOwn && (!o.was || start.After(o.left)) {
+			o.left, o.was = start, true
+		}
+	})
+	return o
+}
+
+// otherTemplates calls f with each of h's revisions but t's own and those of t's shape
+// under flags (a scale is no revision, I4), and when it became current (History.Current).
+func otherTemplates(h history.History, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas, f func(r *history.Revision, start time.Time)) {
 	own := h.Find(t)
 	var shape string
 	if len(flags) > 0 {
@@ -321,18 +333,6 @@ func outsideSince(h history.History, t *workload.Template, flags []v1alpha1.ArgM
 				continue
 			}
 		}
-		start := h.Current(r)
-		if !start.After(since) {
-			continue
-		}
-		if start.After(o.newest) {
-			o.newest = start
-		}
-		if own != nil && (start.After(own.Created) || between(r, own)) {
-			if !o.was || start.After(o.left) {
-				o.left, o.was = start, true
-			}
-		}
+		f(r, h.Current(r))
 	}
-	return o
 }
