@@ -39,6 +39,12 @@ type Start struct {
 	// restarts a rollout its journal recorded as finished (false in a start a release
 	// before it wrote).
 	Lowered bool `json:"lowered,omitempty"`
+	// Shape is the started template's fingerprint with the argsMatchReplicas flags of the
+	// policies that selected it blanked (workload.Template.Shape), when they set any: a
+	// journal whose current revision has that shape shows the start, though a
+	// flag-following scale since changed its fingerprint. Empty in a start a release
+	// before it wrote.
+	Shape string `json:"shape,omitempty"`
 }
 
 // Fleet is one read of a policy's fleet ledger.

@@ -87,6 +87,20 @@ type RolloutStart struct {
 	RolloutPolicy string    `json:"rolloutPolicy"`
 	// Budgets are the DisruptionPolicies whose budgets it shares.
 	Budgets []string `json:"budgets"`
+	// UID and Generation are the object the start was admitted for (its CREATE, or the
+	// UPDATE's new object): a journal that has observed it (Observes) decides whether it
+	// rolls out. A release that does not know them writes none, and one that does not read
+	// them ignores them.
+	UID        types.UID `json:"uid,omitempty"`
+	Generation int64     `json:"generation,omitempty"`
+}
+
+// ObservedBy is whether a journal that last observed the object uid at generation has
+// observed the start: the same object, at its generation or a later one. A start recorded
+// without them (by an earlier release) is observed once the journal's current template is
+// the start's (the caller's check).
+func (s RolloutStart) ObservedBy(uid types.UID, generation int64) bool {
+	return s.UID == "" || (uid == s.UID && generation >= s.Generation)
 }
 
 // GroupKey is the ledger of the group of the workload with this UID.

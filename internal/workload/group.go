@@ -24,6 +24,9 @@ import (
 type Group struct {
 	Meta
 	Pods []Pod
+	// orphans are the objects without a controller GroupOf counted as the workload's
+	// (ReadLive reads them alike).
+	orphans orphaned
 }
 
 // Running is whether the group's pod with the UID is present and not terminating: one
@@ -46,7 +49,7 @@ func GroupOf(ctx context.Context, r, live client.Reader, pod *corev1.Pod) (*Grou
 		return nil, err
 	}
 	m, _ := MetaOf(obj)
-	g := &Group{Meta: m}
+	g := &Group{Meta: m, orphans: orphans}
 	if g.Pods, err = PodsOf(ctx, r, m.Ref); err != nil {
 		return nil, err
 	}
@@ -228,4 +231,49 @@ func PodsOf(ctx context.Context, r client.Reader, m Ref) ([]Pod, error) {
 		}
 	}
 	return out, nil
+}
+
+// ReadLive reads the group's pods again from the API server (live), by the workload's
+// selector in its namespace, as GroupOf read them from the cache: those its controller owns
+// (a Deployment's through its ReplicaSets) and the orphans GroupOf counted, those without a
+// controller that kube is about to adopt into it. It is what a cache that lags shows of the
+// group, read again: a replaced pod it still shows Ready, a replacement it does not show
+// yet. A workload whose selector selects nothing has no pods.
+func (g *Group) ReadLive(ctx context.Context, live client.Reader) error {
+	g.Pods = nil
+	sel, err := metav1.LabelSelectorAsSelector(g.Selector)
+	if err != nil || sel.Empty() {
+		return nil
+	}
+	in := client.MatchingLabelsSelector{Selector: sel}
+	owners := []types.UID{g.UID}
+	if g.Kind == v1alpha1.KindDeployment {
+		// Its ReplicaSets by owner, as the cache indexes them, whatever their labels.
+		var sets appsv1.ReplicaSetList
+		if err := live.List(ctx, &sets, client.InNamespace(g.Namespace)); err != nil {
+			return err
+		}
+		owners = owners[:0]
+		for i := range sets.Items {
+			rs := &sets.Items[i]
+			ref := metav1.GetControllerOf(rs)
+			if (ref != nil && ref.UID == g.UID) || (ref == nil && g.orphans.sets && sel.Matches(labels.Set(rs.Labels))) {
+				owners = append(owners, rs.UID)
+			}
+		}
+	}
+	var list corev1.PodList
+	if err := live.List(ctx, &list, client.InNamespace(g.Namespace), in); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		ref := metav1.GetControllerOf(p)
+		owned := ref != nil && slices.Contains(owners, ref.UID)
+		adopted := ref == nil && g.orphans.pods && (g.Kind != v1alpha1.KindStatefulSet || ordinalOf(g.Name, p.Name))
+		if owned || adopted {
+			g.Pods = append(g.Pods, PodOf(p))
+		}
+	}
+	return nil
 }

@@ -43,10 +43,12 @@ type Input struct {
 	Pod             workload.Pod
 	PodLabels       map[string]string
 	NamespaceLabels map[string]string
-	// Group is nil for pods whose owner holdfast does not guard.
-	Group    *workload.Group
-	Records  []budget.Eviction
-	Policies []v1alpha1.DisruptionPolicy
+	// Group is nil for pods whose owner holdfast does not guard. GroupLive is a Group whose
+	// pods were read from the API server (Handler.confirmLive), not the cache.
+	Group     *workload.Group
+	GroupLive bool
+	Records   []budget.Eviction
+	Policies  []v1alpha1.DisruptionPolicy
 	// Matcher evaluates the policies' targets; nil compiles their selectors anew.
 	Matcher *policy.Matcher
 	User    authenticationv1.UserInfo

@@ -402,6 +402,59 @@ func TestSharedStartHoldsBeforeTheJournal(t *testing.T) {
 	}
 }
 
+// TestSharedStartHoldsUntilTheJournalObservesItsObject: a StatefulSet deleted orphaning
+// its pods mid-rollout and created again with the template it rolled out continues that
+// rollout; the rollout guard records the CREATE's start. Until the leader observes the new
+// object, the name's journal is the deleted workload's, with the template current and
+// marked deleted (it rolls nothing out): the start holds the group's evictions then, as
+// it does before any journal shows it. The fleet explorer found a drain admitted in that
+// window beside the rollout (seed 28226).
+func TestSharedStartHoldsUntilTheJournalObservesItsObject(t *testing.T) {
+	tmpl := strings.Repeat("a", 64)
+	agents := dp(nil)
+	g := group(v1alpha1.KindStatefulSet, 3)
+	journalOf := func(uid types.UID, generation int64, deleted *time.Time) *journal.Store {
+		j := &journal.Journal{Kind: g.Kind, Namespace: g.Namespace, Name: g.Name, UID: uid, Generation: generation, Deleted: deleted,
+			Revisions: []journal.Revision{{Template: tmpl, Since: now.Add(-time.Minute)}}}
+		cm, err := journal.Encode(j, "holdfast-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := &journal.Store{}
+		store.Add(cm)
+		if store.Get(g.Kind, g.Namespace, g.Name) == nil {
+			t.Fatalf("the journal does not read back")
+		}
+		return store
+	}
+	start := budget.RolloutStart{Template: tmpl, At: now.Add(-time.Second), RolloutPolicy: "agents-rollouts", Budgets: []string{agents.Name},
+		UID: g.UID, Generation: 1}
+	holds := func(store *journal.Store, s budget.RolloutStart) bool {
+		in := Input{Group: g, Now: now, Identity: "self", Policies: []v1alpha1.DisruptionPolicy{agents}, PodLabels: map[string]string{"app": "agent"}}
+		in.Pod = g.Pods[0]
+		(&Handler{Journals: store}).sharedStart(&in, s)
+		return in.Rollout != nil
+	}
+	deleted := now.Add(-2 * time.Second)
+	if !holds(journalOf("deleted-one", 7, &deleted), start) {
+		t.Errorf("the start of a CREATE whose journal is still the deleted workload's holds nothing")
+	}
+	if holds(journalOf(g.UID, 1, nil), start) {
+		t.Errorf("a journal that observed the created object does not decide (readSharedRollout)")
+	}
+	if !holds(journalOf("deleted-one", 7, nil), start) {
+		t.Errorf("a journal of another object of the name decides the start of this one")
+	}
+	legacy := start
+	legacy.UID, legacy.Generation = "", 0 // written by a release before the fields
+	if holds(journalOf("deleted-one", 7, nil), legacy) {
+		t.Errorf("a start without its object is not decided by the live journal whose current template it is")
+	}
+	if !holds(journalOf("deleted-one", 7, &deleted), legacy) {
+		t.Errorf("a start without its object is decided by a deleted workload's journal")
+	}
+}
+
 // TestExplorerFindings are the holes the outcome explorer (model_test.go) found in the
 // decision code, each through the real decision.
 func TestExplorerFindings(t *testing.T) {

@@ -292,7 +292,11 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		if !deleting {
 			in.Held = h.Holds.Held(pod.UID, in.Now)
 		}
-		if d := decideWith(h.decide, in); !d.UsesRecords {
+		d, err := h.confirmLive(ctx, &in, decideWith(h.decide, in))
+		if err != nil {
+			return h.notNow(finish, err)
+		}
+		if !d.UsesRecords {
 			return finish(d)
 		}
 	}
@@ -313,7 +317,10 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			// maxHold counts the evictions this replica deferred; a delete is never released.
 			in.Held = h.Holds.Held(pod.UID, in.Now)
 		}
-		d := decideWith(h.decide, in)
+		d, err := h.confirmLive(ctx, &in, decideWith(h.decide, in))
+		if err != nil {
+			return h.notNow(finish, err)
+		}
 		// Only an eviction that takes a Ready pod down is recorded (E3), and only once.
 		if d.Action() == decision.Deny || dryRun || !d.Counts || g.Ledger == nil || in.Recorded() {
 			return finish(d)
@@ -335,6 +342,25 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		}
 	}
 	return finish(retryLater("the group's eviction ledger is contended"))
+}
+
+// confirmLive decides again on the group's pods read from the API server, once per
+// request, when the decision on the cache's lets a pod a policy guards go: a cache that
+// lags shows a pod replaced moments ago still Ready, or a replacement not Ready yet as
+// absent, and the budget is counted on the pods as they are. A refusal needs no second
+// read (the drain retries), so a drain held by its budget costs no API call; an admitted
+// eviction costs one List of the workload's pods (two for a Deployment's), within the
+// request's bound. Without an API reader the cache decides.
+func (h *Handler) confirmLive(ctx context.Context, in *Input, d Decision) (Decision, error) {
+	if d.Action() == decision.Deny || !d.Guarded || in.Group == nil || in.GroupLive || h.APIReader == nil {
+		return d, nil
+	}
+	g := *in.Group
+	if err := g.ReadLive(ctx, h.APIReader); err != nil {
+		return Decision{}, fmt.Errorf("reading the pods of %s: %w", g.Ref, err)
+	}
+	in.Group, in.GroupLive = &g, true
+	return decideWith(h.decide, *in), nil
 }
 
 // overlapGrace is how long after the newest of two PDBs over a pod holdfast defers its

@@ -561,7 +561,7 @@ func (w *world) objects() []client.Object {
 		switch g.kind {
 		case v1alpha1.KindDeployment:
 			d := &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(g.replicas), Selector: sel}}
-			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: modelNamespace, Name: g.name + "-rs", UID: g.uid + "-rs",
+			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: modelNamespace, Name: g.name + "-rs", UID: g.uid + "-rs", Labels: map[string]string{"app": g.name},
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}}}
 			objs = append(objs, d, rs)
 			owners[g] = rs
@@ -747,7 +747,10 @@ func (s *ledgerStore) List(_ context.Context, list client.ObjectList, opts ...cl
 			return err
 		}
 	}
-	ll := list.(*coordinationv1.LeaseList)
+	ll, ok := list.(*coordinationv1.LeaseList)
+	if !ok {
+		return s.w.truth().List(context.Background(), list, opts...) // the API server's pods
+	}
 	for _, l := range s.leases {
 		if o.LabelSelector == nil || o.LabelSelector.Matches(labels.Set(l.Labels)) {
 			ll.Items = append(ll.Items, *l.DeepCopy())

@@ -73,7 +73,12 @@ func (h *Handler) sharedStart(in *Input, s budget.RolloutStart) {
 	if !ok {
 		return
 	}
-	if cur := h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name).Current(); cur != nil && cur.Template == s.Template {
+	// The journal decides once it has observed the object the start was admitted for: a
+	// CREATE continuing the rollout of a workload of its name deleted moments ago finds
+	// that workload's journal, marked deleted (it rolls nothing out), with the template
+	// current, until the leader observes the new object.
+	j := h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name)
+	if cur := j.Current(); cur != nil && cur.Template == s.Template && s.ObservedBy(j.UID, j.Generation) && j.Deleted == nil {
 		return // the journal shows it: readSharedRollout decided
 	}
 	in.Rollout = &r

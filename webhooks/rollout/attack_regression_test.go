@@ -325,7 +325,7 @@ func TestHeldCreateOverFewerPodsIsAStart(t *testing.T) {
 	j.Kind, j.Deleted = sts, ptr.To(now.Add(-2*time.Second))
 	held := workload.Rollout{Held: true, Progress: workload.Progress{Kind: sts, Target: 0, Want: 3}}
 	create := func(adopted int32) Decision {
-		h := history.History{Revisions: []history.Revision{live(rev(1, B, time.Minute, adopted), adopted)}}
+		h := history.History{Revisions: []history.Revision{running(rev(1, B, time.Minute, adopted), adopted)}}
 		return show(t, "CREATE held over B", Input{Operation: admissionv1.Create, New: gen(wl(sts, 3, C, held), 1), Now: now, Journal: j, History: h, Policies: policies})
 	}
 	if d := create(2); len(d.Violations) != 1 || d.Violations[0].Rule != RuleMinInterval {

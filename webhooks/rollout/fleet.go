@@ -169,7 +169,10 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		// its timeline): a deleted workload's, before the leader has seen its re-create, is
 		// not counted above (Rolling), and the start counts until it does.
 		live := j != nil && j.Deleted == nil
-		if live && cur != nil && cur.Template == s.Template && !j.Held && !resumed {
+		// A flag-following scale since (I4) changed the template's fingerprint, not its
+		// revision: the journal's current revision of the start's shape shows it.
+		shows := cur != nil && (cur.Template == s.Template || (s.Shape != "" && cur.Shape == s.Shape))
+		if live && shows && !j.Held && !resumed {
 			continue // the journal shows it: counted above, finished, released or never served
 		}
 		if observed && j.Generation > s.Generation && (cur == nil || cur.Template != s.Template) {

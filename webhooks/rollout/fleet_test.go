@@ -207,6 +207,34 @@ func TestStartOfAWorkloadCreatedAgainThenReplaced(t *testing.T) {
 	}
 }
 
+// TestStartScaledSinceIsShownByItsShape: a Deployment created again over what an
+// orphaning delete left (a start: it adopts pods), then scaled with its
+// argsMatchReplicas flag (I4: a scale, not a revision), then deleted with its pods and
+// created afresh. The start's fingerprint is that of the template before the scale; the
+// journal's current revision, finished, has the fingerprint after it and the same shape.
+// The journal shows the start by its shape: it held the fleet's one slot for its whole
+// lapse, two minutes, after every rollout finished (fleet explorer, seed 27027).
+func TestStartScaledSinceIsShownByItsShape(t *testing.T) {
+	before, _ := workload.FromSpec(template("a", "4"), "").Sum()
+	after, _ := workload.FromSpec(template("a", "3"), "").Sum()
+	shape := strings.Repeat("c", 64)
+	self := "Deployment self/kube-apiserver"
+	dep := workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: "t1", Name: "kas"}
+	selected := []workload.Ref{dep, {Kind: v1alpha1.KindDeployment, Namespace: "self", Name: "kube-apiserver"}}
+	p := fleetPolicy(intstr.FromInt32(1))
+	finished := now.Add(-20 * time.Second)
+	store := storeOf(t, &journal.Journal{Kind: dep.Kind, Namespace: dep.Namespace, Name: dep.Name, UID: "u3", Generation: 1,
+		Revisions: []journal.Revision{{Template: after, Shape: shape, Since: now.Add(-time.Hour), Finished: &finished, Progressed: finished, Available: 3}}})
+	started := []budget.Start{{Workload: dep.String(), Template: before, Shape: shape, At: now.Add(-40 * time.Second), UID: "u2", Generation: 1}}
+	if got, _ := InFlight(&p, selected, store, started, self, now); len(got) != 0 {
+		t.Errorf("a start whose shape the journal's finished current revision has: in flight = %v, want none", got)
+	}
+	started[0].Shape = "" // recorded by a release before the field, or without flags
+	if got, _ := InFlight(&p, selected, store, started, self, now); !slices.Equal(got, []string{dep.String()}) {
+		t.Errorf("a start of another fingerprint and no shape: in flight = %v, want the start until it lapses", got)
+	}
+}
+
 // TestStartsTheJournalSawReplacedOrResumed (fleet explorer, 50,000 sequences): a start the
 // handler recorded counts until the journal shows it. Two starts it never will show as
 // they were:

@@ -252,6 +252,9 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		target, _ := in.New.Template.Sum()
 		start := budget.Start{Workload: in.New.Ref.String(), Template: target, At: in.Now, By: h.Ledgers.Self(),
 			UID: in.New.UID, Generation: in.New.Generation, Lowered: lowersPartition(*in)}
+		if flags := flagsOf(*in); len(flags) > 0 {
+			start.Shape, _ = in.New.Template.Shape(flags)
+		}
 		if err = h.recordStart(ctx, limited, ledgers, start); err == nil {
 			err = h.recordBudgetStart(ctx, in, group, start)
 		}

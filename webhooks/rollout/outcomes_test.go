@@ -39,7 +39,7 @@ func TestOutcomeExplorerFindings(t *testing.T) {
 	resumed := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: dep, Updated: 1, Target: 4, Available: 2, Want: 4, Total: 3}}
 	onDelete := workload.Rollout{OnDelete: true, Held: true}
 	// The history the cache shows: A with one pod, B with two.
-	two := history.History{Revisions: []history.Revision{live(rev(1, A, time.Hour, 1), 1), live(rev(2, B, 10*time.Minute, 2), 2)}}
+	two := history.History{Revisions: []history.Revision{running(rev(1, A, time.Hour, 1), 1), running(rev(2, B, 10*time.Minute, 2), 2)}}
 
 	cases := []struct {
 		name      string

@@ -167,7 +167,7 @@ func (h *Handler) recordBudgetStart(ctx context.Context, in *Input, group *budge
 	if group == nil {
 		return nil
 	}
-	rs := budget.RolloutStart{Template: s.Template, At: s.At, By: s.By}
+	rs := budget.RolloutStart{Template: s.Template, At: s.At, By: s.By, UID: s.UID, Generation: s.Generation}
 	for name, b := range in.Evictions {
 		if b.Policy == nil {
 			continue

@@ -22,6 +22,35 @@ func live(r history.Revision, pods int32) history.Revision {
 	return r
 }
 
+// running is r with pods live pods, none of them terminating.
+func running(r history.Revision, pods int32) history.Revision {
+	r.Live, r.Pods = pods, pods
+	return r
+}
+
+// TestCreateOverATerminatingPodStartsItsTemplate: a StatefulSet created OnDelete over the
+// pods an orphaning delete left, as many as its replicas, one of them terminating (evicted
+// a moment before): once that pod is gone kube creates its ordinal again from the
+// created template (newVersionedStatefulSetPod), the template's first pod, so the CREATE
+// is a start, judged as one. Counting the terminating pod as one kube keeps read it as
+// creating nothing.
+func TestCreateOverATerminatingPodStartsItsTemplate(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	sts := v1alpha1.KindStatefulSet
+	held := workload.Rollout{Held: true, OnDelete: true}
+	adopted := running(rev(1, A, time.Hour, 2), 2)
+	in := Input{Operation: admissionv1.Create, New: wl(sts, 2, B, held), Now: now,
+		History: history.History{Revisions: []history.Revision{adopted}}}
+	if startsStaged(in) {
+		t.Fatalf("a CREATE adopting as many running pods as its replicas starts its template")
+	}
+	adopted.Pods-- // one of the two is terminating: still live, replaced once gone
+	in.History.Revisions[0] = adopted
+	if !startsStaged(in) {
+		t.Errorf("a CREATE adopting a terminating pod, which kube replaces from its template, is no start")
+	}
+}
+
 // TestOnDeleteEditsAddNoThirdTemplate: an OnDelete DaemonSet or StatefulSet rolls out as
 // its pods are replaced, each replacement (a node joining, a pod deleted or evicted) from
 // the current template. An edit is judged by the templates with live pods: admitted while
