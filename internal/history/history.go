@@ -40,6 +40,10 @@ type Revision struct {
 	// Live counts the revision's pods that have not ended, terminating ones included: a
 	// template with live pods is one an operator sees running (docs/invariants.md).
 	Live int32
+	// Kept counts the revision's pods that have neither ended nor begun terminating: those
+	// its controller keeps (a ReplicaSet's status.replicas); any other pod of an ordinal or
+	// node it owns is replaced.
+	Kept int32
 	// Renumbered are the numbers a ReplicaSet had before kube renumbered it on a return to
 	// its template, oldest first (the deployment.kubernetes.io/revision-history annotation).
 	// A ControllerRevision keeps none: only its newest number tells.
@@ -194,6 +198,7 @@ func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 			Created:    rs.CreationTimestamp.Time,
 			Serving:    rs.Status.AvailableReplicas,
 			Pods:       rs.Status.Replicas,
+			Kept:       rs.Status.Replicas, // active pods: neither ended nor terminating (FilterActivePods)
 			// kube counts terminating pods apart (terminatingReplicas, on by default).
 			Live: rs.Status.Replicas + ptr.Deref(rs.Status.TerminatingReplicas, 0),
 		})
@@ -243,6 +248,9 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 			}
 			if !workload.PodEnded(p) {
 				r.Live++
+				if p.DeletionTimestamp == nil {
+					r.Kept++
+				}
 			}
 			if p.DeletionTimestamp == nil {
 				r.Pods++

@@ -82,7 +82,8 @@ func TestFromControllerRevisions(t *testing.T) {
 		}
 	}
 	// StatefulSet pods carry the revision's full name; DaemonSet pods only its hash. A
-	// terminating pod is live but not counted in Pods; an ended one is neither.
+	// terminating pod is live but not counted in Pods; an ended one is not live. Kept
+	// counts neither.
 	terminating, ended := pod("web-1", true), pod("2", false)
 	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
 	ended.Status.Phase = corev1.PodSucceeded
@@ -97,6 +98,9 @@ func TestFromControllerRevisions(t *testing.T) {
 	if got[0].Pods != 1 || got[0].Live != 2 || got[1].Pods != 3 || got[1].Live != 2 {
 		t.Errorf("web-1 has %d pods, %d live; web-2 %d pods, %d live: want 1 and 2 (one terminating), 3 and 2 (one ended)",
 			got[0].Pods, got[0].Live, got[1].Pods, got[1].Live)
+	}
+	if got[0].Kept != 1 || got[1].Kept != 2 {
+		t.Errorf("web-1 keeps %d pods, web-2 %d: want 1 (one terminating) and 2 (one ended)", got[0].Kept, got[1].Kept)
 	}
 	y := tmpl("y")
 	if spec, err := got[1].Template.Spec(); err != nil || !workload.SameSpec(spec, &y) {

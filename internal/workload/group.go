@@ -248,16 +248,17 @@ func (g *Group) ReadLive(ctx context.Context, live client.Reader) error {
 	in := client.MatchingLabelsSelector{Selector: sel}
 	owners := []types.UID{g.UID}
 	if g.Kind == v1alpha1.KindDeployment {
-		// Its ReplicaSets by owner, as the cache indexes them, whatever their labels.
+		// Its ReplicaSets by its selector (kube's controller releases one its selector no
+		// longer matches), then by owner: one missed counts its pods as missing, which
+		// only holds the eviction.
 		var sets appsv1.ReplicaSetList
-		if err := live.List(ctx, &sets, client.InNamespace(g.Namespace)); err != nil {
+		if err := live.List(ctx, &sets, client.InNamespace(g.Namespace), in); err != nil {
 			return err
 		}
 		owners = owners[:0]
 		for i := range sets.Items {
 			rs := &sets.Items[i]
-			ref := metav1.GetControllerOf(rs)
-			if (ref != nil && ref.UID == g.UID) || (ref == nil && g.orphans.sets && sel.Matches(labels.Set(rs.Labels))) {
+			if ref := metav1.GetControllerOf(rs); (ref != nil && ref.UID == g.UID) || (ref == nil && g.orphans.sets) {
 				owners = append(owners, rs.UID)
 			}
 		}

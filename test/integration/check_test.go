@@ -179,7 +179,7 @@ func TestCheckReadsHistoryFromTheCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), d) })
 	// The Deployment controller's ReplicaSet for the current template, created just now.
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "konnectivity-agent-1",
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "konnectivity-agent-1", Labels: d.Spec.Template.Labels,
 		Annotations:     map[string]string{"deployment.kubernetes.io/revision": "1"},
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
 		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](3), Selector: d.Spec.Selector, Template: d.Spec.Template}}

@@ -43,7 +43,7 @@ func appGroup(t *testing.T, ns, app string, n, notReady int32) (*appsv1.ReplicaS
 		t.Fatal(err)
 	}
 	rs := &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app + "-1",
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app + "-1", Labels: d.Spec.Template.Labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
 		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(n), Selector: d.Spec.Selector, Template: d.Spec.Template},
 	}

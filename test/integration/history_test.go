@@ -30,7 +30,7 @@ func addRevision(t *testing.T, d *appsv1.Deployment, n string) {
 	tmpl := d.Spec.Template.DeepCopy()
 	tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = "rev" + n
 	rs := &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-rev" + n,
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-rev" + n, Labels: tmpl.Labels,
 			Annotations:     map[string]string{"deployment.kubernetes.io/revision": n},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
 		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](0), Template: *tmpl,

@@ -78,7 +78,7 @@ func TestPodCacheFollowsWhatIsGuarded(t *testing.T) {
 	}
 	// A Deployment's ReplicaSets read one after another: one live list of its selector
 	// answers them all, each with its own pods.
-	web2 := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: web + "-2", OwnerReferences: webRS.OwnerReferences},
+	web2 := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: web + "-2", Labels: webRS.Labels, OwnerReferences: webRS.OwnerReferences},
 		Spec: *webRS.Spec.DeepCopy()}
 	if err := k8s.Create(ctx, web2); err != nil {
 		t.Fatal(err)

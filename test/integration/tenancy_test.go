@@ -37,7 +37,7 @@ func TestOwnedTemplatesAreClosed(t *testing.T) {
 	owner := func(kind, name string, uid string) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: k8stypes.UID(uid), Controller: ptr.To(true)}}
 	}
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kas-a", OwnerReferences: owner("Deployment", d.Name, string(d.UID))},
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kas-a", Labels: d.Spec.Template.Labels, OwnerReferences: owner("Deployment", d.Name, string(d.UID))},
 		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](2), Selector: d.Spec.Selector, Template: *d.Spec.Template.DeepCopy()}}
 	if err := k8s.Create(ctx, rs); err != nil {
 		t.Fatal(err)

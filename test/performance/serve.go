@@ -122,6 +122,7 @@ func (b *bench) tenant(ctx context.Context) ([]byte, *http.Client, string, error
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: ptr.To(true)}}}}
 		rs.Spec.Selector = d.Spec.Selector
 		rs.Spec.Template = *utiltesting.HostedKubeAPIServer(ns, 3, image).Spec.Template.DeepCopy()
+		rs.Labels = rs.Spec.Template.Labels // as kube's Deployment controller labels its ReplicaSets
 		rs.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = fmt.Sprintf("hash%d", i)
 		if err := b.c.Create(ctx, rs); err != nil {
 			return nil, nil, "", err

@@ -294,7 +294,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		}
 		d, err := h.confirmLive(ctx, &in, decideWith(h.decide, in))
 		if err != nil {
-			return h.notNow(finish, err)
+			return finish(retryLater(err.Error()))
 		}
 		if !d.UsesRecords {
 			return finish(d)
@@ -319,7 +319,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		}
 		d, err := h.confirmLive(ctx, &in, decideWith(h.decide, in))
 		if err != nil {
-			return h.notNow(finish, err)
+			return finish(retryLater(err.Error()))
 		}
 		// Only an eviction that takes a Ready pod down is recorded (E3), and only once.
 		if d.Action() == decision.Deny || dryRun || !d.Counts || g.Ledger == nil || in.Recorded() {
@@ -345,14 +345,15 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 }
 
 // confirmLive decides again on the group's pods read from the API server, once per
-// request, when the decision on the cache's lets a pod a policy guards go: a cache that
-// lags shows a pod replaced moments ago still Ready, or a replacement not Ready yet as
+// request, when the decision on the cache's lets a Ready pod a policy guards go: a cache
+// that lags shows a pod replaced moments ago still Ready, or a replacement not Ready yet as
 // absent, and the budget is counted on the pods as they are. A refusal needs no second
-// read (the drain retries), so a drain held by its budget costs no API call; an admitted
-// eviction costs one List of the workload's pods (two for a Deployment's), within the
-// request's bound. Without an API reader the cache decides.
+// read (the drain retries), so a drain held by its budget costs no API call, nor does a
+// pod that serves nothing; an admitted eviction costs one List of the workload's pods (two
+// for a Deployment's), within the request's bound. A failed read is "not now" (429: the
+// drain retries), never the cache's answer. Without an API reader the cache decides.
 func (h *Handler) confirmLive(ctx context.Context, in *Input, d Decision) (Decision, error) {
-	if d.Action() == decision.Deny || !d.Guarded || in.Group == nil || in.GroupLive || h.APIReader == nil {
+	if d.Action() == decision.Deny || !d.Guarded || !in.Pod.Ready || in.Group == nil || in.GroupLive || h.APIReader == nil {
 		return d, nil
 	}
 	g := *in.Group

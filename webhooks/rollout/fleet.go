@@ -170,8 +170,13 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		// not counted above (Rolling), and the start counts until it does.
 		live := j != nil && j.Deleted == nil
 		// A flag-following scale since (I4) changed the template's fingerprint, not its
-		// revision: the journal's current revision of the start's shape shows it.
-		shows := cur != nil && (cur.Template == s.Template || (s.Shape != "" && cur.Shape == s.Shape))
+		// revision: the journal's current revision of the start's shape shows it, once the
+		// journal has seen a spec after the start's (a later generation, or a workload of
+		// the name created again). Before that the shape alone would drop the start of a
+		// flags-only change (one that changes no replicas is judged a start, and kube rolls
+		// it out as a new ReplicaSet) beside a revision the journal has finished.
+		later := s.UID != "" && j != nil && (j.UID != s.UID || j.Generation > s.Generation)
+		shows := cur != nil && (cur.Template == s.Template || (s.Shape != "" && cur.Shape == s.Shape && later))
 		if live && shows && !j.Held && !resumed {
 			continue // the journal shows it: counted above, finished, released or never served
 		}

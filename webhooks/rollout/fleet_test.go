@@ -229,6 +229,11 @@ func TestStartScaledSinceIsShownByItsShape(t *testing.T) {
 	if got, _ := InFlight(&p, selected, store, started, self, now); len(got) != 0 {
 		t.Errorf("a start whose shape the journal's finished current revision has: in flight = %v, want none", got)
 	}
+	same := storeOf(t, &journal.Journal{Kind: dep.Kind, Namespace: dep.Namespace, Name: dep.Name, UID: "u2", Generation: 1,
+		Revisions: []journal.Revision{{Template: after, Shape: shape, Since: now.Add(-time.Hour), Finished: &finished, Progressed: finished, Available: 3}}})
+	if got, _ := InFlight(&p, selected, same, started, self, now); !slices.Equal(got, []string{dep.String()}) {
+		t.Errorf("a journal that has not seen a spec after the start's (a flags-only change kube rolls out): in flight = %v, want the start", got)
+	}
 	started[0].Shape = "" // recorded by a release before the field, or without flags
 	if got, _ := InFlight(&p, selected, store, started, self, now); !slices.Equal(got, []string{dep.String()}) {
 		t.Errorf("a start of another fingerprint and no shape: in flight = %v, want the start until it lapses", got)

@@ -71,11 +71,12 @@ func growsHeld(in Input) bool {
 // live pod runs (by the cache, and by the old object's status of its own generation):
 // kube's first pods of that template come from it, so it is judged as a start (settle,
 // minInterval, revertWindow, the windows, the third template), not left to a hold that
-// does not hold. A CREATE that adopts as many pods as its replicas, none of them
-// terminating, creates none; a terminating one it adopts is replaced, once gone, from the
-// CREATE's template (newVersionedStatefulSetPod: OnDelete, or ordinals below a partition
-// on the current revision, which a StatefulSet created over what it adopts takes from its
-// update revision).
+// does not hold. A CREATE that adopts as many pods as its replicas, none of them ended or
+// terminating, creates none; one it adopts that has ended or is terminating is replaced
+// (processReplica deletes a failed one), once gone, from the CREATE's template
+// (newVersionedStatefulSetPod: OnDelete, or ordinals below a partition on the current
+// revision, which a StatefulSet created over what it adopts takes from its update
+// revision).
 func startsStaged(in Input) bool {
 	if !growsHeld(in) {
 		return false
@@ -86,7 +87,7 @@ func startsStaged(in Input) bool {
 	if in.Old == nil {
 		var adopted int32
 		for i := range in.History.Revisions {
-			adopted += in.History.Revisions[i].Pods
+			adopted += in.History.Revisions[i].Kept
 		}
 		return adopted < *in.New.Replicas
 	}

@@ -24,7 +24,7 @@ func live(r history.Revision, pods int32) history.Revision {
 
 // running is r with pods live pods, none of them terminating.
 func running(r history.Revision, pods int32) history.Revision {
-	r.Live, r.Pods = pods, pods
+	r.Live, r.Pods, r.Kept = pods, pods, pods
 	return r
 }
 
@@ -32,8 +32,8 @@ func running(r history.Revision, pods int32) history.Revision {
 // pods an orphaning delete left, as many as its replicas, one of them terminating (evicted
 // a moment before): once that pod is gone kube creates its ordinal again from the
 // created template (newVersionedStatefulSetPod), the template's first pod, so the CREATE
-// is a start, judged as one. Counting the terminating pod as one kube keeps read it as
-// creating nothing.
+// is a start, judged as one; so with a failed pod, which kube deletes (processReplica).
+// Counting either as one kube keeps read the CREATE as creating nothing.
 func TestCreateOverATerminatingPodStartsItsTemplate(t *testing.T) {
 	A, B := template("A", "3"), template("B", "3")
 	sts := v1alpha1.KindStatefulSet
@@ -44,10 +44,17 @@ func TestCreateOverATerminatingPodStartsItsTemplate(t *testing.T) {
 	if startsStaged(in) {
 		t.Fatalf("a CREATE adopting as many running pods as its replicas starts its template")
 	}
-	adopted.Pods-- // one of the two is terminating: still live, replaced once gone
-	in.History.Revisions[0] = adopted
+	terminating := adopted
+	terminating.Pods, terminating.Kept = 1, 1 // one of the two is terminating: still live, replaced once gone
+	in.History.Revisions[0] = terminating
 	if !startsStaged(in) {
 		t.Errorf("a CREATE adopting a terminating pod, which kube replaces from its template, is no start")
+	}
+	failed := adopted
+	failed.Live, failed.Kept = 1, 1 // one of the two has failed: not terminating, deleted and replaced
+	in.History.Revisions[0] = failed
+	if !startsStaged(in) {
+		t.Errorf("a CREATE adopting a failed pod, which kube deletes and replaces from its template, is no start")
 	}
 }
 
