@@ -230,7 +230,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			h.Events.Normal(pod, kind, in.Now, reason+"Audit", strings.Join(d.Messages(decision.Audit), "; "))
 		}
 		if a := d.Action(); a != decision.Deny && !dryRun && !deleting && !d.Released {
-			if held, ok := h.Holds.Ended(pod.UID, in.Now); ok {
+			if held, ok := h.Holds.Ended(in.Pod.UID, in.Now); ok {
 				h.Metrics.held(held)
 			}
 		}
@@ -284,13 +284,16 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		// make sure it has not just become Ready where this replica's cache cannot see it yet.
 		live := &corev1.Pod{}
 		if err := h.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), live); err == nil {
-			in.Pod = workload.PodOf(live)
+			// The pod of the name as the API server has it, which kube evicts: a cache that
+			// lags may still hold the one it replaced (another UID), whose hold and records
+			// are not this one's.
+			in.Pod, pod = workload.PodOf(live), live
 		} else if !apierrors.IsNotFound(err) {
 			return h.notNow(finish, err)
 		}
 		// Nor need it wait for the ledger, which a decision about it may not read.
 		if !deleting {
-			in.Held = h.Holds.Held(pod.UID, in.Now)
+			in.Held = h.Holds.Held(in.Pod.UID, in.Now)
 		}
 		d, err := h.confirmLive(ctx, &in, decideWith(h.decide, in))
 		if err != nil {
@@ -315,7 +318,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		in.Now = h.Clock.Now()
 		if !deleting {
 			// maxHold counts the evictions this replica deferred; a delete is never released.
-			in.Held = h.Holds.Held(pod.UID, in.Now)
+			in.Held = h.Holds.Held(in.Pod.UID, in.Now)
 		}
 		d, err := h.confirmLive(ctx, &in, decideWith(h.decide, in))
 		if err != nil {
@@ -325,7 +328,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		if d.Action() == decision.Deny || dryRun || !d.Counts || g.Ledger == nil || in.Recorded() {
 			return finish(d)
 		}
-		rec := budget.Eviction{Pod: pod.Name, UID: pod.UID, At: in.Now, By: h.Ledgers.Self(), Released: d.Released}
+		rec := budget.Eviction{Pod: pod.Name, UID: in.Pod.UID, At: in.Now, By: h.Ledgers.Self(), Released: d.Released}
 		if deleting {
 			rec.Via = budget.ViaDelete
 		}
@@ -361,6 +364,16 @@ func (h *Handler) confirmLive(ctx context.Context, in *Input, d Decision) (Decis
 		return Decision{}, fmt.Errorf("reading the pods of %s: %w", g.Ref, err)
 	}
 	in.Group, in.GroupLive = &g, true
+	for _, p := range g.Pods {
+		if p.Name == in.Pod.Name && p.UID != in.Pod.UID {
+			// The pod of the name as the API server has it, which kube evicts: a cache that
+			// lags may still hold the one it replaced, whose hold is not this one's.
+			in.Pod = p
+			if !in.Delete {
+				in.Held = h.Holds.Held(p.UID, in.Now)
+			}
+		}
+	}
 	return decideWith(h.decide, *in), nil
 }
 
@@ -427,7 +440,7 @@ func twoFloors(ctx context.Context, cached, live client.Reader, pod *corev1.Pod,
 // operators should act first. It never changes the answer.
 func (h *Handler) heldTooLong(ctx context.Context, pod *corev1.Pod, d Decision, in Input) {
 	now := in.Now
-	held, by := h.Holds.Deferred(pod.UID, deferring(d), now)
+	held, by := h.Holds.Deferred(in.Pod.UID, deferring(d), now)
 	if note, ok := outlasts(pod, d, in, held, func() (time.Time, bool) { return h.nodeClaimDeadline(ctx, pod) }); ok {
 		h.warnPodAndNode(pod, "deadline", now, "EvictionOutlastsDrainer", note)
 	}
