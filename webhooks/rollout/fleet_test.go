@@ -223,15 +223,17 @@ func TestStartScaledSinceIsShownByItsShape(t *testing.T) {
 	selected := []workload.Ref{dep, {Kind: v1alpha1.KindDeployment, Namespace: "self", Name: "kube-apiserver"}}
 	p := fleetPolicy(intstr.FromInt32(1))
 	finished := now.Add(-20 * time.Second)
-	store := storeOf(t, &journal.Journal{Kind: dep.Kind, Namespace: dep.Namespace, Name: dep.Name, UID: "u3", Generation: 1,
-		Revisions: []journal.Revision{{Template: after, Shape: shape, Since: now.Add(-time.Hour), Finished: &finished, Progressed: finished, Available: 3}}})
+	// The journal of the object uid at its first generation, its current revision finished.
+	journalOf := func(uid types.UID) *journal.Store {
+		return storeOf(t, &journal.Journal{Kind: dep.Kind, Namespace: dep.Namespace, Name: dep.Name, UID: uid, Generation: 1,
+			Revisions: []journal.Revision{{Template: after, Shape: shape, Since: now.Add(-time.Hour), Finished: &finished, Progressed: finished, Available: 3}}})
+	}
+	store := journalOf("u3")
 	started := []budget.Start{{Workload: dep.String(), Template: before, Shape: shape, At: now.Add(-40 * time.Second), UID: "u2", Generation: 1}}
 	if got, _ := InFlight(&p, selected, store, started, self, now); len(got) != 0 {
 		t.Errorf("a start whose shape the journal's finished current revision has: in flight = %v, want none", got)
 	}
-	same := storeOf(t, &journal.Journal{Kind: dep.Kind, Namespace: dep.Namespace, Name: dep.Name, UID: "u2", Generation: 1,
-		Revisions: []journal.Revision{{Template: after, Shape: shape, Since: now.Add(-time.Hour), Finished: &finished, Progressed: finished, Available: 3}}})
-	if got, _ := InFlight(&p, selected, same, started, self, now); !slices.Equal(got, []string{dep.String()}) {
+	if got, _ := InFlight(&p, selected, journalOf("u2"), started, self, now); !slices.Equal(got, []string{dep.String()}) {
 		t.Errorf("a journal that has not seen a spec after the start's (a flags-only change kube rolls out): in flight = %v, want the start", got)
 	}
 	started[0].Shape = "" // recorded by a release before the field, or without flags
