@@ -30,8 +30,7 @@ func TestEmptyZoneIsNoDomain(t *testing.T) {
 	h := &Handler{Reader: utiltesting.NewMemReader(nil, nodes...)}
 	policy := zoned(nil)
 	in := Input{Pod: g.Pods[0], Group: g, Now: now, Policies: []v1alpha1.DisruptionPolicy{policy}}
-	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-unzoned"}}
-	if err := h.readDomains(context.Background(), &in, pod); err != nil {
+	if err := h.readDomains(context.Background(), &in); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok := in.Domains[zoneKey]; ok {

@@ -264,11 +264,20 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	if holds {
 		return finish(held)
 	}
-	// A domain not read is "not now" (a slow API server) or holdfast's fault, never an allow.
-	if err := h.readDomains(ctx, &in, pod); err != nil {
-		return h.notNow(finish, err)
+	notReady := !in.Pod.Ready && in.Group != nil
+	if notReady && h.APIReader != nil {
+		// A pod that is not Ready may be evicted without waiting or being recorded (E3):
+		// make sure it has not just become Ready where this replica's cache cannot see it yet.
+		live := &corev1.Pod{}
+		if err := h.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), live); err == nil {
+			h.livePod(&in, workload.PodOf(live))
+			pod = live
+		} else if !apierrors.IsNotFound(err) {
+			return h.notNow(finish, err)
+		}
 	}
-	if err := h.readNodeDomains(ctx, &in); err != nil {
+	// A domain not read is "not now" (a slow API server) or holdfast's fault, never an allow.
+	if err := h.readTopology(ctx, &in); err != nil {
 		return h.notNow(finish, err)
 	}
 	if deleting {
@@ -279,18 +288,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		return finish(retryLater(fmt.Sprintf("PodDisruptionBudgets %s both cover pod %s/%s, so kube would answer 500 to its eviction; "+
 			"holdfast's generated one steps back within seconds", both, pod.Namespace, pod.Name)))
 	}
-	if !in.Pod.Ready && in.Group != nil {
-		// A pod that is not Ready may be evicted without waiting or being recorded (E3):
-		// make sure it has not just become Ready where this replica's cache cannot see it yet.
-		live := &corev1.Pod{}
-		if err := h.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), live); err == nil {
-			// The pod of the name as the API server has it, which kube evicts: a cache that
-			// lags may still hold the one it replaced (another UID), whose hold and records
-			// are not this one's.
-			in.Pod, pod = workload.PodOf(live), live
-		} else if !apierrors.IsNotFound(err) {
-			return h.notNow(finish, err)
-		}
+	if notReady {
 		// Nor need it wait for the ledger, which a decision about it may not read.
 		if !deleting {
 			in.Held = h.Holds.Held(in.Pod.UID, in.Now)
@@ -361,20 +359,35 @@ func (h *Handler) confirmLive(ctx context.Context, in *Input, d Decision) (Decis
 	}
 	g := *in.Group
 	if err := g.ReadLive(ctx, h.APIReader); err != nil {
-		return Decision{}, fmt.Errorf("reading the pods of %s: %w", g.Ref, err)
+		err = fmt.Errorf("reading the pods of %s: %w", g.Ref, err)
+		h.Metrics.groupRead(Decision{}, err)
+		return Decision{}, err
 	}
 	in.Group, in.GroupLive = &g, true
 	for _, p := range g.Pods {
 		if p.Name == in.Pod.Name && p.UID != in.Pod.UID {
-			// The pod of the name as the API server has it, which kube evicts: a cache that
-			// lags may still hold the one it replaced, whose hold is not this one's.
-			in.Pod = p
-			if !in.Delete {
-				in.Held = h.Holds.Held(p.UID, in.Now)
-			}
+			h.livePod(in, p)
 		}
 	}
-	return decideWith(h.decide, *in), nil
+	// The pods may run on nodes the cached ones did not, and the pod of the name on
+	// another node than the cache's: their domains are read again.
+	if err := h.readTopology(ctx, in); err != nil {
+		h.Metrics.groupRead(Decision{}, err)
+		return Decision{}, err
+	}
+	d = decideWith(h.decide, *in)
+	h.Metrics.groupRead(d, nil)
+	return d, nil
+}
+
+// livePod makes p, the pod of in.Pod's name as the API server has it, the one decided:
+// kube evicts that one, and a cache that lags may still hold the one it replaced (another
+// UID, maybe on another node), whose hold and records are not this one's.
+func (h *Handler) livePod(in *Input, p workload.Pod) {
+	in.Pod = p
+	if !in.Delete {
+		in.Held = h.Holds.Held(p.UID, in.Now)
+	}
 }
 
 // overlapGrace is how long after the newest of two PDBs over a pod holdfast defers its

@@ -21,6 +21,7 @@ type Metrics struct {
 	heldSeconds     prometheus.Histogram
 	heldLong        *prometheus.CounterVec
 	namespaceReads  *prometheus.CounterVec
+	groupReads      *prometheus.CounterVec
 }
 
 // NewMetrics creates the eviction guard's metrics and registers them with reg.
@@ -69,8 +70,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "holdfast_eviction_namespace_live_reads_total",
 			Help: "Namespaces read from the API server because the cache showed one outside a DisruptionPolicy's namespaceSelector that would otherwise select the pod (a relabel into the selection the cache may not show yet), by result: read, or failed (judged on the cache's labels then).",
 		}, []string{"result"}),
+		groupReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdfast_eviction_group_live_reads_total",
+			Help: "Groups whose pods were read from the API server because the decision on the cache's pods would let a Ready guarded pod go (a cache that lags may show a pod replaced a moment ago still Ready), by result: admitted (the live pods admit it too), deferred (they do not: the cache lagged), or failed (the eviction was deferred, 429).",
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.reviews, m.findings, m.evictions, m.deferredSeconds, m.decisionSeconds, m.errors, m.heldSeconds, m.heldLong, m.namespaceReads} {
+	for _, c := range []prometheus.Collector{m.requests, m.reviews, m.findings, m.evictions, m.deferredSeconds, m.decisionSeconds, m.errors, m.heldSeconds, m.heldLong, m.namespaceReads, m.groupReads} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -207,6 +212,21 @@ func RegisterHolds(reg prometheus.Registerer, holds *Holds, now func() time.Time
 }
 
 // namespaceRead counts a namespace read live, and whether the read failed.
+// groupRead counts a live read of a group's pods (Handler.confirmLive) by what it decided.
+func (m *Metrics) groupRead(d Decision, err error) {
+	if m == nil {
+		return
+	}
+	result := "admitted"
+	switch {
+	case err != nil:
+		result = "failed"
+	case d.Action() == decision.Deny:
+		result = "deferred"
+	}
+	m.groupReads.WithLabelValues(result).Inc()
+}
+
 func (m *Metrics) namespaceRead(err error) {
 	if m == nil {
 		return

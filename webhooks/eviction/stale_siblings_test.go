@@ -2,14 +2,22 @@ package eviction
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
@@ -74,5 +82,83 @@ func TestAdmittedEvictionCountsThePodsAsTheAPIServerHasThem(t *testing.T) {
 	}
 	if up.podLists != 1 {
 		t.Errorf("an admitted eviction read the pods live %d times, want 1", up.podLists)
+	}
+}
+
+// zkScene is a StatefulSet zk of four pods, zk-0 and zk-1 on zone a's nodes, zk-2 and
+// zk-3 on zone b's, Ready an hour, under a policy of three pods at a time and one zone.
+func zkScene() (objs []client.Object, pods []*corev1.Pod, policy v1alpha1.DisruptionPolicy) {
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "cp", Name: "zk", UID: "sts"},
+		Spec:   appsv1.StatefulSetSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}},
+		Status: appsv1.StatefulSetStatus{Replicas: 4}}
+	objs = []client.Object{sts, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cp", Labels: map[string]string{corev1.LabelMetadataName: "cp"}}}}
+	for _, n := range []string{"node-a-0", "node-a-1", "node-b-0", "node-b-1", "node-b-2"} {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{zoneKey: n[5:6]}}})
+	}
+	for i, n := range []string{"node-a-0", "node-a-1", "node-b-0", "node-b-1"} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "cp", Name: fmt.Sprintf("zk-%d", i), UID: types.UID(fmt.Sprintf("zk-%d", i)),
+			Labels: map[string]string{"app": "agent"}, CreationTimestamp: metav1.NewTime(time.Now().Add(-2 * time.Hour)),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))}},
+			Spec: corev1.PodSpec{NodeName: n},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue,
+				LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}}}
+		objs, pods = append(objs, p), append(pods, p)
+	}
+	return objs, pods, zoned(nil)
+}
+
+// TestAdmittedEvictionReadsTheDomainOfThePodAsTheAPIServerHasIt: zone a is down one pod
+// (zk-0, evicted a moment ago, its replacement not Ready). zk-1 was deleted and re-created
+// on a node of zone b; this replica's cache still shows the old zk-1 on node-a-1. Judged
+// on the cache's pod, the eviction is in the disrupted zone and admitted; kube evicts the
+// new zk-1, in zone b: a second zone down under a topology budget of one. The domain is
+// read again for the pod the API server has: 429.
+func TestAdmittedEvictionReadsTheDomainOfThePodAsTheAPIServerHasIt(t *testing.T) {
+	ctx := context.Background()
+	objs, pods, p := zkScene()
+	clk := clocktesting.NewFakeClock(time.Now())
+	ledgers := &budget.Ledgers{Live: fake.NewClientBuilder().Build(), Namespace: "holdfast-system", Identity: "replica-0"}
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := func(cached, live []client.Object) *Handler {
+		return &Handler{Reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, append(cached, &p)...),
+			APIReader: utiltesting.NewMemReader(nil, live...), Clock: clk, Holds: &Holds{}, Ledgers: ledgers, Metrics: metrics}
+	}
+	// zk-0's eviction, admitted on fresh caches and recorded (zone a, two serving there).
+	if resp := handler(objs, objs).Handle(ctx, podEviction(pods[0], "alice")); !resp.Allowed {
+		t.Fatalf("zk-0's eviction: %+v, want admitted", resp.Result)
+	}
+	clk.Step(10 * time.Second)
+	zk0 := pods[0].DeepCopy() // its replacement, not Ready yet, on its node
+	zk0.UID, zk0.CreationTimestamp = "zk-0-new", metav1.NewTime(clk.Now())
+	zk0.Status.Conditions[0].Status = corev1.ConditionFalse
+	zk1 := pods[1].DeepCopy() // deleted, re-created in zone b and Ready
+	zk1.UID, zk1.Spec.NodeName, zk1.CreationTimestamp = "zk-1-new", "node-b-2", metav1.NewTime(clk.Now().Add(-5*time.Second))
+	zk1.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now().Add(-time.Second))
+	swap := func(with ...*corev1.Pod) []client.Object {
+		out := slices.Clone(objs)
+		for i, o := range out {
+			for _, w := range with {
+				if o.GetName() == w.Name && o.GetNamespace() == w.Namespace {
+					out[i] = w
+				}
+			}
+		}
+		return out
+	}
+	cached, live := swap(zk0), swap(zk0, zk1)
+	resp := handler(cached, live).Handle(ctx, podEviction(pods[1], "alice"))
+	if resp.Allowed || resp.Result.Code != 429 || !contains(resp.Result.Message, RuleTopologyBudget) {
+		t.Errorf("the new zk-1, in zone b, evicted while zone a is down: %+v, want 429 by %s", resp.Result, RuleTopologyBudget)
+	}
+	// Control: the cache up to date defers it too, without a live read.
+	if resp := handler(live, live).Handle(ctx, podEviction(pods[1], "alice")); resp.Allowed {
+		t.Errorf("control, the cache up to date: %+v, want 429", resp.Result)
+	}
+	if got := utiltesting.Counts(t, reg, "holdfast_eviction_group_live_reads_total"); got["result=admitted"] != 1 || got["result=deferred"] != 1 || len(got) != 2 {
+		t.Errorf("live reads counted %v, want zk-0's admitted and the new zk-1's deferred", got)
 	}
 }

@@ -78,27 +78,40 @@ func topologyKeys(policies []v1alpha1.DisruptionPolicy) []string {
 	return keys
 }
 
-// readDomains fills in.Domains with the pod's node's values of the policies' topology keys,
-// from the node cache; a node missing there (one that joined a moment ago) is read from the
-// API server within ctx's bound. A node that does not exist, or a pod not yet bound, is in
-// no domain. An error is returned: a decision is not made on a domain it could not read.
-func (h *Handler) readDomains(ctx context.Context, in *Input, pod *corev1.Pod) error {
+// readTopology fills in.Domains (readDomains) and in.NodeDomains (readNodeDomains) for
+// in.Pod and in.Group as they are now: read again when either was replaced by what the API
+// server has (the pod of the name on another node, the group's pods read live), since a
+// domain read for the pod the cache held is not the evicted pod's.
+func (h *Handler) readTopology(ctx context.Context, in *Input) error {
+	in.Domains, in.NodeDomains = nil, nil
+	if err := h.readDomains(ctx, in); err != nil {
+		return err
+	}
+	return h.readNodeDomains(ctx, in)
+}
+
+// readDomains fills in.Domains with the values of the policies' topology keys of in.Pod's
+// node, from the node cache; a node missing there (one that joined a moment ago) is read
+// from the API server within ctx's bound. A node that does not exist, or a pod not yet
+// bound, is in no domain. An error is returned: a decision is not made on a domain it
+// could not read.
+func (h *Handler) readDomains(ctx context.Context, in *Input) error {
 	keys := topologyKeys(in.Policies)
-	if len(keys) == 0 || pod.Spec.NodeName == "" || in.Group == nil {
+	if len(keys) == 0 || in.Pod.Node == "" || in.Group == nil {
 		return nil
 	}
 	node := &corev1.Node{}
-	err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: pod.Spec.NodeName}, node)
+	err := informer.Get(ctx, h.Reader, client.ObjectKey{Name: in.Pod.Node}, node)
 	if apierrors.IsNotFound(err) && h.APIReader != nil {
 		lctx, cancel := h.Ledgers.Bound(ctx)
 		defer cancel()
-		err = h.APIReader.Get(lctx, client.ObjectKey{Name: pod.Spec.NodeName}, node)
+		err = h.APIReader.Get(lctx, client.ObjectKey{Name: in.Pod.Node}, node)
 	}
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("reading node %s for its topology: %w", pod.Spec.NodeName, err)
+		return fmt.Errorf("reading node %s for its topology: %w", in.Pod.Node, err)
 	}
 	for _, k := range keys {
 		// An empty value is no domain, as a missing label is (budget.Pod.Domain): the
