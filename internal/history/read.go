@@ -179,7 +179,22 @@ func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (
 	if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), matching); err != nil {
 		return h, err
 	}
-	h.Revisions, err = FromControllerRevisions("", w.Name, adoptable, pods.Items, nil)
+	if h.Revisions, err = FromControllerRevisions("", w.Name, adoptable, pods.Items, nil); err != nil {
+		return h, err
+	}
 	h.LastActivity = workload.LastActivity(pods.Items)
-	return h, err
+	if w.Kind == v1alpha1.KindStatefulSet {
+		// Its controller keeps only the ordinals in its range (KeepsOrdinal): the others are
+		// live until it deletes them, but it creates the missing ordinals in the range from
+		// its template, so only those it keeps are kept.
+		kept := slices.DeleteFunc(slices.Clone(pods.Items), func(p corev1.Pod) bool { return !w.KeepsOrdinal(p.Name) })
+		inRange, err := FromControllerRevisions("", w.Name, adoptable, kept, nil)
+		if err != nil {
+			return h, err
+		}
+		for i := range h.Revisions {
+			h.Revisions[i].Kept = inRange[i].Kept
+		}
+	}
+	return h, nil
 }

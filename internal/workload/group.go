@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -150,12 +151,32 @@ func adopterIn(ctx context.Context, r client.Reader, obj client.Object, kinds []
 
 // ordinalOf is whether pod is named as an ordinal of the StatefulSet set: set-<ordinal>.
 func ordinalOf(set, pod string) bool {
+	_, ok := Ordinal(set, pod)
+	return ok
+}
+
+// Ordinal is the ordinal of the pod named pod in the StatefulSet set, as kube's StatefulSet
+// controller reads it (pkg/controller/statefulset/stateful_set_utils.go,
+// getParentNameAndOrdinal and isMemberOf: "<set>-<digits>", an int32); false for a pod
+// that is none of set's.
+func Ordinal(set, pod string) (int, bool) {
 	n, ok := strings.CutPrefix(pod, set+"-")
-	if !ok {
-		return false
+	if !ok || n == "" || strings.TrimLeft(n, "0123456789") != "" {
+		return 0, false
 	}
-	_, err := strconv.Atoi(n)
-	return err == nil && !strings.HasPrefix(n, "+") && !strings.HasPrefix(n, "-")
+	i, err := strconv.ParseInt(n, 10, 32)
+	return int(i), err == nil
+}
+
+// KeepsOrdinal is whether kube's StatefulSet controller keeps the pod named pod as one of
+// w's replicas: an ordinal of w in [ordinals.start, start+replicas). It deletes the other
+// ordinals it owns (condemned) and creates the missing ones from its update revision
+// (pkg/controller/statefulset/stateful_set_control.go, updateStatefulSet and
+// podInOrdinalRange).
+func (w *Workload) KeepsOrdinal(pod string) bool {
+	i, ok := Ordinal(w.Name, pod)
+	start := int(w.OrdinalStart)
+	return ok && i >= start && i < start+int(ptr.Deref(w.Replicas, 1))
 }
 
 // selects is whether a workload's selector matches labels; an empty or invalid selector

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -13,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -156,13 +154,7 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 // memory pressure does).
 func (h *Handler) replaced(ctx context.Context, w *workload.Workload, pod *corev1.Pod) (bool, error) {
 	if w.Kind == v1alpha1.KindStatefulSet {
-		i := strings.LastIndexByte(pod.Name, '-')
-		ordinal, err := strconv.Atoi(pod.Name[i+1:])
-		if i < 0 || err != nil {
-			return false, nil // not one of its ordinals
-		}
-		start := int(w.OrdinalStart)
-		return ordinal >= start && ordinal < start+int(ptr.Deref(w.Replicas, 1)), nil
+		return w.KeepsOrdinal(pod.Name), nil
 	}
 	if pod.Spec.NodeName == "" {
 		return true, nil
