@@ -264,20 +264,24 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	if holds {
 		return finish(held)
 	}
-	notReady := !in.Pod.Ready && in.Group != nil
+	notReady := (!in.Pod.Ready || in.Pod.Terminating) && in.Group != nil
 	if notReady && h.APIReader != nil {
-		// A pod that is not Ready may be evicted without waiting or being recorded (E3):
-		// make sure it has not just become Ready where this replica's cache cannot see it yet.
+		// A pod that is not Ready, or already going, may be evicted without waiting or being
+		// recorded (E3): make sure the pod of the name has not just become Ready, or been
+		// replaced by one that is, where this replica's cache cannot see it yet.
 		live := &corev1.Pod{}
 		if err := h.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), live); err == nil {
 			h.livePod(&in, workload.PodOf(live))
-			pod = live
+			in.PodLabels, pod = live.Labels, live
 		} else if !apierrors.IsNotFound(err) {
 			return h.notNow(finish, err)
 		}
 	}
 	// A domain not read is "not now" (a slow API server) or holdfast's fault, never an allow.
-	if err := h.readTopology(ctx, &in); err != nil {
+	if err := h.readDomains(ctx, &in); err != nil {
+		return h.notNow(finish, err)
+	}
+	if err := h.readNodeDomains(ctx, &in); err != nil {
 		return h.notNow(finish, err)
 	}
 	if deleting {
@@ -346,15 +350,17 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 }
 
 // confirmLive decides again on the group's pods read from the API server, once per
-// request, when the decision on the cache's lets a Ready pod a policy guards go: a cache
+// request, when the decision on the cache's lets a Ready pod go that a policy guards, or
+// that an exempt requester's eviction takes down (recorded as any other, E1): a cache
 // that lags shows a pod replaced moments ago still Ready, or a replacement not Ready yet as
-// absent, and the budget is counted on the pods as they are. A refusal needs no second
-// read (the drain retries), so a drain held by its budget costs no API call, nor does a
-// pod that serves nothing; an admitted eviction costs one List of the workload's pods (two
-// for a Deployment's), within the request's bound. A failed read is "not now" (429: the
-// drain retries), never the cache's answer. Without an API reader the cache decides.
+// absent, and the budget is counted, and the eviction recorded, on the pods as they are.
+// A refusal needs no second read (the drain retries), so a drain held by its budget costs
+// no API call, nor does a pod that serves nothing; an admitted eviction costs one List of
+// the workload's pods (two for a Deployment's), within the request's bound. A failed read
+// is "not now" (429: the drain retries), never the cache's answer. Without an API reader
+// the cache decides.
 func (h *Handler) confirmLive(ctx context.Context, in *Input, d Decision) (Decision, error) {
-	if d.Action() == decision.Deny || !d.Guarded || !in.Pod.Ready || in.Group == nil || in.GroupLive || h.APIReader == nil {
+	if d.Action() == decision.Deny || !d.Counts || in.Group == nil || in.GroupLive || h.APIReader == nil {
 		return d, nil
 	}
 	g := *in.Group
@@ -364,14 +370,23 @@ func (h *Handler) confirmLive(ctx context.Context, in *Input, d Decision) (Decis
 		return Decision{}, err
 	}
 	in.Group, in.GroupLive = &g, true
+	node := in.Pod.Node
 	for _, p := range g.Pods {
 		if p.Name == in.Pod.Name && p.UID != in.Pod.UID {
 			h.livePod(in, p)
 		}
 	}
-	// The pods may run on nodes the cached ones did not, and the pod of the name on
-	// another node than the cache's: their domains are read again.
-	if err := h.readTopology(ctx, in); err != nil {
+	// The pod of the name may be a new one on another node, and the pods may run on
+	// nodes the cached ones did not: their domains are read again (from the node cache;
+	// the evicted pod's node from the API server when the cache lacks it, as before).
+	if in.Pod.Node != node {
+		in.Domains = nil
+		if err := h.readDomains(ctx, in); err != nil {
+			h.Metrics.groupRead(Decision{}, err)
+			return Decision{}, err
+		}
+	}
+	if err := h.readNodeDomains(ctx, in); err != nil {
 		h.Metrics.groupRead(Decision{}, err)
 		return Decision{}, err
 	}

@@ -138,18 +138,7 @@ func TestAdmittedEvictionReadsTheDomainOfThePodAsTheAPIServerHasIt(t *testing.T)
 	zk1 := pods[1].DeepCopy() // deleted, re-created in zone b and Ready
 	zk1.UID, zk1.Spec.NodeName, zk1.CreationTimestamp = "zk-1-new", "node-b-2", metav1.NewTime(clk.Now().Add(-5*time.Second))
 	zk1.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now().Add(-time.Second))
-	swap := func(with ...*corev1.Pod) []client.Object {
-		out := slices.Clone(objs)
-		for i, o := range out {
-			for _, w := range with {
-				if o.GetName() == w.Name && o.GetNamespace() == w.Namespace {
-					out[i] = w
-				}
-			}
-		}
-		return out
-	}
-	cached, live := swap(zk0), swap(zk0, zk1)
+	cached, live := swapIn(objs, zk0), swapIn(objs, zk0, zk1)
 	resp := handler(cached, live).Handle(ctx, podEviction(pods[1], "alice"))
 	if resp.Allowed || resp.Result.Code != 429 || !contains(resp.Result.Message, RuleTopologyBudget) {
 		t.Errorf("the new zk-1, in zone b, evicted while zone a is down: %+v, want 429 by %s", resp.Result, RuleTopologyBudget)
@@ -160,5 +149,116 @@ func TestAdmittedEvictionReadsTheDomainOfThePodAsTheAPIServerHasIt(t *testing.T)
 	}
 	if got := utiltesting.Counts(t, reg, "holdfast_eviction_group_live_reads_total"); got["result=admitted"] != 1 || got["result=deferred"] != 1 || len(got) != 2 {
 		t.Errorf("live reads counted %v, want zk-0's admitted and the new zk-1's deferred", got)
+	}
+}
+
+// swapIn is objs with the pods of with's names replaced by with.
+func swapIn(objs []client.Object, with ...*corev1.Pod) []client.Object {
+	out := slices.Clone(objs)
+	for i, o := range out {
+		for _, w := range with {
+			if o.GetName() == w.Name && o.GetNamespace() == w.Namespace {
+				out[i] = w
+			}
+		}
+	}
+	return out
+}
+
+// zkHandler is a replica of identity id deciding on cached, reading live from the API
+// server, its ledgers in store.
+func zkHandler(id string, p v1alpha1.DisruptionPolicy, clk *clocktesting.FakeClock, store client.Client, cached []client.Object, live client.Reader) *Handler {
+	return &Handler{Reader: utiltesting.NewMemReader(map[string]client.IndexerFunc{informer.OwnerIndex: informer.ControllerUID}, append(cached, &p)...),
+		APIReader: live, Clock: clk, Holds: &Holds{}, Ledgers: &budget.Ledgers{Live: store, Namespace: "holdfast-system", Identity: id}}
+}
+
+// TestEvictionOfAPodTheCacheShowsGoingIsJudgedOnThePodOfTheName: the scene of
+// TestAdmittedEvictionReadsTheDomainOfThePodAsTheAPIServerHasIt, with the cache showing the
+// old zk-1 terminating and still Ready, as kube leaves a pod in its grace period. The
+// eviction of a pod already going is kube's to answer, unguarded; but kube evicts the pod
+// of the name, the new zk-1 in zone b, Ready: it is judged (429).
+func TestEvictionOfAPodTheCacheShowsGoingIsJudgedOnThePodOfTheName(t *testing.T) {
+	ctx := context.Background()
+	objs, pods, p := zkScene()
+	clk := clocktesting.NewFakeClock(time.Now())
+	store := fake.NewClientBuilder().Build()
+	if resp := zkHandler("replica-0", p, clk, store, objs, utiltesting.NewMemReader(nil, objs...)).Handle(ctx, podEviction(pods[0], "alice")); !resp.Allowed {
+		t.Fatalf("zk-0's eviction: %+v, want admitted", resp.Result)
+	}
+	clk.Step(10 * time.Second)
+	zk0 := pods[0].DeepCopy() // its replacement, not Ready yet
+	zk0.UID, zk0.CreationTimestamp = "zk-0-new", metav1.NewTime(clk.Now())
+	zk0.Status.Conditions[0].Status = corev1.ConditionFalse
+	going := pods[1].DeepCopy() // as the cache last saw it: deleted, in its grace period, Ready
+	going.DeletionTimestamp, going.Finalizers = &metav1.Time{Time: clk.Now().Add(-8 * time.Second)}, []string{"example.com/drain"}
+	zk1 := pods[1].DeepCopy()
+	zk1.UID, zk1.Spec.NodeName, zk1.CreationTimestamp = "zk-1-new", "node-b-2", metav1.NewTime(clk.Now().Add(-5*time.Second))
+	zk1.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now().Add(-time.Second))
+	cached, live := swapIn(objs, zk0, going), swapIn(objs, zk0, zk1)
+	resp := zkHandler("replica-0", p, clk, store, cached, utiltesting.NewMemReader(nil, live...)).Handle(ctx, podEviction(pods[1], "alice"))
+	if resp.Allowed || resp.Result.Code != 429 {
+		t.Errorf("the new zk-1 (zone b, Ready) evicted while zone a is down, judged on the cached zk-1 going: %+v, want 429", resp.Result)
+	}
+	// Control: the pod of the name is the one going: kube's to answer.
+	if resp := zkHandler("replica-0", p, clk, store, cached, utiltesting.NewMemReader(nil, cached...)).Handle(ctx, podEviction(pods[1], "alice")); !resp.Allowed {
+		t.Errorf("the eviction of a pod already going: %+v, want admitted", resp.Result)
+	}
+}
+
+// TestExemptEvictionRecordsThePodOfTheName: an exempt requester's eviction of a Ready pod
+// is recorded, so that every replica counts it (E1). Judged on a cache that still shows
+// the old zk-1 on node-a-1, it recorded that pod and zone a; kube evicted the new zk-1 in
+// zone b, and a replica whose cache was up to date matched the record to no pod, counted
+// no zone down and let zone a go: two zones down under a topologyBudget of one. The
+// record is of the pod of the name as the API server has it.
+func TestExemptEvictionRecordsThePodOfTheName(t *testing.T) {
+	ctx := context.Background()
+	objs, pods, p := zkScene()
+	p.Spec.Exemptions = v1alpha1.Exemptions{Users: []string{"bob"}}
+	clk := clocktesting.NewFakeClock(time.Now())
+	zk1 := pods[1].DeepCopy() // deleted and re-created on zone b's node-b-2, Ready
+	zk1.UID, zk1.Spec.NodeName, zk1.CreationTimestamp = "zk-1-new", "node-b-2", metav1.NewTime(clk.Now().Add(-time.Hour))
+	live := swapIn(objs, zk1)
+	for _, stale := range []bool{true, false} {
+		store := fake.NewClientBuilder().Build()
+		cached := live
+		if stale {
+			cached = objs // replica-0's cache still shows the old zk-1 on node-a-1
+		}
+		if resp := zkHandler("replica-0", p, clk, store, cached, utiltesting.NewMemReader(nil, live...)).Handle(ctx, podEviction(pods[1], "bob")); !resp.Allowed {
+			t.Fatalf("bob is exempt: %+v", resp.Result)
+		}
+		// replica-1's cache is the API server's: kube has not deleted the new zk-1 yet.
+		resp := zkHandler("replica-1", p, clk, store, live, utiltesting.NewMemReader(nil, live...)).Handle(ctx, podEviction(pods[0], "alice"))
+		if resp.Allowed {
+			t.Errorf("stale cache %v: zk-0 (zone a) admitted on another replica right after the new zk-1 (zone b) was evicted, under a topologyBudget of one", stale)
+		}
+	}
+}
+
+// getCounter counts the Gets it serves, by key.
+type getCounter struct {
+	client.Reader
+	gets map[string]int
+}
+
+func (c *getCounter) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets[key.String()]++
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestAdmittedEvictionReadsANewNodeOnce: the evicted pod's node is not in the node cache
+// yet (it joined a moment ago): it is read from the API server once, not again when the
+// eviction is confirmed on the pods read live and the pod of the name is the same.
+func TestAdmittedEvictionReadsANewNodeOnce(t *testing.T) {
+	objs, pods, p := zkScene()
+	cached := slices.DeleteFunc(slices.Clone(objs), func(o client.Object) bool { return o.GetName() == "node-a-0" })
+	live := &getCounter{Reader: utiltesting.NewMemReader(nil, objs...), gets: map[string]int{}}
+	h := zkHandler("replica-0", p, clocktesting.NewFakeClock(time.Now()), fake.NewClientBuilder().Build(), cached, live)
+	if resp := h.Handle(context.Background(), podEviction(pods[0], "alice")); !resp.Allowed {
+		t.Fatalf("zk-0's eviction: %+v, want admitted", resp.Result)
+	}
+	if n := live.gets["/node-a-0"]; n != 1 {
+		t.Errorf("node-a-0 read from the API server %d times, want 1 (gets: %v)", n, live.gets)
 	}
 }

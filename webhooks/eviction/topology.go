@@ -78,18 +78,6 @@ func topologyKeys(policies []v1alpha1.DisruptionPolicy) []string {
 	return keys
 }
 
-// readTopology fills in.Domains (readDomains) and in.NodeDomains (readNodeDomains) for
-// in.Pod and in.Group as they are now: read again when either was replaced by what the API
-// server has (the pod of the name on another node, the group's pods read live), since a
-// domain read for the pod the cache held is not the evicted pod's.
-func (h *Handler) readTopology(ctx context.Context, in *Input) error {
-	in.Domains, in.NodeDomains = nil, nil
-	if err := h.readDomains(ctx, in); err != nil {
-		return err
-	}
-	return h.readNodeDomains(ctx, in)
-}
-
 // readDomains fills in.Domains with the values of the policies' topology keys of in.Pod's
 // node, from the node cache; a node missing there (one that joined a moment ago) is read
 // from the API server within ctx's bound. A node that does not exist, or a pod not yet
