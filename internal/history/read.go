@@ -184,10 +184,21 @@ func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (
 	}
 	h.LastActivity = workload.LastActivity(pods.Items)
 	if w.Kind == v1alpha1.KindStatefulSet {
-		// Its controller keeps only the ordinals in its range (KeepsOrdinal): the others are
-		// live until it deletes them, but it creates the missing ordinals in the range from
-		// its template, so only those it keeps are kept.
-		kept := slices.DeleteFunc(slices.Clone(pods.Items), func(p corev1.Pod) bool { return !w.KeepsOrdinal(p.Name) })
+		// Its controller keeps only the orphans (ClaimPods: a pod another object controls,
+		// a deleted StatefulSet's whose cascading delete the garbage collector has not
+		// finished, is not adopted and goes) of the ordinals in its range (KeepsOrdinal),
+		// one per ordinal (updateStatefulSet's replicas slots): the others are live until
+		// they go, but it creates the missing ordinals in the range from its template, so
+		// only those it keeps are kept.
+		slots := map[int]bool{}
+		kept := slices.DeleteFunc(slices.Clone(pods.Items), func(p corev1.Pod) bool {
+			i, _ := workload.Ordinal(w.Name, p.Name)
+			if metav1.GetControllerOfNoCopy(&p) != nil || !w.KeepsOrdinal(p.Name) || slots[i] {
+				return true
+			}
+			slots[i] = true
+			return false
+		})
 		inRange, err := FromControllerRevisions("", w.Name, adoptable, kept, nil)
 		if err != nil {
 			return h, err

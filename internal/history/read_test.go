@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -20,7 +21,7 @@ import (
 // pods (web-0..2, revision web-1) is created again. kube's controller keeps the ordinals in
 // [ordinals.start, start+replicas) and deletes the others, creating the missing ordinals
 // from its template: a re-create numbered from 3 keeps none of the three, and one of two
-// replicas keeps two. Kept counts those; Live still counts all three until they are gone.
+// replicas keeps two. Kept counts those; Live still counts every pod until it is gone.
 func TestAdoptableKeepsOnlyTheOrdinalsInRange(t *testing.T) {
 	raw := []byte(`{"spec":{"template":{"$patch":"replace","metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}}`)
 	objs := []client.Object{&appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{"app": "a"}},
@@ -29,14 +30,22 @@ func TestAdoptableKeepsOnlyTheOrdinalsInRange(t *testing.T) {
 		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%d", i),
 			Labels: map[string]string{"app": "a", appsv1.ControllerRevisionHashLabelKey: "web-1"}, CreationTimestamp: metav1.NewTime(t0)}})
 	}
-	// A pod whose name is no ordinal of web's: kube's controller adopts none of it.
-	objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-x",
-		Labels: map[string]string{"app": "a", appsv1.ControllerRevisionHashLabelKey: "web-1"}, CreationTimestamp: metav1.NewTime(t0)}})
+	// Pods kube's controller does not keep: a name that is no ordinal of web's; a second pod
+	// of ordinal 1 (it keeps one per ordinal); ordinal 3 still controlled by the deleted
+	// web, whose cascading delete the garbage collector has not finished.
+	for _, name := range []string{"web-x", "web-01", "web-3"} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+			Labels: map[string]string{"app": "a", appsv1.ControllerRevisionHashLabelKey: "web-1"}, CreationTimestamp: metav1.NewTime(t0)}}
+		if name == "web-3" {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "deleted", Controller: ptr.To(true)}}
+		}
+		objs = append(objs, p)
+	}
 	r := utiltesting.NewMemReader(nil, objs...)
 	for _, tc := range []struct {
 		replicas, start int32
 		kept            int32
-	}{{3, 0, 3}, {2, 0, 2}, {3, 3, 0}, {3, 1, 2}, {5, 0, 3}} {
+	}{{3, 0, 3}, {2, 0, 2}, {3, 3, 0}, {3, 1, 2}, {5, 0, 3}, {4, 0, 3}} {
 		sts := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"namespace":"ns","name":"web"},
 			"spec":{"replicas":%d,"ordinals":{"start":%d},"selector":{"matchLabels":{"app":"a"}},"updateStrategy":{"type":"OnDelete"},
 			"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"y"}]}}}}`, tc.replicas, tc.start)
@@ -48,8 +57,8 @@ func TestAdoptableKeepsOnlyTheOrdinalsInRange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(h.Revisions) != 1 || h.Revisions[0].Kept != tc.kept || h.Revisions[0].Live != 4 {
-			t.Errorf("replicas %d from ordinal %d: revisions %+v, want web-1 keeping %d of its 4 live pods", tc.replicas, tc.start, h.Revisions, tc.kept)
+		if len(h.Revisions) != 1 || h.Revisions[0].Kept != tc.kept || h.Revisions[0].Live != 6 {
+			t.Errorf("replicas %d from ordinal %d: revisions %+v, want web-1 keeping %d of its 6 live pods", tc.replicas, tc.start, h.Revisions, tc.kept)
 		}
 	}
 }
