@@ -59,7 +59,7 @@ import (
 // bounded time (E5).
 
 var (
-	modelSequences = flag.Int("model.sequences", 2000, "sequences the eviction model explores (make fuzz runs more)")
+	modelSequences = flag.Int("model.sequences", 3000, "sequences the eviction model explores (make fuzz runs more)")
 	modelTrace     = flag.Bool("model.trace", false, "print every eviction the model sends and the pods after it (for replaying one sequence)")
 )
 
@@ -88,11 +88,16 @@ func (o modelOp) String() string {
 		o.Kind, o.Pod, o.Pod2, o.Replica, o.Drainer, o.DryRun, o.Millis, o.Variant)
 }
 
-var opKinds = []string{"evict", "evict", "evict", "delete", "race", "tick", "tick", "notReady", "recover", "sync", "apiError", "policy", "pause", "sweep", "rollout", "evictUnready", "deleteIdle"}
+var opKinds = []string{"evict", "evict", "evict", "delete", "race", "tick", "tick", "notReady", "recover", "sync", "apiError", "policy", "pause", "sweep", "rollout", "evictUnready", "deleteIdle", "replace"}
+
+// opKindsBeforeReplace are opKinds as the explorer drew them before pods were replaced
+// out of holdfast's sight ("replace"): the generated sequences replayed by seed since
+// DELETEs were guarded were found with them.
+var opKindsBeforeReplace = slices.DeleteFunc(slices.Clone(opKinds), func(k string) bool { return k == "replace" })
 
 // opKindsBeforeDeletes are opKinds as the explorer drew them before pod DELETEs were
 // guarded: the generated sequences replayed by seed were found with them.
-var opKindsBeforeDeletes = slices.DeleteFunc(slices.Clone(opKinds), func(k string) bool { return k == "delete" || k == "deleteIdle" })
+var opKindsBeforeDeletes = slices.DeleteFunc(slices.Clone(opKindsBeforeReplace), func(k string) bool { return k == "delete" || k == "deleteIdle" })
 
 // identityOf is the index of the identity named.
 func identityOf(name string) int {
@@ -109,6 +114,9 @@ type modelConfig struct {
 	// BeforeDeletes generates operations as the explorer did before it sent DELETEs
 	// (opKindsBeforeDeletes), to replay the sequences of a seed found then.
 	BeforeDeletes bool
+	// BeforeReplace generates operations as the explorer did before it replaced pods out of
+	// holdfast's sight (opKindsBeforeReplace).
+	BeforeReplace bool
 	Kind          v1alpha1.WorkloadKind // the guarded Deployment or StatefulSet
 	Replicas      int32
 	Nodes         int
@@ -353,7 +361,12 @@ type holdKey struct {
 	uid     string
 }
 
-type holdSpan struct{ since, last time.Time }
+// holdSpan is a pod's deferrals by one replica without a break: since the first, and
+// seen since the first the replica made with the pod in its cache (or read from the API
+// server). Until then its deferrals were made on the pod its cache showed under the name,
+// one it replaced a moment ago, whose hold holdfast kept: holdfast warns of this pod's
+// hold past maxHold from seen (E11), and releases none before maxHold from since (E13).
+type holdSpan struct{ since, seen, last time.Time }
 
 type mreplica struct {
 	reader   *utiltesting.MemReader
@@ -503,18 +516,7 @@ func (w *world) advance(d time.Duration) {
 		w.rollout()
 		for _, p := range slices.Clone(w.pods) {
 			if p.terminating && !w.now.Before(p.goneAt) {
-				w.pods = slices.DeleteFunc(w.pods, func(q *mpod) bool { return q == p })
-				p.g.removed = w.now
-				delete(w.disrupted, p.name)
-				node := p.node
-				if p.g.kind != v1alpha1.KindDaemonSet {
-					node = w.schedulable()
-				}
-				ordinal := 0
-				fmt.Sscanf(strings.TrimPrefix(p.name, p.g.name+"-"), "%d", &ordinal)
-				r := w.newPod(p.g, node, ordinal)
-				r.readyAt = w.now.Add(time.Second + time.Duration(w.rng.Int64N(int64(maxReadyDelay-time.Second))))
-				r.slot, r.slotZone = p.slot, p.slotZone
+				w.replace(p, time.Second+time.Duration(w.rng.Int64N(int64(maxReadyDelay-time.Second))))
 			}
 		}
 		paid := minMinReady(w.inForce())
@@ -524,6 +526,25 @@ func (w *world) advance(d time.Duration) {
 			}
 		}
 	}
+}
+
+// replace removes pod p and creates its replacement, as its controller does at once: on
+// a schedulable node (a DaemonSet's on p's), a StatefulSet's under the same name, Ready
+// after readyIn, which it returns. The replacement pays back p's slot.
+func (w *world) replace(p *mpod, readyIn time.Duration) *mpod {
+	w.pods = slices.DeleteFunc(w.pods, func(q *mpod) bool { return q == p })
+	p.g.removed = w.now
+	delete(w.disrupted, p.name)
+	node := p.node
+	if p.g.kind != v1alpha1.KindDaemonSet {
+		node = w.schedulable()
+	}
+	ordinal := 0
+	fmt.Sscanf(strings.TrimPrefix(p.name, p.g.name+"-"), "%d", &ordinal)
+	r := w.newPod(p.g, node, ordinal)
+	r.readyAt = w.now.Add(readyIn)
+	r.slot, r.slotZone = p.slot, p.slotZone
+	return r
 }
 
 func (w *world) schedulable() int {
@@ -1244,9 +1265,12 @@ func (w *world) held(i int, p *mpod, code int32, dryRun, armed, released bool) {
 			w.holds[k] = s
 		}
 		s.last = w.now
+		if s.seen.IsZero() && w.cacheShows(i, p) {
+			s.seen = w.now
+		}
 		// The first deferral past maxHold warns, unless the ledger failed it (holdfast's own
 		// "retry"): then the next one does. An earlier warning within a minute stands for it.
-		if w.cfg.MaxHold > 0 && w.now.Sub(s.since) > w.cfg.MaxHold+time.Second && !armed {
+		if w.cfg.MaxHold > 0 && !s.seen.IsZero() && w.now.Sub(s.seen) > w.cfg.MaxHold+time.Second && !armed {
 			w.checked["E11"]++
 			for _, kind := range []string{"Pod", "Node"} {
 				name := p.name
@@ -1256,12 +1280,20 @@ func (w *world) held(i int, p *mpod, code int32, dryRun, armed, released bool) {
 				if !slices.ContainsFunc(w.replicas[i].events.events, func(e modelEvent) bool {
 					return e.kind == kind && e.name == name && e.reason == "EvictionHeldTooLong"
 				}) {
-					w.violate("E11: the eviction of %s has been deferred by replica %d for %s, longer than maxHold %s, and no EvictionHeldTooLong Warning is on its %s",
-						p.name, i, w.now.Sub(s.since), w.cfg.MaxHold, kind)
+					w.violate("E11: the eviction of %s has been deferred by replica %d for %s (%s since its cache showed it), longer than maxHold %s, and no EvictionHeldTooLong Warning is on its %s",
+						p.name, i, w.now.Sub(s.since), w.now.Sub(s.seen), w.cfg.MaxHold, kind)
 				}
 			}
 		}
 	}
+}
+
+// cacheShows is whether replica i decides on pod p itself: its cache holds p under its
+// name, or no pod of the name (the handler reads it from the API server then).
+func (w *world) cacheShows(i int, p *mpod) bool {
+	pod := &corev1.Pod{}
+	err := w.replicas[i].reader.Get(context.Background(), client.ObjectKey{Namespace: modelNamespace, Name: p.name}, pod)
+	return apierrors.IsNotFound(err) || (err == nil && string(pod.UID) == p.uid)
 }
 
 func (w *world) pick(i int) *mpod {
@@ -1295,6 +1327,21 @@ func (w *world) step(op modelOp) {
 		}
 	case "deleteIdle":
 		w.deleteIdle(op)
+	case "replace":
+		// A pod force-deleted out of holdfast's sight (the pod garbage collector's, after
+		// its node was lost), replaced at once by its controller and Ready within a second,
+		// sooner than a replica's cache may show: a StatefulSet's under the same name, maybe
+		// in another zone, while the cache still shows the pod it replaced Ready.
+		if p := w.pick(op.Pod); p != nil {
+			r := w.replace(p, time.Duration(200+op.Millis%800)*time.Millisecond)
+			if op.Variant%2 == 0 {
+				// A drain of p's node retries the name at once: kube evicts the replacement.
+				w.advance(time.Duration(op.Millis%1500) * time.Millisecond)
+				if slices.Contains(w.pods, r) {
+					w.evict(op.Replica, r, false, identityOf(op.Drainer))
+				}
+			}
+		}
 	case "race":
 		// Two evictions of pods of one group through both replicas: the second runs to its
 		// end between the first's ledger read and its write.
@@ -1525,8 +1572,11 @@ func runSeed(cfg modelConfig, m mutant, counts map[string]int) (*world, int) {
 	steps := 4 + w.rng.IntN(9)
 	for range steps {
 		kinds := opKinds
-		if cfg.BeforeDeletes {
+		switch {
+		case cfg.BeforeDeletes:
 			kinds = opKindsBeforeDeletes
+		case cfg.BeforeReplace:
+			kinds = opKindsBeforeReplace
 		}
 		op := generate(w.rng, kinds)
 		counts[op.Kind]++
@@ -1841,7 +1891,9 @@ func TestEvictionModelReplays(t *testing.T) {
 	// the old pod's UID, and warned of no hold past maxHold (E11). The pod of the name as the
 	// API server has it is the one held and recorded now.
 	for _, seed := range []uint64{6952, 48546, 49662, 24145} {
-		if w, _ := runSeed(configFor(seed), mutant{}, map[string]int{}); len(w.violations) > 0 || w.stuck {
+		cfg := configFor(seed)
+		cfg.BeforeReplace = true
+		if w, _ := runSeed(cfg, mutant{}, map[string]int{}); len(w.violations) > 0 || w.stuck {
 			t.Errorf("seed %d: %s", seed, strings.Join(w.violations, "\n"))
 		}
 	}
