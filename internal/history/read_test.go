@@ -26,20 +26,24 @@ func TestAdoptableKeepsOnlyTheOrdinalsInRange(t *testing.T) {
 	raw := []byte(`{"spec":{"template":{"$patch":"replace","metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}}`)
 	objs := []client.Object{&appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{"app": "a"}},
 		Revision: 1, Data: runtime.RawExtension{Raw: raw}}}
-	for i := range 3 {
-		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%d", i),
-			Labels: map[string]string{"app": "a", appsv1.ControllerRevisionHashLabelKey: "web-1"}, CreationTimestamp: metav1.NewTime(t0)}})
-	}
 	// Pods kube's controller does not keep: a name that is no ordinal of web's; a second pod
-	// of ordinal 1 (it keeps one per ordinal); ordinal 3 still controlled by the deleted
-	// web, whose cascading delete the garbage collector has not finished.
+	// of ordinal 1, terminating (it keeps one per ordinal, and replaces one going); ordinal
+	// 3 still controlled by the deleted web, whose cascading delete the garbage collector
+	// has not finished.
 	for _, name := range []string{"web-x", "web-01", "web-3"} {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
 			Labels: map[string]string{"app": "a", appsv1.ControllerRevisionHashLabelKey: "web-1"}, CreationTimestamp: metav1.NewTime(t0)}}
-		if name == "web-3" {
+		switch name {
+		case "web-3":
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "deleted", Controller: ptr.To(true)}}
+		case "web-01": // listed before web-1, and going: it holds no ordinal from web-1
+			p.DeletionTimestamp, p.Finalizers = ptr.To(metav1.NewTime(t0)), []string{"example.com/f"}
 		}
 		objs = append(objs, p)
+	}
+	for i := range 3 {
+		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%d", i),
+			Labels: map[string]string{"app": "a", appsv1.ControllerRevisionHashLabelKey: "web-1"}, CreationTimestamp: metav1.NewTime(t0)}})
 	}
 	r := utiltesting.NewMemReader(nil, objs...)
 	for _, tc := range []struct {

@@ -301,7 +301,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		if err != nil {
 			return finish(retryLater(err.Error()))
 		}
-		if !d.UsesRecords {
+		// An exempt requester's eviction of a pod found Ready uses no record, but is
+		// recorded (E1): it goes on to the ledger too.
+		if !d.UsesRecords && !d.Counts {
 			return finish(d)
 		}
 	}

@@ -72,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		groupReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_eviction_group_live_reads_total",
-			Help: "Groups whose pods were read from the API server because the decision on the cache's pods would let a Ready guarded pod go (a cache that lags may show a pod replaced a moment ago still Ready), by result: admitted (the live pods admit it too), deferred (they do not: the cache lagged), or failed (the eviction was deferred, 429).",
+			Help: "Groups whose pods were read from the API server because the decision on the cache's pods would let a Ready pod go that a policy guards or that an exempt requester's eviction takes down (a cache that lags may show a pod replaced a moment ago still Ready), by result: admitted (the live pods admit it too), deferred (they do not: the cache lagged), or failed (the eviction was deferred, 429).",
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.reviews, m.findings, m.evictions, m.deferredSeconds, m.decisionSeconds, m.errors, m.heldSeconds, m.heldLong, m.namespaceReads, m.groupReads} {

@@ -42,34 +42,43 @@ func (w *world) podNamed(name string) *mpod {
 // shows the old server-2 in zone 0 and everything Ready. Judged on the cache, the
 // eviction is in the zone already down; kube evicts the new server-2, in zone 1: two zones
 // down under a topologyBudget of one (E14). The guard holds it.
+// The same with the old server-2 going (deleted by someone holdfast does not guard, still
+// Ready in its grace period) when replica 1's cache last saw it: a pod going is kube's to
+// evict, but kube evicts the pod of the name.
 func TestEvictionModelReplacedPodInAnotherZone(t *testing.T) {
-	elsewhere := 0
-	for draw := range 16 {
-		w := newWorld(replacedConfig(), nil)
-		server0, server2 := w.podNamed("server-0"), w.podNamed("server-2")
-		if server0 == nil || server2 == nil || w.zoneOf(server0.node) != w.zoneOf(server2.node) {
-			t.Fatalf("the scene: server-0 and server-2 are not in one zone")
+	for _, going := range []bool{false, true} {
+		elsewhere := 0
+		for draw := range 16 {
+			w := newWorld(replacedConfig(), nil)
+			server0, server2 := w.podNamed("server-0"), w.podNamed("server-2")
+			if server0 == nil || server2 == nil || w.zoneOf(server0.node) != w.zoneOf(server2.node) {
+				t.Fatalf("the scene: server-0 and server-2 are not in one zone")
+			}
+			if code := w.evict(0, server0, false, identityOf("kubectl")); code != http.StatusOK {
+				t.Fatalf("server-0's eviction: %d, want admitted", code)
+			}
+			if going {
+				server2.terminating, server2.goneAt = true, w.now.Add(grace)
+				w.sync(1)
+			}
+			for range draw { // the replacement's node is drawn: vary the draw
+				w.rng.IntN(2)
+			}
+			r := w.replace(server2, 800*time.Millisecond)
+			if w.zoneOf(r.node) == w.zoneOf(server2.node) {
+				continue
+			}
+			elsewhere++
+			w.advance(1400 * time.Millisecond) // the replacement Ready; replica 1's cache is older
+			if code := w.evict(1, r, false, identityOf("kubectl")); code == http.StatusOK {
+				t.Errorf("going %v, draw %d: the new server-2, in %s, evicted while %s is down", going, draw, w.zoneOf(r.node), w.zoneOf(server0.node))
+			}
+			if len(w.violations) > 0 {
+				t.Errorf("going %v, draw %d: %s", going, draw, strings.Join(w.violations, "\n"))
+			}
 		}
-		if code := w.evict(0, server0, false, identityOf("kubectl")); code != http.StatusOK {
-			t.Fatalf("server-0's eviction: %d, want admitted", code)
+		if elsewhere == 0 {
+			t.Fatalf("going %v: no draw put the new server-2 in another zone", going)
 		}
-		for range draw { // the replacement's node is drawn: vary the draw
-			w.rng.IntN(2)
-		}
-		r := w.replace(server2, 800*time.Millisecond)
-		if w.zoneOf(r.node) == w.zoneOf(server2.node) {
-			continue
-		}
-		elsewhere++
-		w.advance(1400 * time.Millisecond) // the replacement Ready; replica 1's cache is older
-		if code := w.evict(1, r, false, identityOf("kubectl")); code == http.StatusOK {
-			t.Errorf("draw %d: the new server-2, in %s, evicted while %s is down", draw, w.zoneOf(r.node), w.zoneOf(server0.node))
-		}
-		if len(w.violations) > 0 {
-			t.Errorf("draw %d: %s", draw, strings.Join(w.violations, "\n"))
-		}
-	}
-	if elsewhere == 0 {
-		t.Fatal("no draw put the new server-2 in another zone")
 	}
 }

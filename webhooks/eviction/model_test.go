@@ -46,6 +46,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/kubemodel"
 	"github.com/holdfast-dev/holdfast/internal/policy"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
 
@@ -472,6 +473,14 @@ func (p *mpod) ready(now time.Time) bool {
 	return !p.terminating && !p.notReady && p.phase == "" && !p.readyAt.IsZero() && !now.Before(p.readyAt)
 }
 
+// readyWhenDeleted is a terminating pod that was Ready when it was deleted: kube leaves its
+// Ready condition True in its grace period until the kubelet stops its containers (and
+// holdfast, as kube's disruption controller, counts it down by its deletionTimestamp).
+func (p *mpod) readyWhenDeleted() bool {
+	deleted := p.goneAt.Add(-grace)
+	return p.terminating && !p.notReady && p.phase == "" && !p.readyAt.IsZero() && !deleted.Before(p.readyAt)
+}
+
 // longNotReady is a pod that has not been Ready for longer than a cache may lag: every
 // replica's view agrees it is not Ready.
 func (p *mpod) longNotReady(now time.Time) bool {
@@ -618,7 +627,7 @@ func (w *world) objects() []client.Object {
 			pod.DeletionTimestamp = ptr.To(metav1.NewTime(p.goneAt.Add(-grace)))
 		}
 		status, since := corev1.ConditionFalse, p.readyAt
-		if p.ready(w.now) || p.readyTerminating {
+		if p.ready(w.now) || p.readyTerminating || p.readyWhenDeleted() {
 			status = corev1.ConditionTrue
 		}
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(since)}}
@@ -1289,11 +1298,12 @@ func (w *world) held(i int, p *mpod, code int32, dryRun, armed, released bool) {
 }
 
 // cacheShows is whether replica i decides on pod p itself: its cache holds p under its
-// name, or no pod of the name (the handler reads it from the API server then).
+// name, or no pod of the name, or one not Ready or going (the handler reads the pod of the
+// name from the API server then).
 func (w *world) cacheShows(i int, p *mpod) bool {
 	pod := &corev1.Pod{}
 	err := w.replicas[i].reader.Get(context.Background(), client.ObjectKey{Namespace: modelNamespace, Name: p.name}, pod)
-	return apierrors.IsNotFound(err) || (err == nil && string(pod.UID) == p.uid)
+	return apierrors.IsNotFound(err) || (err == nil && (string(pod.UID) == p.uid || pod.DeletionTimestamp != nil || !workload.PodServing(pod)))
 }
 
 func (w *world) pick(i int) *mpod {

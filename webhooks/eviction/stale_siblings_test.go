@@ -210,7 +210,8 @@ func TestEvictionOfAPodTheCacheShowsGoingIsJudgedOnThePodOfTheName(t *testing.T)
 // the old zk-1 on node-a-1, it recorded that pod and zone a; kube evicted the new zk-1 in
 // zone b, and a replica whose cache was up to date matched the record to no pod, counted
 // no zone down and let zone a go: two zones down under a topologyBudget of one. The
-// record is of the pod of the name as the API server has it.
+// record is of the pod of the name as the API server has it; and one the cache showed not
+// Ready or going, found Ready on the API server, was admitted unrecorded.
 func TestExemptEvictionRecordsThePodOfTheName(t *testing.T) {
 	ctx := context.Background()
 	objs, pods, p := zkScene()
@@ -219,19 +220,22 @@ func TestExemptEvictionRecordsThePodOfTheName(t *testing.T) {
 	zk1 := pods[1].DeepCopy() // deleted and re-created on zone b's node-b-2, Ready
 	zk1.UID, zk1.Spec.NodeName, zk1.CreationTimestamp = "zk-1-new", "node-b-2", metav1.NewTime(clk.Now().Add(-time.Hour))
 	live := swapIn(objs, zk1)
-	for _, stale := range []bool{true, false} {
+	// replica-0's cache: up to date; still showing the old zk-1 on node-a-1; showing it
+	// going (terminating) or not Ready, where the pod of the name is read from the API
+	// server and found Ready.
+	going, notReady := pods[1].DeepCopy(), pods[1].DeepCopy()
+	going.DeletionTimestamp, going.Finalizers = &metav1.Time{Time: clk.Now().Add(-time.Second)}, []string{"example.com/drain"}
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	for stale, cached := range map[string][]client.Object{"": live, "old pod Ready": objs,
+		"old pod going": swapIn(objs, going), "old pod not Ready": swapIn(objs, notReady)} {
 		store := fake.NewClientBuilder().Build()
-		cached := live
-		if stale {
-			cached = objs // replica-0's cache still shows the old zk-1 on node-a-1
-		}
 		if resp := zkHandler("replica-0", p, clk, store, cached, utiltesting.NewMemReader(nil, live...)).Handle(ctx, podEviction(pods[1], "bob")); !resp.Allowed {
 			t.Fatalf("bob is exempt: %+v", resp.Result)
 		}
 		// replica-1's cache is the API server's: kube has not deleted the new zk-1 yet.
 		resp := zkHandler("replica-1", p, clk, store, live, utiltesting.NewMemReader(nil, live...)).Handle(ctx, podEviction(pods[0], "alice"))
 		if resp.Allowed {
-			t.Errorf("stale cache %v: zk-0 (zone a) admitted on another replica right after the new zk-1 (zone b) was evicted, under a topologyBudget of one", stale)
+			t.Errorf("cache %q: zk-0 (zone a) admitted on another replica right after the new zk-1 (zone b) was evicted, under a topologyBudget of one", stale)
 		}
 	}
 }
