@@ -298,6 +298,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			in.Held = h.Holds.Held(in.Pod.UID, in.Now)
 		}
 		d, err := h.confirmLive(ctx, &in, decideWith(h.decide, in))
+		pod = asDecided(pod, in.Pod)
 		if err != nil {
 			return finish(retryLater(err.Error()))
 		}
@@ -325,6 +326,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			in.Held = h.Holds.Held(in.Pod.UID, in.Now)
 		}
 		d, err := h.confirmLive(ctx, &in, decideWith(h.decide, in))
+		pod = asDecided(pod, in.Pod)
 		if err != nil {
 			return finish(retryLater(err.Error()))
 		}
@@ -405,6 +407,18 @@ func (h *Handler) livePod(in *Input, p workload.Pod) {
 	if !in.Delete {
 		in.Held = h.Holds.Held(p.UID, in.Now)
 	}
+}
+
+// asDecided is the cached pod as the pod decided: when the decision moved to the pod of
+// the name as the API server has it (confirmLive), its UID and node, so that the Events
+// and node warnings of the answer are about the pod kube evicts, not the one it replaced.
+func asDecided(cached *corev1.Pod, decided workload.Pod) *corev1.Pod {
+	if cached.UID == decided.UID {
+		return cached
+	}
+	p := cached.DeepCopy()
+	p.UID, p.Spec.NodeName, p.CreationTimestamp = decided.UID, decided.Node, metav1.NewTime(decided.Created)
+	return p
 }
 
 // overlapGrace is how long after the newest of two PDBs over a pod holdfast defers its

@@ -10,7 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
+	"github.com/holdfast-dev/holdfast/internal/events"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
@@ -139,9 +142,16 @@ func TestAdmittedEvictionReadsTheDomainOfThePodAsTheAPIServerHasIt(t *testing.T)
 	zk1.UID, zk1.Spec.NodeName, zk1.CreationTimestamp = "zk-1-new", "node-b-2", metav1.NewTime(clk.Now().Add(-5*time.Second))
 	zk1.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now().Add(-time.Second))
 	cached, live := swapIn(objs, zk0), swapIn(objs, zk0, zk1)
-	resp := handler(cached, live).Handle(ctx, podEviction(pods[1], "alice"))
+	stale := handler(cached, live)
+	rec := &uidLog{}
+	stale.Events = &events.Limiter{Recorder: rec}
+	resp := stale.Handle(ctx, podEviction(pods[1], "alice"))
 	if resp.Allowed || resp.Result.Code != 429 || !contains(resp.Result.Message, RuleTopologyBudget) {
 		t.Errorf("the new zk-1, in zone b, evicted while zone a is down: %+v, want 429 by %s", resp.Result, RuleTopologyBudget)
+	}
+	// Its Warning is about the pod deferred, the new zk-1, not the one the cache still holds.
+	if want := []string{"EvictionDeferred zk-1-new"}; !slices.Equal(rec.events, want) {
+		t.Errorf("Events %v, want %v", rec.events, want)
 	}
 	// Control: the cache up to date defers it too, without a live read.
 	if resp := handler(live, live).Handle(ctx, podEviction(pods[1], "alice")); resp.Allowed {
@@ -265,4 +275,12 @@ func TestAdmittedEvictionReadsANewNodeOnce(t *testing.T) {
 	if n := live.gets["/node-a-0"]; n != 1 {
 		t.Errorf("node-a-0 read from the API server %d times, want 1 (gets: %v)", n, live.gets)
 	}
+}
+
+// uidLog records each Event's reason and the UID of the object it is about.
+type uidLog struct{ events []string }
+
+func (l *uidLog) Eventf(regarding, _ runtime.Object, _, reason, _, _ string, _ ...interface{}) {
+	m, _ := meta.Accessor(regarding)
+	l.events = append(l.events, reason+" "+string(m.GetUID()))
 }
