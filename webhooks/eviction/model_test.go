@@ -1833,7 +1833,7 @@ var unobservable = map[string]string{
 	"holdsPerPolicy": "the model guards its groups with one policy (agents; broken selects nothing), whose hold is the pod's: " +
 		"one policy's hold releasing another's needs two (TestReleaseCountsOnlyThePolicysOwnHold)",
 	"zoneCount": "matching a replacement per group (or by creation time on another replica) was not shown by the model's " +
-		"sequences (E14): a zone freed by a pod re-created in another zone, or held past its replacement on another " +
+		"sequences (E14; records without their serving counts passed 20,000 with pods replaced in other zones): a zone freed by a pod re-created in another zone, or held past its replacement on another " +
 		"replica, is shown by TestUnrelatedReplacementFreesNoZone and TestPromptReplacementSeenByEveryReplica",
 	"exemptionRecord": "the record of what a temporary exemption let through is an audit annotation and Event, not a pod's fate " +
 		"(TestDecideEviction, \"a live temporary exemption lets it through, on record\")",
