@@ -179,9 +179,7 @@ func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (
 	if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), matching); err != nil {
 		return h, err
 	}
-	if h.Revisions, err = FromControllerRevisions("", w.Name, adoptable, pods.Items, nil); err != nil {
-		return h, err
-	}
+	h.Revisions, err = FromControllerRevisions("", w.Name, adoptable, pods.Items, nil)
 	h.LastActivity = workload.LastActivity(pods.Items)
-	return h, nil
+	return h, err
 }

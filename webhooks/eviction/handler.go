@@ -367,11 +367,13 @@ func (h *Handler) confirmLive(ctx context.Context, in *Input, d Decision) (Decis
 	if d.Action() == decision.Deny || !d.Counts || in.Group == nil || in.GroupLive || h.APIReader == nil {
 		return d, nil
 	}
-	g := *in.Group
-	if err := g.ReadLive(ctx, h.APIReader); err != nil {
-		err = fmt.Errorf("reading the pods of %s: %w", g.Ref, err)
+	failed := func(err error) (Decision, error) {
 		h.Metrics.groupRead(Decision{}, err)
 		return Decision{}, err
+	}
+	g := *in.Group
+	if err := g.ReadLive(ctx, h.APIReader); err != nil {
+		return failed(fmt.Errorf("reading the pods of %s: %w", g.Ref, err))
 	}
 	in.Group, in.GroupLive = &g, true
 	node := in.Pod.Node
@@ -386,13 +388,11 @@ func (h *Handler) confirmLive(ctx context.Context, in *Input, d Decision) (Decis
 	if in.Pod.Node != node {
 		in.Domains = nil
 		if err := h.readDomains(ctx, in); err != nil {
-			h.Metrics.groupRead(Decision{}, err)
-			return Decision{}, err
+			return failed(err)
 		}
 	}
 	if err := h.readNodeDomains(ctx, in); err != nil {
-		h.Metrics.groupRead(Decision{}, err)
-		return Decision{}, err
+		return failed(err)
 	}
 	d = decideWith(h.decide, *in)
 	h.Metrics.groupRead(d, nil)

@@ -211,7 +211,6 @@ func RegisterHolds(reg prometheus.Registerer, holds *Holds, now func() time.Time
 	return reg.Register(holdsCollector{holds: holds, now: now})
 }
 
-// namespaceRead counts a namespace read live, and whether the read failed.
 // groupRead counts a live read of a group's pods (Handler.confirmLive) by what it decided.
 func (m *Metrics) groupRead(d Decision, err error) {
 	if m == nil {
@@ -227,6 +226,7 @@ func (m *Metrics) groupRead(d Decision, err error) {
 	m.groupReads.WithLabelValues(result).Inc()
 }
 
+// namespaceRead counts a namespace read live, and whether the read failed.
 func (m *Metrics) namespaceRead(err error) {
 	if m == nil {
 		return
