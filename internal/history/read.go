@@ -179,7 +179,34 @@ func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (
 	if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), matching); err != nil {
 		return h, err
 	}
-	h.Revisions, err = FromControllerRevisions("", w.Name, adoptable, pods.Items, nil)
+	if h.Revisions, err = FromControllerRevisions("", w.Name, adoptable, pods.Items, nil); err != nil {
+		return h, err
+	}
 	h.LastActivity = workload.LastActivity(pods.Items)
-	return h, err
+	if w.Kind == v1alpha1.KindStatefulSet {
+		// Its controller keeps only the orphans (ClaimPods: a pod another object controls,
+		// a deleted StatefulSet's whose cascading delete the garbage collector has not
+		// finished, is not adopted and goes) of the ordinals in its range (KeepsOrdinal),
+		// one per ordinal (updateStatefulSet's replicas slots; a pod going or ended holds
+		// none, it is replaced): the others are live until
+		// they go, but it creates the missing ordinals in the range from its template, so
+		// only those it keeps are kept.
+		slots := map[int]bool{}
+		kept := slices.DeleteFunc(slices.Clone(pods.Items), func(p corev1.Pod) bool {
+			i, _ := workload.Ordinal(w.Name, p.Name)
+			if metav1.GetControllerOfNoCopy(&p) != nil || !w.KeepsOrdinal(p.Name) || slots[i] || p.DeletionTimestamp != nil || workload.PodEnded(&p) {
+				return true
+			}
+			slots[i] = true
+			return false
+		})
+		inRange, err := FromControllerRevisions("", w.Name, adoptable, kept, nil)
+		if err != nil {
+			return h, err
+		}
+		for i := range h.Revisions {
+			h.Revisions[i].Kept = inRange[i].Kept
+		}
+	}
+	return h, nil
 }

@@ -151,15 +151,15 @@ func adopterIn(ctx context.Context, r client.Reader, obj client.Object, kinds []
 
 // ordinalOf is whether pod is named as an ordinal of the StatefulSet set: set-<ordinal>.
 func ordinalOf(set, pod string) bool {
-	_, ok := ordinalIn(set, pod)
+	_, ok := Ordinal(set, pod)
 	return ok
 }
 
-// ordinalIn is the ordinal of the pod named pod in the StatefulSet set, as kube's StatefulSet
+// Ordinal is the ordinal of the pod named pod in the StatefulSet set, as kube's StatefulSet
 // controller reads it (pkg/controller/statefulset/stateful_set_utils.go,
 // getParentNameAndOrdinal and isMemberOf: "<set>-<digits>", an int32); false for a pod
 // that is none of set's.
-func ordinalIn(set, pod string) (int, bool) {
+func Ordinal(set, pod string) (int, bool) {
 	n, ok := strings.CutPrefix(pod, set+"-")
 	if !ok || n == "" || strings.TrimLeft(n, "0123456789") != "" {
 		return 0, false
@@ -174,7 +174,7 @@ func ordinalIn(set, pod string) (int, bool) {
 // (pkg/controller/statefulset/stateful_set_control.go, updateStatefulSet and
 // podInOrdinalRange).
 func (w *Workload) KeepsOrdinal(pod string) bool {
-	i, ok := ordinalIn(w.Name, pod)
+	i, ok := Ordinal(w.Name, pod)
 	start := int(w.OrdinalStart)
 	return ok && i >= start && i < start+int(ptr.Deref(w.Replicas, 1))
 }

@@ -43,9 +43,10 @@ type Handler struct {
 	// is backed by informer caches, so no admission request makes an API call.
 	Reader client.Reader
 	// Live is the API server, read for the workload whose pod's eviction or DELETE
-	// Replacement judges (the cache may not show an edit admitted a moment ago), and for a
+	// Replacement judges (the cache may not show an edit admitted a moment ago), for a
 	// namespace whose cached labels may not show a relabel into a policy's selection
-	// (namespaceLabels); nil reads the cache.
+	// (namespaceLabels), and for what a StatefulSet created adopts (readAdoptable); nil
+	// reads the cache.
 	Live    client.Reader
 	Decoder admission.Decoder
 	Clock   clock.PassiveClock
@@ -442,7 +443,7 @@ func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 	in.Journal = h.Journals.Get(in.New.Kind, in.New.Namespace, in.New.Name)
 	var err error
 	if in.Old == nil {
-		if in.History, err = history.ReadAdoptable(ctx, h.Reader, in.New); err != nil {
+		if in.History, err = h.readAdoptable(ctx, in.New); err != nil {
 			return fmt.Errorf("reading what %s would adopt: %w; retry", in.New, err)
 		}
 		return nil
@@ -454,11 +455,27 @@ func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 		// Created moments ago and owning nothing yet: its controller has not adopted what an
 		// orphaning delete of a workload of its name left behind, and those pods are its
 		// pods already.
-		if in.History, err = history.ReadAdoptable(ctx, h.Reader, in.Old); err != nil {
+		if in.History, err = h.readAdoptable(ctx, in.Old); err != nil {
 			return fmt.Errorf("reading what %s adopts: %w; retry", in.Old, err)
 		}
 	}
 	return nil
+}
+
+// readAdoptable reads what a workload created as w adopts (history.ReadAdoptable). A
+// StatefulSet's is read from the API server (Live), as its controller will find it: the
+// cache may still show a pod deleted a moment ago, or the controller reference an orphaning
+// delete has since removed, and what kube keeps of the pods (orphans, one per ordinal in
+// its range) decides whether the CREATE starts its template (startsStaged). A CREATE is
+// rare: two LISTs in its namespace, by its selector, within the ledgers' bound; a failed
+// read is an error (retry), never a decision on the cache.
+func (h *Handler) readAdoptable(ctx context.Context, w *workload.Workload) (history.History, error) {
+	if w.Kind != v1alpha1.KindStatefulSet || h.Live == nil {
+		return history.ReadAdoptable(ctx, h.Reader, w)
+	}
+	ctx, cancel := h.Ledgers.Bound(ctx)
+	defer cancel()
+	return history.ReadAdoptable(ctx, h.Live, w)
 }
 
 // statusError is a decoding failure with the HTTP status it answers.

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -307,4 +308,76 @@ func etcdTierControlPlane() *appsv1.StatefulSet {
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "registry.example/etcd:A"}}}}},
 		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, UpdatedReplicas: 3,
 			CurrentRevision: "a", UpdateRevision: "a"}}
+}
+
+// TestHeldStatefulSetCreateReadsWhatItAdoptsLive: tenant-a's StatefulSet etcd, OnDelete,
+// was deleted; its three pods of revision etcd-a are in this replica's cache, without a
+// controller. It is created again, held, on template B: kube creates B's pods only for the
+// ordinals it finds no orphan of, so the CREATE is a start exactly when fewer than three
+// pods are kept. Whether they are is read from the API server, as the controller will find
+// them: pods deleted a moment ago, or still controlled by the deleted set (a cascading
+// delete the garbage collector has not finished: they go), are replaced from B while A
+// still has pods, and a Deny window refuses that start; orphans are kept, and the CREATE
+// starts nothing. A read that fails is an error to retry.
+func TestHeldStatefulSetCreateReadsWhatItAdoptsLive(t *testing.T) {
+	s := informer.NewScheme()
+	p := utiltesting.MakeRolloutPolicy("hosted").Obj()
+	p.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "etcd"}}
+	p.Spec.Windows = []v1alpha1.Window{{Name: "freeze", Schedule: "0 * * * *", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}
+	labels := map[string]string{"app": "etcd"}
+	revA := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "etcd-a", Labels: labels}, Revision: 1,
+		Data: runtime.RawExtension{Raw: []byte(`{"spec":{"template":{"$patch":"replace","metadata":{"labels":{"app":"etcd"}},"spec":{"containers":[{"name":"etcd","image":"registry.example/etcd:A"}]}}}}`)}}
+	pods := func(owner *metav1.OwnerReference) []client.Object {
+		var out []client.Object
+		for i := range 3 {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: fmt.Sprintf("etcd-%d", i),
+				Labels: map[string]string{"app": "etcd", appsv1.ControllerRevisionHashLabelKey: "etcd-a"}, CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour))},
+				Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+			if owner != nil {
+				pod.OwnerReferences = []metav1.OwnerReference{*owner}
+			}
+			out = append(out, pod)
+		}
+		return out
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}
+	cache := fake.NewClientBuilder().WithScheme(s).WithObjects(append(pods(nil), ns, p, revA)...).Build()
+	deleted := &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "etcd", UID: "deleted", Controller: ptr.To(true)}
+
+	sts := etcdTierControlPlane()
+	sts.Status = appsv1.StatefulSetStatus{}
+	sts.Generation = 0
+	sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+	sts.Spec.Template.Spec.Containers[0].Image = "registry.example/etcd:B"
+	req := request(admissionv1.Create, "StatefulSet", mustJSON(t, sts), nil)
+	req.Resource.Resource, req.Name = "statefulsets", "etcd"
+	for name, tc := range map[string]struct {
+		live  client.Reader
+		start bool
+	}{
+		"no live reader: the cache's orphans are kept":    {},
+		"the orphans as the API server has them are kept": {live: fake.NewClientBuilder().WithScheme(s).WithObjects(append(pods(nil), revA)...).Build()},
+		"two of the pods were deleted a moment ago":       {live: fake.NewClientBuilder().WithScheme(s).WithObjects(pods(nil)[0], revA).Build(), start: true},
+		"the pods go with the deleted set (cascade)":      {live: fake.NewClientBuilder().WithScheme(s).WithObjects(append(pods(deleted), revA)...).Build(), start: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := &Handler{Reader: cache, Live: tc.live, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now())}
+			resp := h.Handle(context.Background(), req)
+			if tc.start && (resp.Allowed || !strings.Contains(resp.Result.Message, "freeze")) {
+				t.Errorf("a CREATE whose template kube gives pods: %+v, want refused by the window", resp.Result)
+			}
+			if !tc.start && !resp.Allowed {
+				t.Errorf("a CREATE adopting as many orphans as its replicas: %+v, want admitted", resp.Result)
+			}
+		})
+	}
+	// A read that fails is retried, never decided on the cache.
+	failing := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).Build(), interceptor.Funcs{
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return context.DeadlineExceeded
+		}})
+	h := &Handler{Reader: cache, Live: failing, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now())}
+	if resp := h.Handle(context.Background(), req); resp.Allowed || resp.Result.Code < 500 || !strings.Contains(resp.Result.Message, "retry") {
+		t.Errorf("the API server did not answer: %+v, want an error that says retry", resp.Result)
+	}
 }

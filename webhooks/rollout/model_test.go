@@ -658,7 +658,14 @@ func (w *mworld) objects() []client.Object {
 	}
 	objs = append(objs, mworkload{ns: mNamespace, kind: w.kind, owners: refs, revisions: w.numbers, created: w.created, template: w.podTemplate,
 		pods: w.pods, ready: w.ready, pod: func(i int, p *mpod, pod *corev1.Pod) {
+			// A StatefulSet's pod is named by its ordinal, as kube names it (getPodName in
+			// pkg/controller/statefulset/stateful_set_utils.go), which is how a StatefulSet
+			// created again adopts an orphan and where its range keeps it (isMemberOf); the
+			// others get a name unique in the model.
 			pod.Name, pod.UID = fmt.Sprintf("pod-%d", i), types.UID(fmt.Sprintf("pod-%d-%d", i, p.Created.UnixNano()))
+			if w.kind == v1alpha1.KindStatefulSet && p.Slot >= 0 {
+				pod.Name = fmt.Sprintf("%s-%d", mName, p.Slot)
+			}
 		}}.objects()...)
 	for i, o := range objs {
 		if _, err := history.Fingerprint(o); err != nil {
@@ -1515,10 +1522,15 @@ func (w *mworld) step(op mop) {
 		}
 		// Re-created with the template it had, once holdfast has caught up, it passes; unless
 		// that template has no pods while two others do (I7: it would be a third), when the
-		// newest template with pods does.
+		// newest template with pods does; or, with no pods left at all, the template that
+		// was current (a held StatefulSet's staged one would get its first pods: a start).
 		w.advance(2 * mMaxLag)
 		had := w.t
-		for _, t := range []tmpl{had, w.newestServing()} {
+		out := w.newestServing()
+		if len(w.liveTemplates()) == 0 && w.tr.curT != (tmpl{}) {
+			out = w.tr.curT
+		}
+		for _, t := range []tmpl{had, out} {
 			if w.send(i, admissionv1.Create, func() {
 				w.exists, w.uid, w.generation, w.observed, w.maxUnavail, w.t = true, w.uid+1, 1, 0, min(w.maxUnavail, 1), t
 				w.followFlag()

@@ -1,0 +1,68 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/workload"
+	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
+)
+
+// TestAdoptableKeepsOnlyTheOrdinalsInRange: a StatefulSet web deleted orphaning its three
+// pods (web-0..2, revision web-1) is created again. kube's controller keeps the ordinals in
+// [ordinals.start, start+replicas) and deletes the others, creating the missing ordinals
+// from its template: a re-create numbered from 3 keeps none of the three, and one of two
+// replicas keeps two. Kept counts those; Live still counts every pod until it is gone.
+func TestAdoptableKeepsOnlyTheOrdinalsInRange(t *testing.T) {
+	raw := []byte(`{"spec":{"template":{"$patch":"replace","metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}}`)
+	objs := []client.Object{&appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{"app": "a"}},
+		Revision: 1, Data: runtime.RawExtension{Raw: raw}}}
+	// Pods kube's controller does not keep: a name that is no ordinal of web's; a second pod
+	// of ordinal 1, terminating (it keeps one per ordinal, and replaces one going); ordinal
+	// 3 still controlled by the deleted web, whose cascading delete the garbage collector
+	// has not finished.
+	for _, name := range []string{"web-x", "web-01", "web-3"} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+			Labels: map[string]string{"app": "a", appsv1.ControllerRevisionHashLabelKey: "web-1"}, CreationTimestamp: metav1.NewTime(t0)}}
+		switch name {
+		case "web-3":
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "deleted", Controller: ptr.To(true)}}
+		case "web-01": // listed before web-1, and going: it holds no ordinal from web-1
+			p.DeletionTimestamp, p.Finalizers = ptr.To(metav1.NewTime(t0)), []string{"example.com/f"}
+		}
+		objs = append(objs, p)
+	}
+	for i := range 3 {
+		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%d", i),
+			Labels: map[string]string{"app": "a", appsv1.ControllerRevisionHashLabelKey: "web-1"}, CreationTimestamp: metav1.NewTime(t0)}})
+	}
+	r := utiltesting.NewMemReader(nil, objs...)
+	for _, tc := range []struct {
+		replicas, start int32
+		kept            int32
+	}{{3, 0, 3}, {2, 0, 2}, {3, 3, 0}, {3, 1, 2}, {5, 0, 3}, {4, 0, 3}} {
+		sts := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"namespace":"ns","name":"web"},
+			"spec":{"replicas":%d,"ordinals":{"start":%d},"selector":{"matchLabels":{"app":"a"}},"updateStrategy":{"type":"OnDelete"},
+			"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"y"}]}}}}`, tc.replicas, tc.start)
+		w, err := workload.Decode(v1alpha1.KindStatefulSet, []byte(sts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := ReadAdoptable(context.Background(), r, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h.Revisions) != 1 || h.Revisions[0].Kept != tc.kept || h.Revisions[0].Live != 6 {
+			t.Errorf("replicas %d from ordinal %d: revisions %+v, want web-1 keeping %d of its 6 live pods", tc.replicas, tc.start, h.Revisions, tc.kept)
+		}
+	}
+}
