@@ -28,6 +28,16 @@ type Group struct {
 	// orphans are the objects without a controller GroupOf counted as the workload's
 	// (ReadLive reads them alike).
 	orphans orphaned
+	// liveLabels are the labels of the pods ReadLive read, by name: a pod re-created under
+	// its name may carry others than the one a cache still shows (LiveLabels).
+	liveLabels map[string]map[string]string
+}
+
+// LiveLabels are the labels of the pod of the name as ReadLive read it; false when it did
+// not read one.
+func (g *Group) LiveLabels(name string) (map[string]string, bool) {
+	l, ok := g.liveLabels[name]
+	return l, ok
 }
 
 // Running is whether the group's pod with the UID is present and not terminating: one
@@ -261,7 +271,7 @@ func PodsOf(ctx context.Context, r client.Reader, m Ref) ([]Pod, error) {
 // group, read again: a replaced pod it still shows Ready, a replacement it does not show
 // yet. A workload whose selector selects nothing has no pods.
 func (g *Group) ReadLive(ctx context.Context, live client.Reader) error {
-	g.Pods = nil
+	g.Pods, g.liveLabels = nil, nil
 	sel, err := metav1.LabelSelectorAsSelector(g.Selector)
 	if err != nil || sel.Empty() {
 		return nil
@@ -295,6 +305,10 @@ func (g *Group) ReadLive(ctx context.Context, live client.Reader) error {
 		adopted := ref == nil && g.orphans.pods && (g.Kind != v1alpha1.KindStatefulSet || ordinalOf(g.Name, p.Name))
 		if owned || adopted {
 			g.Pods = append(g.Pods, PodOf(p))
+			if g.liveLabels == nil {
+				g.liveLabels = make(map[string]map[string]string, len(list.Items))
+			}
+			g.liveLabels[p.Name] = p.Labels
 		}
 	}
 	return nil

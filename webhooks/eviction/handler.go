@@ -382,6 +382,12 @@ func (h *Handler) confirmLive(ctx context.Context, in *Input, d Decision) (Decis
 			h.livePod(in, p)
 		}
 	}
+	// The policies that select it are matched on its labels as the API server has them:
+	// the pod of the name re-created from a template whose labels changed, or relabelled,
+	// may be selected by others than the cached one was.
+	if labels, ok := g.LiveLabels(in.Pod.Name); ok {
+		in.PodLabels = labels
+	}
 	// The pod of the name may be a new one on another node, and the pods may run on
 	// nodes the cached ones did not: their domains are read again (from the node cache;
 	// the evicted pod's node from the API server when the cache lacks it, as before).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -283,4 +284,41 @@ type uidLog struct{ events []string }
 func (l *uidLog) Eventf(regarding, _ runtime.Object, _, reason, _, _ string, _ ...interface{}) {
 	m, _ := meta.Accessor(regarding)
 	l.events = append(l.events, reason+" "+string(m.GetUID()))
+}
+
+// TestEvictionOfARecreatedPodIsJudgedOnItsLabels: zk-0 was evicted a moment ago (its
+// replacement not Ready), and zk-1 was re-created, on its node, from a template that adds
+// tier: strict, a label the policy "strict" selects (at most one pod unavailable). This
+// replica's cache still shows the old zk-1, which only the zoned policy selects: judged on
+// its labels, the eviction is admitted (zone a is the zone already down). kube evicts the
+// new zk-1, so the policies are matched on the labels the API server has: "strict" holds
+// it (429).
+func TestEvictionOfARecreatedPodIsJudgedOnItsLabels(t *testing.T) {
+	ctx := context.Background()
+	objs, pods, p := zkScene()
+	strict := dp(func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "strict"}}
+	})
+	strict.Name = "strict"
+	clk := clocktesting.NewFakeClock(time.Now())
+	store := fake.NewClientBuilder().Build()
+	if resp := zkHandler("replica-0", p, clk, store, append(objs, &strict), utiltesting.NewMemReader(nil, objs...)).Handle(ctx, podEviction(pods[0], "alice")); !resp.Allowed {
+		t.Fatalf("zk-0's eviction: %+v, want admitted", resp.Result)
+	}
+	clk.Step(10 * time.Second)
+	zk0 := pods[0].DeepCopy() // its replacement, not Ready yet
+	zk0.UID, zk0.CreationTimestamp = "zk-0-new", metav1.NewTime(clk.Now())
+	zk0.Status.Conditions[0].Status = corev1.ConditionFalse
+	zk1 := pods[1].DeepCopy()
+	zk1.UID, zk1.CreationTimestamp = "zk-1-new", metav1.NewTime(clk.Now().Add(-5*time.Second))
+	zk1.Labels = map[string]string{"app": "agent", "tier": "strict"}
+	cached, live := swapIn(objs, zk0), swapIn(objs, zk0, zk1)
+	resp := zkHandler("replica-0", p, clk, store, append(cached, &strict), utiltesting.NewMemReader(nil, live...)).Handle(ctx, podEviction(pods[1], "alice"))
+	if resp.Allowed || resp.Result.Code != 429 || !strings.Contains(resp.Result.Message, "strict") {
+		t.Errorf("the new zk-1, which \"strict\" selects, evicted while zk-0 is down, judged on the cached zk-1's labels: %+v, want 429 by strict", resp.Result)
+	}
+	// Control: the pod of the name is the cached one, which "strict" does not select.
+	if resp := zkHandler("replica-0", p, clk, store, append(cached, &strict), utiltesting.NewMemReader(nil, cached...)).Handle(ctx, podEviction(pods[1], "alice")); !resp.Allowed {
+		t.Errorf("zk-1 as cached, in the zone already down: %+v, want admitted", resp.Result)
+	}
 }
