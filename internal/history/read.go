@@ -179,6 +179,17 @@ func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (
 	if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), matching); err != nil {
 		return h, err
 	}
+	if w.Kind == v1alpha1.KindStatefulSet {
+		// Its pods are its members (getPodsForStatefulSet claims only those isMemberOf
+		// names "<set>-<ordinal>"), its own or left by a set of its name: a pod of another
+		// name or owner carrying a revision's hash label (anyone may label a pod so) runs
+		// none of its revisions.
+		pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+			_, member := workload.Ordinal(w.Name, p.Name)
+			c := metav1.GetControllerOfNoCopy(&p)
+			return !member || (c != nil && (c.Kind != string(v1alpha1.KindStatefulSet) || c.Name != w.Name))
+		})
+	}
 	if h.Revisions, err = FromControllerRevisions("", w.Name, adoptable, pods.Items, nil); err != nil {
 		return h, err
 	}
@@ -186,15 +197,16 @@ func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (
 	if w.Kind == v1alpha1.KindStatefulSet {
 		// Its controller keeps only the orphans (ClaimPods: a pod another object controls,
 		// a deleted StatefulSet's whose cascading delete the garbage collector has not
-		// finished, is not adopted and goes) of the ordinals in its range (KeepsOrdinal),
-		// one per ordinal (updateStatefulSet's replicas slots; a pod going or ended holds
-		// none, it is replaced): the others are live until
-		// they go, but it creates the missing ordinals in the range from its template, so
-		// only those it keeps are kept.
+		// finished, is not adopted and goes) and its own pods, of the ordinals in its range
+		// (KeepsOrdinal), one per ordinal (updateStatefulSet's replicas slots; a pod going
+		// or ended holds none, it is replaced): the others are live until they go, but it
+		// creates the missing ordinals in the range from its template, so only those it
+		// keeps are kept.
 		slots := map[int]bool{}
 		kept := slices.DeleteFunc(slices.Clone(pods.Items), func(p corev1.Pod) bool {
 			i, _ := workload.Ordinal(w.Name, p.Name)
-			if metav1.GetControllerOfNoCopy(&p) != nil || !w.KeepsOrdinal(p.Name) || slots[i] || p.DeletionTimestamp != nil || workload.PodEnded(&p) {
+			c := metav1.GetControllerOfNoCopy(&p)
+			if (c != nil && (w.UID == "" || c.UID != w.UID)) || !w.KeepsOrdinal(p.Name) || slots[i] || p.DeletionTimestamp != nil || workload.PodEnded(&p) {
 				return true
 			}
 			slots[i] = true

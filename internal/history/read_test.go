@@ -19,23 +19,31 @@ import (
 
 // TestAdoptableKeepsOnlyTheOrdinalsInRange: a StatefulSet web deleted orphaning its three
 // pods (web-0..2, revision web-1) is created again. kube's controller keeps the ordinals in
-// [ordinals.start, start+replicas) and deletes the others, creating the missing ordinals
-// from its template: a re-create numbered from 3 keeps none of the three, and one of two
-// replicas keeps two. Kept counts those; Live still counts every pod until it is gone.
+// [ordinals.start, start+replicas), one pod each, and deletes the others, creating the
+// missing ordinals from its template: a re-create numbered from 3 keeps none of the three,
+// and one of two replicas keeps two. Kept counts those; Live still counts every member
+// until it is gone.
 func TestAdoptableKeepsOnlyTheOrdinalsInRange(t *testing.T) {
 	raw := []byte(`{"spec":{"template":{"$patch":"replace","metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}}`)
 	objs := []client.Object{&appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{"app": "a"}},
 		Revision: 1, Data: runtime.RawExtension{Raw: raw}}}
-	// Pods kube's controller does not keep: a name that is no ordinal of web's; a second pod
-	// of ordinal 1, terminating (it keeps one per ordinal, and replaces one going); ordinal
-	// 3 still controlled by the deleted web, whose cascading delete the garbage collector
-	// has not finished.
-	for _, name := range []string{"web-x", "web-01", "web-3"} {
+	// Pods kube's controller does not keep: a name that is no ordinal of web's (no member,
+	// so not web's pod at all: it is not counted live either); a second pod
+	// of ordinal 1, terminating, and one of ordinal 0 that failed (it keeps one per
+	// ordinal, and replaces one going or ended); a second pod of ordinal 2, running (one
+	// of the two is kept); ordinal 3 still controlled by the deleted web, whose cascading
+	// delete the garbage collector has not finished. Ordinal 4 is the created web's own
+	// already: kept.
+	for _, name := range []string{"web-x", "web-00", "web-01", "web-002", "web-3", "web-4"} {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
 			Labels: map[string]string{"app": "a", appsv1.ControllerRevisionHashLabelKey: "web-1"}, CreationTimestamp: metav1.NewTime(t0)}}
 		switch name {
 		case "web-3":
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "deleted", Controller: ptr.To(true)}}
+		case "web-4":
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "created", Controller: ptr.To(true)}}
+		case "web-00": // listed before web-0, and failed: it holds no ordinal from web-0
+			p.Status.Phase = corev1.PodFailed
 		case "web-01": // listed before web-1, and going: it holds no ordinal from web-1
 			p.DeletionTimestamp, p.Finalizers = ptr.To(metav1.NewTime(t0)), []string{"example.com/f"}
 		}
@@ -49,8 +57,8 @@ func TestAdoptableKeepsOnlyTheOrdinalsInRange(t *testing.T) {
 	for _, tc := range []struct {
 		replicas, start int32
 		kept            int32
-	}{{3, 0, 3}, {2, 0, 2}, {3, 3, 0}, {3, 1, 2}, {5, 0, 3}, {4, 0, 3}} {
-		sts := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"namespace":"ns","name":"web"},
+	}{{3, 0, 3}, {2, 0, 2}, {3, 3, 1}, {3, 1, 2}, {5, 0, 4}, {4, 0, 3}} {
+		sts := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"namespace":"ns","name":"web","uid":"created"},
 			"spec":{"replicas":%d,"ordinals":{"start":%d},"selector":{"matchLabels":{"app":"a"}},"updateStrategy":{"type":"OnDelete"},
 			"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"y"}]}}}}`, tc.replicas, tc.start)
 		w, err := workload.Decode(v1alpha1.KindStatefulSet, []byte(sts))
@@ -61,8 +69,8 @@ func TestAdoptableKeepsOnlyTheOrdinalsInRange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(h.Revisions) != 1 || h.Revisions[0].Kept != tc.kept || h.Revisions[0].Live != 6 {
-			t.Errorf("replicas %d from ordinal %d: revisions %+v, want web-1 keeping %d of its 6 live pods", tc.replicas, tc.start, h.Revisions, tc.kept)
+		if len(h.Revisions) != 1 || h.Revisions[0].Kept != tc.kept || h.Revisions[0].Live != 7 {
+			t.Errorf("replicas %d from ordinal %d: revisions %+v, want web-1 keeping %d of its 7 live pods", tc.replicas, tc.start, h.Revisions, tc.kept)
 		}
 	}
 }

@@ -455,22 +455,22 @@ func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 		// Created moments ago and owning nothing yet: its controller has not adopted what an
 		// orphaning delete of a workload of its name left behind, and those pods are its
 		// pods already.
-		if in.History, err = h.readAdoptable(ctx, in.Old); err != nil {
+		if in.History, err = history.ReadAdoptable(ctx, h.Reader, in.Old); err != nil {
 			return fmt.Errorf("reading what %s adopts: %w; retry", in.Old, err)
 		}
 	}
 	return nil
 }
 
-// readAdoptable reads what a workload created as w adopts (history.ReadAdoptable). A
+// readAdoptable reads what a workload created as w adopts (history.ReadAdoptable). A held
 // StatefulSet's is read from the API server (Live), as its controller will find it: the
 // cache may still show a pod deleted a moment ago, or the controller reference an orphaning
 // delete has since removed, and what kube keeps of the pods (orphans, one per ordinal in
-// its range) decides whether the CREATE starts its template (startsStaged). A CREATE is
-// rare: two LISTs in its namespace, by its selector, within the ledgers' bound; a failed
+// its range) decides whether the CREATE starts its template (startsStaged). Such a CREATE
+// is rare: two LISTs in its namespace, by its selector, within the ledgers' bound; a failed
 // read is an error (retry), never a decision on the cache.
 func (h *Handler) readAdoptable(ctx context.Context, w *workload.Workload) (history.History, error) {
-	if w.Kind != v1alpha1.KindStatefulSet || h.Live == nil {
+	if w.Kind != v1alpha1.KindStatefulSet || !w.Rollout.Held || h.Live == nil {
 		return history.ReadAdoptable(ctx, h.Reader, w)
 	}
 	ctx, cancel := h.Ledgers.Bound(ctx)

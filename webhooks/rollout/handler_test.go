@@ -351,17 +351,33 @@ func TestHeldStatefulSetCreateReadsWhatItAdoptsLive(t *testing.T) {
 	sts.Spec.Template.Spec.Containers[0].Image = "registry.example/etcd:B"
 	req := request(admissionv1.Create, "StatefulSet", mustJSON(t, sts), nil)
 	req.Resource.Resource, req.Name = "statefulsets", "etcd"
+	// A pod of another name labelled with B's revision is no member of etcd: kube creates
+	// B's first pods all the same.
+	revB := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "etcd-b", Labels: labels}, Revision: 2,
+		Data: runtime.RawExtension{Raw: []byte(`{"spec":{"template":{"$patch":"replace","metadata":{"labels":{"app":"etcd"}},"spec":{"containers":[{"name":"etcd","image":"registry.example/etcd:B"}]}}}}`)}}
+	decoy := pods(nil)[0].(*corev1.Pod)
+	decoy.Name, decoy.Labels[appsv1.ControllerRevisionHashLabelKey] = "decoy", "etcd-b"
 	for name, tc := range map[string]struct {
+		cache client.Reader
 		live  client.Reader
 		start bool
 	}{
+		"the cache still shows the pods controlled by the deleted set; orphans since": {
+			cache: fake.NewClientBuilder().WithScheme(s).WithObjects(append(pods(deleted), ns, p, revA)...).Build(),
+			live:  fake.NewClientBuilder().WithScheme(s).WithObjects(append(pods(nil), revA)...).Build()},
+		"a pod of another name carries B's revision": {
+			live: fake.NewClientBuilder().WithScheme(s).WithObjects(pods(nil)[0], pods(nil)[1], decoy, revA, revB).Build(), start: true},
 		"no live reader: the cache's orphans are kept":    {},
 		"the orphans as the API server has them are kept": {live: fake.NewClientBuilder().WithScheme(s).WithObjects(append(pods(nil), revA)...).Build()},
 		"two of the pods were deleted a moment ago":       {live: fake.NewClientBuilder().WithScheme(s).WithObjects(pods(nil)[0], revA).Build(), start: true},
 		"the pods go with the deleted set (cascade)":      {live: fake.NewClientBuilder().WithScheme(s).WithObjects(append(pods(deleted), revA)...).Build(), start: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h := &Handler{Reader: cache, Live: tc.live, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now())}
+			reader := tc.cache
+			if reader == nil {
+				reader = cache
+			}
+			h := &Handler{Reader: reader, Live: tc.live, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now())}
 			resp := h.Handle(context.Background(), req)
 			if tc.start && (resp.Allowed || !strings.Contains(resp.Result.Message, "freeze")) {
 				t.Errorf("a CREATE whose template kube gives pods: %+v, want refused by the window", resp.Result)

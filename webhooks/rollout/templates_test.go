@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,35 @@ func TestScaleDuringRolloutAddsNoThirdTemplate(t *testing.T) {
 				t.Error("a scale is never a start")
 			}
 		})
+	}
+}
+
+// TestScaleBelowThePartitionGivesTheCurrentRevisionPods: a StatefulSet created held
+// (partition 3, 2 replicas) on B@2 over two pods of A it adopted takes B@2 as its current
+// and update revision, with no pod. A scale to 4 with --server-count following (B@4) lifts
+// the hold: kube creates ordinal 2, below the partition, from the current revision (B@2)
+// and ordinal 3 from B@4: three templates with pods. Refused under settle as that; with
+// the partition at 2 no new ordinal is below it, and only B@4 gets pods (the rollout
+// explorer's seed 11674).
+func TestScaleBelowThePartitionGivesTheCurrentRevisionPods(t *testing.T) {
+	A, B2, B4 := template("A", "3"), template("B", "2"), template("B", "4")
+	sts := v1alpha1.KindStatefulSet
+	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{},
+		ArgsMatchReplicas: []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}}
+	old := wl(sts, 2, B2, workload.Rollout{Held: true, CurrentIsUpdate: true, Progress: workload.Progress{Kind: sts, Target: 0, Want: 2, Available: 2, Total: 2}})
+	for partition, third := range map[int32]bool{3: true, 2: false, 4: false} {
+		obj := wl(sts, 4, B4, workload.Rollout{Held: partition >= 4, InProgress: true, CurrentIsUpdate: true, Progress: workload.Progress{Kind: sts, Target: 4 - partition, Want: 4, Available: 2, Total: 2}})
+		in := Input{Operation: admissionv1.Update, Old: old, New: obj, TemplateChanged: true, Now: now,
+			History:  history.History{Revisions: []history.Revision{running(rev(1, A, 2*time.Hour, 2), 2), rev(2, B2, time.Hour, 0)}, LastActivity: now.Add(-time.Hour)},
+			Policies: []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}}
+		// The start as the revision rules read it (the journal, in the explorer's sequence,
+		// dates B@2 long ago; here no journal would say B@2 began moments ago, I1).
+		found := checkThirdTemplate(in, &rules, &revisionState{start: true})
+		got := slices.ContainsFunc(found, func(f finding) bool {
+			return f.rule == RuleSettle && strings.Contains(f.message, "below the partition get its current revision's template")
+		})
+		if got != third {
+			t.Errorf("scale to 4 under partition %d: refused as a third template %t, want %t: %v", partition, got, third, found)
+		}
 	}
 }
