@@ -313,9 +313,9 @@ func checkThirdTemplate(in Input, rules *v1alpha1.RolloutRules, rs *revisionStat
 	if current > 0 {
 		return []finding{{rule: RuleSettle, field: templatePath, message: fmt.Sprintf(
 			"%s: the new ordinals below the partition get its current revision's template, which no pod runs yet, and those above "+
-				"it the new template, while pods of %d pod templates (pods by %s) are live: one more; scale with the partition "+
-				"at or above the replicas, or with the template as it is, then change the template%s",
-			in.New, len(live), describe(live), terminatingNote)}}
+				"it the new template, while pods of %d pod templates (pods by %s) are live: one more; scale once every pod runs "+
+				"one template%s%s",
+			in.New, len(live), describe(live), returnTo(live), terminatingNote)}}
 	}
 	wait := "wait until every pod runs one template"
 	if p := in.New.Rollout.Progress; in.New.Kind == v1alpha1.KindStatefulSet && p.Target < p.Want {
