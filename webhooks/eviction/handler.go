@@ -11,6 +11,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -184,6 +185,16 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 			resp.Warnings = append(resp.Warnings, decision.Allowed(replacementFindings).Warnings...)
 		}
 		return resp
+	}
+	if !deleting && !holds && !selectsAny(in) && h.labelsMayLag(ctx, &in, pod) {
+		// Best effort, as a namespace's read: when the API server does not answer, the
+		// cache's labels decide, as they did before it was asked.
+		live := &corev1.Pod{}
+		if err := h.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), live); err == nil {
+			in.Pod, in.PodLabels, pod = workload.PodOf(live), live.Labels, live
+		} else {
+			logf.FromContext(ctx).V(1).Info("Reading the pod from the API server failed; judging on the cache's labels", "pod", klog.KObj(pod), "error", err.Error())
+		}
 	}
 	if !holds && !selectsAny(in) {
 		return replaced(admission.Allowed("")) // the fast path: no policy selects the pod
@@ -425,6 +436,25 @@ func asDecided(cached *corev1.Pod, decided workload.Pod) *corev1.Pod {
 	p := cached.DeepCopy()
 	p.UID, p.Spec.NodeName, p.CreationTimestamp = decided.UID, decided.Node, metav1.NewTime(decided.Created)
 	return p
+}
+
+// labelsMayLag reports the eviction of a StatefulSet's pod that no policy selects by the
+// labels this replica's cache shows, while a policy selects the labels of the StatefulSet's
+// template: the pod of the name may have been re-created from a template whose labels
+// changed (or relabelled) a moment ago, and kube evicts that one. Its labels are then read
+// from the API server (one GET), before the eviction passes as no policy's.
+func (h *Handler) labelsMayLag(ctx context.Context, in *Input, pod *corev1.Pod) bool {
+	owner := metav1.GetControllerOfNoCopy(pod)
+	if h.APIReader == nil || owner == nil || owner.Kind != string(v1alpha1.KindStatefulSet) {
+		return false
+	}
+	var sts appsv1.StatefulSet
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}, &sts); err != nil || sts.UID != owner.UID {
+		return false
+	}
+	t := *in
+	t.PodLabels = sts.Spec.Template.Labels
+	return selectsAny(t)
 }
 
 // overlapGrace is how long after the newest of two PDBs over a pod holdfast defers its

@@ -19,6 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
@@ -164,11 +166,11 @@ func TestAdmittedEvictionReadsTheDomainOfThePodAsTheAPIServerHasIt(t *testing.T)
 }
 
 // swapIn is objs with the pods of with's names replaced by with.
-func swapIn(objs []client.Object, with ...*corev1.Pod) []client.Object {
+func swapIn(objs []client.Object, with ...client.Object) []client.Object {
 	out := slices.Clone(objs)
 	for i, o := range out {
 		for _, w := range with {
-			if o.GetName() == w.Name && o.GetNamespace() == w.Namespace {
+			if o.GetName() == w.GetName() && o.GetNamespace() == w.GetNamespace() {
 				out[i] = w
 			}
 		}
@@ -320,5 +322,46 @@ func TestEvictionOfARecreatedPodIsJudgedOnItsLabels(t *testing.T) {
 	// Control: the pod of the name is the cached one, which "strict" does not select.
 	if resp := zkHandler("replica-0", p, clk, store, append(cached, &strict), utiltesting.NewMemReader(nil, cached...)).Handle(ctx, podEviction(pods[1], "alice")); !resp.Allowed {
 		t.Errorf("zk-1 as cached, in the zone already down: %+v, want admitted", resp.Result)
+	}
+}
+
+// TestEvictionOfAPodRecreatedIntoASelectionIsReadLive: the policy "strict" selects pods
+// labelled tier: strict (at most one unavailable), and the StatefulSet zk's template has
+// had that label since a moment ago: zk-0 is its new pod, not Ready yet, and zk-1 was
+// re-created with it too, but this replica's cache still shows the old zk-1, without it.
+// No policy selects the cached zk-1, so its eviction would pass as no policy's; kube
+// evicts the new zk-1, which "strict" selects. Since the template's labels are selected,
+// the pod is read from the API server: 429. A pod the API server shows without the label
+// (not yet replaced) passes, as does one whose read fails (best effort).
+func TestEvictionOfAPodRecreatedIntoASelectionIsReadLive(t *testing.T) {
+	ctx := context.Background()
+	objs, pods, _ := zkScene()
+	strict := dp(func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "strict"}}
+	})
+	strictLabels := map[string]string{"app": "agent", "tier": "strict"}
+	sts := objs[0].(*appsv1.StatefulSet).DeepCopy()
+	sts.Spec.Template.Labels = strictLabels
+	clk := clocktesting.NewFakeClock(time.Now())
+	zk0 := pods[0].DeepCopy() // its replacement, not Ready yet
+	zk0.UID, zk0.Labels, zk0.CreationTimestamp = "zk-0-new", strictLabels, metav1.NewTime(clk.Now())
+	zk0.Status.Conditions[0].Status = corev1.ConditionFalse
+	zk1 := pods[1].DeepCopy()
+	zk1.UID, zk1.Labels, zk1.CreationTimestamp = "zk-1-new", strictLabels, metav1.NewTime(clk.Now().Add(-5*time.Second))
+	cached := swapIn(objs, sts, zk0)
+	evict := func(live client.Reader) admission.Response {
+		return zkHandler("replica-0", strict, clk, fake.NewClientBuilder().Build(), cached, live).Handle(ctx, podEviction(pods[1], "alice"))
+	}
+	if resp := evict(utiltesting.NewMemReader(nil, swapIn(objs, sts, zk0, zk1)...)); resp.Allowed || resp.Result.Code != 429 {
+		t.Errorf("the new zk-1, which \"strict\" selects, evicted while zk-0 is down, passed as the cached zk-1: %+v, want 429", resp.Result)
+	}
+	if resp := evict(utiltesting.NewMemReader(nil, cached...)); !resp.Allowed {
+		t.Errorf("zk-1 not yet replaced, which no policy selects: %+v, want admitted", resp.Result)
+	}
+	failing := interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+		return context.DeadlineExceeded
+	}})
+	if resp := evict(failing); !resp.Allowed {
+		t.Errorf("the pod's live read failed: %+v, want judged on the cache's labels (admitted)", resp.Result)
 	}
 }
