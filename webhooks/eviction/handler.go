@@ -411,7 +411,15 @@ func (h *Handler) confirmLive(ctx context.Context, in *Input, d Decision) (Decis
 	if err := h.readNodeDomains(ctx, in); err != nil {
 		return failed(err)
 	}
+	counted := d.Counts
 	d = decideWith(h.decide, *in)
+	if counted && !d.Counts && d.Action() != decision.Deny && in.Pod.Ready && !in.Pod.Terminating {
+		// The pod of the name, as read, is no policy's (its labels changed), but it is a
+		// Ready pod of the group the cache's decision counted: its eviction takes one down
+		// for the group's other pods' policies, so it is recorded (E1) for a replica whose
+		// cache does not show it go yet.
+		d.Counts = true
+	}
 	h.Metrics.groupRead(d, nil)
 	return d, nil
 }

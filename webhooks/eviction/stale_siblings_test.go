@@ -365,3 +365,37 @@ func TestEvictionOfAPodRecreatedIntoASelectionIsReadLive(t *testing.T) {
 		t.Errorf("the pod's live read failed: %+v, want judged on the cache's labels (admitted)", resp.Result)
 	}
 }
+
+// TestEvictionOfARecreatedPodOutOfEverySelectionIsRecorded: the policy "old" selects the
+// pods labelled tier: old (at most one unavailable in zk's group). zk-1 was re-created
+// with tier: new, which no policy selects; replica-0's cache still shows it with tier: old.
+// Its eviction is admitted on the pod of the name as read (no policy's), and recorded all
+// the same: it takes a Ready pod of the group down, and replica-1, whose cache still shows
+// zk-1 Ready, must count it before letting zk-0 go too.
+func TestEvictionOfARecreatedPodOutOfEverySelectionIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	objs, pods, _ := zkScene()
+	old := dp(func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "old"}}
+	})
+	old.Name = "old"
+	for i, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			p = p.DeepCopy()
+			p.Labels = map[string]string{"app": "agent", "tier": "old"}
+			objs[i] = p
+		}
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	store := fake.NewClientBuilder().Build()
+	zk1 := objs[slices.IndexFunc(objs, func(o client.Object) bool { return o.GetName() == "zk-1" })].(*corev1.Pod).DeepCopy()
+	zk1.UID, zk1.Labels, zk1.CreationTimestamp = "zk-1-new", map[string]string{"app": "agent", "tier": "new"}, metav1.NewTime(clk.Now().Add(-time.Minute))
+	live := swapIn(objs, zk1)
+	if resp := zkHandler("replica-0", old, clk, store, objs, utiltesting.NewMemReader(nil, live...)).Handle(ctx, podEviction(pods[1], "alice")); !resp.Allowed {
+		t.Fatalf("the new zk-1, which no policy selects: %+v, want admitted", resp.Result)
+	}
+	clk.Step(time.Second)
+	if resp := zkHandler("replica-1", old, clk, store, live, utiltesting.NewMemReader(nil, live...)).Handle(ctx, podEviction(pods[0], "alice")); resp.Allowed {
+		t.Errorf("zk-0's eviction on a replica that has not seen zk-1 go: admitted, want deferred (zk-1's eviction recorded)")
+	}
+}
