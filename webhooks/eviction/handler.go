@@ -190,7 +190,10 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		// Best effort, as a namespace's read: when the API server does not answer, the
 		// cache's labels decide, as they did before it was asked.
 		live := &corev1.Pod{}
-		if err := h.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), live); err == nil {
+		lctx, cancel := h.Ledgers.Bound(ctx)
+		err := h.APIReader.Get(lctx, client.ObjectKeyFromObject(pod), live)
+		cancel()
+		if err == nil {
 			in.Pod, in.PodLabels, pod = workload.PodOf(live), live.Labels, live
 		} else {
 			logf.FromContext(ctx).V(1).Info("Reading the pod from the API server failed; judging on the cache's labels", "pod", klog.KObj(pod), "error", err.Error())
