@@ -43,7 +43,8 @@ type Revision struct {
 	// Kept counts the revision's pods that have neither ended nor begun terminating: those
 	// its controller keeps (a ReplicaSet's status.replicas); any other pod of an ordinal or
 	// node it owns is replaced. A StatefulSet's adoptable history (ReadAdoptable) counts
-	// only the ordinals in its range: it deletes the others.
+	// only what its controller keeps: orphans and its own pods, one per ordinal in its
+	// range (it deletes the others).
 	Kept int32
 	// Renumbered are the numbers a ReplicaSet had before kube renumbered it on a return to
 	// its template, oldest first (the deployment.kubernetes.io/revision-history annotation).

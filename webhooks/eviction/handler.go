@@ -194,7 +194,8 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		err := h.APIReader.Get(lctx, client.ObjectKeyFromObject(pod), live)
 		cancel()
 		if err == nil {
-			in.Pod, in.PodLabels, pod = workload.PodOf(live), live.Labels, live
+			h.livePod(&in, workload.PodOf(live))
+			in.PodLabels, pod = live.Labels, live
 		} else {
 			logf.FromContext(ctx).V(1).Info("Reading the pod from the API server failed; judging on the cache's labels", "pod", klog.KObj(pod), "error", err.Error())
 		}

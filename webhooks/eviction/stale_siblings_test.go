@@ -138,11 +138,9 @@ func TestAdmittedEvictionReadsTheDomainOfThePodAsTheAPIServerHasIt(t *testing.T)
 		t.Fatalf("zk-0's eviction: %+v, want admitted", resp.Result)
 	}
 	clk.Step(10 * time.Second)
-	zk0 := pods[0].DeepCopy() // its replacement, not Ready yet, on its node
-	zk0.UID, zk0.CreationTimestamp = "zk-0-new", metav1.NewTime(clk.Now())
-	zk0.Status.Conditions[0].Status = corev1.ConditionFalse
-	zk1 := pods[1].DeepCopy() // deleted, re-created in zone b and Ready
-	zk1.UID, zk1.Spec.NodeName, zk1.CreationTimestamp = "zk-1-new", "node-b-2", metav1.NewTime(clk.Now().Add(-5*time.Second))
+	zk0 := recreated(pods[0], clk.Now(), false)                    // its replacement, not Ready yet, on its node
+	zk1 := recreated(pods[1], clk.Now().Add(-5*time.Second), true) // deleted, re-created in zone b and Ready
+	zk1.Spec.NodeName = "node-b-2"
 	zk1.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now().Add(-time.Second))
 	cached, live := swapIn(objs, zk0), swapIn(objs, zk0, zk1)
 	stale := handler(cached, live)
@@ -178,6 +176,27 @@ func swapIn(objs []client.Object, with ...client.Object) []client.Object {
 	return out
 }
 
+// recreated is p deleted and created again under its name at at (a StatefulSet's pod): a
+// new UID, Ready or not yet.
+func recreated(p *corev1.Pod, at time.Time, ready bool) *corev1.Pod {
+	q := p.DeepCopy()
+	q.UID, q.CreationTimestamp = p.UID+"-new", metav1.NewTime(at)
+	if !ready {
+		q.Status.Conditions[0].Status = corev1.ConditionFalse
+	}
+	return q
+}
+
+// tierPolicy is the policy, named tier, that selects the pods labelled tier: tier (at most
+// one unavailable).
+func tierPolicy(tier string) v1alpha1.DisruptionPolicy {
+	p := dp(func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": tier}}
+	})
+	p.Name = tier
+	return p
+}
+
 // zkHandler is a replica of identity id deciding on cached, reading live from the API
 // server, its ledgers in store.
 func zkHandler(id string, p v1alpha1.DisruptionPolicy, clk *clocktesting.FakeClock, store client.Client, cached []client.Object, live client.Reader) *Handler {
@@ -199,13 +218,11 @@ func TestEvictionOfAPodTheCacheShowsGoingIsJudgedOnThePodOfTheName(t *testing.T)
 		t.Fatalf("zk-0's eviction: %+v, want admitted", resp.Result)
 	}
 	clk.Step(10 * time.Second)
-	zk0 := pods[0].DeepCopy() // its replacement, not Ready yet
-	zk0.UID, zk0.CreationTimestamp = "zk-0-new", metav1.NewTime(clk.Now())
-	zk0.Status.Conditions[0].Status = corev1.ConditionFalse
-	going := pods[1].DeepCopy() // as the cache last saw it: deleted, in its grace period, Ready
+	zk0 := recreated(pods[0], clk.Now(), false) // its replacement, not Ready yet
+	going := pods[1].DeepCopy()                 // as the cache last saw it: deleted, in its grace period, Ready
 	going.DeletionTimestamp, going.Finalizers = &metav1.Time{Time: clk.Now().Add(-8 * time.Second)}, []string{"example.com/drain"}
-	zk1 := pods[1].DeepCopy()
-	zk1.UID, zk1.Spec.NodeName, zk1.CreationTimestamp = "zk-1-new", "node-b-2", metav1.NewTime(clk.Now().Add(-5*time.Second))
+	zk1 := recreated(pods[1], clk.Now().Add(-5*time.Second), true)
+	zk1.Spec.NodeName = "node-b-2"
 	zk1.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now().Add(-time.Second))
 	cached, live := swapIn(objs, zk0, going), swapIn(objs, zk0, zk1)
 	resp := zkHandler("replica-0", p, clk, store, cached, utiltesting.NewMemReader(nil, live...)).Handle(ctx, podEviction(pods[1], "alice"))
@@ -230,8 +247,8 @@ func TestExemptEvictionRecordsThePodOfTheName(t *testing.T) {
 	objs, pods, p := zkScene()
 	p.Spec.Exemptions = v1alpha1.Exemptions{Users: []string{"bob"}}
 	clk := clocktesting.NewFakeClock(time.Now())
-	zk1 := pods[1].DeepCopy() // deleted and re-created on zone b's node-b-2, Ready
-	zk1.UID, zk1.Spec.NodeName, zk1.CreationTimestamp = "zk-1-new", "node-b-2", metav1.NewTime(clk.Now().Add(-time.Hour))
+	zk1 := recreated(pods[1], clk.Now().Add(-time.Hour), true) // deleted and re-created on zone b's node-b-2, Ready
+	zk1.Spec.NodeName = "node-b-2"
 	live := swapIn(objs, zk1)
 	// replica-0's cache: up to date; still showing the old zk-1 on node-a-1; showing it
 	// going (terminating) or not Ready, where the pod of the name is read from the API
@@ -298,21 +315,15 @@ func (l *uidLog) Eventf(regarding, _ runtime.Object, _, reason, _, _ string, _ .
 func TestEvictionOfARecreatedPodIsJudgedOnItsLabels(t *testing.T) {
 	ctx := context.Background()
 	objs, pods, p := zkScene()
-	strict := dp(func(s *v1alpha1.DisruptionPolicySpec) {
-		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "strict"}}
-	})
-	strict.Name = "strict"
+	strict := tierPolicy("strict")
 	clk := clocktesting.NewFakeClock(time.Now())
 	store := fake.NewClientBuilder().Build()
 	if resp := zkHandler("replica-0", p, clk, store, append(objs, &strict), utiltesting.NewMemReader(nil, objs...)).Handle(ctx, podEviction(pods[0], "alice")); !resp.Allowed {
 		t.Fatalf("zk-0's eviction: %+v, want admitted", resp.Result)
 	}
 	clk.Step(10 * time.Second)
-	zk0 := pods[0].DeepCopy() // its replacement, not Ready yet
-	zk0.UID, zk0.CreationTimestamp = "zk-0-new", metav1.NewTime(clk.Now())
-	zk0.Status.Conditions[0].Status = corev1.ConditionFalse
-	zk1 := pods[1].DeepCopy()
-	zk1.UID, zk1.CreationTimestamp = "zk-1-new", metav1.NewTime(clk.Now().Add(-5*time.Second))
+	zk0 := recreated(pods[0], clk.Now(), false) // its replacement, not Ready yet
+	zk1 := recreated(pods[1], clk.Now().Add(-5*time.Second), true)
 	zk1.Labels = map[string]string{"app": "agent", "tier": "strict"}
 	cached, live := swapIn(objs, zk0), swapIn(objs, zk0, zk1)
 	resp := zkHandler("replica-0", p, clk, store, append(cached, &strict), utiltesting.NewMemReader(nil, live...)).Handle(ctx, podEviction(pods[1], "alice"))
@@ -336,18 +347,14 @@ func TestEvictionOfARecreatedPodIsJudgedOnItsLabels(t *testing.T) {
 func TestEvictionOfAPodRecreatedIntoASelectionIsReadLive(t *testing.T) {
 	ctx := context.Background()
 	objs, pods, _ := zkScene()
-	strict := dp(func(s *v1alpha1.DisruptionPolicySpec) {
-		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "strict"}}
-	})
+	strict := tierPolicy("strict")
 	strictLabels := map[string]string{"app": "agent", "tier": "strict"}
 	sts := objs[0].(*appsv1.StatefulSet).DeepCopy()
 	sts.Spec.Template.Labels = strictLabels
 	clk := clocktesting.NewFakeClock(time.Now())
-	zk0 := pods[0].DeepCopy() // its replacement, not Ready yet
-	zk0.UID, zk0.Labels, zk0.CreationTimestamp = "zk-0-new", strictLabels, metav1.NewTime(clk.Now())
-	zk0.Status.Conditions[0].Status = corev1.ConditionFalse
-	zk1 := pods[1].DeepCopy()
-	zk1.UID, zk1.Labels, zk1.CreationTimestamp = "zk-1-new", strictLabels, metav1.NewTime(clk.Now().Add(-5*time.Second))
+	zk0 := recreated(pods[0], clk.Now(), false) // its replacement, not Ready yet
+	zk1 := recreated(pods[1], clk.Now().Add(-5*time.Second), true)
+	zk0.Labels, zk1.Labels = strictLabels, strictLabels
 	cached := swapIn(objs, sts, zk0)
 	evict := func(live client.Reader) admission.Response {
 		return zkHandler("replica-0", strict, clk, fake.NewClientBuilder().Build(), cached, live).Handle(ctx, podEviction(pods[1], "alice"))
@@ -375,10 +382,7 @@ func TestEvictionOfAPodRecreatedIntoASelectionIsReadLive(t *testing.T) {
 func TestEvictionOfARecreatedPodOutOfEverySelectionIsRecorded(t *testing.T) {
 	ctx := context.Background()
 	objs, pods, _ := zkScene()
-	old := dp(func(s *v1alpha1.DisruptionPolicySpec) {
-		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "old"}}
-	})
-	old.Name = "old"
+	old := tierPolicy("old")
 	for i, o := range objs {
 		if p, ok := o.(*corev1.Pod); ok {
 			p = p.DeepCopy()
@@ -388,8 +392,8 @@ func TestEvictionOfARecreatedPodOutOfEverySelectionIsRecorded(t *testing.T) {
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
 	store := fake.NewClientBuilder().Build()
-	zk1 := objs[slices.IndexFunc(objs, func(o client.Object) bool { return o.GetName() == "zk-1" })].(*corev1.Pod).DeepCopy()
-	zk1.UID, zk1.Labels, zk1.CreationTimestamp = "zk-1-new", map[string]string{"app": "agent", "tier": "new"}, metav1.NewTime(clk.Now().Add(-time.Minute))
+	zk1 := recreated(objs[slices.IndexFunc(objs, func(o client.Object) bool { return o.GetName() == "zk-1" })].(*corev1.Pod), clk.Now().Add(-time.Minute), true)
+	zk1.Labels = map[string]string{"app": "agent", "tier": "new"}
 	live := swapIn(objs, zk1)
 	if resp := zkHandler("replica-0", old, clk, store, objs, utiltesting.NewMemReader(nil, live...)).Handle(ctx, podEviction(pods[1], "alice")); !resp.Allowed {
 		t.Fatalf("the new zk-1, which no policy selects: %+v, want admitted", resp.Result)

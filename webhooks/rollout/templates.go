@@ -341,12 +341,9 @@ func growsCurrent(in Input) int {
 		!o.Rollout.CurrentIsUpdate || o.Rollout.Progress.Unobserved != 0 || o.Replicas == nil || in.New.Replicas == nil {
 		return 0
 	}
+	// Not held, so its partition is below its replicas: Target = Want - partition > 0.
 	was, now := *o.Replicas, *in.New.Replicas
-	partition := now // at or above the replicas: every new ordinal is below it
-	if p := in.New.Rollout.Progress; p.Target > 0 {
-		partition = p.Want - p.Target
-	}
-	if min(now, partition) <= was {
+	if p := in.New.Rollout.Progress; min(now, p.Want-p.Target) <= was {
 		return 0
 	}
 	if r := in.History.Find(o.Template); (r != nil && r.Live > 0) || o.Rollout.Progress.Updated > 0 {
