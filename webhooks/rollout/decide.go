@@ -113,6 +113,29 @@ func (s skipper) runs(check string) bool { return s == nil || !s(check) }
 
 // decideWithout is Decide without the checks skip names.
 func decideWithout(in Input, skip skipper) (Decision, error) {
+	d, err := decideRequest(in, skip)
+	if err != nil || !startsCurrent(in) {
+		return d, err
+	}
+	// The new ordinals start the current revision's template: judged as that start, by the
+	// rules that judge one (the request's own verdict on its new template stands beside).
+	c, err := decideRequest(asCurrent(in), skip)
+	if err != nil {
+		return Decision{}, err
+	}
+	for _, v := range c.Violations {
+		if slices.Contains(RevisionRules, v.Rule) {
+			v.Message = fmt.Sprintf("the scale's new ordinals are below the partition and get the current revision's template, "+
+				"which no pod runs yet, so it starts that template: %s", v.Message)
+			d.Violations = append(d.Violations, v)
+		}
+	}
+	d.Violations.SortByPolicy()
+	return d, nil
+}
+
+// decideRequest is decideWithout for the request as it is.
+func decideRequest(in Input, skip skipper) (Decision, error) {
 	var rs revisionState
 	if edits := in.Operation == admissionv1.Update && in.TemplateChanged; edits || MayStart(in) || growsHeld(in) {
 		flags := flagsOf(in)

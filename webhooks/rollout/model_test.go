@@ -1219,32 +1219,53 @@ func (w *mworld) noteAdmittedAs(before *mworld, replaces bool) {
 	if _, ok := w.admitted[w.t]; ok && w.t == before.t && !(before.held() && !w.held()) && !grows {
 		return // it neither changes the template nor lifts a hold: its rollout was admitted before
 	}
+	if c := w.current; w.kind == v1alpha1.KindStatefulSet && w.exists && w.uid == before.uid && !w.onDelete && w.held() &&
+		w.replicas > before.replicas && c != w.t && !slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template.tag == c.tag }) {
+		// A held StatefulSet's new ordinals are below its partition and get its current
+		// revision (newVersionedStatefulSetPod): a scale that changes the template gives the
+		// current one, which no pod runs, its first pods. A start of it, which holdfast can
+		// refuse.
+		a := w.admissionOf(before, c, false)
+		a.grows = true
+		w.admitted[c] = a
+	}
+	a := w.admissionOf(before, w.t, hasPods)
+	if staged, ok := w.admitted[before.t]; ok && !grows && w.t != before.t && w.t.tag == before.t.tag && before.held() == w.held() &&
+		!slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template == before.t }) {
+		// A scale of a template that has no pods yet replaces it: what it rolls out was let
+		// past (or not) when that template was; an exemption now excuses it all the same.
+		now := a
+		a = staged
+		if exemption(w.user, w.now) != "" || a.excuse == "" {
+			a.excuse = now.excuse
+		}
+		a.returns = now.returns
+	}
+	a.grows = a.grows || grows
+	w.admitted[w.t] = a
+}
+
+// admissionOf is what the truth says of an admitted request that gives template t pods
+// (hasPods: it had some before the request).
+func (w *mworld) admissionOf(before *mworld, t tmpl, hasPods bool) admission7 {
 	rules := w.rules()
 	a := admission7{settle: rules != nil && rules.Settle != nil, minInterval: rules != nil && rules.MinInterval != nil}
 	if held, _ := windowHolds(w.window, w.now); held && rules != nil && w.now.Sub(w.windowAt) > mMaxLag {
 		a.window = modelWindows[w.window][0].Name
 	}
-	if staged, ok := w.admitted[before.t]; ok && !grows && w.t != before.t && w.t.tag == before.t.tag && before.held() == w.held() &&
-		!slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template == before.t }) {
-		// A scale of a template that has no pods yet replaces it: what it rolls out was let
-		// past (or not) when that template was.
-		a = staged
-	}
-	a.grows = a.grows || grows
 	switch {
 	case exemption(w.user, w.now) != "":
 		a.excuse = exemption(w.user, w.now)
-	case a.excuse != "":
 	case !before.tr.finished && w.now.Sub(before.tr.progressed) >= mStall-mMaxLag:
 		a.excuse = "stalled"
-	case w.t.tag == before.tr.prev && !before.tr.finished && hasPods:
+	case t.tag == before.tr.prev && !before.tr.finished && hasPods:
 		a.excuse = "cancel"
 	}
 	// minInterval does not hold a return within revertWindow (I3 does): a move to another
 	// image that had pods within the window.
-	last := w.lastLive[w.t.tag]
-	a.returns = rules != nil && rules.RevertWindow != nil && w.t.tag != before.t.tag && (hasPods || (!last.IsZero() && w.now.Sub(last) < mRevert))
-	w.admitted[w.t] = a
+	last := w.lastLive[t.tag]
+	a.returns = rules != nil && rules.RevertWindow != nil && t.tag != before.t.tag && (hasPods || (!last.IsZero() && w.now.Sub(last) < mRevert))
+	return a
 }
 
 // restore undoes a refused change to the spec: the API server stored nothing.
@@ -1954,6 +1975,21 @@ var rolloutReplays = []struct {
 	seed uint64
 	ops  []mop
 }{
+	// Seed 14371's prefix with a Deny window: held by a partition at its replicas, the set
+	// is re-created a replica smaller on B@2 over pods of A it adopts (B@2 its current and
+	// update revision, with no pod), then scaled back with --server-count following (B@3)
+	// while the window holds: the set stays held, and the new ordinal, below the
+	// partition, gets B@2, its first pod (W1; startsCurrent). The explorer had counted it
+	// under stagedTemplatePods.
+	{seed: 14371, ops: []mop{
+		{Kind: "partition", N: 807, Replica: 1},
+		{Kind: "recreate", N: 655, Replica: 1},
+		{Kind: "window", N: 1},
+		{Kind: "tick", N: 19},
+		{Kind: "tick", N: 19},
+		{Kind: "scale", N: 934},
+		{Kind: "tick", N: 935},
+	}},
 	// The explorer, once StatefulSets came back from a re-create a replica smaller: created
 	// held on B@2 over pods of A it adopted, a set takes B@2 as its current and update
 	// revision with no pod; a scale with --server-count following to B@4, lifting the hold,

@@ -67,6 +67,30 @@ func growsHeld(in Input) bool {
 	return false
 }
 
+// growsCurrent is a scale that changes the template (its flags follow spec.replicas) of a
+// StatefulSet a partition holds before and after it: kube creates the new ordinals, below
+// the partition, from the current revision (newVersionedStatefulSetPod), which the old
+// object's status names as its update revision too, so from the old template, not the
+// new one (asCurrent). Read from the request alone, as growsHeld.
+func growsHeldCurrent(in Input) bool {
+	return in.Operation == admissionv1.Update && in.Replaces == "" && in.TemplateChanged && in.Old != nil && in.New != nil &&
+		in.New.Kind == v1alpha1.KindStatefulSet && in.New.Rollout.Held && !in.New.Rollout.OnDelete && growsHeld(asCurrent(in))
+}
+
+// asCurrent is the request as the scale the new ordinals make: the new object with the old
+// object's template.
+func asCurrent(in Input) Input {
+	n := *in.New
+	n.Template = in.Old.Template
+	in.New, in.TemplateChanged = &n, false
+	return in
+}
+
+// startsCurrent is a request that grows a held StatefulSet (growsHeldCurrent) whose current
+// template no live pod runs: the new ordinals are that template's first pods, a start of
+// it, judged as one (decideWithout) besides the request's verdict on its new template.
+func startsCurrent(in Input) bool { return growsHeldCurrent(in) && startsStaged(asCurrent(in)) }
+
 // startsStaged is a request that grows a held StatefulSet (growsHeld) whose template no
 // live pod runs (by the cache, and by the old object's status of its own generation):
 // kube's first pods of that template come from it, so it is judged as a start (settle,
@@ -333,8 +357,8 @@ func checkThirdTemplate(in Input, rules *v1alpha1.RolloutRules, rs *revisionStat
 // revision current and update (a StatefulSet created over pods of another revision that
 // it adopts takes its update revision as current, getStatefulSetRevisions), with no pods
 // yet. The new ordinals at or above the partition get the new template. (Still held
-// after it, the new template gets none: a scale that changes the template then gives the
-// current revision's its first pods unjudged, an open gap, docs/invariants.md.)
+// after it, the new template gets none, and the new ordinals are a start of the current
+// revision's: startsCurrent.)
 func growsCurrent(in Input) int {
 	o := in.Old
 	if o == nil || in.New.Kind != v1alpha1.KindStatefulSet || in.New.Rollout.Held || !in.TemplateChanged ||

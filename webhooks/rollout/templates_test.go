@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -205,5 +206,65 @@ func TestScaleBelowThePartitionGivesTheCurrentRevisionPods(t *testing.T) {
 		if got != third {
 			t.Errorf("scale to 4 under partition %d: refused as a third template %t, want %t: %v", partition, got, third, found)
 		}
+	}
+}
+
+// A held StatefulSet's scale that changes its template (--server-count follows the
+// replicas) and keeps it held gives the new ordinals, below the partition, its current
+// revision's template: created held on B@2 over pods of A it adopted, B@2 has no pod, so
+// the scale to 3 is B@2's first pods, a start, and a Deny window refuses it as one. Once
+// B@2 has pods, or when the scale adds no ordinal, it starts nothing.
+func TestHeldScaleStartsTheCurrentRevision(t *testing.T) {
+	A, B2, B3 := template("A", "2"), template("B", "2"), template("B", "3")
+	sts := v1alpha1.KindStatefulSet
+	spec := v1alpha1.RolloutPolicySpec{
+		Rules: v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{},
+			ArgsMatchReplicas: []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}},
+		Windows: []v1alpha1.Window{{Name: "freeze", Schedule: "0 12 * * *", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}},
+	}
+	held := func(replicas int32, t *corev1.PodTemplateSpec) *workload.Workload {
+		return wl(sts, replicas, t, workload.Rollout{Held: true, CurrentIsUpdate: true,
+			Progress: workload.Progress{Kind: sts, Want: replicas, Available: 2, Total: 2}})
+	}
+	for _, c := range []struct {
+		name     string
+		replicas int32
+		b2Pods   int32
+		refused  bool
+	}{
+		{"scale up over a current revision with no pod", 3, 0, true},
+		{"scale up once the current revision has pods", 3, 1, false},
+		{"scale down", 1, 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			next := B3
+			if c.replicas == 1 {
+				next = template("B", "1")
+			}
+			in := Input{Operation: admissionv1.Update, Old: held(2, B2), New: held(c.replicas, next), TemplateChanged: true, Now: now,
+				History: history.History{Revisions: []history.Revision{running(rev(1, A, 2*time.Hour, 2), 2),
+					running(rev(2, B2, time.Hour, 0), c.b2Pods)}, LastActivity: now.Add(-time.Hour)},
+				Policies: []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: spec}}}
+			d, err := Decide(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := slices.ContainsFunc(d.Violations, func(v decision.Violation) bool {
+				return v.Rule == RuleWindow && strings.Contains(v.Message, "current revision's template")
+			})
+			if got != c.refused {
+				t.Errorf("refused as a start of the current revision %t, want %t: %v", got, c.refused, d.Messages(decision.Audit))
+			}
+			if c.refused && d.Action() != decision.Deny {
+				t.Errorf("action %v, want Deny", d.Action())
+			}
+			rules, err := StateRules(&in.Policies[0], in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reads := slices.Contains(rules, RuleWindow); reads != (c.replicas > 2) {
+				t.Errorf("StateRules %v: window read %t, want %t (check --cluster reads what the start needs)", rules, reads, c.replicas > 2)
+			}
+		})
 	}
 }
