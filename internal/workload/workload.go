@@ -96,6 +96,9 @@ type Rollout struct {
 	// kube creates every ordinal from its template then, below a partition too
 	// (newVersionedStatefulSetPod).
 	CurrentIsUpdate bool
+	// CurrentRevision is a StatefulSet's status.currentRevision: the ControllerRevision
+	// kube creates the ordinals below a partition from; "" when the status names none.
+	CurrentRevision string
 	// Fresh is a status its controller has never written (observedGeneration 0): a workload
 	// created moments ago, which has not adopted yet what an orphaning delete of one of its
 	// name left behind.

@@ -114,24 +114,46 @@ func (s skipper) runs(check string) bool { return s == nil || !s(check) }
 // decideWithout is Decide without the checks skip names.
 func decideWithout(in Input, skip skipper) (Decision, error) {
 	d, err := decideRequest(in, skip)
-	if err != nil || !startsCurrent(in) {
+	if err != nil {
 		return d, err
 	}
-	// The new ordinals start the current revision's template: judged as that start, by the
-	// rules that judge one (the request's own verdict on its new template stands beside).
-	c, err := decideRequest(asCurrent(in), skip)
-	if err != nil {
-		return Decision{}, err
+	starts := currentStarts(in)
+	if len(starts) == 0 {
+		return d, nil
 	}
-	for _, v := range c.Violations {
-		if slices.Contains(RevisionRules, v.Rule) {
-			v.Message = fmt.Sprintf("the scale's new ordinals are below the partition and get the current revision's template, "+
-				"which no pod runs yet, so it starts that template: %s", v.Message)
+	// The new ordinals, or the replaced pod, start a template the request does not name:
+	// each is judged as that start by the rules that judge one, beside the request's own
+	// verdict (a settle finding once per policy). Not by the fleet limit nor the shared
+	// budget (a held workload is not in flight, as a replacement is not).
+	only := func(c string) bool { return !skip.runs(c) || !slices.Contains(startChecks, c) }
+	for _, t := range starts {
+		c, err := decideRequest(startOf(in, t), only)
+		if err != nil {
+			return Decision{}, err
+		}
+		for _, v := range c.Violations {
+			if v.Rule == RuleSettle && slices.ContainsFunc(d.Violations, func(o decision.Violation) bool { return o.Policy == v.Policy && o.Rule == RuleSettle }) {
+				continue
+			}
+			v.Message = fmt.Sprintf("kube makes the %s from the current revision's template, which no pod runs yet, so it starts that template: %s",
+				madeFromCurrent(in), v.Message)
 			d.Violations = append(d.Violations, v)
 		}
 	}
 	d.Violations.SortByPolicy()
 	return d, nil
+}
+
+// startChecks are the checks that judge a start of a template (the rest read the request's
+// own object, or hold what is in flight).
+var startChecks = []string{RuleSettle, RuleMinInterval, RuleRevertWindow, checkThird, RuleWindow, RuleExemption}
+
+// madeFromCurrent names what kube makes from the current revision (currentStarts).
+func madeFromCurrent(in Input) string {
+	if in.Replaces != "" {
+		return "replacement of pod " + in.Replaces
+	}
+	return "scale's new ordinals (below the partition)"
 }
 
 // decideRequest is decideWithout for the request as it is.

@@ -1116,7 +1116,7 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 // relabel webhook judging a relabel out of the workload's selector (HandlePodRelabel):
 // judged when it would be the first pod of the staged template, admitted unless refused.
 func (w *mworld) replacement(i, slot int, relabel bool) (judged, admitted bool) {
-	if !w.exists || w.kind == v1alpha1.KindDeployment || !w.onDelete {
+	if !w.exists || w.kind == v1alpha1.KindDeployment || !w.held() {
 		return false, true
 	}
 	rep := w.replicas2[i]
@@ -1212,22 +1212,24 @@ func (w *mworld) noteAdmittedAs(before *mworld, replaces bool) {
 		return
 	}
 	hasPods := slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template.tag == w.t.tag })
+	// A StatefulSet a partition holds makes its new ordinals (below the partition) and a
+	// replaced one from its current revision (newVersionedStatefulSetPod): when that is not
+	// its template (a scale that changes it, an edit staged over a current revision) and no
+	// pod runs it, the request gives it its first pods, a start of it, which holdfast can
+	// refuse.
+	partitionHeld := w.kind == v1alpha1.KindStatefulSet && w.exists && !w.onDelete && w.held()
+	if c := w.current; partitionHeld && c != w.t && (replaces || (w.uid == before.uid && w.replicas > before.replicas)) &&
+		!slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template == c }) {
+		a := w.admissionOf(before, c, slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template.tag == c.tag }))
+		a.grows = true
+		w.admitted[c] = a
+	}
 	// kube's getStatefulSetRevisions and newVersionedStatefulSetPod: a created StatefulSet's
 	// missing ordinals, and an OnDelete one's new ordinals, get its template.
-	grows := replaces || w.kind == v1alpha1.KindStatefulSet && w.held() && !hasPods &&
+	grows := (replaces && !(partitionHeld && w.current != w.t)) || w.kind == v1alpha1.KindStatefulSet && w.held() && !hasPods &&
 		((w.uid != before.uid && w.exists) || (w.replicas > before.replicas && (w.onDelete || w.current == w.t)))
 	if _, ok := w.admitted[w.t]; ok && w.t == before.t && !(before.held() && !w.held()) && !grows {
 		return // it neither changes the template nor lifts a hold: its rollout was admitted before
-	}
-	if c := w.current; w.kind == v1alpha1.KindStatefulSet && w.exists && w.uid == before.uid && !w.onDelete && w.held() &&
-		w.replicas > before.replicas && c != w.t && !slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template.tag == c.tag }) {
-		// A held StatefulSet's new ordinals are below its partition and get its current
-		// revision (newVersionedStatefulSetPod): a scale that changes the template gives the
-		// current one, which no pod runs, its first pods. A start of it, which holdfast can
-		// refuse.
-		a := w.admissionOf(before, c, false)
-		a.grows = true
-		w.admitted[c] = a
 	}
 	a := w.admissionOf(before, w.t, hasPods)
 	if staged, ok := w.admitted[before.t]; ok && !grows && w.t != before.t && w.t.tag == before.t.tag && before.held() == w.held() &&
@@ -1541,11 +1543,19 @@ func (w *mworld) step(op mop) {
 		// kube keeps the orphans of the ordinals in its range, deletes the one above, and
 		// creates the missing ones (an ordinal deleted a moment ago) from its template.
 		shrink := w.kind == v1alpha1.KindStatefulSet && op.N%4 == 3 && w.t.count > 1
+		// One in two StatefulSets comes back held by a partition at its replicas (a manifest
+		// that stages its template): created over pods of another template, its current
+		// revision is then one no pod runs (getStatefulSetRevisions), which its new and
+		// replaced ordinals get.
+		heldBack := w.kind == v1alpha1.KindStatefulSet && op.N%8 >= 4
 		if w.send(i, admissionv1.Create, func() {
 			w.exists, w.uid, w.generation, w.observed, w.t.tag = true, w.uid+1, 1, 0, tag
 			if shrink {
 				w.t.count--
 				w.followFlag()
+			}
+			if heldBack {
+				w.partition = max(w.partition, w.replicas)
 			}
 		}, "operator") {
 			w.started(w.rules())
@@ -1620,7 +1630,9 @@ func (w *mworld) step(op mop) {
 				break
 			}
 			w.pods = slices.DeleteFunc(w.pods, func(q *mpod) bool { return q == p })
-			if judged {
+			if judged || (w.exists && w.kind != v1alpha1.KindDeployment && w.held()) {
+				// The truth, not holdfast's answer, says whether the replacement is the
+				// first pod of a template: each such eviction was a request to judge.
 				w.noteAdmittedAs(&before, true)
 			}
 		}
@@ -1975,6 +1987,44 @@ var rolloutReplays = []struct {
 	seed uint64
 	ops  []mop
 }{
+	// Found once the explorer held every replacement of a held workload's pod to the
+	// outcome, not only those holdfast said it judged: a DaemonSet relabelled back into the
+	// selection, switched to OnDelete and edited to tag 3 within a second, then a pod
+	// deleted: the replica's cache still showed the workload outside the selection, so the
+	// replacement (tag 3's first pod, 14 s after tag 2's) was not judged (I2). Replacement
+	// now reads the workload from the API server whenever a policy targets its kind.
+	{seed: 20419, ops: []mop{
+		{Kind: "relabelIn", N: 93, Replica: 1},
+		{Kind: "nodeJoin", N: 761, Replica: 1},
+		{Kind: "restart", N: 200},
+		{Kind: "window", N: 441, Replica: 1},
+		{Kind: "relabelIn", N: 16, Replica: 1},
+		{Kind: "onDelete", N: 137},
+		{Kind: "nodeLeave", N: 35, Replica: 1},
+		{Kind: "relabelIn", N: 227, Replica: 1},
+		{Kind: "window", N: 129, Replica: 1},
+		{Kind: "sync", N: 933},
+		{Kind: "editAs", N: 814, Replica: 1},
+		{Kind: "rollingUpdate", N: 106, Replica: 1},
+		{Kind: "nodeLeave", N: 838},
+		{Kind: "deletePod", N: 150, Replica: 1},
+		{Kind: "tick", N: 320},
+	}},
+	// The same, for a DaemonSet re-created a moment before (the cache showed the deleted
+	// one's UID, and the pod named the new one): its staged template's first pod came in
+	// a Deny window (W1).
+	{seed: 29867, ops: []mop{
+		{Kind: "journalLost", N: 609, Replica: 1},
+		{Kind: "tick", N: 59, Replica: 1},
+		{Kind: "window", N: 233, Replica: 1},
+		{Kind: "nodeLeave", N: 542, Replica: 1},
+		{Kind: "recreate", N: 801},
+		{Kind: "onDelete", N: 519, Replica: 1},
+		{Kind: "editOld", N: 197, Replica: 1},
+		{Kind: "deletePod", N: 384, Replica: 1},
+		{Kind: "editOld", N: 51},
+		{Kind: "relabel", N: 664},
+	}},
 	// Seed 14371's prefix with a Deny window: held by a partition at its replicas, the set
 	// is re-created a replica smaller on B@2 over pods of A it adopts (B@2 its current and
 	// update revision, with no pod), then scaled back with --server-count following (B@3)

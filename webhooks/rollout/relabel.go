@@ -34,7 +34,8 @@ const PodRelabelPath = interception.PodRelabelPath
 // by (controller-revision-hash, pod-template-generation). A released pod is replaced by
 // kube's controller (ClaimPods, controller_ref_manager.go) from the current template: at
 // once for a DaemonSet's node, once the released pod is gone for a StatefulSet's ordinal,
-// whose name it keeps. On an OnDelete workload whose template no pod runs yet, that is the
+// whose name it keeps. On an OnDelete workload whose template no pod runs yet (or a
+// StatefulSet a partition holds, whose current revision no pod runs), that is the
 // template's first pod, a start with no eviction or DELETE of a pod the workload controls;
 // a pod that says it runs that template makes the next replacement read as none. Both are
 // judged as Replacement judges a start, so that a relabel is no way around what an
@@ -56,7 +57,16 @@ func (h *Handler) HandlePodRelabel(ctx context.Context, req admission.Request) a
 	if err != nil {
 		return admission.Allowed("")
 	}
-	if err := informer.Get(ctx, h.Reader, client.ObjectKey{Namespace: old.Namespace, Name: owner.Name}, obj); err != nil {
+	// As the API server has it, as Replacement reads it: the cache may not show yet a
+	// workload created again under its name a moment ago (the pod names the new one).
+	key := client.ObjectKey{Namespace: old.Namespace, Name: owner.Name}
+	if h.Live != nil {
+		if found, err := h.readOwner(ctx, key, obj); err != nil {
+			return decision.Retry("the pod's workload", err)
+		} else if !found {
+			return admission.Allowed("") // gone: nothing replaces the pod
+		}
+	} else if err := informer.Get(ctx, h.Reader, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return admission.Allowed("") // gone: nothing replaces the pod
 		}

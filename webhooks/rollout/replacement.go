@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -22,10 +23,11 @@ import (
 )
 
 // Replacement judges the eviction or DELETE of pod as the rollout guard judges a start,
-// when it is one: the pod's controller is an OnDelete StatefulSet or DaemonSet a
-// RolloutPolicy selects, kube replaces the pod from the workload's current template
-// (newVersionedStatefulSetPod gives an OnDelete StatefulSet's ordinal its update revision;
-// the DaemonSet controller's syncNodes creates a node's missing pod from its template), and
+// when it is one: the pod's controller is an OnDelete StatefulSet or DaemonSet, or a
+// StatefulSet a partition holds, that a RolloutPolicy selects, kube replaces the pod from
+// the workload's current template (newVersionedStatefulSetPod gives an OnDelete
+// StatefulSet's ordinal its update revision, a partition's its current revision; the
+// DaemonSet controller's syncNodes creates a node's missing pod from its template), and
 // no live pod runs that template yet: the replacement is its first pod, with no request on
 // the workload for the revision rules to judge. Judged: settle (the third template),
 // minInterval, revertWindow and the windows, from the cache and the journal alone. Not the
@@ -33,11 +35,12 @@ import (
 // (the eviction guard's, as for any eviction): so nothing is recorded, and an eviction kube's
 // PodDisruptionBudget then refuses holds no slot. starts is false when the request starts
 // nothing: another owner, a template with pods, a pod kube will not re-create. The workload
-// itself is read from the API server (Live) once the cache shows a policy may select it:
-// an edit staged a moment ago, or a switch to OnDelete, is not in the cache yet, and the
-// DELETE that follows it at once would be judged on the template before. So is its
-// namespace, best effort, when a policy would select the workload but for the namespace's
-// labels the caller read from its cache (a relabel into the selection a moment ago).
+// itself is read from the API server (Live) whenever a policy targets its kind (one GET):
+// an edit staged a moment ago, a switch to OnDelete, a relabel into a selection or a
+// re-create under its name is not in the cache yet, and the DELETE that follows it at once
+// would be judged on the workload before. So is its namespace, best effort, when a policy
+// would select the workload but for the namespace's labels the caller read from its cache
+// (a relabel into the selection a moment ago).
 func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map[string]string, user authenticationv1.UserInfo) (vs decision.Violations, starts bool, err error) {
 	owner := metav1.GetControllerOfNoCopy(pod)
 	if owner == nil {
@@ -67,57 +70,53 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 	if err != nil {
 		return nil, false, err
 	}
-	if err := informer.Get(ctx, h.Reader, client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}, obj); err != nil {
+	// The workload as the API server has it: an edit staged, a switch to OnDelete, a relabel
+	// into a selection or a re-create under its name (the pod names the new one) a moment
+	// ago is not in the cache yet, and the DELETE that follows at once would be judged on
+	// the workload before. Without a live reader, the cache's.
+	key := client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}
+	if h.Live != nil {
+		if found, err := h.readOwner(ctx, key, obj); err != nil || !found {
+			return nil, false, err
+		}
+	} else if err := informer.Get(ctx, h.Reader, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil // gone: nothing replaces the pod
 		}
 		return nil, false, fmt.Errorf("reading the %s of pod %s/%s: %w", owner.Kind, pod.Namespace, pod.Name, err)
 	}
-	selected := func(obj client.Object) bool {
+	if (owner.UID != "" && obj.GetUID() != owner.UID) || obj.GetDeletionTimestamp() != nil || !holds(obj) {
+		return nil, false, nil
+	}
+	selected := func() bool {
 		return slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
 			selects, err := h.Matcher.Selects(p.Spec.Targets, kind, nsLabels, obj.GetLabels())
 			return !p.Spec.Suspend && err == nil && selects
 		})
 	}
-	if (owner.UID != "" && obj.GetUID() != owner.UID) || obj.GetDeletionTimestamp() != nil {
-		return nil, false, nil
-	}
-	// A policy would select the workload but for its namespace's labels as the caller read
-	// them, from a cache that may not show a relabel into the selection yet: the rollout
-	// guard's own requests read the namespace live then (namespaceMayLag), and so does this.
-	nsMayLag := h.Live != nil && !selected(obj) && slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
-		t := &p.Spec.Targets
-		return !p.Spec.Suspend && slices.Contains(workload.Targeted(*t), kind) &&
-			h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, nsLabels, obj.GetLabels())
-	})
-	if !nsMayLag && !selected(obj) {
-		return nil, false, nil
-	}
-	if h.Live != nil {
-		// The live reads share one bound inside the webhook's timeout: past it the eviction
-		// guard answers "not now".
+	if !selected() {
+		// A policy would select the workload but for its namespace's labels as the caller
+		// read them, from a cache that may not show a relabel into the selection yet: the
+		// rollout guard's own requests read the namespace live then (namespaceMayLag), and
+		// so does this, best effort: a failed read leaves the cache's labels to decide.
+		nsMayLag := h.Live != nil && slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
+			t := &p.Spec.Targets
+			return !p.Spec.Suspend && slices.Contains(workload.Targeted(*t), kind) &&
+				h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, nsLabels, obj.GetLabels())
+		})
+		if !nsMayLag {
+			return nil, false, nil
+		}
 		lctx, cancel := h.Ledgers.Bound(ctx)
-		defer cancel()
-		if nsMayLag {
-			// Best effort, as there: a failed read leaves the cache's labels to decide.
-			live, err := h.liveNamespaceLabels(lctx, pod.Namespace)
-			if err != nil {
-				logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", pod.Namespace, "error", err.Error())
-				return nil, false, nil
-			}
-			if nsLabels = live; !selected(obj) {
-				return nil, false, nil
-			}
+		live, err := h.liveNamespaceLabels(lctx, pod.Namespace)
+		cancel()
+		if err != nil {
+			logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", pod.Namespace, "error", err.Error())
+			return nil, false, nil
 		}
-		if err := h.Live.Get(lctx, client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, false, nil
-			}
-			return nil, false, fmt.Errorf("reading the %s of pod %s/%s: %w", owner.Kind, pod.Namespace, pod.Name, err)
+		if nsLabels = live; !selected() {
+			return nil, false, nil
 		}
-	}
-	if (owner.UID != "" && obj.GetUID() != owner.UID) || obj.GetDeletionTimestamp() != nil || !onDelete(obj) || !selected(obj) {
-		return nil, false, nil
 	}
 	w, err := workload.From(obj)
 	if err != nil {
@@ -131,8 +130,8 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 	if err := h.readWorkloadState(ctx, &in); err != nil {
 		return nil, false, err
 	}
-	if !startsStaged(in) {
-		return nil, false, nil // its template has pods: the replacement starts nothing
+	if !startsStaged(in) && len(currentStarts(in)) == 0 {
+		return nil, false, nil // the template it is made from has pods: the replacement starts nothing
 	}
 	d, err := Decide(in)
 	if err != nil {
@@ -143,6 +142,21 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 			"action", d.Action().String(), "violations", d.Messages(decision.Audit))
 	}
 	return d.Violations, true, nil
+}
+
+// readOwner reads a pod's workload from the API server into obj, within the bound the
+// ledgers' reads keep inside the webhook's timeout (past it the eviction guard answers "not
+// now"); found is false when there is none of the name.
+func (h *Handler) readOwner(ctx context.Context, key client.ObjectKey, obj client.Object) (found bool, err error) {
+	ctx, cancel := h.Ledgers.Bound(ctx)
+	defer cancel()
+	if err := h.Live.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading %s/%s from the API server: %w", key.Namespace, key.Name, err)
+	}
+	return true, nil
 }
 
 // replaced is whether kube's controller creates a pod in place of pod: a StatefulSet's
@@ -188,6 +202,18 @@ func ordinalOwner(pod string) *metav1.OwnerReference {
 		return nil
 	}
 	return &metav1.OwnerReference{Kind: string(v1alpha1.KindStatefulSet), Name: pod[:i]}
+}
+
+// holds is onDelete, or a StatefulSet whose partition is at or above its replicas: kube
+// re-creates a deleted ordinal of it from its current revision (newVersionedStatefulSetPod),
+// which may be one no pod runs (a set created over another revision's pods, an edit staged
+// over it: currentStarts).
+func holds(obj client.Object) bool {
+	if s, ok := obj.(*appsv1.StatefulSet); ok && s.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+		r := s.Spec.UpdateStrategy.RollingUpdate
+		return r != nil && r.Partition != nil && *r.Partition >= ptr.Deref(s.Spec.Replicas, 1)
+	}
+	return onDelete(obj)
 }
 
 // onDelete is a StatefulSet or DaemonSet that replaces its pods only when they are deleted,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/decision"
@@ -217,5 +219,70 @@ func TestReplacementReadsANamespaceRelabelledInLive(t *testing.T) {
 	})
 	if vs, starts, err := judge(failing); err != nil || starts || len(vs) != 0 {
 		t.Errorf("the namespace's live read failing: starts=%v %v %v, want judged on the cache's labels (nothing)", starts, vs, err)
+	}
+}
+
+// partitionHeld puts db in the scene held by a partition at its replicas with its template
+// v2 staged (update revision db-b, current db-a of v1), revisions db-x (v0), db-a and db-b,
+// and its three pods running revision db-<podRev>; it returns db-0.
+func (sc *dbScene) partitionHeld(podRev string) *corev1.Pod {
+	t0, reader, sts := sc.t0, sc.reader, sc.sts
+	sts.Generation, sts.Status.ObservedGeneration = 2, 2
+	sts.Spec.Template = sc.tmpl("v2")
+	sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(3))}}
+	sts.Status.UpdateRevision, sts.Status.UpdatedReplicas = "db-b", 0
+	reader.Put(sts)
+	reader.Put(sc.revision("x", "v0", 1, t0.Add(-5*time.Hour)))
+	reader.Put(sc.revision("a", "v1", 2, t0.Add(-3*time.Hour)))
+	reader.Put(sc.revision("b", "v2", 3, t0.Add(-time.Hour)))
+	var first *corev1.Pod
+	for i := range 3 {
+		p := sc.pod(i)
+		p.Labels[appsv1.ControllerRevisionHashLabelKey] = "db-" + podRev
+		reader.Put(p)
+		if i == 0 {
+			first = p
+		}
+	}
+	return first
+}
+
+// TestPartitionHeldStatefulSetMakesPodsOfItsCurrentRevision: db held by a partition at its
+// replicas, its template v2 staged. kube makes a deleted ordinal, and the new ordinals of
+// a scale (below the partition), from the current revision, not the template: when that
+// is db-a (v1), which the pods run, nothing starts; when the pods run v0 (db-x, adopted)
+// and db-a has none, db-0's replacement, or a scale to 4, is v1's first pod, a start the
+// Deny window refuses.
+func TestPartitionHeldStatefulSetMakesPodsOfItsCurrentRevision(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		podRev string
+		starts bool
+	}{
+		{"the pods run the current revision", "a", false},
+		{"the pods run another revision", "x", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newDBScene()
+			pod := sc.partitionHeld(tc.podRev)
+			h := &Handler{Reader: sc.reader, Decoder: admission.NewDecoder(informer.NewScheme()), Clock: clocktesting.NewFakePassiveClock(sc.t0.Add(time.Minute)),
+				Matcher: policy.NewMatcher(), Journals: &journal.Store{}}
+			vs, starts, err := h.Replacement(context.Background(), pod, sc.ns.Labels, authenticationv1.UserInfo{Username: "alice"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if starts != tc.starts || (tc.starts && vs.Action() != decision.Deny) {
+				t.Errorf("db-0's replacement: starts=%v %v, want starts=%v (refused by the window when it does)", starts, vs, tc.starts)
+			}
+			scaled := sc.sts.DeepCopy()
+			scaled.Generation, scaled.Spec.Replicas = 3, ptr.To(int32(4))
+			scaled.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(int32(4))
+			req := request(admissionv1.Update, "StatefulSet", mustJSON(t, scaled), mustJSON(t, sc.sts))
+			req.Resource.Resource, req.Name = "statefulsets", "db"
+			if resp := h.Handle(context.Background(), req); resp.Allowed == tc.starts {
+				t.Errorf("the scale to 4 under a partition of 4: allowed=%v %v, want allowed=%v", resp.Allowed, resp.Result, !tc.starts)
+			}
+		})
 	}
 }

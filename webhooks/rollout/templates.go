@@ -10,6 +10,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/journal"
+	"github.com/holdfast-dev/holdfast/internal/workload"
 )
 
 // The rules in this file count what an operator sees: pod templates with live pods
@@ -23,9 +24,11 @@ import (
 // ReadsRevisions is whether deciding the request reads the workload's journal and history:
 // a request that may start a rollout (MayStart), or any other UPDATE of its pod template
 // (an OnDelete workload's staged edit, a paused or partitioned one's), and an UPDATE whose
-// labels bring the workload into a policy's selection (entersSelection).
+// labels bring the workload into a policy's selection (entersSelection), and one that grows
+// a held StatefulSet or replaces one of its pods (growsHeld, heldGrowth, replacesHeld).
 func ReadsRevisions(in Input) bool {
-	return MayStart(in) || (in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged) || createsHeld(in) || growsHeld(in) || entersSelection(in)
+	return MayStart(in) || (in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged) || createsHeld(in) || growsHeld(in) ||
+		heldGrowth(in) || replacesHeld(in) || entersSelection(in)
 }
 
 // growsHeld is a request after which kube creates pods of a held StatefulSet from its
@@ -44,7 +47,11 @@ func growsHeld(in Input) bool {
 		// A pod evicted or deleted: kube's DaemonSet controller (syncNodes) or StatefulSet
 		// controller (newVersionedStatefulSetPod) creates its replacement from the template
 		// the handler found it would use.
-		return in.Operation == admissionv1.Update && in.New != nil && in.New.Rollout.Held && in.New.Kind != v1alpha1.KindDeployment
+		// A partition's is made from the current revision: its template when the status
+		// names it current and update (else replacesHeld).
+		n := in.New
+		return in.Operation == admissionv1.Update && n != nil && n.Rollout.Held && n.Kind != v1alpha1.KindDeployment &&
+			(n.Rollout.OnDelete || (n.Rollout.CurrentIsUpdate && n.Rollout.Progress.Unobserved == 0))
 	}
 	if in.New == nil || in.New.Kind != v1alpha1.KindStatefulSet || !in.New.Rollout.Held || in.New.Replicas == nil {
 		return false
@@ -67,29 +74,97 @@ func growsHeld(in Input) bool {
 	return false
 }
 
-// growsCurrent is a scale that changes the template (its flags follow spec.replicas) of a
-// StatefulSet a partition holds before and after it: kube creates the new ordinals, below
-// the partition, from the current revision (newVersionedStatefulSetPod), which the old
-// object's status names as its update revision too, so from the old template, not the
-// new one (asCurrent). Read from the request alone, as growsHeld.
-func growsHeldCurrent(in Input) bool {
-	return in.Operation == admissionv1.Update && in.Replaces == "" && in.TemplateChanged && in.Old != nil && in.New != nil &&
-		in.New.Kind == v1alpha1.KindStatefulSet && in.New.Rollout.Held && !in.New.Rollout.OnDelete && growsHeld(asCurrent(in))
+// heldGrowth is an UPDATE that grows a StatefulSet a partition holds after it (more
+// replicas, or its ordinals renumbered) and that growsHeld does not judge as the start of
+// its own template: kube creates the new ordinals, below the partition, from its current
+// revision (newVersionedStatefulSetPod), which is then not known to be its template (a
+// scale that changes the template, a current revision other than the update one, a status
+// of an older generation). Read from the request alone.
+func heldGrowth(in Input) bool {
+	o, n := in.Old, in.New
+	if in.Operation != admissionv1.Update || in.Replaces != "" || o == nil || n == nil || n.Kind != v1alpha1.KindStatefulSet ||
+		!n.Rollout.Held || n.Rollout.OnDelete || o.Replicas == nil || n.Replicas == nil || growsHeld(in) {
+		return false
+	}
+	return *n.Replicas > *o.Replicas || (n.OrdinalStart != o.OrdinalStart && *n.Replicas > 0)
 }
 
-// asCurrent is the request as the scale the new ordinals make: the new object with the old
-// object's template.
-func asCurrent(in Input) Input {
-	n := *in.New
-	n.Template = in.Old.Template
-	in.New, in.TemplateChanged = &n, false
+// replacesHeld is the replacement of a pod (Replaces) of a StatefulSet a partition holds
+// whose template growsHeld does not know it is made from: kube re-creates the ordinal
+// from the current revision (newVersionedStatefulSetPod).
+func replacesHeld(in Input) bool {
+	return in.Replaces != "" && in.Operation == admissionv1.Update && in.New != nil && in.Old != nil &&
+		in.New.Kind == v1alpha1.KindStatefulSet && in.New.Rollout.Held && !in.New.Rollout.OnDelete && !growsHeld(in)
+}
+
+// currentTemplates are the templates kube may make heldGrowth's new ordinals, or
+// replacesHeld's pod, from: that of the revision the old object's status names current
+// (the old template when it names it update too; another revision's, by name, from
+// History); and while its controller has not acted on the old object's generation (or
+// never wrote a status, or History lacks the revision), the old template and the new too:
+// at its next sync kube reads the status's current revision as it is then, and takes the
+// update revision when it names none (getStatefulSetRevisions).
+func currentTemplates(in Input) []*workload.Template {
+	var out []*workload.Template
+	add := func(t *workload.Template) {
+		if t != nil && !slices.ContainsFunc(out, func(u *workload.Template) bool { return workload.SameTemplate(u, t) }) {
+			out = append(out, t)
+		}
+	}
+	o, known := in.Old.Rollout, false
+	switch {
+	case o.CurrentIsUpdate:
+		add(in.Old.Template)
+		known = true
+	case o.CurrentRevision != "":
+		if i := slices.IndexFunc(in.History.Revisions, func(r history.Revision) bool { return r.Name == o.CurrentRevision }); i >= 0 {
+			add(in.History.Revisions[i].Template)
+			known = true
+		}
+	}
+	if !known || o.Progress.Unobserved != 0 || o.Fresh {
+		add(in.Old.Template)
+		add(in.New.Template)
+	}
+	return out
+}
+
+// currentStarts are the templates of currentTemplates that no live pod runs (by the
+// cache, and by the old object's status when it names its template current and update
+// and counts pods on it): kube's pods of them would be their first, each a start of its
+// own, which decideWithout judges (startOf).
+func currentStarts(in Input) []*workload.Template {
+	if !heldGrowth(in) && !replacesHeld(in) {
+		return nil
+	}
+	var out []*workload.Template
+	for _, t := range currentTemplates(in) {
+		if r := in.History.Find(t); r != nil && r.Live > 0 {
+			continue
+		}
+		if p := in.Old.Rollout; p.CurrentIsUpdate && p.Progress.Unobserved == 0 && p.Progress.Updated > 0 && workload.SameTemplate(t, in.Old.Template) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// startOf is the request as kube's first pods of template t make it a start: a held
+// StatefulSet whose current and update revision is t, with no pod of it and a status of
+// its generation, grown (or replacing a pod) with t unchanged, which growsHeld and
+// startsStaged read as t's start.
+func startOf(in Input, t *workload.Template) Input {
+	o, n := *in.Old, *in.New
+	o.Template, n.Template = t, t
+	o.Rollout.CurrentIsUpdate, o.Rollout.Progress.Unobserved, o.Rollout.Progress.Updated, o.Rollout.Fresh = true, 0, 0, false
+	n.Rollout.CurrentIsUpdate = true
+	in.Old, in.New, in.TemplateChanged = &o, &n, false
+	if in.Replaces != "" {
+		in.New = &o // a replacement's workload is the one object
+	}
 	return in
 }
-
-// startsCurrent is a request that grows a held StatefulSet (growsHeldCurrent) whose current
-// template no live pod runs: the new ordinals are that template's first pods, a start of
-// it, judged as one (decideWithout) besides the request's verdict on its new template.
-func startsCurrent(in Input) bool { return growsHeldCurrent(in) && startsStaged(asCurrent(in)) }
 
 // startsStaged is a request that grows a held StatefulSet (growsHeld) whose template no
 // live pod runs (by the cache, and by the old object's status of its own generation):
@@ -358,7 +433,7 @@ func checkThirdTemplate(in Input, rules *v1alpha1.RolloutRules, rs *revisionStat
 // it adopts takes its update revision as current, getStatefulSetRevisions), with no pods
 // yet. The new ordinals at or above the partition get the new template. (Still held
 // after it, the new template gets none, and the new ordinals are a start of the current
-// revision's: startsCurrent.)
+// revision's: heldGrowth.)
 func growsCurrent(in Input) int {
 	o := in.Old
 	if o == nil || in.New.Kind != v1alpha1.KindStatefulSet || in.New.Rollout.Held || !in.TemplateChanged ||

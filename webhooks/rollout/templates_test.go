@@ -268,3 +268,57 @@ func TestHeldScaleStartsTheCurrentRevision(t *testing.T) {
 		})
 	}
 }
+
+// A StatefulSet a partition holds makes its new ordinals and a deleted one from the revision
+// its status names current, whatever its template: created held on B@2 over pods of A, then
+// edited to C@2 (staged: current B@2, update C@2), a plain scale to 3 or the eviction of
+// an A pod gives B@2 its first pod, a start a Deny window refuses. While its controller has
+// not acted on the old object's generation, the old template and the new are judged too.
+func TestHeldStatefulSetMakesPodsOfItsCurrentRevision(t *testing.T) {
+	A, B2, C2 := template("A", "2"), template("B", "2"), template("C", "2")
+	sts := v1alpha1.KindStatefulSet
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{
+		Rules:   v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{}},
+		Windows: []v1alpha1.Window{{Name: "freeze", Schedule: "0 12 * * *", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}},
+	}}}
+	bRev := rev(2, B2, time.Hour, 0)
+	held := func(replicas int32, unobserved int64) *workload.Workload {
+		return wl(sts, replicas, C2, workload.Rollout{Held: true, CurrentRevision: bRev.Name,
+			Progress: workload.Progress{Kind: sts, Want: replicas, Available: 2, Total: 2, Unobserved: unobserved}})
+	}
+	for _, c := range []struct {
+		name       string
+		replicas   int32
+		replaces   string
+		bPods      int32
+		unobserved int64
+		refused    bool
+	}{
+		{"a scale over a current revision with no pod", 3, "", 0, 0, true},
+		{"the eviction of a pod over a current revision with no pod", 2, "kube-apiserver-0", 0, 0, true},
+		{"a scale once the current revision has pods", 3, "", 1, 0, false},
+		{"the eviction of a pod once the current revision has pods", 2, "kube-apiserver-0", 1, 0, false},
+		{"a scale on a status of an older generation", 3, "", 1, 7, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			old := held(2, c.unobserved)
+			in := Input{Operation: admissionv1.Update, Old: old, New: held(c.replicas, c.unobserved), Replaces: c.replaces, Now: now,
+				History: history.History{Revisions: []history.Revision{running(rev(1, A, 2*time.Hour, 2), 2-c.bPods),
+					running(bRev, c.bPods), running(rev(3, C2, time.Minute, 0), 0)}, LastActivity: now.Add(-time.Hour)},
+				Policies: policies}
+			if c.replaces != "" {
+				in.New = old
+			}
+			d, err := Decide(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := slices.ContainsFunc(d.Violations, func(v decision.Violation) bool {
+				return v.Rule == RuleWindow && strings.Contains(v.Message, "current revision's template")
+			})
+			if got != c.refused || (c.refused && d.Action() != decision.Deny) {
+				t.Errorf("refused as a start of the current revision %t (%v), want %t: %v", got, d.Action(), c.refused, d.Messages(decision.Audit))
+			}
+		})
+	}
+}
