@@ -135,8 +135,11 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 			if v.Rule == RuleSettle && slices.ContainsFunc(d.Violations, func(o decision.Violation) bool { return o.Policy == v.Policy && o.Rule == RuleSettle }) {
 				continue
 			}
-			v.Message = fmt.Sprintf("kube makes the %s from the current revision's template, which no pod runs yet, so it starts that template: %s",
-				madeFromCurrent(in), v.Message)
+			if in.Replaces == "" {
+				// A replacement's refusal says so already (the eviction guard's, the relabel's).
+				v.Message = fmt.Sprintf("kube makes the new ordinals of %s (below its partition) from its current revision%s, "+
+					"which no pod runs yet, so the change starts that template: %s", in.New, revisionNamed(in.Old.Rollout.CurrentRevision), v.Message)
+			}
 			d.Violations = append(d.Violations, v)
 		}
 	}
@@ -148,12 +151,12 @@ func decideWithout(in Input, skip skipper) (Decision, error) {
 // own object, or hold what is in flight).
 var startChecks = []string{RuleSettle, RuleMinInterval, RuleRevertWindow, checkThird, RuleWindow, RuleExemption}
 
-// madeFromCurrent names what kube makes from the current revision (currentStarts).
-func madeFromCurrent(in Input) string {
-	if in.Replaces != "" {
-		return "replacement of pod " + in.Replaces
+// revisionNamed is " <name>" for a revision the status names, "" for none.
+func revisionNamed(revision string) string {
+	if revision == "" {
+		return ""
 	}
-	return "scale's new ordinals (below the partition)"
+	return " " + revision
 }
 
 // decideRequest is decideWithout for the request as it is.

@@ -1543,19 +1543,11 @@ func (w *mworld) step(op mop) {
 		// kube keeps the orphans of the ordinals in its range, deletes the one above, and
 		// creates the missing ones (an ordinal deleted a moment ago) from its template.
 		shrink := w.kind == v1alpha1.KindStatefulSet && op.N%4 == 3 && w.t.count > 1
-		// One in two StatefulSets comes back held by a partition at its replicas (a manifest
-		// that stages its template): created over pods of another template, its current
-		// revision is then one no pod runs (getStatefulSetRevisions), which its new and
-		// replaced ordinals get.
-		heldBack := w.kind == v1alpha1.KindStatefulSet && op.N%8 >= 4
 		if w.send(i, admissionv1.Create, func() {
 			w.exists, w.uid, w.generation, w.observed, w.t.tag = true, w.uid+1, 1, 0, tag
 			if shrink {
 				w.t.count--
 				w.followFlag()
-			}
-			if heldBack {
-				w.partition = max(w.partition, w.replicas)
 			}
 		}, "operator") {
 			w.started(w.rules())

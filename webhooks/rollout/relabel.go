@@ -57,20 +57,25 @@ func (h *Handler) HandlePodRelabel(ctx context.Context, req admission.Request) a
 	if err != nil {
 		return admission.Allowed("")
 	}
-	// As the API server has it, as Replacement reads it: the cache may not show yet a
-	// workload created again under its name a moment ago (the pod names the new one).
+	// Whether the relabel keeps the pod claimed is read from the cache: a workload's selector
+	// never changes. One the cache does not show, or shows under another UID (created again
+	// under its name a moment ago: the pod names the new one), is read from the API server.
 	key := client.ObjectKey{Namespace: old.Namespace, Name: owner.Name}
-	if h.Live != nil {
-		if found, err := h.readOwner(ctx, key, obj); err != nil {
-			return decision.Retry("the pod's workload", err)
-		} else if !found {
-			return admission.Allowed("") // gone: nothing replaces the pod
-		}
-	} else if err := informer.Get(ctx, h.Reader, key, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return admission.Allowed("") // gone: nothing replaces the pod
-		}
+	if err := informer.Get(ctx, h.Reader, key, obj); err != nil && !apierrors.IsNotFound(err) {
 		return decision.Retry("the pod's workload", err)
+	} else if err != nil || obj.GetUID() != owner.UID {
+		if h.Live == nil {
+			return admission.Allowed("") // gone: nothing replaces the pod
+		}
+		lctx, cancel := h.Ledgers.Bound(ctx)
+		found, err := h.readOwner(lctx, key, obj)
+		cancel()
+		if err != nil {
+			return decision.Retry("the pod's workload", err)
+		}
+		if !found {
+			return admission.Allowed("") // gone: nothing replaces the pod
+		}
 	}
 	m, ok := workload.MetaOf(obj)
 	if !ok || obj.GetUID() != owner.UID {

@@ -74,10 +74,44 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 	// into a selection or a re-create under its name (the pod names the new one) a moment
 	// ago is not in the cache yet, and the DELETE that follows at once would be judged on
 	// the workload before. Without a live reader, the cache's.
+	selects := func(o client.Object, nsLabels map[string]string) bool {
+		return slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
+			selects, err := h.Matcher.Selects(p.Spec.Targets, kind, nsLabels, o.GetLabels())
+			return !p.Spec.Suspend && err == nil && selects
+		})
+	}
+	// A policy would select the workload but for its namespace's labels as the caller read
+	// them, from a cache that may not show a relabel into the selection yet: the rollout
+	// guard's own requests read the namespace live then (namespaceMayLag), and so does this.
+	nsMayLag := func(o client.Object) bool {
+		return h.Live != nil && slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
+			t := &p.Spec.Targets
+			return !p.Spec.Suspend && slices.Contains(workload.Targeted(*t), kind) &&
+				h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, nsLabels, o.GetLabels())
+		})
+	}
+	// The live reads share one bound inside the webhook's timeout (past it, "not now").
 	key := client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}
+	lctx := ctx
 	if h.Live != nil {
-		if found, err := h.readOwner(ctx, key, obj); err != nil || !found {
+		var cancel context.CancelFunc
+		lctx, cancel = h.Ledgers.Bound(ctx)
+		defer cancel()
+		found, err := h.readOwner(lctx, key, obj)
+		if err != nil {
+			// A workload the cache shows under the pod's owner UID that no policy selects,
+			// even in a namespace relabelled a moment ago, passes on the cache's word, as it
+			// did before every such pod's workload was read: a drain of pods no rule holds
+			// does not wait on the API server.
+			cached, cerr := workload.New(kind)
+			if cerr == nil && informer.Get(ctx, h.Reader, key, cached) == nil && (owner.UID == "" || cached.GetUID() == owner.UID) &&
+				!selects(cached, nsLabels) && !nsMayLag(cached) {
+				return nil, false, nil
+			}
 			return nil, false, err
+		}
+		if !found {
+			return nil, false, nil // gone: nothing replaces the pod
 		}
 	} else if err := informer.Get(ctx, h.Reader, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -88,33 +122,17 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 	if (owner.UID != "" && obj.GetUID() != owner.UID) || obj.GetDeletionTimestamp() != nil || !holds(obj) {
 		return nil, false, nil
 	}
-	selected := func() bool {
-		return slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
-			selects, err := h.Matcher.Selects(p.Spec.Targets, kind, nsLabels, obj.GetLabels())
-			return !p.Spec.Suspend && err == nil && selects
-		})
-	}
-	if !selected() {
-		// A policy would select the workload but for its namespace's labels as the caller
-		// read them, from a cache that may not show a relabel into the selection yet: the
-		// rollout guard's own requests read the namespace live then (namespaceMayLag), and
-		// so does this, best effort: a failed read leaves the cache's labels to decide.
-		nsMayLag := h.Live != nil && slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
-			t := &p.Spec.Targets
-			return !p.Spec.Suspend && slices.Contains(workload.Targeted(*t), kind) &&
-				h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, nsLabels, obj.GetLabels())
-		})
-		if !nsMayLag {
+	if !selects(obj, nsLabels) {
+		if !nsMayLag(obj) {
 			return nil, false, nil
 		}
-		lctx, cancel := h.Ledgers.Bound(ctx)
+		// Best effort, as there: a failed read leaves the cache's labels to decide.
 		live, err := h.liveNamespaceLabels(lctx, pod.Namespace)
-		cancel()
 		if err != nil {
 			logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", pod.Namespace, "error", err.Error())
 			return nil, false, nil
 		}
-		if nsLabels = live; !selected() {
+		if nsLabels = live; !selects(obj, nsLabels) {
 			return nil, false, nil
 		}
 	}
@@ -144,17 +162,14 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 	return d.Violations, true, nil
 }
 
-// readOwner reads a pod's workload from the API server into obj, within the bound the
-// ledgers' reads keep inside the webhook's timeout (past it the eviction guard answers "not
-// now"); found is false when there is none of the name.
+// readOwner reads a pod's workload from the API server into obj (the caller bounds ctx);
+// found is false when there is none of the name.
 func (h *Handler) readOwner(ctx context.Context, key client.ObjectKey, obj client.Object) (found bool, err error) {
-	ctx, cancel := h.Ledgers.Bound(ctx)
-	defer cancel()
 	if err := h.Live.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return false, fmt.Errorf("reading %s/%s from the API server: %w", key.Namespace, key.Name, err)
+		return false, fmt.Errorf("reading the workload %s/%s from the API server: %w", key.Namespace, key.Name, err)
 	}
 	return true, nil
 }

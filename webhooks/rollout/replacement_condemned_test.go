@@ -127,6 +127,15 @@ func TestReplacementReadsTheWorkloadLive(t *testing.T) {
 	if _, _, err := judge(slow); !apierrors.IsServerTimeout(err) {
 		t.Errorf("the API server timing out: %v, want its error", err)
 	}
+	// A workload the cache shows, which no policy selects: a failed read leaves it to the
+	// cache, as before every pod's workload was read (a drain of pods no rule holds does not
+	// wait on the API server).
+	unselected := sts.DeepCopy()
+	unselected.Labels = map[string]string{"tier": "cache"}
+	reader.Put(unselected)
+	if vs, starts, err := judge(slow); err != nil || starts || len(vs) != 0 {
+		t.Errorf("the API server timing out, the cache's workload selected by no policy: starts=%v %v %v, want nothing judged and no error", starts, vs, err)
+	}
 }
 
 // dbScene is tenant-a's OnDelete StatefulSet db (3 replicas of template v1, revision db-a,

@@ -98,35 +98,29 @@ func replacesHeld(in Input) bool {
 }
 
 // currentTemplates are the templates kube may make heldGrowth's new ordinals, or
-// replacesHeld's pod, from: that of the revision the old object's status names current
-// (the old template when it names it update too; another revision's, by name, from
-// History); and while its controller has not acted on the old object's generation (or
-// never wrote a status, or History lacks the revision), the old template and the new too:
-// at its next sync kube reads the status's current revision as it is then, and takes the
-// update revision when it names none (getStatefulSetRevisions).
+// replacesHeld's pod, from: that of the revision the old object's status names current,
+// found by name in History (or the old template, when the status, of its generation, names
+// it current and update). kube moves the current revision only once every replica runs the
+// update revision (completeUpdate), which a set held over a template no pod runs does not
+// reach; so a status of an older generation names it all the same. A status that names
+// none (a set created a moment ago) leaves kube the update revision, the new template
+// (getStatefulSetRevisions); one History lacks (the cache has not caught up) leaves the
+// old template and the new.
 func currentTemplates(in Input) []*workload.Template {
-	var out []*workload.Template
-	add := func(t *workload.Template) {
-		if t != nil && !slices.ContainsFunc(out, func(u *workload.Template) bool { return workload.SameTemplate(u, t) }) {
-			out = append(out, t)
-		}
+	o := in.Old.Rollout
+	if o.CurrentRevision == "" {
+		return []*workload.Template{in.New.Template}
 	}
-	o, known := in.Old.Rollout, false
-	switch {
-	case o.CurrentIsUpdate:
-		add(in.Old.Template)
-		known = true
-	case o.CurrentRevision != "":
-		if i := slices.IndexFunc(in.History.Revisions, func(r history.Revision) bool { return r.Name == o.CurrentRevision }); i >= 0 {
-			add(in.History.Revisions[i].Template)
-			known = true
-		}
+	if i := slices.IndexFunc(in.History.Revisions, func(r history.Revision) bool { return r.Name == o.CurrentRevision }); i >= 0 {
+		return []*workload.Template{in.History.Revisions[i].Template}
 	}
-	if !known || o.Progress.Unobserved != 0 || o.Fresh {
-		add(in.Old.Template)
-		add(in.New.Template)
+	if o.CurrentIsUpdate && o.Progress.Unobserved == 0 {
+		return []*workload.Template{in.Old.Template}
 	}
-	return out
+	if workload.SameTemplate(in.Old.Template, in.New.Template) {
+		return []*workload.Template{in.Old.Template}
+	}
+	return []*workload.Template{in.Old.Template, in.New.Template}
 }
 
 // currentStarts are the templates of currentTemplates that no live pod runs (by the
