@@ -60,6 +60,7 @@ type Lean struct {
 		// StatefulSets
 		CurrentRevision string `json:"currentRevision"`
 		UpdateRevision  string `json:"updateRevision"`
+		CurrentReplicas int32  `json:"currentReplicas"`
 		// DaemonSets
 		DesiredNumberScheduled int32 `json:"desiredNumberScheduled"`
 		CurrentNumberScheduled int32 `json:"currentNumberScheduled"`
@@ -189,7 +190,7 @@ func leanOf(obj runtime.Object) (v1alpha1.WorkloadKind, *Lean, *corev1.PodTempla
 		st := &o.Status
 		l.Status.ObservedGeneration, l.Status.Replicas, l.Status.UpdatedReplicas = st.ObservedGeneration, st.Replicas, st.UpdatedReplicas
 		l.Status.ReadyReplicas, l.Status.AvailableReplicas = st.ReadyReplicas, st.AvailableReplicas
-		l.Status.CurrentRevision, l.Status.UpdateRevision = st.CurrentRevision, st.UpdateRevision
+		l.Status.CurrentRevision, l.Status.UpdateRevision, l.Status.CurrentReplicas = st.CurrentRevision, st.UpdateRevision, st.CurrentReplicas
 		return v1alpha1.KindStatefulSet, l, &o.Spec.Template, nil
 	case *appsv1.DaemonSet:
 		l.Spec.MinReadySeconds = o.Spec.MinReadySeconds

@@ -83,7 +83,7 @@ func statefulSetRollout(l *Lean) Rollout {
 	r.InProgress = st.ObservedGeneration < l.Metadata.Generation || st.UpdatedReplicas < target || st.ReadyReplicas < want
 	r.Mixed = st.ObservedGeneration < l.Metadata.Generation || st.Replicas > st.UpdatedReplicas
 	r.CurrentIsUpdate = st.CurrentRevision != "" && st.CurrentRevision == st.UpdateRevision
-	r.CurrentRevision = st.CurrentRevision
+	r.CurrentRevision, r.CurrentPods = st.CurrentRevision, st.CurrentReplicas
 	return r
 }
 

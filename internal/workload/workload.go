@@ -99,6 +99,9 @@ type Rollout struct {
 	// CurrentRevision is a StatefulSet's status.currentRevision: the ControllerRevision
 	// kube creates the ordinals below a partition from; "" when the status names none.
 	CurrentRevision string
+	// CurrentPods is a StatefulSet's status.currentReplicas: its pods of the current
+	// revision, as its controller last counted them.
+	CurrentPods int32
 	// Fresh is a status its controller has never written (observedGeneration 0): a workload
 	// created moments ago, which has not adopted yet what an orphaning delete of one of its
 	// name left behind.

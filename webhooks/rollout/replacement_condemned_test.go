@@ -241,6 +241,9 @@ func (sc *dbScene) partitionHeld(podRev string) *corev1.Pod {
 	sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
 		RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(3))}}
 	sts.Status.UpdateRevision, sts.Status.UpdatedReplicas = "db-b", 0
+	if podRev != "a" {
+		sts.Status.CurrentReplicas = 0 // kube counts the pods of the current revision
+	}
 	reader.Put(sts)
 	reader.Put(sc.revision("x", "v0", 1, t0.Add(-5*time.Hour)))
 	reader.Put(sc.revision("a", "v1", 2, t0.Add(-3*time.Hour)))

@@ -111,8 +111,8 @@ func currentTemplates(in Input) []*workload.Template {
 	if o.CurrentRevision == "" {
 		return []*workload.Template{in.New.Template}
 	}
-	if i := slices.IndexFunc(in.History.Revisions, func(r history.Revision) bool { return r.Name == o.CurrentRevision }); i >= 0 {
-		return []*workload.Template{in.History.Revisions[i].Template}
+	if t := namedCurrent(in); t != nil {
+		return []*workload.Template{t}
 	}
 	if o.CurrentIsUpdate && o.Progress.Unobserved == 0 {
 		return []*workload.Template{in.Old.Template}
@@ -121,6 +121,16 @@ func currentTemplates(in Input) []*workload.Template {
 		return []*workload.Template{in.Old.Template}
 	}
 	return []*workload.Template{in.Old.Template, in.New.Template}
+}
+
+// namedCurrent is the template of the revision the old object's status names current, as
+// the cache's revisions have it; nil when they lack it or it names none.
+func namedCurrent(in Input) *workload.Template {
+	name := in.Old.Rollout.CurrentRevision
+	if i := slices.IndexFunc(in.History.Revisions, func(r history.Revision) bool { return r.Name == name }); name != "" && i >= 0 {
+		return in.History.Revisions[i].Template
+	}
+	return nil
 }
 
 // currentStarts are the templates of currentTemplates that no live pod runs (by the
@@ -138,6 +148,9 @@ func currentStarts(in Input) []*workload.Template {
 		}
 		if p := in.Old.Rollout; p.CurrentIsUpdate && p.Progress.Unobserved == 0 && p.Progress.Updated > 0 && workload.SameTemplate(t, in.Old.Template) {
 			continue
+		}
+		if p := in.Old.Rollout; p.Progress.Unobserved == 0 && p.CurrentPods > 0 && workload.SameTemplate(t, namedCurrent(in)) {
+			continue // the status counts pods of the current revision the cache may not show yet
 		}
 		out = append(out, t)
 	}

@@ -284,8 +284,8 @@ func TestHeldStatefulSetMakesPodsOfItsCurrentRevision(t *testing.T) {
 		Windows: []v1alpha1.Window{{Name: "freeze", Schedule: "0 12 * * *", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}},
 	}}}
 	bRev := rev(2, B2, time.Hour, 0)
-	held := func(replicas int32, unobserved int64, current string) *workload.Workload {
-		return wl(sts, replicas, C2, workload.Rollout{Held: true, CurrentRevision: current,
+	held := func(replicas int32, unobserved int64, current string, statusPods int32) *workload.Workload {
+		return wl(sts, replicas, C2, workload.Rollout{Held: true, CurrentRevision: current, CurrentPods: statusPods,
 			Progress: workload.Progress{Kind: sts, Want: replicas, Available: 2, Total: 2, Unobserved: unobserved}})
 	}
 	for _, c := range []struct {
@@ -295,18 +295,21 @@ func TestHeldStatefulSetMakesPodsOfItsCurrentRevision(t *testing.T) {
 		bPods      int32
 		unobserved int64
 		current    string
+		statusPods int32 // status.currentReplicas
 		refused    bool
 	}{
-		{"a scale over a current revision with no pod", 3, "", 0, 0, bRev.Name, true},
-		{"the eviction of a pod over a current revision with no pod", 2, "kube-apiserver-0", 0, 0, bRev.Name, true},
-		{"a scale once the current revision has pods", 3, "", 1, 0, bRev.Name, false},
-		{"the eviction of a pod once the current revision has pods", 2, "kube-apiserver-0", 1, 0, bRev.Name, false},
-		{"a scale on a status of an older generation", 3, "", 1, 7, bRev.Name, false},
-		{"a scale on a status that names no current revision", 3, "", 1, 1, "", true},
+		{"a scale over a current revision with no pod", 3, "", 0, 0, bRev.Name, 0, true},
+		{"the eviction of a pod over a current revision with no pod", 2, "kube-apiserver-0", 0, 0, bRev.Name, 0, true},
+		{"a scale once the current revision has pods", 3, "", 1, 0, bRev.Name, 0, false},
+		{"the eviction of a pod once the current revision has pods", 2, "kube-apiserver-0", 1, 0, bRev.Name, 0, false},
+		{"a scale on a status of an older generation", 3, "", 1, 7, bRev.Name, 0, false},
+		{"a scale on a status that names no current revision", 3, "", 1, 1, "", 0, true},
+		{"a scale whose status counts pods of the current revision the cache does not show", 3, "", 0, 0, bRev.Name, 1, false},
+		{"the same count on a status of an older generation", 3, "", 0, 7, bRev.Name, 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			old := held(2, c.unobserved, c.current)
-			in := Input{Operation: admissionv1.Update, Old: old, New: held(c.replicas, c.unobserved, c.current), Replaces: c.replaces, Now: now,
+			old := held(2, c.unobserved, c.current, c.statusPods)
+			in := Input{Operation: admissionv1.Update, Old: old, New: held(c.replicas, c.unobserved, c.current, c.statusPods), Replaces: c.replaces, Now: now,
 				History: history.History{Revisions: []history.Revision{running(rev(1, A, 2*time.Hour, 2), 2-c.bPods),
 					running(bRev, c.bPods), running(rev(3, C2, time.Minute, 0), 0)}, LastActivity: now.Add(-time.Hour)},
 				Policies: policies}
