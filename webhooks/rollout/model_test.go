@@ -1617,14 +1617,15 @@ func (w *mworld) step(op mop) {
 			// One in two is a relabel out of the selector instead (kube releases the pod and
 			// replaces it: HandlePodRelabel judges it as Replacement does); the released pod
 			// serves no longer as the workload's, as a deleted one.
-			judged, admitted := w.replacement(op.Replica%len(w.replicas2), p.Slot, (op.N/7)%2 == 1)
+			_, admitted := w.replacement(op.Replica%len(w.replicas2), p.Slot, (op.N/7)%2 == 1)
 			if !admitted {
 				break
 			}
 			w.pods = slices.DeleteFunc(w.pods, func(q *mpod) bool { return q == p })
-			if judged || (w.exists && w.kind != v1alpha1.KindDeployment && w.held()) {
-				// The truth, not holdfast's answer, says whether the replacement is the
-				// first pod of a template: each such eviction was a request to judge.
+			if w.exists && w.kind != v1alpha1.KindDeployment && w.held() {
+				// The truth, not whether holdfast said it judged it, says whether the
+				// replacement is the first pod of a template: each such eviction was a
+				// request to judge.
 				w.noteAdmittedAs(&before, true)
 			}
 		}
@@ -2021,7 +2022,7 @@ var rolloutReplays = []struct {
 	// is re-created a replica smaller on B@2 over pods of A it adopts (B@2 its current and
 	// update revision, with no pod), then scaled back with --server-count following (B@3)
 	// while the window holds: the set stays held, and the new ordinal, below the
-	// partition, gets B@2, its first pod (W1; startsCurrent). The explorer had counted it
+	// partition, gets B@2, its first pod (W1; currentStarts). The explorer had counted it
 	// under stagedTemplatePods.
 	{seed: 14371, ops: []mop{
 		{Kind: "partition", N: 807, Replica: 1},

@@ -106,13 +106,14 @@ func replacesHeld(in Input) bool {
 // none (a set created a moment ago) leaves kube the update revision, the new template
 // (getStatefulSetRevisions); one History lacks (the cache has not caught up) leaves the
 // old template and the new.
-func currentTemplates(in Input) []*workload.Template {
+// named is namedCurrent(in).
+func currentTemplates(in Input, named *workload.Template) []*workload.Template {
 	o := in.Old.Rollout
 	if o.CurrentRevision == "" {
 		return []*workload.Template{in.New.Template}
 	}
-	if t := namedCurrent(in); t != nil {
-		return []*workload.Template{t}
+	if named != nil {
+		return []*workload.Template{named}
 	}
 	if o.CurrentIsUpdate && o.Progress.Unobserved == 0 {
 		return []*workload.Template{in.Old.Template}
@@ -141,16 +142,16 @@ func currentStarts(in Input) []*workload.Template {
 	if !heldGrowth(in) && !replacesHeld(in) {
 		return nil
 	}
+	named, p := namedCurrent(in), in.Old.Rollout
 	var out []*workload.Template
-	for _, t := range currentTemplates(in) {
+	for _, t := range currentTemplates(in, named) {
 		if r := in.History.Find(t); r != nil && r.Live > 0 {
 			continue
 		}
-		if p := in.Old.Rollout; p.CurrentIsUpdate && p.Progress.Unobserved == 0 && p.Progress.Updated > 0 && workload.SameTemplate(t, in.Old.Template) {
+		// The status, of its generation, counts pods of it the cache may not show yet.
+		if p.Progress.Unobserved == 0 && ((p.CurrentIsUpdate && p.Progress.Updated > 0 && workload.SameTemplate(t, in.Old.Template)) ||
+			(p.CurrentPods > 0 && workload.SameTemplate(t, named))) {
 			continue
-		}
-		if p := in.Old.Rollout; p.Progress.Unobserved == 0 && p.CurrentPods > 0 && workload.SameTemplate(t, namedCurrent(in)) {
-			continue // the status counts pods of the current revision the cache may not show yet
 		}
 		out = append(out, t)
 	}
