@@ -358,6 +358,9 @@ func check(in Input, rules *v1alpha1.RolloutRules, rs *revisionState, skip skipp
 		if rs.resumes && skip.runs(checkThird) {
 			out = append(out, checkThirdTemplate(in, rules, rs)...) // kube creates the held template's pods now
 		}
+		if rs.resumes && skip.runs(RuleMinInterval) {
+			out = append(out, checkFirstPods(in, rules, rs)...)
+		}
 		return out, nil // Only a request that starts rolling out a template is held to the revision rules.
 	}
 	revs := checkRevision(in, rules, rs)

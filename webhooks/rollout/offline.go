@@ -76,7 +76,7 @@ func StateRules(p *v1alpha1.RolloutPolicy, in Input) ([]string, error) {
 	}
 	// A request that grows a held StatefulSet may start its staged template (startsStaged):
 	// whether it does, the cluster's pods say.
-	grows := growsHeld(in) || heldGrowth(in)
+	grows := growsHeld(in) || growsBelowPartition(in)
 	if (!MayStart(in) || (scale && !liftsHold(in))) && !grows {
 		if r.Settle != nil && (stagesEdit(in) || createsHeld(in) || scale) {
 			out = append(out, RuleSettle)

@@ -152,6 +152,43 @@ func neverRolled(in Input, cur *journal.Revision) bool {
 	return r == nil || r.Live == 0
 }
 
+// checkFirstPods holds to minInterval the lift of a hold off a current revision that never
+// made a pod (neverRolled): kube makes its first pods now, so it starts now, whenever the
+// journal dated it current. Staged under a hold, by an exempt requester or before a
+// re-create over the pods of the revision it replaced, it was judged by nothing that
+// measured the interval to that revision's first pods; the interval is measured from when
+// that revision became current.
+func checkFirstPods(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) []finding {
+	prev := rs.timeline.Previous()
+	if rules.MinInterval == nil || rs.cancel || rs.current == nil || prev == nil || rs.current.Template != rs.target ||
+		!(neverRolled(in, rs.current) || freshWithoutPods(in, rs.current)) {
+		return nil
+	}
+	since := in.Now.Sub(prev.Since)
+	wait := rules.MinInterval.Duration - since
+	if wait <= 0 {
+		return nil
+	}
+	return []finding{{rule: RuleMinInterval, field: templatePath, message: fmt.Sprintf(
+		"%s: lifting the hold gives its current revision %s its first pods %s after the revision it replaced became current, "+
+			"less than the minimum interval of %s between revisions; retry after %s, or lift it as an exempt requester",
+		in.New, shortSum(rs.current.Template), round(since), rules.MinInterval.Duration, round(wait))}}
+}
+
+// freshWithoutPods is a current revision that no pod runs by the cache, on a workload
+// whose controller has not acted on it yet (created a moment ago, over what it adopts):
+// it has made no pod, and the cache counts any it adopts.
+func freshWithoutPods(in Input, cur *journal.Revision) bool {
+	if in.Old == nil || !in.Old.Rollout.Fresh {
+		return false
+	}
+	if sum, ok := in.Old.Template.Sum(); !ok || sum != cur.Template {
+		return false
+	}
+	r := in.History.Find(in.Old.Template)
+	return r == nil || r.Live == 0
+}
+
 // stalled is a current rollout that kube declared stalled, or whose available pods have not
 // increased for stallAfter while it could roll: the stall clock runs from the last
 // increase or the lifting of the last hold, so pausing a rollout never stalls it. A

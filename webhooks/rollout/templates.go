@@ -25,10 +25,11 @@ import (
 // a request that may start a rollout (MayStart), or any other UPDATE of its pod template
 // (an OnDelete workload's staged edit, a paused or partitioned one's), and an UPDATE whose
 // labels bring the workload into a policy's selection (entersSelection), and one that grows
-// a held StatefulSet or replaces one of its pods (growsHeld, heldGrowth, replacesHeld).
+// a StatefulSet below its partition or replaces one of its pods (growsHeld,
+// growsBelowPartition, replacesHeld).
 func ReadsRevisions(in Input) bool {
 	return MayStart(in) || (in.Operation == admissionv1.Update && in.Old != nil && in.TemplateChanged) || createsHeld(in) || growsHeld(in) ||
-		heldGrowth(in) || replacesHeld(in) || entersSelection(in)
+		growsBelowPartition(in) || replacesHeld(in) || entersSelection(in)
 }
 
 // growsHeld is a request after which kube creates pods of a held StatefulSet from its
@@ -74,19 +75,27 @@ func growsHeld(in Input) bool {
 	return false
 }
 
-// heldGrowth is an UPDATE that grows a StatefulSet a partition holds after it (more
-// replicas, or its ordinals renumbered) and that growsHeld does not judge as the start of
-// its own template: kube creates the new ordinals, below the partition, from its current
-// revision (newVersionedStatefulSetPod), which is then not known to be its template (a
-// scale that changes the template, a current revision other than the update one, a status
-// of an older generation). Read from the request alone.
-func heldGrowth(in Input) bool {
+// growsBelowPartition is an UPDATE that adds ordinals below a StatefulSet's partition and
+// that growsHeld does not judge as the start of its own template: held after it (more
+// replicas, or its ordinals renumbered), or a scale that lifts the hold past ordinals the
+// partition still covers (the ordinals from the old replicas up to the partition). kube
+// creates those from its current revision (newVersionedStatefulSetPod), which is then not
+// known to be its template (a scale that changes the template, a current revision other
+// than the update one, a status of an older generation). Read from the request alone.
+func growsBelowPartition(in Input) bool {
 	o, n := in.Old, in.New
 	if in.Operation != admissionv1.Update || in.Replaces != "" || o == nil || n == nil || n.Kind != v1alpha1.KindStatefulSet ||
-		!n.Rollout.Held || n.Rollout.OnDelete || o.Replicas == nil || n.Replicas == nil || growsHeld(in) {
+		n.Rollout.OnDelete || o.Replicas == nil || n.Replicas == nil || growsHeld(in) {
 		return false
 	}
-	return *n.Replicas > *o.Replicas || (n.OrdinalStart != o.OrdinalStart && *n.Replicas > 0)
+	was, now := *o.Replicas, *n.Replicas
+	renumbers := n.OrdinalStart != o.OrdinalStart && now > 0
+	if n.Rollout.Held {
+		return now > was || renumbers
+	}
+	// Not held, so its partition is below its replicas: Target = Want - partition > 0.
+	partition := n.Rollout.Progress.Want - n.Rollout.Progress.Target
+	return partition > 0 && (min(now, partition) > was || renumbers)
 }
 
 // replacesHeld is the replacement of a pod (Replaces) of a StatefulSet a partition holds
@@ -97,7 +106,7 @@ func replacesHeld(in Input) bool {
 		in.New.Kind == v1alpha1.KindStatefulSet && in.New.Rollout.Held && !in.New.Rollout.OnDelete && !growsHeld(in)
 }
 
-// currentTemplates are the templates kube may make heldGrowth's new ordinals, or
+// currentTemplates are the templates kube may make growsBelowPartition's new ordinals, or
 // replacesHeld's pod, from: that of the revision the old object's status names current,
 // found by name in History (or the old template, when the status, of its generation, names
 // it current and update). kube moves the current revision only once every replica runs the
@@ -138,14 +147,21 @@ func namedCurrent(in Input) *workload.Template {
 // cache, and by the old object's status when it names its template current and update
 // and counts pods on it): kube's pods of them would be their first, each a start of its
 // own, which decideWithout judges (startOf).
+//
+// A scale that lifts the hold gives the ordinals at or above the partition the new
+// template, its own start (Decide judges it as the lift it is): only a current revision of
+// another template is one more.
 func currentStarts(in Input) []*workload.Template {
-	if !heldGrowth(in) && !replacesHeld(in) {
+	if !growsBelowPartition(in) && !replacesHeld(in) {
 		return nil
 	}
 	named, p := namedCurrent(in), in.Old.Rollout
 	var out []*workload.Template
 	for _, t := range currentTemplates(in, named) {
 		if r := in.History.Find(t); r != nil && r.Live > 0 {
+			continue
+		}
+		if !in.New.Rollout.Held && workload.SameTemplate(t, in.New.Template) {
 			continue
 		}
 		// The status, of its generation, counts pods of it the cache may not show yet.
@@ -166,7 +182,9 @@ func startOf(in Input, t *workload.Template) Input {
 	o, n := *in.Old, *in.New
 	o.Template, n.Template = t, t
 	o.Rollout.CurrentIsUpdate, o.Rollout.Progress.Unobserved, o.Rollout.Progress.Updated, o.Rollout.Fresh = true, 0, 0, false
-	n.Rollout.CurrentIsUpdate = true
+	// Held, as kube makes ordinals below a partition: a scale that lifts the hold past them
+	// starts the new template above it, judged as the request's own.
+	n.Rollout.CurrentIsUpdate, n.Rollout.Held = true, true
 	in.Old, in.New, in.TemplateChanged = &o, &n, false
 	if in.Replaces != "" {
 		in.New = &o // a replacement's workload is the one object
@@ -434,27 +452,14 @@ func checkThirdTemplate(in Input, rules *v1alpha1.RolloutRules, rs *revisionStat
 }
 
 // growsCurrent is 1 when the request gives a template no pod runs its first pods besides
-// the new one: an UPDATE of a StatefulSet under RollingUpdate that changes its template and
-// adds ordinals below the partition, which kube creates from its current revision
-// (newVersionedStatefulSetPod), the old object's template when its status names one
-// revision current and update (a StatefulSet created over pods of another revision that
-// it adopts takes its update revision as current, getStatefulSetRevisions), with no pods
-// yet. The new ordinals at or above the partition get the new template. (Still held
-// after it, the new template gets none, and the new ordinals are a start of the current
-// revision's: heldGrowth.)
+// the new one: an UPDATE of a StatefulSet under RollingUpdate that adds ordinals below the
+// partition and lifts the hold past them, which kube creates from its current revision
+// (newVersionedStatefulSetPod) while the ordinals at or above it get the new template:
+// currentStarts names a template other than the new one. (Still held after it, the new
+// template gets none, and the new ordinals are a start of the current revision's alone.)
 func growsCurrent(in Input) int {
-	o := in.Old
-	if o == nil || in.New.Kind != v1alpha1.KindStatefulSet || in.New.Rollout.Held || !in.TemplateChanged ||
-		!o.Rollout.CurrentIsUpdate || o.Rollout.Progress.Unobserved != 0 || o.Replicas == nil || in.New.Replicas == nil {
+	if in.New.Rollout.Held || len(currentStarts(in)) == 0 {
 		return 0
-	}
-	// Not held, so its partition is below its replicas: Target = Want - partition > 0.
-	was, now := *o.Replicas, *in.New.Replicas
-	if p := in.New.Rollout.Progress; min(now, p.Want-p.Target) <= was {
-		return 0
-	}
-	if r := in.History.Find(o.Template); (r != nil && r.Live > 0) || o.Rollout.Progress.Updated > 0 {
-		return 0 // it has pods (the status counts them on the revision current and update)
 	}
 	return 1
 }

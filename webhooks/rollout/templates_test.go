@@ -191,7 +191,8 @@ func TestScaleBelowThePartitionGivesTheCurrentRevisionPods(t *testing.T) {
 	sts := v1alpha1.KindStatefulSet
 	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{},
 		ArgsMatchReplicas: []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}}
-	old := wl(sts, 2, B2, workload.Rollout{Held: true, CurrentIsUpdate: true, Progress: workload.Progress{Kind: sts, Target: 0, Want: 2, Available: 2, Total: 2}})
+	old := wl(sts, 2, B2, workload.Rollout{Held: true, CurrentIsUpdate: true, CurrentRevision: rev(2, B2, time.Hour, 0).Name,
+		Progress: workload.Progress{Kind: sts, Target: 0, Want: 2, Available: 2, Total: 2}})
 	for partition, third := range map[int32]bool{3: true, 2: false, 4: false} {
 		obj := wl(sts, 4, B4, workload.Rollout{Held: partition >= 4, InProgress: true, CurrentIsUpdate: true, Progress: workload.Progress{Kind: sts, Target: 4 - partition, Want: 4, Available: 2, Total: 2}})
 		in := Input{Operation: admissionv1.Update, Old: old, New: obj, TemplateChanged: true, Now: now,
@@ -205,6 +206,30 @@ func TestScaleBelowThePartitionGivesTheCurrentRevisionPods(t *testing.T) {
 		})
 		if got != third {
 			t.Errorf("scale to 4 under partition %d: refused as a third template %t, want %t: %v", partition, got, third, found)
+		}
+	}
+	// Edited to C@2 while held (current B@2, update C@2), then scaled to 4 (C@4) under
+	// partition 3: ordinal 2 gets B@2, found by the name the status gives it (the rollout
+	// explorer's seed 27501).
+	C2, C4 := template("C", "2"), template("C", "4")
+	staged := wl(sts, 2, C2, workload.Rollout{Held: true, CurrentRevision: rev(2, B2, time.Hour, 0).Name,
+		Progress: workload.Progress{Kind: sts, Target: 0, Want: 2, Available: 2, Total: 2}})
+	for partition, third := range map[int32]bool{3: true, 2: false} {
+		obj := wl(sts, 4, C4, workload.Rollout{InProgress: true, CurrentRevision: rev(2, B2, time.Hour, 0).Name,
+			Progress: workload.Progress{Kind: sts, Target: 4 - partition, Want: 4, Available: 2, Total: 2}})
+		in := Input{Operation: admissionv1.Update, Old: staged, New: obj, TemplateChanged: true, Now: now,
+			History: history.History{Revisions: []history.Revision{running(rev(1, A, 2*time.Hour, 2), 2), rev(2, B2, time.Hour, 0),
+				rev(3, C2, time.Minute, 0)}, LastActivity: now.Add(-time.Hour)},
+			Policies: []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}}
+		found := checkThirdTemplate(in, &rules, &revisionState{resumes: true})
+		got := slices.ContainsFunc(found, func(f finding) bool {
+			return f.rule == RuleSettle && strings.Contains(f.message, "below the partition get its current revision's template")
+		})
+		if got != third {
+			t.Errorf("staged C, scale to 4 under partition %d: refused as a third template %t, want %t: %v", partition, got, third, found)
+		}
+		if starts := currentStarts(in); (len(starts) == 1 && starts[0] == in.History.Revisions[1].Template) != third {
+			t.Errorf("staged C, scale to 4 under partition %d: currentStarts %v, want B@2's template alone: %t", partition, starts, third)
 		}
 	}
 }
@@ -323,6 +348,63 @@ func TestHeldStatefulSetMakesPodsOfItsCurrentRevision(t *testing.T) {
 			got := slices.ContainsFunc(d.Violations, func(v decision.Violation) bool { return v.Rule == RuleWindow })
 			if got != c.refused || (c.refused && d.Action() != decision.Deny) {
 				t.Errorf("refused as a start of the current revision %t (%v), want %t: %v", got, d.Action(), c.refused, d.Messages(decision.Audit))
+			}
+		})
+	}
+}
+
+// Lifting a hold off a current revision that never made a pod gives it its first pods: a
+// start, held to minInterval from when the revision it replaced became current, however
+// long ago the journal dated the held one current. The sequence the explorer found: an
+// exempt requester stages B over A's pods (a StatefulSet re-created held by its partition,
+// or a paused Deployment), then an operator lifts the hold 30 s after A became current.
+func TestLiftingAHoldOffANeverRolledRevisionIsAStart(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{
+		Rules: v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Minute}}}}}
+	for _, c := range []struct {
+		name    string
+		kind    v1alpha1.WorkloadKind
+		aSince  time.Duration // A became current this long ago
+		bPods   int32
+		fresh   bool // re-created a moment ago: its controller has not acted on it
+		refused bool
+	}{
+		{"partition lowered 30 s after A", v1alpha1.KindStatefulSet, 30 * time.Second, 0, false, true},
+		{"partition lowered 2 min after A", v1alpha1.KindStatefulSet, 2 * time.Minute, 0, false, false},
+		{"partition lowered once B has a pod", v1alpha1.KindStatefulSet, 30 * time.Second, 1, false, false},
+		{"partition lowered before the controller acted", v1alpha1.KindStatefulSet, 30 * time.Second, 0, true, true},
+		{"resumed 30 s after A", v1alpha1.KindDeployment, 30 * time.Second, 0, false, true},
+		{"resumed 2 min after A", v1alpha1.KindDeployment, 2 * time.Minute, 0, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ja := jrev(A, c.aSince, 10*time.Second, c.aSince-10*time.Second)
+			j := jr(7, ja, jrev(B, 10*time.Second, 0, -1))
+			j.Kind = c.kind
+			held := workload.Rollout{Held: true, Progress: workload.Progress{Kind: c.kind, Want: 3, Available: 3, Total: 3, Updated: c.bPods}}
+			lifted := workload.Rollout{InProgress: true, Mixed: true, Progress: workload.Progress{Kind: c.kind, Want: 3, Target: 3, Available: 3, Total: 3, Updated: c.bPods}}
+			if c.kind == v1alpha1.KindDeployment {
+				held.Paused, held.Progress.Target = true, 3
+			}
+			if c.fresh {
+				held.Fresh, held.Progress.Unobserved, held.Progress.Available, held.Progress.Total = true, 7, 0, 0
+			}
+			in := Input{Operation: admissionv1.Update, Old: gen(wl(c.kind, 3, B, held), 7), New: gen(wl(c.kind, 3, B, lifted), 8), Now: now,
+				Journal: j, History: history.History{Revisions: []history.Revision{running(rev(1, A, time.Hour, 3-c.bPods), 3-c.bPods),
+					running(rev(2, B, 10*time.Second, c.bPods), c.bPods)}, LastActivity: now.Add(-10 * time.Second)},
+				Policies: policies}
+			if !MayStart(in) {
+				t.Fatalf("the lift is no MayStart: %+v", in.Old.Rollout)
+			}
+			d := decide(t, in)
+			got := slices.ContainsFunc(d.Violations, func(v decision.Violation) bool {
+				return v.Rule == RuleMinInterval && strings.Contains(v.Message, "its first pods")
+			})
+			if got != c.refused {
+				t.Errorf("refused under minInterval %t, want %t: %v", got, c.refused, d.Messages(decision.Audit))
+			}
+			if !d.Starts {
+				t.Error("the lift is no start to the fleet limit")
 			}
 		})
 	}
