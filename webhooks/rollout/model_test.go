@@ -436,6 +436,12 @@ func (w *mworld) revisionFor(t tmpl) {
 	}
 }
 
+// belowPartition is a StatefulSet's ordinal that kube makes from its current revision
+// under RollingUpdate: below the partition (newVersionedStatefulSetPod).
+func (w *mworld) belowPartition(slot int) bool {
+	return w.kind == v1alpha1.KindStatefulSet && !w.onDelete && slot >= 0 && slot < w.partition
+}
+
 func (w *mworld) held() bool {
 	switch w.kind {
 	case v1alpha1.KindDeployment:
@@ -1116,7 +1122,7 @@ func (w *mworld) send(i int, op admissionv1.Operation, next func(), user string)
 // relabel webhook judging a relabel out of the workload's selector (HandlePodRelabel):
 // judged when it would be the first pod of the staged template, admitted unless refused.
 func (w *mworld) replacement(i, slot int, relabel bool) (judged, admitted bool) {
-	if !w.exists || w.kind == v1alpha1.KindDeployment || !w.held() {
+	if !w.exists || w.kind == v1alpha1.KindDeployment || !(w.held() || w.belowPartition(slot)) {
 		return false, true
 	}
 	rep := w.replicas2[i]
@@ -1202,11 +1208,12 @@ func (w *mworld) checkServerCount(before *mworld) {
 // noteAdmitted records, for I7, how an admitted request that changes what the controller
 // rolls out was let past: under a settle policy, and as the fix of a stalled rollout or a
 // cancel (by the truth, before the request).
-func (w *mworld) noteAdmitted(before *mworld) { w.noteAdmittedAs(before, false) }
+func (w *mworld) noteAdmitted(before *mworld) { w.noteAdmittedAs(before, false, false) }
 
 // noteAdmittedAs is noteAdmitted; replaces is an admitted eviction or DELETE of a pod whose
-// replacement is the first pod of the staged template (Handler.Replacement).
-func (w *mworld) noteAdmittedAs(before *mworld, replaces bool) {
+// replacement is the first pod of the staged template (Handler.Replacement), belowPartition
+// that the pod's ordinal is below a StatefulSet's partition.
+func (w *mworld) noteAdmittedAs(before *mworld, replaces, belowPartition bool) {
 	if !replaces && w.t == before.t && w.replicas == before.replicas && w.paused == before.paused && w.onDelete == before.onDelete &&
 		w.partition == before.partition && w.exists == before.exists && w.uid == before.uid {
 		return
@@ -1217,7 +1224,7 @@ func (w *mworld) noteAdmittedAs(before *mworld, replaces bool) {
 	// its template (a scale that changes it, an edit staged over a current revision) and no
 	// pod runs it, the request gives it its first pods, a start of it, which holdfast can
 	// refuse.
-	partitionHeld := w.kind == v1alpha1.KindStatefulSet && w.exists && !w.onDelete && w.held()
+	partitionHeld := w.kind == v1alpha1.KindStatefulSet && w.exists && !w.onDelete && (w.held() || belowPartition)
 	if c := w.current; partitionHeld && c != w.t && (replaces || (w.uid == before.uid && w.replicas > before.replicas)) &&
 		!slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template == c }) {
 		a := w.admissionOf(before, c, slices.ContainsFunc(before.pods, func(p *mpod) bool { return p.Template.tag == c.tag }))
@@ -1625,11 +1632,11 @@ func (w *mworld) step(op mop) {
 				break
 			}
 			w.pods = slices.DeleteFunc(w.pods, func(q *mpod) bool { return q == p })
-			if w.exists && w.kind != v1alpha1.KindDeployment && w.held() {
+			if below := w.belowPartition(p.Slot); w.exists && w.kind != v1alpha1.KindDeployment && (w.held() || below) {
 				// The truth, not whether holdfast said it judged it, says whether the
 				// replacement is the first pod of a template: each such eviction was a
 				// request to judge.
-				w.noteAdmittedAs(&before, true)
+				w.noteAdmittedAs(&before, true, below)
 			}
 		}
 	case "nodeJoin":

@@ -24,7 +24,8 @@ import (
 
 // Replacement judges the eviction or DELETE of pod as the rollout guard judges a start,
 // when it is one: the pod's controller is an OnDelete StatefulSet or DaemonSet, or a
-// StatefulSet a partition holds, that a RolloutPolicy selects, kube replaces the pod from
+// StatefulSet a partition holds or whose partition is above the pod's ordinal, that a
+// RolloutPolicy selects, kube replaces the pod from
 // the workload's current template (newVersionedStatefulSetPod gives an OnDelete
 // StatefulSet's ordinal its update revision, a partition's its current revision; the
 // DaemonSet controller's syncNodes creates a node's missing pod from its template), and
@@ -119,7 +120,7 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 		}
 		return nil, false, fmt.Errorf("reading the %s of pod %s/%s: %w", owner.Kind, pod.Namespace, pod.Name, err)
 	}
-	if (owner.UID != "" && obj.GetUID() != owner.UID) || obj.GetDeletionTimestamp() != nil || !holds(obj) {
+	if (owner.UID != "" && obj.GetUID() != owner.UID) || obj.GetDeletionTimestamp() != nil || !holds(obj, pod.Name) {
 		return nil, false, nil
 	}
 	if !selects(obj, nsLabels) {
@@ -140,6 +141,9 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 	if err != nil {
 		return nil, false, err
 	}
+	// An ordinal below a partition is made as a held set makes it, from the current
+	// revision, however many ordinals above it roll.
+	w.Rollout.Held = true
 	if replaced, err := h.replaced(ctx, w, pod); err != nil || !replaced {
 		return nil, false, err
 	}
@@ -219,14 +223,26 @@ func ordinalOwner(pod string) *metav1.OwnerReference {
 	return &metav1.OwnerReference{Kind: string(v1alpha1.KindStatefulSet), Name: pod[:i]}
 }
 
-// holds is onDelete, or a StatefulSet whose partition is at or above its replicas: kube
-// re-creates a deleted ordinal of it from its current revision (newVersionedStatefulSetPod),
-// which may be one no pod runs (a set created over another revision's pods, an edit staged
-// over it: currentStarts).
-func holds(obj client.Object) bool {
+// holds is onDelete, or a StatefulSet that makes pod's ordinal from its current revision
+// (newVersionedStatefulSetPod): one whose partition is at or above its replicas, or above
+// the ordinal (a canary's ordinals below the partition). That revision may be one no pod
+// runs (a set created over another revision's pods, an edit staged over it, a canary whose
+// ordinals above the partition have all moved on: currentStarts).
+func holds(obj client.Object, pod string) bool {
 	if s, ok := obj.(*appsv1.StatefulSet); ok && s.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
 		r := s.Spec.UpdateStrategy.RollingUpdate
-		return r != nil && r.Partition != nil && *r.Partition >= ptr.Deref(s.Spec.Replicas, 1)
+		if r == nil || r.Partition == nil || *r.Partition <= 0 {
+			return false
+		}
+		if *r.Partition >= ptr.Deref(s.Spec.Replicas, 1) {
+			return true
+		}
+		start := int32(0)
+		if s.Spec.Ordinals != nil {
+			start = s.Spec.Ordinals.Start
+		}
+		i, ok := workload.Ordinal(s.Name, pod)
+		return ok && i < int(start)+int(*r.Partition)
 	}
 	return onDelete(obj)
 }

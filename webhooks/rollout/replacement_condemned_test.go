@@ -298,3 +298,40 @@ func TestPartitionHeldStatefulSetMakesPodsOfItsCurrentRevision(t *testing.T) {
 		})
 	}
 }
+
+// TestCanaryOrdinalBelowThePartitionIsMadeFromTheCurrentRevision: db rolls v2 (db-b) under
+// a partition of 1 of its 3 replicas; db-1 and db-2 run it, db-0 runs v0 (db-x, adopted),
+// and its current revision db-a (v1) has no pod left. kube re-creates db-0, below the
+// partition, from db-a (newVersionedStatefulSetPod): its eviction starts v1 again, which
+// the Deny window refuses. db-1's replacement, at the partition, is v2's, which has pods.
+func TestCanaryOrdinalBelowThePartitionIsMadeFromTheCurrentRevision(t *testing.T) {
+	sc := newDBScene()
+	first := sc.partitionHeld("x")
+	sts := sc.sts.DeepCopy()
+	sts.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(int32(1))
+	sts.Status.UpdatedReplicas = 2
+	sc.reader.Put(sts)
+	var second *corev1.Pod
+	for i := 1; i < 3; i++ {
+		p := sc.pod(i)
+		p.Labels[appsv1.ControllerRevisionHashLabelKey] = "db-b"
+		sc.reader.Put(p)
+		if i == 1 {
+			second = p
+		}
+	}
+	h := &Handler{Reader: sc.reader, Decoder: admission.NewDecoder(informer.NewScheme()), Clock: clocktesting.NewFakePassiveClock(sc.t0.Add(time.Minute)),
+		Matcher: policy.NewMatcher(), Journals: &journal.Store{}}
+	for _, c := range []struct {
+		pod    *corev1.Pod
+		starts bool
+	}{{first, true}, {second, false}} {
+		vs, starts, err := h.Replacement(context.Background(), c.pod, sc.ns.Labels, authenticationv1.UserInfo{Username: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if starts != c.starts || (c.starts && vs.Action() != decision.Deny) {
+			t.Errorf("%s's replacement: starts=%v %v, want starts=%v (refused by the window when it does)", c.pod.Name, starts, vs, c.starts)
+		}
+	}
+}
