@@ -830,8 +830,11 @@ func (w *mworld) object() client.Object {
 		mu = ptr.To(intstr.FromInt32(int32(w.maxUnavail)))
 	}
 	all, _ := w.available()
-	updated, updatedReady := 0, 0
+	updated, updatedReady, onCurrent := 0, 0, 0
 	for _, p := range w.pods {
+		if p.Template == w.current {
+			onCurrent++ // updateStatefulSetStatus's currentReplicas: pods of the current revision
+		}
 		if p.Template == w.t {
 			updated++
 			if w.ready(p) {
@@ -857,7 +860,7 @@ func (w *mworld) object() client.Object {
 		rev, current := revisionName(w.t), revisionName(w.current)
 		return &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(w.replicas)), Selector: sel, Template: tpl, UpdateStrategy: st},
 			Status: appsv1.StatefulSetStatus{ObservedGeneration: w.observed, Replicas: int32(len(w.pods)), UpdatedReplicas: int32(updated), ReadyReplicas: int32(all),
-				AvailableReplicas: int32(all), CurrentRevision: current, UpdateRevision: rev}}
+				AvailableReplicas: int32(all), CurrentRevision: current, UpdateRevision: rev, CurrentReplicas: int32(onCurrent)}}
 	default:
 		st := appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType, RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: mu}}
 		if w.onDelete {
