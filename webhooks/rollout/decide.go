@@ -195,6 +195,8 @@ func decideRequest(in Input, skip skipper) (Decision, error) {
 	resumes = resumes || (in.Operation == admissionv1.Create && MayStart(in) && rs.current != nil && rs.current.Finished == nil &&
 		rs.timeline.Held && !in.New.Rollout.Held && adoptsOthers(in))
 	rs.resumes = resumes
+	rs.firstPods = !rs.start && rs.current != nil && rs.current.Template == rs.target && (resumes || startsStaged(in)) &&
+		rs.current.Finished == nil && rs.current.Available == 0 && firstPodsOf(in, rs.current)
 	// A CREATE starts what it adopts: a workload of fresh pods has never served, and holds
 	// no slot of a fleet limit nor spends a shared budget (rules.concurrency).
 	d := Decision{Starts: rs.start || resumes || (MayStart(in) && in.Operation == admissionv1.Create && len(liveRevisions(in.History)) > 0)}
@@ -358,10 +360,12 @@ func check(in Input, rules *v1alpha1.RolloutRules, rs *revisionState, skip skipp
 		if rs.resumes && skip.runs(checkThird) {
 			out = append(out, checkThirdTemplate(in, rules, rs)...) // kube creates the held template's pods now
 		}
-		if rs.resumes && skip.runs(RuleMinInterval) {
+		if skip.runs(RuleMinInterval) {
 			out = append(out, checkFirstPods(in, rules, rs)...)
 		}
-		return out, nil // Only a request that starts rolling out a template is held to the revision rules.
+		// Only a request that starts rolling out a template is held to the revision rules
+		// (and one that gives the current revision its first pods, to minInterval).
+		return out, nil
 	}
 	revs := checkRevision(in, rules, rs)
 	if skip != nil {

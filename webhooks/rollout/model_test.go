@@ -2010,6 +2010,24 @@ var rolloutReplays = []struct {
 		{Kind: "editAs", N: 367, Replica: 0},
 		{Kind: "recreate", N: 444, Replica: 0},
 	}},
+	// Found by the explorer against the first form of firstPods: every pod of an OnDelete
+	// set deleted, then the set re-created held, during a Deny window, with its finished
+	// current template: kube's pods of it are no first pods of a revision that never ran,
+	// so the way out (re-create it as it was) passes; firstPods asks that the journal saw
+	// none of it available and its rollout never finished.
+	{seed: 27609, ops: []mop{
+		{Kind: "deletePod", N: 328, Replica: 0},
+		{Kind: "editOld", N: 287, Replica: 1},
+		{Kind: "onDelete", N: 761, Replica: 0},
+		{Kind: "deletePod", N: 535, Replica: 1},
+		{Kind: "deletePod", N: 916, Replica: 0},
+		{Kind: "edit", N: 155, Replica: 0},
+		{Kind: "partition", N: 127, Replica: 0},
+		{Kind: "resume", N: 898, Replica: 0},
+		{Kind: "window", N: 321, Replica: 0},
+		{Kind: "editAs", N: 225, Replica: 0},
+		{Kind: "recreate", N: 426, Replica: 1},
+	}},
 	// The same generator: re-created held (partition 3) on tag 2@2 over tag 1's pods,
 	// relabelled in on tag 3@2 (staged: current 2@2, update 3@2), then a scale to 4 that
 	// lifts the hold past ordinal 2: kube makes it from the current revision 2@2 and

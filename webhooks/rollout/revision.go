@@ -86,6 +86,14 @@ type revisionState struct {
 	// cancel is a return to the revision the current one replaced, while the current one's
 	// rollout is unfinished and the returned-to revision still has pods.
 	cancel bool
+	// firstPods is a request that is no start by the journal (it dates the template
+	// current already) yet gives it its first pods: a hold lifted off it, or a held
+	// StatefulSet grown over it or a pod of it replaced (startsStaged), when no pod of it
+	// has run: the journal saw none available and its rollout never finished, and neither
+	// the status nor the cache shows one (firstPodsOf). A re-create of a workload whose
+	// pods are all gone restores a revision that ran. Decide holds it to minInterval and
+	// the windows.
+	firstPods bool
 	// flags are the argsMatchReplicas flags of the policies that select the workload.
 	flags []v1alpha1.ArgMatchesReplicas
 	// scale is an UPDATE whose only template difference is flags following spec.replicas.
@@ -152,40 +160,57 @@ func neverRolled(in Input, cur *journal.Revision) bool {
 	return r == nil || r.Live == 0
 }
 
-// checkFirstPods holds to minInterval the lift of a hold off a current revision that never
-// made a pod (neverRolled): kube makes its first pods now, so it starts now, whenever the
-// journal dated it current. Staged under a hold, by an exempt requester or before a
-// re-create over the pods of the revision it replaced, it was judged by nothing that
-// measured the interval to that revision's first pods; the interval is measured from when
-// that revision became current.
+// checkFirstPods holds a firstPods request to minInterval: kube makes the current
+// revision's first pods now, so it starts now, whenever the journal dated it current. Made
+// current by an exempt requester, or re-created held over the pods of the revision before
+// it, it was judged by nothing that measured the interval to that revision's first pods;
+// the interval is measured from when the last revision of another template became current.
+// A return within revertWindow is not held to it, as checkRevision's is not.
 func checkFirstPods(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) []finding {
-	prev := rs.timeline.Previous()
-	if rules.MinInterval == nil || rs.cancel || rs.current == nil || prev == nil || rs.current.Template != rs.target ||
-		!(neverRolled(in, rs.current) || freshWithoutPods(in, rs.current)) {
+	if rules.MinInterval == nil || !rs.firstPods {
 		return nil
 	}
-	since := in.Now.Sub(prev.Since)
+	if left, was := rs.timeline.LeftAt(rs.target, ""); was && rules.RevertWindow != nil && in.Now.Sub(left) < rules.RevertWindow.Duration {
+		return nil
+	}
+	var before *journal.Revision
+	for i := len(rs.timeline.Revisions) - 2; i >= 0 && before == nil; i-- {
+		if r := &rs.timeline.Revisions[i]; r.Template != rs.current.Template {
+			before = r
+		}
+	}
+	if before == nil {
+		return nil
+	}
+	since := in.Now.Sub(before.Since)
 	wait := rules.MinInterval.Duration - since
 	if wait <= 0 {
 		return nil
 	}
 	return []finding{{rule: RuleMinInterval, field: templatePath, message: fmt.Sprintf(
-		"%s: lifting the hold gives its current revision %s its first pods %s after the revision it replaced became current, "+
-			"less than the minimum interval of %s between revisions; retry after %s, or lift it as an exempt requester",
+		"%s: the change gives its current revision %s its first pods %s after the revision before it became current, "+
+			"less than the minimum interval of %s between revisions; retry after %s, or make it as an exempt requester",
 		in.New, shortSum(rs.current.Template), round(since), rules.MinInterval.Duration, round(wait))}}
 }
 
-// freshWithoutPods is a current revision that no pod runs by the cache, on a workload
-// whose controller has not acted on it yet (created a moment ago, over what it adopts):
-// it has made no pod, and the cache counts any it adopts.
-func freshWithoutPods(in Input, cur *journal.Revision) bool {
-	if in.Old == nil || !in.Old.Rollout.Fresh {
+// firstPodsOf is whether no pod of cur, the current revision, has run: by the old object's
+// status of its generation and the cache (neverRolled), or, on a workload its controller
+// has not acted on yet (created a moment ago, or this CREATE), by the cache, which counts
+// the pods it adopts.
+func firstPodsOf(in Input, cur *journal.Revision) bool {
+	if neverRolled(in, cur) {
+		return true
+	}
+	w := in.Old
+	if w == nil {
+		w = in.New
+	} else if !w.Rollout.Fresh {
 		return false
 	}
-	if sum, ok := in.Old.Template.Sum(); !ok || sum != cur.Template {
+	if sum, ok := w.Template.Sum(); !ok || sum != cur.Template {
 		return false
 	}
-	r := in.History.Find(in.Old.Template)
+	r := in.History.Find(w.Template)
 	return r == nil || r.Live == 0
 }
 
@@ -330,7 +355,7 @@ func shortSum(sum string) string { return sum[:min(len(sum), 10)] }
 // the window is rolled out by a resume inside it. A cancel, the fix of a stalled rollout
 // and a scale (which starts nothing) pass in every window.
 func checkWindows(in Input, spec *v1alpha1.RolloutPolicySpec, rs *revisionState, resumes bool) []finding {
-	if len(spec.Windows) == 0 || !(rs.start || resumes) || rs.cancel {
+	if len(spec.Windows) == 0 || !(rs.start || resumes || rs.firstPods) || rs.cancel {
 		return nil
 	}
 	if stalled, _ := rs.stalled(in, spec.Rules.Settle); stalled {

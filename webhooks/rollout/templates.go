@@ -88,14 +88,12 @@ func growsBelowPartition(in Input) bool {
 		n.Rollout.OnDelete || o.Replicas == nil || n.Replicas == nil || growsHeld(in) {
 		return false
 	}
-	was, now := *o.Replicas, *n.Replicas
-	renumbers := n.OrdinalStart != o.OrdinalStart && now > 0
-	if n.Rollout.Held {
-		return now > was || renumbers
-	}
-	// Not held, so its partition is below its replicas: Target = Want - partition > 0.
-	partition := n.Rollout.Progress.Want - n.Rollout.Progress.Target
-	return partition > 0 && (min(now, partition) > was || renumbers)
+	// The ordinals below the partition after it: [start, start+min(replicas, partition)),
+	// the partition being Want-Target (at least the replicas when held, Target 0); some are
+	// new unless the old range [start, start+replicas) covers them.
+	below := min(*n.Replicas, n.Rollout.Progress.Want-n.Rollout.Progress.Target)
+	from, to := n.OrdinalStart, n.OrdinalStart+below
+	return below > 0 && (from < o.OrdinalStart || to > o.OrdinalStart+*o.Replicas)
 }
 
 // replacesHeld is the replacement of a pod (Replaces) of a StatefulSet a partition holds
@@ -110,7 +108,7 @@ func replacesHeld(in Input) bool {
 // replacesHeld's pod, from: that of the revision the old object's status names current,
 // found by name in History (or the old template, when the status, of its generation, names
 // it current and update). kube moves the current revision only once every replica runs the
-// update revision (completeUpdate), which a set held over a template no pod runs does not
+// update revision (completeRollingUpdate), which a set held over a template no pod runs does not
 // reach; so a status of an older generation names it all the same. A status that names
 // none (a set created a moment ago) leaves kube the update revision, the new template
 // (getStatefulSetRevisions); one History lacks (the cache has not caught up) leaves the
@@ -182,8 +180,10 @@ func startOf(in Input, t *workload.Template) Input {
 	o, n := *in.Old, *in.New
 	o.Template, n.Template = t, t
 	o.Rollout.CurrentIsUpdate, o.Rollout.Progress.Unobserved, o.Rollout.Progress.Updated, o.Rollout.Fresh = true, 0, 0, false
-	// Held, as kube makes ordinals below a partition: a scale that lifts the hold past them
-	// starts the new template above it, judged as the request's own.
+	// Held before and after, as kube makes ordinals below a partition: a scale that lifts
+	// the hold past them starts the new template above it, judged as the request's own; one
+	// that raises the partition with them is held after it.
+	o.Rollout.Held = true
 	n.Rollout.CurrentIsUpdate, n.Rollout.Held = true, true
 	in.Old, in.New, in.TemplateChanged = &o, &n, false
 	if in.Replaces != "" {

@@ -409,3 +409,134 @@ func TestLiftingAHoldOffANeverRolledRevisionIsAStart(t *testing.T) {
 		})
 	}
 }
+
+// The first pods of a current revision come from requests other than a lift too: a held
+// StatefulSet's evicted pod (kube re-creates it from the current revision, B, which the
+// journal dates current since an exempt edit, with no pod), and a CREATE that does not hold
+// what the deleted workload of its name held, over A's pods. Each is held to minInterval
+// from A's start, and to a Deny window, as the lift is.
+func TestFirstPodsOfTheCurrentRevisionAreAStart(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	sts := v1alpha1.KindStatefulSet
+	spec := v1alpha1.RolloutPolicySpec{Rules: v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Minute}}}
+	freeze := []v1alpha1.Window{{Name: "freeze", Schedule: "0 12 * * *", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}
+	h := history.History{Revisions: []history.Revision{running(rev(1, A, time.Hour, 3), 3), rev(2, B, 10*time.Second, 0)},
+		LastActivity: now.Add(-10 * time.Second)}
+	for _, c := range []struct {
+		name    string
+		aSince  time.Duration
+		windows []v1alpha1.Window
+		rule    string
+	}{
+		{"30 s after A", 30 * time.Second, nil, RuleMinInterval},
+		{"2 min after A", 2 * time.Minute, nil, ""},
+		{"2 min after A, in a Deny window", 2 * time.Minute, freeze, RuleWindow},
+	} {
+		j := jr(7, jrev(A, c.aSince, 10*time.Second, c.aSince-10*time.Second), jrev(B, 10*time.Second, 0, -1))
+		j.Kind = sts
+		s := spec
+		s.Windows = c.windows
+		policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: s}}
+		heldOnB := gen(wl(sts, 3, B, workload.Rollout{Held: true, CurrentIsUpdate: true, CurrentRevision: "rev-B",
+			Progress: workload.Progress{Kind: sts, Want: 3, Available: 3, Total: 3}}), 7)
+		evicted := Input{Operation: admissionv1.Update, Old: heldOnB, New: heldOnB, Replaces: "kube-apiserver-0", Now: now,
+			Journal: j, History: h, Policies: policies}
+		created := Input{Operation: admissionv1.Create, New: wl(sts, 3, B, workload.Rollout{}), Now: now,
+			Journal: func() *journal.Journal { d := deleted(j, 5*time.Second); d.Held = true; return d }(), History: h, Policies: policies}
+		for name, in := range map[string]Input{"eviction": evicted, "create": created} {
+			d := decide(t, in)
+			got := slices.ContainsFunc(d.Violations, func(v decision.Violation) bool {
+				return v.Rule == c.rule && (c.rule != RuleMinInterval || strings.Contains(v.Message, "its first pods"))
+			})
+			if got != (c.rule != "") || (c.rule == "" && len(d.Violations) > 0) {
+				t.Errorf("%s, %s: %v, want a %q finding alone", c.name, name, d.Messages(decision.Audit), c.rule)
+			}
+		}
+	}
+}
+
+// A workload whose pods are all gone, re-created with the revision it finished rolling
+// out, restores a revision that ran: no first pods, so a Deny window does not hold it (the
+// rollout explorer's seed 27609).
+func TestRecreateOfAFinishedRevisionIsNoFirstPods(t *testing.T) {
+	A, B := template("A", "3"), template("B", "3")
+	sts := v1alpha1.KindStatefulSet
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{
+		Rules:   v1alpha1.RolloutRules{MinInterval: &metav1.Duration{Duration: time.Minute}},
+		Windows: []v1alpha1.Window{{Name: "freeze", Schedule: "0 12 * * *", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}}}}
+	h := history.History{Revisions: []history.Revision{rev(1, A, time.Hour, 0), rev(2, B, 10*time.Minute, 0)}, LastActivity: now.Add(-time.Minute)}
+	for finished, refused := range map[bool]bool{true: false, false: true} {
+		rb := jrev(B, 10*time.Minute, 0, -1)
+		if finished {
+			rb = jrev(B, 10*time.Minute, 0, 9*time.Minute)
+		}
+		j := jr(7, jrev(A, time.Hour, 10*time.Minute, 50*time.Minute), rb)
+		j.Kind = sts
+		j = deleted(j, 5*time.Second)
+		in := Input{Operation: admissionv1.Create, New: wl(sts, 3, B, workload.Rollout{Held: true}), Now: now, Journal: j, History: h, Policies: policies}
+		d := decide(t, in)
+		if got := slices.ContainsFunc(d.Violations, func(v decision.Violation) bool { return v.Rule == RuleWindow }); got != refused {
+			t.Errorf("B finished %t: refused by the window %t, want %t: %v", finished, got, refused, d.Messages(decision.Audit))
+		}
+	}
+}
+
+// growsBelowPartition counts the ordinals kube makes below the partition after an UPDATE:
+// [start, start+min(replicas, partition)) less the old range.
+func TestGrowsBelowPartition(t *testing.T) {
+	B := template("B", "3")
+	sts := v1alpha1.KindStatefulSet
+	set := func(replicas, partition, start int32) *workload.Workload {
+		w := wl(sts, replicas, B, workload.Rollout{Held: partition >= replicas,
+			Progress: workload.Progress{Kind: sts, Want: replicas, Target: max(0, replicas-partition)}})
+		w.OrdinalStart = start
+		return w
+	}
+	for _, c := range []struct {
+		name     string
+		old, new *workload.Workload
+		want     bool
+	}{
+		{"held, scaled up", set(2, 3, 0), set(3, 3, 0), true},
+		{"held, scaled down", set(3, 3, 0), set(2, 3, 0), false},
+		{"held, renumbered", set(3, 3, 0), set(3, 3, 1), true},
+		{"lifted past an ordinal below the partition", set(2, 3, 0), set(4, 3, 0), true},
+		{"lifted, no new ordinal below the partition", set(2, 2, 0), set(4, 2, 0), false},
+		{"canary renumbered up: the new ordinals are above the partition", set(3, 1, 0), set(3, 1, 1), false},
+		{"canary renumbered down", set(3, 1, 1), set(3, 1, 0), true},
+		{"canary scaled up above the partition", set(3, 1, 0), set(4, 1, 0), false},
+		{"canary scaled with the partition raised over the new ordinal", set(3, 1, 0), set(4, 4, 0), true},
+	} {
+		in := Input{Operation: admissionv1.Update, Old: c.old, New: c.new, Now: now}
+		if got := growsBelowPartition(in) || growsHeld(in); got != c.want {
+			t.Errorf("%s: grows below the partition %t, want %t", c.name, got, c.want)
+		}
+	}
+}
+
+// A canary (partition 1 of 3: ordinal 0 on v0, 1 and 2 on v2, its current revision v1 with
+// no pod left) scaled to 4 with its partition raised to 4 in one request: kube makes
+// ordinal 3, now below the partition, from v1, its first pods since, a start the Deny window
+// refuses (judged as a held set's growth: held before and after, not a lift).
+func TestCanaryScaledUnderARaisedPartitionStartsItsCurrentRevision(t *testing.T) {
+	V0, V1, V2 := template("v0", "3"), template("v1", "3"), template("v2", "3")
+	sts := v1alpha1.KindStatefulSet
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{
+		Windows: []v1alpha1.Window{{Name: "freeze", Schedule: "0 12 * * *", Duration: metav1.Duration{Duration: time.Hour}, Action: v1alpha1.WindowDeny}}}}}
+	canary := gen(wl(sts, 3, V2, workload.Rollout{CurrentRevision: rev(2, V1, 0, 0).Name,
+		Progress: workload.Progress{Kind: sts, Want: 3, Target: 2, Updated: 2, Available: 3, Total: 3}}), 5)
+	raised := gen(wl(sts, 4, V2, workload.Rollout{Held: true, CurrentRevision: rev(2, V1, 0, 0).Name,
+		Progress: workload.Progress{Kind: sts, Want: 4, Target: 0, Updated: 2, Available: 3, Total: 3}}), 6)
+	j := jr(5, jrev(V0, 3*time.Hour, 2*time.Hour, 170*time.Minute), jrev(V1, 2*time.Hour, time.Hour, 110*time.Minute), jrev(V2, time.Hour, 0, -1))
+	j.Kind = sts
+	for v1Pods, refused := range map[int32]bool{0: true, 1: false} {
+		in := Input{Operation: admissionv1.Update, Old: canary, New: raised, Now: now, Journal: j,
+			History: history.History{Revisions: []history.Revision{running(rev(1, V0, 3*time.Hour, 1), 1), running(rev(2, V1, 2*time.Hour, v1Pods), v1Pods),
+				running(rev(3, V2, time.Hour, 2), 2)}, LastActivity: now.Add(-time.Hour)},
+			Policies: policies}
+		d := decide(t, in)
+		if got := slices.ContainsFunc(d.Violations, func(v decision.Violation) bool { return v.Rule == RuleWindow }); got != refused {
+			t.Errorf("v1 with %d pods: refused by the window %t, want %t: %v", v1Pods, got, refused, d.Messages(decision.Audit))
+		}
+	}
+}
