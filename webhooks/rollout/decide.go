@@ -195,8 +195,8 @@ func decideRequest(in Input, skip skipper) (Decision, error) {
 	resumes = resumes || (in.Operation == admissionv1.Create && MayStart(in) && rs.current != nil && rs.current.Finished == nil &&
 		rs.timeline.Held && !in.New.Rollout.Held && adoptsOthers(in))
 	rs.resumes = resumes
-	rs.firstPods = !rs.start && rs.current != nil && rs.current.Template == rs.target && (resumes || startsStaged(in)) &&
-		rs.current.Finished == nil && rs.current.Available == 0 && firstPodsOf(in, rs.current)
+	rs.firstPods = !rs.start && rs.current != nil && rs.current.Template == rs.target && rs.current.Finished == nil &&
+		rs.current.Available == 0 && (resumes || startsStaged(in)) && firstPodsOf(in, rs.current)
 	// A CREATE starts what it adopts: a workload of fresh pods has never served, and holds
 	// no slot of a fleet limit nor spends a shared budget (rules.concurrency).
 	d := Decision{Starts: rs.start || resumes || (MayStart(in) && in.Operation == admissionv1.Create && len(liveRevisions(in.History)) > 0)}

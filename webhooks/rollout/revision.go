@@ -153,10 +153,16 @@ func neverRolled(in Input, cur *journal.Revision) bool {
 	if in.Old == nil || in.Old.Rollout.Progress.Unobserved != 0 || in.Old.Rollout.Progress.Updated != 0 {
 		return false
 	}
-	if sum, ok := in.Old.Template.Sum(); !ok || sum != cur.Template {
-		return false // the status counts the pods of another template
+	return noLivePodsOf(in, in.Old, cur)
+}
+
+// noLivePodsOf is whether w's template is cur's and the cache shows no live pod of it
+// (a status counts the pods of w's template, not of another).
+func noLivePodsOf(in Input, w *workload.Workload, cur *journal.Revision) bool {
+	if sum, ok := w.Template.Sum(); !ok || sum != cur.Template {
+		return false
 	}
-	r := in.History.Find(in.Old.Template)
+	r := in.History.Find(w.Template)
 	return r == nil || r.Live == 0
 }
 
@@ -198,20 +204,10 @@ func checkFirstPods(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) [
 // has not acted on yet (created a moment ago, or this CREATE), by the cache, which counts
 // the pods it adopts.
 func firstPodsOf(in Input, cur *journal.Revision) bool {
-	if neverRolled(in, cur) {
-		return true
+	if in.Old == nil {
+		return noLivePodsOf(in, in.New, cur)
 	}
-	w := in.Old
-	if w == nil {
-		w = in.New
-	} else if !w.Rollout.Fresh {
-		return false
-	}
-	if sum, ok := w.Template.Sum(); !ok || sum != cur.Template {
-		return false
-	}
-	r := in.History.Find(w.Template)
-	return r == nil || r.Live == 0
+	return neverRolled(in, cur) || (in.Old.Rollout.Fresh && noLivePodsOf(in, in.Old, cur))
 }
 
 // stalled is a current rollout that kube declared stalled, or whose available pods have not

@@ -191,20 +191,25 @@ func TestScaleBelowThePartitionGivesTheCurrentRevisionPods(t *testing.T) {
 	sts := v1alpha1.KindStatefulSet
 	rules := v1alpha1.RolloutRules{Settle: &v1alpha1.SettleRule{},
 		ArgsMatchReplicas: []v1alpha1.ArgMatchesReplicas{{Container: "konnectivity-server", Flag: "--server-count"}}}
+	policies := []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}
+	// refusedAsThird is settle's finding that the new ordinals below the partition get the
+	// current revision's template.
+	refusedAsThird := func(found []finding) bool {
+		return slices.ContainsFunc(found, func(f finding) bool {
+			return f.rule == RuleSettle && strings.Contains(f.message, "below the partition get its current revision's template")
+		})
+	}
 	old := wl(sts, 2, B2, workload.Rollout{Held: true, CurrentIsUpdate: true, CurrentRevision: rev(2, B2, time.Hour, 0).Name,
 		Progress: workload.Progress{Kind: sts, Target: 0, Want: 2, Available: 2, Total: 2}})
 	for partition, third := range map[int32]bool{3: true, 2: false, 4: false} {
 		obj := wl(sts, 4, B4, workload.Rollout{Held: partition >= 4, InProgress: true, CurrentIsUpdate: true, Progress: workload.Progress{Kind: sts, Target: 4 - partition, Want: 4, Available: 2, Total: 2}})
 		in := Input{Operation: admissionv1.Update, Old: old, New: obj, TemplateChanged: true, Now: now,
 			History:  history.History{Revisions: []history.Revision{running(rev(1, A, 2*time.Hour, 2), 2), rev(2, B2, time.Hour, 0)}, LastActivity: now.Add(-time.Hour)},
-			Policies: []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}}
+			Policies: policies}
 		// The start as the revision rules read it (the journal, in the explorer's sequence,
 		// dates B@2 long ago; here no journal would say B@2 began moments ago, I1).
 		found := checkThirdTemplate(in, &rules, &revisionState{start: true})
-		got := slices.ContainsFunc(found, func(f finding) bool {
-			return f.rule == RuleSettle && strings.Contains(f.message, "below the partition get its current revision's template")
-		})
-		if got != third {
+		if got := refusedAsThird(found); got != third {
 			t.Errorf("scale to 4 under partition %d: refused as a third template %t, want %t: %v", partition, got, third, found)
 		}
 	}
@@ -220,12 +225,9 @@ func TestScaleBelowThePartitionGivesTheCurrentRevisionPods(t *testing.T) {
 		in := Input{Operation: admissionv1.Update, Old: staged, New: obj, TemplateChanged: true, Now: now,
 			History: history.History{Revisions: []history.Revision{running(rev(1, A, 2*time.Hour, 2), 2), rev(2, B2, time.Hour, 0),
 				rev(3, C2, time.Minute, 0)}, LastActivity: now.Add(-time.Hour)},
-			Policies: []v1alpha1.RolloutPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "hcp"}, Spec: v1alpha1.RolloutPolicySpec{Rules: rules}}}}
+			Policies: policies}
 		found := checkThirdTemplate(in, &rules, &revisionState{resumes: true})
-		got := slices.ContainsFunc(found, func(f finding) bool {
-			return f.rule == RuleSettle && strings.Contains(f.message, "below the partition get its current revision's template")
-		})
-		if got != third {
+		if got := refusedAsThird(found); got != third {
 			t.Errorf("staged C, scale to 4 under partition %d: refused as a third template %t, want %t: %v", partition, got, third, found)
 		}
 		if starts := currentStarts(in); (len(starts) == 1 && starts[0] == in.History.Revisions[1].Template) != third {
