@@ -279,6 +279,44 @@ func TestRetiredJournalRecordsFlipsKubeNumbered(t *testing.T) {
 	}
 }
 
+// TestRetiredJournalOfAnotherUIDRecordsAReturnKubeNumbered: the workload of the name was
+// deleted with --cascade=orphan and re-created outside every selection (another UID, its
+// journal retired with A current), then went A → B → A there over the ReplicaSets it
+// adopted, which keep kube's numbers. Relabelled back in with A, the journal's current
+// template, it has left A and come back: the leader records the detour (from the
+// retirement, when it last looked) and the return as becoming current now, as the entry
+// was judged (checkEnteredChange). Kept as it was, A would date from before the walk and
+// an edit right after the entry would pass minInterval.
+func TestRetiredJournalOfAnotherUIDRecordsAReturnKubeNumbered(t *testing.T) {
+	A, B := workload.FromSpec(ptr.To(agentTemplate("A")), ""), workload.FromSpec(ptr.To(agentTemplate("B")), "")
+	sumA, _ := A.Sum()
+	sumB, _ := B.Sum()
+	w := &workload.Workload{Ref: workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web-2"}, Template: A}
+	j := &Journal{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web-1", Generation: 2, Deleted: at(t0.Add(-time.Hour)),
+		Revisions: []Revision{{Template: sumB, Since: t0.Add(-3 * time.Hour), Until: at(t0.Add(-2 * time.Hour)), Finished: at(t0.Add(-3 * time.Hour)), Progressed: t0.Add(-3 * time.Hour)},
+			{Template: sumA, Since: t0.Add(-2 * time.Hour), Finished: at(t0.Add(-2 * time.Hour)), Progressed: t0.Add(-2 * time.Hour)}},
+		Observed: &Observed{Revision: 2, Template: sumA}}
+	name := map[string]string{sumA: "A", sumB: "B"}
+	revisions := func(next *Journal) (got []string) {
+		for _, r := range next.Revisions {
+			got = append(got, name[r.Template]+"@"+r.Since.Sub(t0).String())
+		}
+		return got
+	}
+	next := Observe(j, w, history.History{Revisions: []history.Revision{numbered(B, 3, 1), numbered(A, 4, 2)}}, nil, t0)
+	if got, want := revisions(next), []string{"B@-3h0m0s", "A@-2h0m0s", "B@-1h0m0s", "A@0s"}; !cmp.Equal(got, want) {
+		t.Errorf("revisions %v, want %v", got, want)
+	}
+	if _, err := Encode(next, "holdfast-system"); err != nil {
+		t.Errorf("the journal recorded does not read back: %v", err)
+	}
+	// Numbers that only the journal's own revision accounts for are no return.
+	next = Observe(j, w, history.History{Revisions: []history.Revision{numbered(B, 1), numbered(A, 2)}}, nil, t0)
+	if got, want := revisions(next), []string{"B@-3h0m0s", "A@-2h0m0s"}; !cmp.Equal(got, want) {
+		t.Errorf("no return: revisions %v, want %v", got, want)
+	}
+}
+
 // TestDaemonSetNodesLeavingMidRolloutIsNoStall: a DaemonSet's rollout over 8 nodes has
 // updated 5 when 3 of those 5 nodes leave (a scale-down of the node pool). Its progress is
 // the most pods of the new revision seen serving on the nodes that needed the rollout;

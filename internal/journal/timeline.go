@@ -520,7 +520,22 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 	switch {
 	case cur != nil && cur.Template == sum:
 		cur.Shape = shape
-		if missed, since, ok := missedReturn(h, cur, w.Template); ok && !numbered {
+		if own, ok := RenumberedSince(j, h, w.Template, flags); ok && !numbered && j.Deleted != nil {
+			// Retired while the workload was outside every selection, it left this template
+			// and came back to it meanwhile (kube numbered it anew above what j observed):
+			// record the detour, and the return as becoming current now, as the entry that
+			// brought it in was judged (checkEnteredChange). When it happened is not known;
+			// kept as j dated it, the rate rules would run from the retired record.
+			cur.Until = at(now)
+			if missed := detour(h, own, j.Observed.Revision); missed != "" && missed != sum {
+				// The detour began after j last looked, which is when j was retired.
+				left := earliest(latest(cur.Since, *j.Deleted), now)
+				cur.Until = at(left)
+				next.Revisions = append(next.Revisions, Revision{Template: missed, Since: left, Until: at(now), Progressed: left})
+			}
+			next.Revisions = append(next.Revisions, Revision{Template: sum, Shape: shape, Since: now, Progressed: now})
+			cur, fresh = next.Current(), true
+		} else if missed, since, ok := missedReturn(h, cur, w.Template); ok && !numbered {
 			// Between two observations the workload left this template and came back: the
 			// controller created a revision after it became current and renumbered it above
 			// that one. Record the detour, and the return as becoming current now. (A
@@ -653,6 +668,73 @@ func missedReturn(h history.History, cur *Revision, t *workload.Template) (strin
 	return "", time.Time{}, false
 }
 
+// RenumberedSince reports that kube numbered the template t, the journal's current one,
+// above the newest number the journal observed, and returns t's revision: the workload
+// became current again after the journal last looked, so it left it and came back,
+// though the revisions in between may be gone (revisionHistoryLimit) and its own made
+// anew. The numbers are read whatever workload of the name j observed: one re-created
+// over the ReplicaSets or revisions of its name adopts them with their numbers, and one
+// that made its own numbers them from 1.
+//
+// A number above the journal's that only scales account for is no return: each number in
+// between names a revision of t's shape under flags (a flag-following scale makes a
+// revision, I4), or none is in between (kube numbers anew a current ReplicaSet or
+// ControllerRevision that was deleted). A number in between that no revision has any
+// more may have been another template's: read as a return.
+func RenumberedSince(j *Journal, h history.History, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) (*history.Revision, bool) {
+	own := h.Find(t)
+	if own == nil || j == nil || j.Observed == nil || own.Number <= j.Observed.Revision || ScaledOnly(h, own, j.Observed.Revision, t, flags) {
+		return nil, false
+	}
+	return own, true
+}
+
+// ScaledOnly reports whether every number kube gave after n and before own's names a
+// revision of t's shape under flags, or own itself (renumbered since): no other template
+// became current in between.
+func ScaledOnly(h history.History, own *history.Revision, n int64, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) bool {
+	byNumber := map[int64]*history.Revision{}
+	for _, k := range h.NumberedAfter(n) {
+		byNumber[k.Number] = k.Revision
+	}
+	shape := ""
+	if len(flags) > 0 {
+		shape, _ = t.Shape(flags)
+	}
+	for k := n + 1; k < own.Number; k++ {
+		r, ok := byNumber[k]
+		if !ok {
+			return false // gone: it may have been another template
+		}
+		if r == own {
+			continue
+		}
+		if s, err := r.Template.Shape(flags); shape == "" || err != nil || s != shape {
+			return false
+		}
+	}
+	return true
+}
+
+// detour is the revision of another template than own that kube numbered last after n and
+// before own: the one the workload left own for, before it came back; "" when none is
+// left (pruned by revisionHistoryLimit).
+func detour(h history.History, own *history.Revision, n int64) string {
+	out := ""
+	for _, k := range h.NumberedAfter(n) {
+		if k.Number >= own.Number {
+			break
+		}
+		if k.Revision == own {
+			continue
+		}
+		if sum, ok := k.Revision.Template.Sum(); ok {
+			out = sum
+		}
+	}
+	return out
+}
+
 // Retention is how long a deleted workload's journal is kept: as long as any policy's
 // rules look back (revertWindow, minInterval, stallAfter) or its windows last, so that a
 // delete and re-create finds it.
@@ -690,6 +772,20 @@ func StallAfter(s *v1alpha1.SettleRule) time.Duration {
 }
 
 func at(t time.Time) *time.Time { return &t }
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
 
 func durationOf(d *metav1.Duration) *time.Duration {
 	if d == nil {

@@ -62,6 +62,16 @@ func (w *Workload[T]) sizes() []int {
 	return out
 }
 
+// DeriveSets gives a Deployment whose ReplicaSets are not known yet (Sets nil) one per
+// template with pods, as Step would: a world that starts from pods calls it before
+// anything deletes them, since kube's ReplicaSets outlive their pods (a ReplicaSet whose
+// pods were all deleted before the controller's next sync replaces them).
+func (w *Workload[T]) DeriveSets() {
+	if w.Kind == v1alpha1.KindDeployment && w.Sets == nil {
+		w.deriveSets()
+	}
+}
+
 // deriveSets makes a set per template with pods, sized by its pods not terminating (the only
 // one by the Deployment's replicas), in the order the pods were created, annotated as if
 // the Deployment had always had its replicas.

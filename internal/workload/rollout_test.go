@@ -123,3 +123,31 @@ func TestStatefulSetCreatedOverAdoptedPodsRollsOut(t *testing.T) {
 		t.Errorf("1 of 3 pods on the update revision: in progress, its template current; got %+v", r)
 	}
 }
+
+// A scale down counts its condemned ordinals until they are gone: with ordinals 1 to 3
+// updated and Ready and ordinal 0 still on the old revision, updated and ready reach the
+// new replicas (2) while a pod of the old revision runs. kube's completeRollingUpdate
+// names the update revision current only once every counted pod is updated and Ready; so
+// is the rollout finished here, not before. Under a partition the pods below it keep the
+// old revision by design.
+func TestStatefulSetScaledDownMidRolloutIsInProgress(t *testing.T) {
+	s := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)}}
+	s.Generation = 3
+	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: 3, Replicas: 4, UpdatedReplicas: 3, ReadyReplicas: 4,
+		CurrentRevision: "kas-a", UpdateRevision: "kas-b"}
+	if r := rolloutOf(t, s); !r.InProgress {
+		t.Errorf("4 pods counted, 3 updated: in progress, got %+v", r)
+	}
+	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2,
+		CurrentRevision: "kas-b", UpdateRevision: "kas-b"}
+	if r := rolloutOf(t, s); r.InProgress {
+		t.Errorf("every pod updated and Ready: done, got %+v", r)
+	}
+	s.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](1)}}
+	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 2,
+		CurrentRevision: "kas-a", UpdateRevision: "kas-b"}
+	if r := rolloutOf(t, s); r.InProgress {
+		t.Errorf("the ordinal below the partition keeps the old revision by design: done, got %+v", r)
+	}
+}

@@ -443,7 +443,7 @@ func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 	in.Journal = h.Journals.Get(in.New.Kind, in.New.Namespace, in.New.Name)
 	var err error
 	if in.Old == nil {
-		if in.History, err = h.readAdoptable(ctx, in.New); err != nil {
+		if in.History, err = h.readAdoptable(ctx, in.New, in.Journal == nil); err != nil {
 			return fmt.Errorf("reading what %s would adopt: %w; retry", in.New, err)
 		}
 		return nil
@@ -462,15 +462,23 @@ func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 	return nil
 }
 
-// readAdoptable reads what a workload created as w adopts (history.ReadAdoptable). A held
-// StatefulSet's is read from the API server (Live), as its controller will find it: the
-// cache may still show a pod deleted a moment ago, or the controller reference an orphaning
-// delete has since removed, and what kube keeps of the pods (orphans, one per ordinal in
-// its range) decides whether the CREATE starts its template (startsStaged). Such a CREATE
-// is rare: two LISTs in its namespace, by its selector, within the ledgers' bound; a failed
-// read is an error (retry), never a decision on the cache.
-func (h *Handler) readAdoptable(ctx context.Context, w *workload.Workload) (history.History, error) {
-	if w.Kind != v1alpha1.KindStatefulSet || !w.Rollout.Held || h.Live == nil {
+// readAdoptable reads what a workload created as w adopts (history.ReadAdoptable). It is
+// read from the API server (Live), as its controller will find it, when the cache's word
+// is not enough:
+//   - unjournaled, a workload no journal records (never seen, its journal lost, or retired
+//     while it was not guarded): nothing else says what a workload of its name deleted a
+//     moment ago left behind, and the cache may not show yet the ReplicaSet or revision
+//     its last change made, whose pods the CREATE would adopt beside the others (a third
+//     template judged as a second);
+//   - a held StatefulSet: the cache may still show a pod deleted a moment ago, or the
+//     controller reference an orphaning delete has since removed, and what kube keeps of
+//     the pods (orphans, one per ordinal in its range) decides whether the CREATE starts its
+//     template (startsStaged).
+//
+// Two LISTs in its namespace, by its selector, within the ledgers' bound; a failed read is
+// an error (retry), never a decision on the cache.
+func (h *Handler) readAdoptable(ctx context.Context, w *workload.Workload, unjournaled bool) (history.History, error) {
+	if h.Live == nil || !unjournaled && (w.Kind != v1alpha1.KindStatefulSet || !w.Rollout.Held) {
 		return history.ReadAdoptable(ctx, h.Reader, w)
 	}
 	ctx, cancel := h.Ledgers.Bound(ctx)

@@ -507,6 +507,9 @@ func newFlaggedFleet(seed uint64, broken func(Input) (Decision, error), flagged 
 			x.add(w, &mpod{Template: x.t, Slot: slot, Created: w.now, ReadyAt: w.now})
 		}
 		x.observed, x.maxReady, x.live = x.generation, x.want(), []tmpl{x.t}
+		k := w.kube(x)
+		k.DeriveSets()
+		x.sets = k.Sets
 		w.ws = append(w.ws, x)
 	}
 	w.now = w.now.Add(time.Minute + cfg.offset)

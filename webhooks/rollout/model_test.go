@@ -51,6 +51,7 @@ import (
 
 var (
 	rolloutModelSequences = flag.Int("rollout-model.sequences", 5000, "sequences the rollout model explores (make fuzz runs more)")
+	rolloutModelFrom      = flag.Int("rollout-model.from", 0, "the first sequence the rollout model explores (to split a long run, or to explore past the seeds already run)")
 	rolloutModelTrace     = flag.Bool("rollout-model.trace", false, "print every request the rollout model sends and holdfast's answer")
 	rolloutModelEach      = flag.Bool("rollout-model.each", false, "print the first violation of every failing sequence, not only the first sequence's")
 	rolloutReplaySeed     = flag.Int("rollout-model.seed", -1, "run only this generated sequence in TestRolloutModelReplays (with -rollout-model.trace)")
@@ -397,6 +398,9 @@ func newMWorld(seed uint64, broken func(Input) (Decision, error)) *mworld {
 		w.pods = append(w.pods, &mpod{Template: w.t, Slot: w.slotFor(i), Created: w.now, ReadyAt: w.now})
 	}
 	w.observed = w.generation
+	k := w.kube()
+	k.DeriveSets()
+	w.sets = k.Sets
 	w.live = w.liveTemplates()
 	w.tr.finished = true
 	w.now = w.now.Add(time.Minute)
@@ -1871,7 +1875,8 @@ type rolloutModelResult struct {
 func exploreRollouts(n int, broken func(Input) (Decision, error)) rolloutModelResult {
 	logf.SetLogger(logr.Discard())
 	res := rolloutModelResult{counts: map[string]int{}, gaps: map[string]int{}}
-	for seed := range uint64(n) {
+	from := uint64(*rolloutModelFrom)
+	for seed := from; seed < from+uint64(n); seed++ {
 		w := generated(seed, broken, res.counts)
 		for g, n := range w.gaps {
 			res.gaps[g] += n
@@ -1993,6 +1998,80 @@ var rolloutReplays = []struct {
 	seed uint64
 	ops  []mop
 }{
+	// Found past the seeds make fuzz had run (-rollout-model.from=50000): the journal lost,
+	// an edit, then a delete with --cascade=orphan and a CREATE with a third template, all
+	// within the cache's lag. No journal said what the deleted workload left behind, and the
+	// cache did not show the edit's ReplicaSet yet: one template with pods, read as
+	// settled. An unjournaled CREATE now reads what it adopts from the API server.
+	{seed: 62862, ops: []mop{
+		{Kind: "journalLost", N: 53, Replica: 0},
+		{Kind: "restart", N: 189, Replica: 0},
+		{Kind: "resume", N: 257, Replica: 0},
+		{Kind: "edit", N: 974, Replica: 1},
+		{Kind: "sync", N: 542, Replica: 1},
+		{Kind: "tick", N: 460, Replica: 1},
+		{Kind: "deletePod", N: 150, Replica: 1},
+		{Kind: "resume", N: 561, Replica: 1},
+		{Kind: "window", N: 752, Replica: 0},
+		{Kind: "recreate", N: 609, Replica: 0},
+	}},
+	// The same run: the model's Deployment lost its ReplicaSet when every pod was deleted
+	// before the controller's first sync (kube's ReplicaSets outlive their pods), so the
+	// template came back only with the rollback that followed, read as its first pods
+	// during a Deny window (W1). The model now derives the sets before anything runs.
+	{seed: 72766, ops: []mop{
+		{Kind: "edit", N: 745, Replica: 0},
+		{Kind: "window", N: 221, Replica: 0},
+		{Kind: "scale", N: 813, Replica: 1},
+		{Kind: "pause", N: 981, Replica: 0},
+		{Kind: "editAs", N: 504, Replica: 0},
+		{Kind: "edit", N: 735, Replica: 1},
+		{Kind: "deletePod", N: 328, Replica: 0},
+		{Kind: "deletePod", N: 726, Replica: 0},
+		{Kind: "deletePod", N: 524, Replica: 1},
+		{Kind: "editOld", N: 205, Replica: 0},
+		{Kind: "sync", N: 992, Replica: 0},
+		{Kind: "policy", N: 161, Replica: 0},
+	}},
+	// The same run: a workload re-created outside the selection walks B → A → B there
+	// while its journal stays retired with B current, and is relabelled back in with B.
+	// The entry was judged a return (renumberedSince), but the journal kept B dated from
+	// before the walk, so an edit right after the entry passed minInterval: the new
+	// template got its first pod 9 s after B's came back (I2). journal.Observe now records
+	// the detour and the return, as becoming current at the entry.
+	{seed: 57947, ops: []mop{
+		{Kind: "editOld", N: 227, Replica: 1},
+		{Kind: "relabelIn", N: 159, Replica: 0},
+		{Kind: "restart", N: 911, Replica: 1},
+		{Kind: "recreate", N: 217, Replica: 0},
+		{Kind: "relabelIn", N: 358, Replica: 1},
+		{Kind: "rollingUpdate", N: 631, Replica: 0},
+		{Kind: "strategy", N: 967, Replica: 1},
+		{Kind: "sync", N: 981, Replica: 1},
+		{Kind: "scale", N: 886, Replica: 1},
+		{Kind: "relabelIn", N: 652, Replica: 1},
+		{Kind: "restart", N: 998, Replica: 1},
+		{Kind: "edit", N: 552, Replica: 1},
+	}},
+	// The same run: a StatefulSet mid-rollout, held by OnDelete, scaled from 4 to 2 and
+	// released. While the condemned ordinals (updated, Ready) were still counted, updated
+	// and ready reached the replicas with ordinal 0 still on the old template, and the
+	// journal marked the rollout finished: a third template was admitted while it rolled
+	// (I1). Without a partition, InProgress now also needs every counted pod updated, as
+	// kube's completeRollingUpdate does.
+	{seed: 88806, ops: []mop{
+		{Kind: "sync", N: 170, Replica: 0},
+		{Kind: "policy", N: 617, Replica: 1},
+		{Kind: "tick", N: 18, Replica: 0},
+		{Kind: "resume", N: 845, Replica: 1},
+		{Kind: "edit", N: 582, Replica: 1},
+		{Kind: "scaleNoFlag", N: 815, Replica: 0},
+		{Kind: "tick", N: 770, Replica: 0},
+		{Kind: "edit", N: 835, Replica: 0},
+		{Kind: "onDelete", N: 95, Replica: 0},
+		{Kind: "tick", N: 781, Replica: 1},
+		{Kind: "scaleNoFlag", N: 762, Replica: 0},
+	}},
 	// Found once one re-created StatefulSet in two came back held by a partition at its
 	// replicas: exempt edits to tags 3 and 4, the set deleted orphaning and created again
 	// held over tag 2's pods before kube made a tag-4 pod, then the operator lowers the

@@ -164,14 +164,14 @@ func checkUnjournaledEntry(in Input, spec *v1alpha1.RolloutPolicySpec, flags []v
 // before it of another template (not of t's shape under flags): the one it followed, zero
 // when that revision is gone (revisionHistoryLimit) though t's number tells it followed
 // one (a number above 1, or one it had before, that scales alone do not account for,
-// scaledOnly). ok is false when t has no revision or followed none.
+// journal.ScaledOnly). ok is false when t has no revision or followed none.
 func followedFrom(h history.History, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) (current, followed time.Time, ok bool) {
 	own := h.Find(t)
 	if own == nil {
 		return time.Time{}, time.Time{}, false
 	}
 	current = h.Current(own)
-	ok = (own.Number > 1 || len(own.Renumbered) > 0) && !scaledOnly(h, own, 0, t, flags)
+	ok = (own.Number > 1 || len(own.Renumbered) > 0) && !journal.ScaledOnly(h, own, 0, t, flags)
 	otherTemplates(h, t, flags, func(_ *history.Revision, start time.Time) {
 		if start.Before(current) && start.After(followed) {
 			followed, ok = start, true
@@ -208,22 +208,13 @@ func entryFindings(now time.Time, spec *v1alpha1.RolloutPolicySpec, recorded str
 	return found
 }
 
-// renumberedSince reports that kube numbered the template t, the journal's current one,
-// above the newest number the journal observed: it became current again after the journal
-// last looked, so the workload left it and came back, though the revisions in between may
-// be gone (revisionHistoryLimit) and its own made anew. at is the latest time the return
+// renumberedSince is journal.RenumberedSince dated: at is the latest time the return
 // can be dated by that does not move: its revision's start (History.Current), the
 // journal's retirement (the leader saw it leave before it changed) or its pods' last
 // activity, whichever is latest.
-//
-// A number above the journal's that only scales account for is no return: each number in
-// between names a revision of t's shape under flags (a flag-following scale makes a
-// revision, I4), or none is in between (kube numbers anew a current ReplicaSet or
-// ControllerRevision that was deleted). A number in between that no revision has any
-// more may have been another template's: read as a return.
 func renumberedSince(j *journal.Journal, h history.History, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) (at time.Time, ok bool) {
-	own := h.Find(t)
-	if own == nil || j == nil || j.Observed == nil || own.Number <= j.Observed.Revision || scaledOnly(h, own, j.Observed.Revision, t, flags) {
+	own, ok := journal.RenumberedSince(j, h, t, flags)
+	if !ok {
 		return time.Time{}, false
 	}
 	at = h.Current(own)
@@ -234,33 +225,6 @@ func renumberedSince(j *journal.Journal, h history.History, t *workload.Template
 		at = h.LastActivity
 	}
 	return at, true
-}
-
-// scaledOnly reports whether every number kube gave after n and before own's names a
-// revision of t's shape under flags, or own itself (renumbered since): no other template
-// became current in between.
-func scaledOnly(h history.History, own *history.Revision, n int64, t *workload.Template, flags []v1alpha1.ArgMatchesReplicas) bool {
-	byNumber := map[int64]*history.Revision{}
-	for _, k := range h.NumberedAfter(n) {
-		byNumber[k.Number] = k.Revision
-	}
-	shape := ""
-	if len(flags) > 0 {
-		shape, _ = t.Shape(flags)
-	}
-	for k := n + 1; k < own.Number; k++ {
-		r, ok := byNumber[k]
-		if !ok {
-			return false // gone: it may have been another template
-		}
-		if r == own {
-			continue
-		}
-		if s, err := r.Template.Shape(flags); shape == "" || err != nil || s != shape {
-			return false
-		}
-	}
-	return true
 }
 
 // between reports whether kube numbered r between two numbers own had: r was current
