@@ -45,7 +45,7 @@ type Handler struct {
 	// Live is the API server, read for the workload whose pod's eviction or DELETE
 	// Replacement judges (the cache may not show an edit admitted a moment ago), for a
 	// namespace whose cached labels may not show a relabel into a policy's selection
-	// (namespaceLabels), and for what a StatefulSet created adopts (readAdoptable); nil
+	// (namespaceLabels), and for what a workload created adopts (readAdoptable); nil
 	// reads the cache.
 	Live    client.Reader
 	Decoder admission.Decoder
@@ -121,6 +121,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	in.Policies, in.Matcher = policies.Items, h.Matcher
 	in.Now = start
+	// What the request reads and writes of the API server shares one deadline, taken at the
+	// first such read: each read is bounded too, but bounds that add up could carry the
+	// answer past the webhook's timeout, where it fails open under failurePolicy Ignore.
+	// A request that reads only the cache takes none.
+	bound := requestBound{parent: ctx, ledgers: h.Ledgers}
+	defer bound.stop()
 	if in.NamespaceLabels, err = policy.NamespaceLabels(ctx, h.Reader, req.Namespace); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -128,17 +134,24 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		// Best effort: when the API server does not answer in time, the cache's labels
 		// decide, as they did before it was asked (another policy's entry may be what sent
 		// the request, and that policy judges it).
-		if live, err := h.liveNamespaceLabels(ctx, req.Namespace); err == nil {
+		if live, err := h.liveNamespaceLabels(bound.ctx(), req.Namespace); err == nil {
 			in.NamespaceLabels = live
 		} else {
 			logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", req.Namespace, "error", err.Error())
 		}
 	}
-	if err := h.readWorkloadState(ctx, &in); err != nil {
+	readCtx := ctx
+	if in.Old == nil && h.Live != nil {
+		readCtx = bound.ctx() // what a CREATE adopts is read live (readAdoptable)
+	}
+	if err := h.readWorkloadState(readCtx, &in); err != nil {
 		return errored(err)
 	}
-
-	d, err := h.decideAndRecord(ctx, &in, isDryRun(req))
+	decideCtx := ctx
+	if len(h.limitedPolicies(&in)) > 0 || len(sharedPolicies(&in)) > 0 {
+		decideCtx = bound.ctx() // the ledgers are read, and a start written
+	}
+	d, err := h.decideAndRecord(decideCtx, &in, isDryRun(req))
 	if err != nil {
 		return errored(err)
 	}
@@ -182,6 +195,29 @@ func (h *Handler) namespaceMayLag(in *Input) bool {
 		}
 	}
 	return false
+}
+
+// requestBound is the deadline of a request's reads and writes of the API server, taken
+// by the first of them (the ledgers' timeout from then): a request that reads only the
+// cache allocates none.
+type requestBound struct {
+	parent  context.Context
+	ledgers *budget.Ledgers
+	bounded context.Context
+	cancel  context.CancelFunc
+}
+
+func (b *requestBound) ctx() context.Context {
+	if b.bounded == nil {
+		b.bounded, b.cancel = b.ledgers.Bound(b.parent)
+	}
+	return b.bounded
+}
+
+func (b *requestBound) stop() {
+	if b.cancel != nil {
+		b.cancel()
+	}
 }
 
 // liveNamespaceLabels reads a namespace's labels from the API server, within the bound
@@ -443,7 +479,7 @@ func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 	in.Journal = h.Journals.Get(in.New.Kind, in.New.Namespace, in.New.Name)
 	var err error
 	if in.Old == nil {
-		if in.History, err = h.readAdoptable(ctx, in.New, in.Journal == nil); err != nil {
+		if in.History, err = h.readAdoptable(ctx, in.New); err != nil {
 			return fmt.Errorf("reading what %s would adopt: %w; retry", in.New, err)
 		}
 		return nil
@@ -462,23 +498,23 @@ func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 	return nil
 }
 
-// readAdoptable reads what a workload created as w adopts (history.ReadAdoptable). It is
-// read from the API server (Live), as its controller will find it, when the cache's word
-// is not enough:
-//   - unjournaled, a workload no journal records (never seen, its journal lost, or retired
-//     while it was not guarded): nothing else says what a workload of its name deleted a
-//     moment ago left behind, and the cache may not show yet the ReplicaSet or revision
-//     its last change made, whose pods the CREATE would adopt beside the others (a third
-//     template judged as a second);
-//   - a held StatefulSet: the cache may still show a pod deleted a moment ago, or the
+// readAdoptable reads what a workload created as w adopts (history.ReadAdoptable) from the
+// API server (Live), as its controller will find it, never from the cache:
+//   - the cache may not show yet the ReplicaSet or revision the last change of a workload
+//     of its name made, deleted a moment ago with --cascade=orphan, whose pods the CREATE
+//     adopts beside the others (a third template read as a second), and no journal says
+//     what it left behind when none records the name, or one was retired while it was
+//     not guarded (the change was made outside the selection);
+//   - of a held StatefulSet, the cache may still show a pod deleted a moment ago, or the
 //     controller reference an orphaning delete has since removed, and what kube keeps of
-//     the pods (orphans, one per ordinal in its range) decides whether the CREATE starts its
-//     template (startsStaged).
+//     the pods (orphans, one per ordinal in its range) decides whether the CREATE starts
+//     its template (startsStaged).
 //
-// Two LISTs in its namespace, by its selector, within the ledgers' bound; a failed read is
-// an error (retry), never a decision on the cache.
-func (h *Handler) readAdoptable(ctx context.Context, w *workload.Workload, unjournaled bool) (history.History, error) {
-	if h.Live == nil || !unjournaled && (w.Kind != v1alpha1.KindStatefulSet || !w.Rollout.Held) {
+// One LIST of ReplicaSets or ControllerRevisions in its namespace by its selector, and
+// one of pods when it would adopt any, within the request's bound; a failed read is an
+// error (retry), never a decision on the cache. Without Live (holdfast check), the cache.
+func (h *Handler) readAdoptable(ctx context.Context, w *workload.Workload) (history.History, error) {
+	if h.Live == nil {
 		return history.ReadAdoptable(ctx, h.Reader, w)
 	}
 	ctx, cancel := h.Ledgers.Bound(ctx)
