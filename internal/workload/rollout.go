@@ -79,13 +79,14 @@ func statefulSetRollout(l *Lean) Rollout {
 	// it is Ready. A status naming one revision current and update is no finished rollout
 	// while pods at or above the partition run another: a StatefulSet created over pods it
 	// adopts takes its update revision as current at once (getStatefulSetRevisions) and
-	// replaces them all the same (updateStatefulSet's rolling update). Without a partition,
-	// every pod the status counts must be updated, as kube's completeRollingUpdate asks
-	// before it names the update revision current: a scale down counts its condemned
-	// ordinals until they are gone, and with them the updated ones, so that updated and
-	// ready reach the replicas while a pod of the old revision still runs below them.
-	r.InProgress = st.ObservedGeneration < l.Metadata.Generation || st.UpdatedReplicas < target || st.ReadyReplicas < want ||
-		(target == want && st.Replicas > st.UpdatedReplicas)
+	// replaces them all the same (updateStatefulSet's rolling update). A scale down counts
+	// its condemned ordinals (at or above the replicas) until they are gone, updated ones
+	// among them: the pods counted past the replicas may all be updated ones, so they do not
+	// count towards the target (without a partition, every pod counted must be updated, as
+	// kube's completeRollingUpdate asks before it names the update revision current), else
+	// updated and ready reach the replicas while a pod of the old revision still runs below.
+	condemned := max(0, st.Replicas-want)
+	r.InProgress = st.ObservedGeneration < l.Metadata.Generation || st.UpdatedReplicas-condemned < target || st.ReadyReplicas < want
 	r.Mixed = st.ObservedGeneration < l.Metadata.Generation || st.Replicas > st.UpdatedReplicas
 	r.CurrentIsUpdate = st.CurrentRevision != "" && st.CurrentRevision == st.UpdateRevision
 	r.CurrentRevision, r.CurrentPods = st.CurrentRevision, st.CurrentReplicas

@@ -129,7 +129,7 @@ func TestStatefulSetCreatedOverAdoptedPodsRollsOut(t *testing.T) {
 // new replicas (2) while a pod of the old revision runs. kube's completeRollingUpdate
 // names the update revision current only once every counted pod is updated and Ready; so
 // is the rollout finished here, not before. Under a partition the pods below it keep the
-// old revision by design.
+// old revision by design, and the condemned do not count towards those at or above it.
 func TestStatefulSetScaledDownMidRolloutIsInProgress(t *testing.T) {
 	s := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)}}
 	s.Generation = 3
@@ -149,5 +149,16 @@ func TestStatefulSetScaledDownMidRolloutIsInProgress(t *testing.T) {
 		CurrentRevision: "kas-a", UpdateRevision: "kas-b"}
 	if r := rolloutOf(t, s); r.InProgress {
 		t.Errorf("the ordinal below the partition keeps the old revision by design: done, got %+v", r)
+	}
+	// Under the partition, scaled from 4 to 2 with ordinals 2 and 3 (condemned) updated and
+	// ordinal 1 not yet: 2 updated reach the target of 1 only by counting the condemned.
+	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: 3, Replicas: 4, UpdatedReplicas: 2, ReadyReplicas: 4,
+		CurrentRevision: "kas-a", UpdateRevision: "kas-b"}
+	if r := rolloutOf(t, s); !r.InProgress {
+		t.Errorf("ordinal 1, at the partition, still on the old revision while the condemned are counted: in progress, got %+v", r)
+	}
+	s.Status.UpdatedReplicas = 3
+	if r := rolloutOf(t, s); r.InProgress {
+		t.Errorf("ordinals 1 to 3 updated: done, got %+v", r)
 	}
 }

@@ -487,10 +487,11 @@ func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 	if in.History, err = history.Read(ctx, h.Reader, in.Old); err != nil {
 		return fmt.Errorf("reading the history of %s: %w; retry", in.Old, err)
 	}
-	if in.Old.Rollout.Fresh && len(in.History.Revisions) == 0 {
+	if len(in.History.Revisions) == 0 && (in.Old.Rollout.Fresh || in.Old.Rollout.Progress.Total > 0) {
 		// Created moments ago and owning nothing yet: its controller has not adopted what an
 		// orphaning delete of a workload of its name left behind, and those pods are its
-		// pods already.
+		// pods already. Or its controller has (its status counts pods) and the cache does
+		// not show it yet: the watch of ReplicaSets and revisions lags the workload's.
 		if in.History, err = history.ReadAdoptable(ctx, h.Reader, in.Old); err != nil {
 			return fmt.Errorf("reading what %s adopts: %w; retry", in.Old, err)
 		}

@@ -1084,7 +1084,7 @@ func (w *fworld) workloadObjects(x *fwl) []client.Object {
 		objs = append(objs, w.namespace(x.ns))
 	}
 	return append(objs, mworkload{ns: x.ns, name: x.name, kind: x.kind, owners: refs, revisions: x.revisions, created: x.created, template: x.podTemplate,
-		uidPrefix: x.uidPrefix(), pods: x.pods, ready: w.ready, pod: func(_ int, p *mpod, pod *corev1.Pod) {
+		uidPrefix: x.uidPrefix(), pods: x.pods, sets: x.sets, ready: w.ready, pod: func(_ int, p *mpod, pod *corev1.Pod) {
 			pod.Name, pod.UID = x.podName(p), types.UID(x.ns+"-"+x.names[p])
 			if p.Slot >= 0 && x.kind == v1alpha1.KindDaemonSet {
 				pod.Spec.NodeName = fmt.Sprintf("node-%d", p.Slot)

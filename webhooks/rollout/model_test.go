@@ -667,7 +667,7 @@ func (w *mworld) objects() []client.Object {
 		refs = []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind(string(w.kind)))}
 	}
 	objs = append(objs, mworkload{ns: mNamespace, kind: w.kind, owners: refs, revisions: w.numbers, created: w.created, template: w.podTemplate,
-		pods: w.pods, ready: w.ready, pod: func(i int, p *mpod, pod *corev1.Pod) {
+		pods: w.pods, sets: w.sets, ready: w.ready, pod: func(i int, p *mpod, pod *corev1.Pod) {
 			// A StatefulSet's pod is named by its ordinal, as kube names it (getPodName in
 			// pkg/controller/statefulset/stateful_set_utils.go), which is how a StatefulSet
 			// created again adopts an orphan and where its range keeps it (isMemberOf); the
@@ -735,8 +735,11 @@ type mworkload struct {
 	template  func(tmpl) *corev1.PodTemplateSpec
 	uidPrefix string // before the revisions' UIDs
 	pods      []*mpod
-	ready     func(*mpod) bool
-	pod       func(i int, p *mpod, pod *corev1.Pod)
+	// sets are a Deployment's ReplicaSets as its controller sized them (spec.replicas):
+	// one whose pods were deleted a moment ago still wants them.
+	sets  []*kubemodel.ReplicaSet[tmpl]
+	ready func(*mpod) bool
+	pod   func(i int, p *mpod, pod *corev1.Pod)
 	// name is the workload's name, its pods' app label and its revisions' prefix (mName
 	// when empty): the fleet explorer puts several workloads in one namespace.
 	name string
@@ -766,6 +769,11 @@ func (m mworkload) objects() []client.Object {
 				Labels:      map[string]string{"app": m.app(), appsv1.DefaultDeploymentUniqueLabelKey: name},
 				Annotations: map[string]string{"deployment.kubernetes.io/revision": fmt.Sprint(n)}}, Spec: appsv1.ReplicaSetSpec{Template: *spec}}
 			rs.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = name
+			for _, set := range m.sets {
+				if set.Template == t {
+					rs.Spec.Replicas = ptr.To(int32(set.Replicas))
+				}
+			}
 			rsOf[t] = rs
 			objs = append(objs, rs)
 			continue
@@ -2052,6 +2060,45 @@ var rolloutReplays = []struct {
 		{Kind: "relabelIn", N: 652, Replica: 1},
 		{Kind: "restart", N: 998, Replica: 1},
 		{Kind: "edit", N: 552, Replica: 1},
+	}},
+	// Found once the CREATE read what it adopts live: a flag-following scale (3 to 2), the
+	// workload deleted orphaning and created again with the template it had, and scaled to 4
+	// at once. The cache did not show the new Deployment own its ReplicaSets yet, though its
+	// status counted their pods: an empty history, and the scale passed as one of a settled
+	// workload, a third template with pods (I7). A history that is empty while the status
+	// counts pods is now read by what the workload adopts.
+	{seed: 49557, ops: []mop{
+		{Kind: "deletePod", N: 288, Replica: 1},
+		{Kind: "recreate", N: 730, Replica: 1},
+		{Kind: "edit", N: 494, Replica: 1},
+		{Kind: "rollingUpdate", N: 43, Replica: 0},
+		{Kind: "edit", N: 729, Replica: 1},
+		{Kind: "scale", N: 516, Replica: 1},
+		{Kind: "recreate", N: 905, Replica: 1},
+		{Kind: "tick", N: 181, Replica: 1},
+		{Kind: "scale", N: 980, Replica: 0},
+		{Kind: "editOld", N: 36, Replica: 1},
+	}},
+	// Past the seeds make fuzz runs (-rollout-model.from=100000): a flag-following scale
+	// (3 to 2) whose new ReplicaSet's pod, and an old one's, are deleted at once, then an
+	// edit: the cache showed one template with pods (the new ReplicaSet sized 0 a moment
+	// before), while the Deployment's own status counted none of its template's pods among
+	// those it runs. The controller makes them all the same: three templates (I7). The
+	// workload's own template counts as live while its controller rolls it out and no pod
+	// counted runs it (liveCount), and a ReplicaSet whose spec wants pods has them (its
+	// controller replaces a pod deleted a moment ago).
+	{seed: 121547, ops: []mop{
+		{Kind: "relabelIn", N: 391, Replica: 0},
+		{Kind: "scale", N: 27, Replica: 1},
+		{Kind: "rollingUpdate", N: 77, Replica: 1},
+		{Kind: "tick", N: 681, Replica: 1},
+		{Kind: "edit", N: 854, Replica: 0},
+		{Kind: "deletePod", N: 217, Replica: 0},
+		{Kind: "deletePod", N: 389, Replica: 0},
+		{Kind: "edit", N: 442, Replica: 1},
+		{Kind: "strategy", N: 432, Replica: 1},
+		{Kind: "editAs", N: 899, Replica: 0},
+		{Kind: "recreate", N: 47, Replica: 0},
 	}},
 	// The same run: a StatefulSet mid-rollout, held by OnDelete, scaled from 4 to 2 and
 	// released. While the condemned ordinals (updated, Ready) were still counted, updated

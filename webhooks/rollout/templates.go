@@ -279,7 +279,22 @@ func liveCount(in Input) int {
 	if p := in.Old; n == 1 && p != nil && p.Rollout.Progress.Updated > 0 && p.Rollout.Progress.Total > p.Rollout.Progress.Updated {
 		return 2 // pods on its template, and pods that are not (a node without a pod is neither)
 	}
+	if p := in.Old; n == 1 && p != nil && rollsOwnTemplate(p) && p.Rollout.Progress.Updated == 0 && p.Rollout.Progress.Total > 0 {
+		if r := in.History.Find(p.Template); r == nil || r.Live == 0 {
+			// Its controller is making its own template's first pods while the pods it
+			// counts run another (a flag-following scale's rollout, a cache that does not
+			// show the new ReplicaSet's pods yet, or their pods deleted a moment ago).
+			return 2
+		}
+	}
 	return n
+}
+
+// rollsOwnTemplate is a workload whose controller acts on its template now: a rollout in
+// progress, of this generation, neither held nor paused.
+func rollsOwnTemplate(w *workload.Workload) bool {
+	r := &w.Rollout
+	return r.InProgress && !r.Held && !r.Paused && r.Progress.Unobserved == 0 && r.Progress.Target > 0
 }
 
 func describe(revs []*history.Revision) string {
