@@ -349,6 +349,26 @@ func adopted(t Timeline, h history.History, flags []v1alpha1.ArgMatchesReplicas,
 	return t
 }
 
+// renumberedAway is the fingerprint of the newest revision in h that has pods when kube
+// numbered it above n, the newest number the journal observed, and it is not cur's
+// template (nor one differing only in flags that follow the replicas): the workload rolled
+// it out after the journal last looked, though the journal may record it as an earlier
+// revision.
+func renumberedAway(h history.History, n int64, cur *Revision, flags []v1alpha1.ArgMatchesReplicas) (string, bool) {
+	for i := len(h.Revisions) - 1; i >= 0; i-- {
+		r := &h.Revisions[i]
+		if r.Pods == 0 && r.Serving == 0 {
+			continue
+		}
+		sum, ok := r.Template.Sum()
+		if !ok || r.Number <= n || sum == cur.Template || Matches(cur, r.Template, flags) {
+			return "", false
+		}
+		return sum, true
+	}
+	return "", false
+}
+
 // unrecorded is the fingerprint of the newest revision in h that has pods, when revs do
 // not record it: it rolled out after the journal last looked. When revs record it, its
 // pods are the current revision's or those the current one replaces.
@@ -484,7 +504,14 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 		next.Held = true
 		// A template staged while held is not current, unless it rolled out to some pods
 		// before the hold (the controller may act between two observations).
-		if rolled, ok := unrecorded(next.Revisions, h, flags); ok {
+		rolled, ok := unrecorded(next.Revisions, h, flags)
+		if !ok && j != nil && j.Observed != nil && cur != nil {
+			// One it records as an earlier revision, rolled out again since it looked
+			// (outside the selection while the journal was retired, then held with the
+			// journal's current template staged): kube numbered it anew.
+			rolled, ok = renumberedAway(h, j.Observed.Revision, cur, flags)
+		}
+		if ok {
 			if cur != nil {
 				cur.Until = at(now)
 			}

@@ -2100,6 +2100,46 @@ var rolloutReplays = []struct {
 		{Kind: "editAs", N: 899, Replica: 0},
 		{Kind: "recreate", N: 47, Replica: 0},
 	}},
+	// Past the seeds make fuzz runs: a workload relabelled out of the selection (its journal
+	// retired with tag 3 current), back to tag 1 there, relabelled in with tag 1, paused,
+	// tag 3 staged and resumed: tag 3 is a return within revertWindow to the template it
+	// left outside (I3). The paused workload's staged template was the retired journal's
+	// current one, so the leader's view kept tag 3 current and read the resume as no start.
+	// journal.Observe now reads a held workload's newest revision with pods that kube
+	// numbered above what the journal observed as current since (renumberedAway).
+	{seed: 138170, ops: []mop{
+		{Kind: "recreate", N: 503, Replica: 0},
+		{Kind: "editOld", N: 166, Replica: 1},
+		{Kind: "relabelIn", N: 209, Replica: 0},
+		{Kind: "edit", N: 773, Replica: 1},
+		{Kind: "restart", N: 443, Replica: 0},
+		{Kind: "tick", N: 435, Replica: 0},
+		{Kind: "edit", N: 791, Replica: 1},
+		{Kind: "relabelIn", N: 46, Replica: 0},
+		{Kind: "pause", N: 682, Replica: 0},
+		{Kind: "editOld", N: 512, Replica: 1},
+	}},
+	// Past the seeds make fuzz runs: tag 2 rolling out, an on-call requester (exempt) edits
+	// to tag 3, the operator switches the set to OnDelete before its controller acted, and
+	// back: kube makes tag 3's first pods 13 s after tag 2's (I2). The lift was judged as the
+	// first pods of a revision no pod ran (firstPods) only when a status of its own generation
+	// said so, and the copy of the current revision the leader had not recorded yet read as
+	// a return to it (revertWindow exempts those). firstPodsOf now takes a status of an
+	// earlier generation that counts none updated, and checkFirstPods skips that copy.
+	{seed: 135799, ops: []mop{
+		{Kind: "edit", N: 733, Replica: 1},
+		{Kind: "tick", N: 532, Replica: 1},
+		{Kind: "rollingUpdate", N: 859, Replica: 1},
+		{Kind: "editAs", N: 271, Replica: 1},
+		{Kind: "editAs", N: 497, Replica: 1},
+		{Kind: "editAs", N: 146, Replica: 0},
+		{Kind: "tick", N: 400, Replica: 0},
+		{Kind: "sync", N: 929, Replica: 0},
+		{Kind: "relabel", N: 85, Replica: 0},
+		{Kind: "onDelete", N: 42, Replica: 0},
+		{Kind: "sync", N: 339, Replica: 0},
+		{Kind: "window", N: 962, Replica: 0},
+	}},
 	// The same run: a StatefulSet mid-rollout, held by OnDelete, scaled from 4 to 2 and
 	// released. While the condemned ordinals (updated, Ready) were still counted, updated
 	// and ready reached the replicas with ordinal 0 still on the old template, and the

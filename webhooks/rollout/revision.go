@@ -176,17 +176,21 @@ func checkFirstPods(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) [
 	if rules.MinInterval == nil || !rs.firstPods {
 		return nil
 	}
-	if left, was := rs.timeline.LeftAt(rs.target, ""); was && rules.RevertWindow != nil && in.Now.Sub(left) < rules.RevertWindow.Duration {
+	revs := rs.timeline.Revisions
+	b := len(revs) - 2
+	for b >= 0 && revs[b].Template == rs.current.Template {
+		b-- // a copy of the current one the leader has not recorded yet is no other
+	}
+	if b < 0 {
 		return nil
 	}
-	var before *journal.Revision
-	for i := len(rs.timeline.Revisions) - 2; i >= 0 && before == nil; i-- {
-		if r := &rs.timeline.Revisions[i]; r.Template != rs.current.Template {
-			before = r
+	before := &revs[b]
+	// A return: the current template was current before the one before it, and left
+	// within revertWindow.
+	if earlier := (journal.Timeline{Revisions: revs[:b+1]}); rules.RevertWindow != nil {
+		if left, was := earlier.LeftAt(rs.target, ""); was && in.Now.Sub(left) < rules.RevertWindow.Duration {
+			return nil
 		}
-	}
-	if before == nil {
-		return nil
 	}
 	since := in.Now.Sub(before.Since)
 	wait := rules.MinInterval.Duration - since
@@ -199,15 +203,16 @@ func checkFirstPods(in Input, rules *v1alpha1.RolloutRules, rs *revisionState) [
 		in.New, shortSum(rs.current.Template), round(since), rules.MinInterval.Duration, round(wait))}}
 }
 
-// firstPodsOf is whether no pod of cur, the current revision, has run: by the old object's
-// status of its generation and the cache (neverRolled), or, on a workload its controller
-// has not acted on yet (created a moment ago, or this CREATE), by the cache, which counts
-// the pods it adopts.
+// firstPodsOf is whether no pod of cur, the current revision, has run: by the cache, which
+// counts the pods a workload adopts, and the old object's status, which counts none
+// updated, of its own generation (neverRolled) or of one before it (the change that holds
+// the rollout, made before its controller acted on the edit: it made no pod of it either),
+// or none yet (created a moment ago, or this CREATE).
 func firstPodsOf(in Input, cur *journal.Revision) bool {
 	if in.Old == nil {
 		return noLivePodsOf(in, in.New, cur)
 	}
-	return neverRolled(in, cur) || (in.Old.Rollout.Fresh && noLivePodsOf(in, in.Old, cur))
+	return in.Old.Rollout.Progress.Updated == 0 && noLivePodsOf(in, in.Old, cur)
 }
 
 // stalled is a current rollout that kube declared stalled, or whose available pods have not
