@@ -201,12 +201,8 @@ func FromReplicaSets(owner types.UID, sets []appsv1.ReplicaSet) []Revision {
 			Serving:    rs.Status.AvailableReplicas,
 			Pods:       rs.Status.Replicas,
 			Kept:       rs.Status.Replicas, // active pods: neither ended nor terminating (FilterActivePods)
-			// kube counts terminating pods apart (terminatingReplicas, on by default). A
-			// ReplicaSet whose spec wants more pods than its status counts has them in a
-			// moment: its controller replaces a pod deleted at once (a grace period of 0, a
-			// lost node's force delete) before a status shows it gone, and its template is
-			// one an operator sees running.
-			Live: max(rs.Status.Replicas+ptr.Deref(rs.Status.TerminatingReplicas, 0), ptr.Deref(rs.Spec.Replicas, 0)),
+			// kube counts terminating pods apart (terminatingReplicas, on by default).
+			Live: rs.Status.Replicas + ptr.Deref(rs.Status.TerminatingReplicas, 0),
 		})
 	}
 	sortRevisions(out)

@@ -317,6 +317,29 @@ func TestRetiredJournalOfAnotherUIDRecordsAReturnKubeNumbered(t *testing.T) {
 	}
 }
 
+// TestPausedRollbackIsNoRolloutOfIt: a Deployment rolling A → B is paused and its template
+// set back to A; kube's Deployment controller renumbers A's ReplicaSet above B's while
+// paused. A journal that kept looking does not read that number as A rolled out: B stays
+// current while the workload is held, so that the resume is judged as the cancel it is.
+// (A retired journal, which did not look, does: TestRetiredJournal*.)
+func TestPausedRollbackIsNoRolloutOfIt(t *testing.T) {
+	A, B := workload.FromSpec(ptr.To(agentTemplate("A")), ""), workload.FromSpec(ptr.To(agentTemplate("B")), "")
+	sumA, _ := A.Sum()
+	sumB, _ := B.Sum()
+	w := &workload.Workload{Ref: workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web"}, Template: A}
+	w.Rollout.Held, w.Rollout.Paused, w.Rollout.InProgress = true, true, true
+	j := &Journal{Kind: v1alpha1.KindDeployment, Namespace: "tenant-a", Name: "web", UID: "web", Generation: 3,
+		Revisions: []Revision{{Template: sumA, Since: t0.Add(-3 * time.Hour), Until: at(t0.Add(-time.Minute)), Finished: at(t0.Add(-3 * time.Hour)), Progressed: t0.Add(-3 * time.Hour)},
+			{Template: sumB, Since: t0.Add(-time.Minute), Progressed: t0.Add(-time.Minute)}},
+		Observed: &Observed{Revision: 2, Template: sumB}}
+	ra, rb := numbered(A, 3, 1), numbered(B, 2)
+	ra.Pods, ra.Serving, ra.Live, rb.Pods, rb.Serving, rb.Live = 2, 2, 2, 1, 1, 1
+	next := Observe(j, w, history.History{Revisions: []history.Revision{rb, ra}}, nil, t0)
+	if cur := next.Current(); cur.Template != sumB {
+		t.Errorf("paused and set back to A: current %v, want B still (the resume is a cancel)", map[string]string{sumA: "A", sumB: "B"}[cur.Template])
+	}
+}
+
 // TestDaemonSetNodesLeavingMidRolloutIsNoStall: a DaemonSet's rollout over 8 nodes has
 // updated 5 when 3 of those 5 nodes leave (a scale-down of the node pool). Its progress is
 // the most pods of the new revision seen serving on the nodes that needed the rollout;

@@ -505,10 +505,12 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 		// A template staged while held is not current, unless it rolled out to some pods
 		// before the hold (the controller may act between two observations).
 		rolled, ok := unrecorded(next.Revisions, h, flags)
-		if !ok && j != nil && j.Observed != nil && cur != nil {
-			// One it records as an earlier revision, rolled out again since it looked
-			// (outside the selection while the journal was retired, then held with the
-			// journal's current template staged): kube numbered it anew.
+		if !ok && j != nil && j.Deleted != nil && j.Observed != nil && cur != nil && cur.Template == sum {
+			// Retired, and held again with its current template staged: one it records as an
+			// earlier revision was rolled out again while it did not look (outside the
+			// selection), which kube numbered anew. Not of a journal that kept looking: a
+			// held workload's template set back (a paused rollback) is numbered anew too,
+			// and is no rollout of it.
 			rolled, ok = renumberedAway(h, j.Observed.Revision, cur, flags)
 		}
 		if ok {

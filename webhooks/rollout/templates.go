@@ -279,11 +279,13 @@ func liveCount(in Input) int {
 	if p := in.Old; n == 1 && p != nil && p.Rollout.Progress.Updated > 0 && p.Rollout.Progress.Total > p.Rollout.Progress.Updated {
 		return 2 // pods on its template, and pods that are not (a node without a pod is neither)
 	}
-	if p := in.Old; n == 1 && p != nil && rollsOwnTemplate(p) && p.Rollout.Progress.Updated == 0 && p.Rollout.Progress.Total > 0 {
+	if p := in.Old; n == 1 && p != nil && in.TemplateChanged && rollsOwnTemplate(p) && p.Rollout.Progress.Updated == 0 && p.Rollout.Progress.Total > 0 {
 		if r := in.History.Find(p.Template); r == nil || r.Live == 0 {
 			// Its controller is making its own template's first pods while the pods it
 			// counts run another (a flag-following scale's rollout, a cache that does not
-			// show the new ReplicaSet's pods yet, or their pods deleted a moment ago).
+			// show the new ReplicaSet's pods yet, or their pods deleted a moment ago): a
+			// change to another template is a third. (A request that keeps the template,
+			// a partition lowered, is no new template.)
 			return 2
 		}
 	}
