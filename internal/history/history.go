@@ -174,6 +174,18 @@ func (h History) Current(r *Revision) time.Time {
 	return t
 }
 
+// LiveBesides is whether a revision of a template other than sum (a fingerprint,
+// workload.Template.Sum) has live pods: the workload runs more than that template.
+func (h History) LiveBesides(sum string) bool {
+	for i := range h.Revisions {
+		r := &h.Revisions[i]
+		if r.Live > 0 && (r.Template == nil || !r.Template.SumIs(sum)) {
+			return true
+		}
+	}
+	return false
+}
+
 // Newest returns the newest revision, or nil when none is known.
 func (h History) Newest() *Revision {
 	if len(h.Revisions) == 0 {

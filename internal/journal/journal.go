@@ -50,6 +50,9 @@ const (
 	// nodesKey holds Observed.Nodes (a decimal), apart from observedKey, which a release
 	// before it reads strictly too.
 	nodesKey = "daemon-nodes"
+	// lineageKey holds Observed.Previous and Observed.Settled (JSON), apart from
+	// observedKey, which a release before it reads strictly too.
+	lineageKey = "lineage"
 	// MaxRevisions is how many revisions a journal keeps: enough for I3's returns.
 	MaxRevisions = 8
 )
@@ -146,6 +149,27 @@ type Observed struct {
 	// others serve rather than waited for again. 0 when not measured (a journal the
 	// previous release wrote, which drops the key).
 	Nodes int32 `json:"-"`
+	// Previous is the UID of the workload of the name this one was created in place of,
+	// as the leader saw one give way to the other (the journal's UID before this one);
+	// Settled is whether the leader has seen this one rolled out since, on one template:
+	// its controller acted on its spec, and no pod of another template was left
+	// (Replaced). Both kept under lineageKey; empty in a journal a release before it
+	// wrote, which drops the key.
+	Previous types.UID `json:"-"`
+	Settled  bool      `json:"-"`
+}
+
+// lineage is what lineageKey holds.
+type lineage struct {
+	Previous types.UID `json:"previous"`
+	Settled  bool      `json:"settled,omitempty"`
+}
+
+// Replaced is whether the workload the journal observes was created in place of the
+// object uid, and the leader has seen it settled since (Previous, Settled): that object is
+// gone, and what it had begun to roll out has no pod left that the workload keeps.
+func (o *Observed) Replaced(uid types.UID) bool {
+	return o != nil && uid != "" && o.Previous == uid && o.Settled
 }
 
 // Ref is the workload the journal is of.
@@ -208,6 +232,13 @@ func Encode(j *Journal, namespace string) (*corev1.ConfigMap, error) {
 	}
 	if j.Observed != nil && j.Observed.Nodes > 0 {
 		cm.Data[nodesKey] = strconv.Itoa(int(j.Observed.Nodes))
+	}
+	if j.Observed != nil && j.Observed.Previous != "" {
+		l, err := json.Marshal(lineage{Previous: j.Observed.Previous, Settled: j.Observed.Settled})
+		if err != nil {
+			return nil, err
+		}
+		cm.Data[lineageKey] = string(l)
 	}
 	var ws []written
 	for _, r := range j.Revisions {
@@ -314,6 +345,18 @@ func Decode(cm *corev1.ConfigMap) (*Journal, error) {
 			return nil, invalid("%s: %q, want a positive number of nodes", nodesKey, v)
 		}
 		j.Observed.Nodes = int32(n)
+	}
+	if v, ok := cm.Data[lineageKey]; ok && j.Observed != nil {
+		var l lineage
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&l); err != nil {
+			return nil, invalid("%s: %v", lineageKey, err)
+		}
+		if l.Previous == "" {
+			return nil, invalid("%s: no previous UID", lineageKey)
+		}
+		j.Observed.Previous, j.Observed.Settled = l.Previous, l.Settled
 	}
 	if w, ok := cm.Data[writersKey]; ok {
 		if err := j.decodeWriters(w); err != nil {

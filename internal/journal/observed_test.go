@@ -383,3 +383,68 @@ func numbered(t *workload.Template, n int64, renumbered ...int64) history.Revisi
 	sum, _ := t.Sum()
 	return history.Revision{Name: "rs-" + sum[:8], Number: n, Renumbered: renumbered, Template: t, Created: t0.Add(-3 * time.Hour)}
 }
+
+// TestLineageOfAWorkloadCreatedAgain (fleet explorer, seed 6279): the journal of a
+// workload deleted and created again under its name records the object it replaced
+// (Previous), and once that the new one settled on one template (Settled): its
+// controller acted on its spec, and neither its status nor its history shows a pod of
+// another template (an orphan it adopted counts until replaced). A start recorded for
+// the deleted object then holds nothing (Observed.Replaced). Both travel under their own
+// key, so that the observed key still reads to the release before it.
+func TestLineageOfAWorkloadCreatedAgain(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	sum, _ := agent(t, 3, 3, 3).Template.Sum()
+	deleted := &Journal{Kind: v1alpha1.KindDaemonSet, Namespace: "kube-system", Name: "konnectivity-agent", UID: "deleted-one", Generation: 2, Deleted: ptr.To(t0),
+		Revisions: []Revision{{Template: sum, Since: t0.Add(-time.Hour), Finished: ptr.To(t0.Add(-50 * time.Minute)), Progressed: t0.Add(-50 * time.Minute), Available: 3}},
+		Observed:  &Observed{Revision: 2, Template: sum}}
+	settled := agentHistory(t, map[string]string{"node-1": "b", "node-2": "b", "node-3": "b"}, nil)
+	adopted := agentHistory(t, map[string]string{"node-1": "b", "node-2": "b", "node-3": "a"}, nil)
+
+	created := Observe(deleted, agent(t, 3, 0, 0), history.History{}, nil, t0.Add(time.Second))
+	if o := created.Observed; o.Previous != "deleted-one" || o.Settled || o.Replaced("deleted-one") {
+		t.Fatalf("first observed, its controller not done: previous %q, settled %v; want deleted-one, false", o.Previous, o.Settled)
+	}
+	if o := Observe(created, agent(t, 3, 3, 3), adopted, nil, t0.Add(2*time.Second)).Observed; o.Previous != "deleted-one" || o.Settled {
+		t.Errorf("an adopted pod of another template still live: previous %q, settled %v; want deleted-one, false", o.Previous, o.Settled)
+	}
+	done := Observe(created, agent(t, 3, 3, 3), settled, nil, t0.Add(3*time.Second))
+	if o := done.Observed; !o.Replaced("deleted-one") || o.Replaced("another") || o.Replaced("") {
+		t.Fatalf("settled: previous %q, settled %v; want it to have replaced deleted-one and nothing else", o.Previous, o.Settled)
+	}
+	// Settled is for good: a later rollout of the new object is its own journal's to count.
+	if o := Observe(done, agent(t, 3, 1, 3), adopted, nil, t0.Add(4*time.Second)).Observed; !o.Replaced("deleted-one") {
+		t.Errorf("rolling again: previous %q, settled %v; want it kept", o.Previous, o.Settled)
+	}
+	cm, err := Encode(done, "holdfast-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(cm.Data[observedKey], "deleted-one") || cm.Data[lineageKey] != `{"previous":"deleted-one","settled":true}` {
+		t.Errorf("keys: observed %s, lineage %s; want the lineage under its own key only", cm.Data[observedKey], cm.Data[lineageKey])
+	}
+	back, err := Decode(cm)
+	if err != nil || !back.Observed.Replaced("deleted-one") {
+		t.Fatalf("read back: %v, %+v", err, back)
+	}
+	var previous Observed // the release before it reads the observed key strictly
+	dec := json.NewDecoder(strings.NewReader(cm.Data[observedKey]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&previous); err != nil {
+		t.Errorf("observed key no longer reads strictly: %v", err)
+	}
+	for _, bad := range []string{`{"previous":""}`, `{"previous":"u","other":1}`, `[]`} {
+		cm.Data[lineageKey] = bad
+		if _, err := Decode(cm); err == nil {
+			t.Errorf("lineage %s read as valid", bad)
+		}
+	}
+	delete(cm.Data, lineageKey) // written by a release before it
+	if back, err := Decode(cm); err != nil || back.Observed.Replaced("deleted-one") {
+		t.Errorf("without the key: %v, %+v; want no lineage", err, back.Observed)
+	}
+	// The same object observed again records no lineage.
+	if o := Observe(&Journal{Kind: deleted.Kind, Namespace: deleted.Namespace, Name: deleted.Name, UID: agentUID, Revisions: deleted.Revisions,
+		Observed: &Observed{Revision: 2, Template: sum}}, agent(t, 3, 3, 3), settled, nil, t0).Observed; o.Previous != "" || o.Settled {
+		t.Errorf("the same object: previous %q, settled %v; want none", o.Previous, o.Settled)
+	}
+}

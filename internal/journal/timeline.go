@@ -536,6 +536,7 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 		nodes := next.Observed.nodesSeen()
 		next.observe(h, sum, next.Observed.updated())
 		next.Observed.Nodes = nodes
+		next.lineage(j, w, h, sum)
 		return next
 	}
 	// fresh: the current revision became current in this observation.
@@ -636,7 +637,32 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 	if w.Kind == v1alpha1.KindDaemonSet {
 		next.Observed.Nodes = nodes
 	}
+	next.lineage(j, w, h, sum)
 	return next
+}
+
+// lineage records in next, the journal j after the leader observed w with history h, the
+// workload w was created in place of (j's UID, when it was another's) and, once, that w
+// settled since: its controller acted on its spec and neither its status nor its history
+// shows a pod of a template other than sum (Observed.Replaced). A DaemonSet's or
+// StatefulSet's orphans it adopted, a Deployment's orphaned ReplicaSets, count until
+// replaced.
+func (next *Journal) lineage(j *Journal, w *workload.Workload, h history.History, sum string) {
+	o := next.Observed
+	if o == nil || j == nil {
+		return
+	}
+	switch {
+	case j.UID != w.UID:
+		o.Previous, o.Settled = j.UID, false
+	case j.Observed != nil:
+		o.Previous, o.Settled = j.Observed.Previous, j.Observed.Settled
+	}
+	if o.Previous == "" || o.Settled {
+		return
+	}
+	r := &w.Rollout
+	o.Settled = !r.InProgress && !r.Mixed && !r.Held && !h.LiveBesides(sum)
 }
 
 // observe records in Observed the newest revision number h shows when it numbers the

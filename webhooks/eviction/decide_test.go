@@ -455,6 +455,43 @@ func TestSharedStartHoldsUntilTheJournalObservesItsObject(t *testing.T) {
 	}
 }
 
+// TestSharedStartOfAnObjectReplacedSinceHoldsNothing (fleet explorer, seed 6279): a start
+// recorded for a DaemonSet later deleted with its pods and created again on another
+// template. Once the leader has seen the new object settle on it (Observed.Replaced), no
+// pod of the started template is left that the workload keeps: the start holds the
+// group's evictions no more. Until then, or of an object the journal does not name as
+// replaced, it holds until it lapses.
+func TestSharedStartOfAnObjectReplacedSinceHoldsNothing(t *testing.T) {
+	started, current := strings.Repeat("b", 64), strings.Repeat("a", 64)
+	agents := dp(nil)
+	g := group(v1alpha1.KindDaemonSet, 3)
+	start := budget.RolloutStart{Template: started, At: now.Add(-10 * time.Second), RolloutPolicy: "agents-rollouts", Budgets: []string{agents.Name},
+		UID: "deleted-one", Generation: 2}
+	holds := func(o journal.Observed) bool {
+		j := &journal.Journal{Kind: g.Kind, Namespace: g.Namespace, Name: g.Name, UID: g.UID, Generation: 1, Observed: &o,
+			Revisions: []journal.Revision{{Template: current, Since: now.Add(-time.Hour), Finished: ptr.To(now.Add(-time.Second))}}}
+		cm, err := journal.Encode(j, "holdfast-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := &journal.Store{}
+		store.Add(cm)
+		in := Input{Group: g, Now: now, Identity: "self", Policies: []v1alpha1.DisruptionPolicy{agents}, PodLabels: map[string]string{"app": "agent"}}
+		in.Pod = g.Pods[0]
+		(&Handler{Journals: store}).sharedStart(&in, start)
+		return in.Rollout != nil
+	}
+	if holds(journal.Observed{Revision: 1, Template: current, Previous: "deleted-one", Settled: true}) {
+		t.Errorf("a start of the object the settled workload replaced holds the group")
+	}
+	if !holds(journal.Observed{Revision: 1, Template: current, Previous: "deleted-one"}) {
+		t.Errorf("a start of the replaced object holds nothing before the workload settled")
+	}
+	if !holds(journal.Observed{Revision: 1, Template: current, Previous: "another", Settled: true}) {
+		t.Errorf("a start of an object the journal does not name as replaced holds nothing")
+	}
+}
+
 // TestExplorerFindings are the holes the outcome explorer (model_test.go) found in the
 // decision code, each through the real decision.
 func TestExplorerFindings(t *testing.T) {

@@ -194,6 +194,13 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 			// after the start, which that spec then replaced.
 			continue
 		}
+		if live && cur != nil && cur.Template != s.Template && !j.Held && j.Observed.Replaced(s.UID) {
+			// The object the start was for is gone: the leader saw a workload of the name
+			// created in its place and settled on another template since, with no pod of
+			// the started one left that it keeps. kube makes none again unless a request
+			// makes that template current, which is judged as a start of its own.
+			continue
+		}
 		// A held workload's journal shows no slot (Rolling), yet kube creates the pods a
 		// staged start began (a held StatefulSet grown over its staged template) all the
 		// same: the start counts until it lapses, and while they keep coming up (the

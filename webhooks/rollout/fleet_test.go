@@ -207,6 +207,45 @@ func TestStartOfAWorkloadCreatedAgainThenReplaced(t *testing.T) {
 	}
 }
 
+// TestStartOfAnObjectReplacedSinceCountsNoMore (fleet explorer, seed 6279): a start
+// recorded for a DaemonSet that was then relabelled out, set back to its previous
+// template outside the selection, relabelled in, deleted with its pods and created again
+// on that template. The new object's journal continues the name's timeline, in which that
+// template was current before the start (it never saw the start's): the start held the
+// fleet's one slot for its whole lapse, 2 minutes, while the other workloads' changes
+// waited (liveness bound L1 is 45 s). Once the leader has seen the new object settle
+// (Observed.Replaced), kube keeps no pod of the started template: it counts no more.
+func TestStartOfAnObjectReplacedSinceCountsNoMore(t *testing.T) {
+	a, _ := workload.FromSpec(template("a", "3"), "").Sum()
+	b, _ := workload.FromSpec(template("b", "3"), "").Sum()
+	self := "Deployment self/kube-apiserver"
+	ds := workload.Ref{Kind: v1alpha1.KindDaemonSet, Namespace: "t0", Name: "kas"}
+	selected := []workload.Ref{ds, {Kind: v1alpha1.KindDeployment, Namespace: "self", Name: "kube-apiserver"}}
+	p := fleetPolicy(intstr.FromInt32(1))
+	finished := now.Add(-time.Minute)
+	journalWith := func(o journal.Observed, held bool) *journal.Store {
+		return storeOf(t, &journal.Journal{Kind: ds.Kind, Namespace: ds.Namespace, Name: ds.Name, UID: "u2", Generation: 1, Held: held, Observed: &o,
+			Revisions: []journal.Revision{{Template: a, Since: now.Add(-time.Hour), Finished: &finished, Progressed: now.Add(-5 * time.Second), Available: 3}}})
+	}
+	started := []budget.Start{{Workload: ds.String(), Template: b, At: now.Add(-15 * time.Second), UID: "u1", Generation: 2}}
+	inFlight := func(store *journal.Store) bool {
+		got, _ := InFlight(&p, selected, store, started, self, now)
+		return slices.Equal(got, []string{ds.String()})
+	}
+	if inFlight(journalWith(journal.Observed{Revision: 1, Template: a, Previous: "u1", Settled: true}, false)) {
+		t.Errorf("the start of an object the settled workload replaced holds the slot")
+	}
+	if !inFlight(journalWith(journal.Observed{Revision: 1, Template: a, Previous: "u1"}, false)) {
+		t.Errorf("before the new object settled (it may roll out the started template's orphans), the start holds nothing")
+	}
+	if !inFlight(journalWith(journal.Observed{Revision: 1, Template: a, Previous: "u0", Settled: true}, false)) {
+		t.Errorf("the start of an object the journal does not name as replaced holds nothing (a CREATE the leader has not seen)")
+	}
+	if !inFlight(journalWith(journal.Observed{Revision: 1, Template: a, Previous: "u1", Settled: true}, true)) {
+		t.Errorf("a held workload's journal shows no slot: the start must count until it lapses")
+	}
+}
+
 // TestStartScaledSinceIsShownByItsShape: a Deployment created again over what an
 // orphaning delete left (a start: it adopts pods), then scaled with its
 // argsMatchReplicas flag (I4: a scale, not a revision), then deleted with its pods and
