@@ -67,6 +67,31 @@ func (l *Ledgers) Bound(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, l.Timeout)
 }
 
+// Deadline is the one bound all of a request's reads and writes of the API server share:
+// the ledgers' timeout from when the request arrived. A bound per read, each from its own
+// start, adds up past the webhook's timeout, where the API server gives up on holdfast and
+// the request fails open under failurePolicy Ignore. A value taken per request: a request
+// that reads only the caches allocates nothing for it.
+type Deadline struct{ at time.Time }
+
+// Deadline is the bound of a request arriving now, on the wall clock (which a context's
+// deadline is read on, whatever clock the decisions read).
+func (l *Ledgers) Deadline() Deadline {
+	timeout := DefaultTimeout
+	if l != nil && l.Timeout > 0 {
+		timeout = l.Timeout
+	}
+	return Deadline{at: time.Now().Add(timeout)}
+}
+
+// Bound is ctx bounded by d; the zero Deadline bounds it by DefaultTimeout from now.
+func (d Deadline) Bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d.at.IsZero() {
+		return context.WithTimeout(ctx, DefaultTimeout)
+	}
+	return context.WithDeadline(ctx, d.at)
+}
+
 // Self is the replica's identity; "" for nil Ledgers.
 func (l *Ledgers) Self() string {
 	if l == nil {

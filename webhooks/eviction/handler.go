@@ -121,6 +121,10 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		kind = "delete"
 	}
 
+	// What the request reads and writes of the API server shares one deadline from its
+	// arrival: bounds per read would add up past the webhook's timeout, where the request
+	// fails open under failurePolicy Ignore.
+	deadline := h.Ledgers.Deadline()
 	// An eviction reads the policies and the pod from the cache into one allocation; a
 	// DELETE carries the pod as the API server holds it.
 	var policies *v1alpha1.DisruptionPolicyList
@@ -142,7 +146,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	}
 	// Objects missing from this replica's cache may be new ones it has not seen yet:
 	// confirm with the API server before treating them as gone.
-	reader := fallbackReader{cached: h.Reader, live: h.APIReader}
+	reader := fallbackReader{cached: h.Reader, live: h.APIReader, deadline: deadline}
 	if !deleting {
 		if err := informer.Get(ctx, reader, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -161,7 +165,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	if h.namespaceMayLag(policies.Items, nsLabels, pod.Labels) {
 		// Best effort: when the API server does not answer in time, the cache's labels
 		// decide, as they did before it was asked.
-		if live, err := h.liveNamespaceLabels(ctx, req.Namespace); err == nil {
+		if live, err := h.liveNamespaceLabels(ctx, deadline, req.Namespace); err == nil {
 			nsLabels = live
 		} else {
 			logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", req.Namespace, "error", err.Error())
@@ -171,7 +175,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		Policies: policies.Items, Matcher: h.Matcher, User: req.UserInfo, Identity: h.Ledgers.Self(), Now: start, Delete: deleting}
 	// A pod whose replacement would be the first of a staged template: the rollout guard
 	// judges that start (from its caches; it records nothing).
-	held, holds, replacementFindings, err := h.replacement(ctx, pod, nsLabels, req.UserInfo)
+	held, holds, replacementFindings, err := h.replacement(ctx, deadline, pod, nsLabels, req.UserInfo)
 	if err != nil {
 		err = fmt.Errorf("judging the replacement of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		if !slowAPIServer(err) {
@@ -190,7 +194,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		// Best effort, as a namespace's read: when the API server does not answer, the
 		// cache's labels decide, as they did before it was asked.
 		live := &corev1.Pod{}
-		lctx, cancel := h.Ledgers.Bound(ctx)
+		lctx, cancel := deadline.Bound(ctx)
 		err := h.APIReader.Get(lctx, client.ObjectKeyFromObject(pod), live)
 		cancel()
 		if err == nil {
@@ -259,9 +263,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 		return replaced(respond(d))
 	}
 	// The rest reads the API server (the workload when the cache lacks it, the group's
-	// ledger) within one bound, inside the webhook's timeout: past it the answer is "not
-	// now", never the API server giving up on holdfast, which fails open.
-	ctx, cancel := h.Ledgers.Bound(ctx)
+	// ledger) within the request's bound, inside the webhook's timeout: past it the answer
+	// is "not now", never the API server giving up on holdfast, which fails open.
+	ctx, cancel := deadline.Bound(ctx)
 	defer cancel()
 	serving := !deleting || holds || (in.Pod.Ready && !in.NodeLost)
 	// The workload is read from the API server when the cache lacks it (an orphan's
@@ -620,10 +624,10 @@ func (h *Handler) namespaceMayLag(policies []v1alpha1.DisruptionPolicy, nsLabels
 	return false
 }
 
-// liveNamespaceLabels reads a namespace's labels from the API server, within the ledgers'
-// bound.
-func (h *Handler) liveNamespaceLabels(ctx context.Context, name string) (map[string]string, error) {
-	ctx, cancel := h.Ledgers.Bound(ctx)
+// liveNamespaceLabels reads a namespace's labels from the API server, within the
+// request's deadline.
+func (h *Handler) liveNamespaceLabels(ctx context.Context, deadline budget.Deadline, name string) (map[string]string, error) {
+	ctx, cancel := deadline.Bound(ctx)
 	defer cancel()
 	labels, err := policy.LiveNamespaceLabels(ctx, h.APIReader, name)
 	h.Metrics.namespaceRead(err)
@@ -650,12 +654,14 @@ func (h *Handler) fail(err error) admission.Response {
 // fallbackReader reads from the cache, and from the API server what the cache lacks.
 type fallbackReader struct {
 	cached, live client.Reader
+	// deadline bounds the live reads: the request's.
+	deadline budget.Deadline
 }
 
 func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	err := r.cached.Get(ctx, key, obj, opts...)
 	if err != nil && apierrors.IsNotFound(err) && r.live != nil { // IsNotFound(nil) allocates
-		ctx, cancel := context.WithTimeout(ctx, budget.DefaultTimeout)
+		ctx, cancel := r.deadline.Bound(ctx)
 		defer cancel()
 		return r.live.Get(ctx, key, obj, opts...)
 	}

@@ -26,7 +26,7 @@ import (
 
 type startsNothing struct{}
 
-func (startsNothing) Replacement(context.Context, *corev1.Pod, map[string]string, authenticationv1.UserInfo) (decision.Violations, bool, error) {
+func (startsNothing) Replacement(context.Context, budget.Deadline, *corev1.Pod, map[string]string, authenticationv1.UserInfo) (decision.Violations, bool, error) {
 	return nil, false, nil
 }
 
@@ -47,7 +47,7 @@ func TestDeleteCollectionIsAdmittedPodByPod(t *testing.T) {
 
 type slowReplacement struct{ err error }
 
-func (s slowReplacement) Replacement(context.Context, *corev1.Pod, map[string]string, authenticationv1.UserInfo) (decision.Violations, bool, error) {
+func (s slowReplacement) Replacement(context.Context, budget.Deadline, *corev1.Pod, map[string]string, authenticationv1.UserInfo) (decision.Violations, bool, error) {
 	return nil, false, fmt.Errorf("reading the DaemonSet of pod: %w", s.err)
 }
 

@@ -23,7 +23,7 @@ import (
 // staged template a Deny window holds.
 type heldStart struct{}
 
-func (heldStart) Replacement(context.Context, *corev1.Pod, map[string]string, authenticationv1.UserInfo) (decision.Violations, bool, error) {
+func (heldStart) Replacement(context.Context, budget.Deadline, *corev1.Pod, map[string]string, authenticationv1.UserInfo) (decision.Violations, bool, error) {
 	return decision.Violations{{Policy: "agents-rollouts", Rule: "window", Action: decision.Deny,
 		Message: "DaemonSet kube-system/agent: the Deny window freeze is open"}}, true, nil
 }

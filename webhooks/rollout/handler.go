@@ -121,11 +121,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	in.Policies, in.Matcher = policies.Items, h.Matcher
 	in.Now = start
-	// What the request reads and writes of the API server shares one deadline, taken at the
-	// first such read: each read is bounded too, but bounds that add up could carry the
-	// answer past the webhook's timeout, where it fails open under failurePolicy Ignore.
-	// A request that reads only the cache takes none.
-	bound := requestBound{parent: ctx, ledgers: h.Ledgers}
+	// What the request reads and writes of the API server shares one deadline from its
+	// arrival: each read is bounded too, but bounds that add up could carry the answer past
+	// the webhook's timeout, where it fails open under failurePolicy Ignore. A request that
+	// reads only the cache makes no context of it.
+	bound := requestBound{parent: ctx, deadline: h.Ledgers.Deadline()}
 	defer bound.stop()
 	if in.NamespaceLabels, err = policy.NamespaceLabels(ctx, h.Reader, req.Namespace); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -197,19 +197,19 @@ func (h *Handler) namespaceMayLag(in *Input) bool {
 	return false
 }
 
-// requestBound is the deadline of a request's reads and writes of the API server, taken
-// by the first of them (the ledgers' timeout from then): a request that reads only the
-// cache allocates none.
+// requestBound is the context of a request's reads and writes of the API server, bounded
+// by its deadline, made by the first of them: a request that reads only the cache
+// allocates none.
 type requestBound struct {
-	parent  context.Context
-	ledgers *budget.Ledgers
-	bounded context.Context
-	cancel  context.CancelFunc
+	parent   context.Context
+	deadline budget.Deadline
+	bounded  context.Context
+	cancel   context.CancelFunc
 }
 
 func (b *requestBound) ctx() context.Context {
 	if b.bounded == nil {
-		b.bounded, b.cancel = b.ledgers.Bound(b.parent)
+		b.bounded, b.cancel = b.deadline.Bound(b.parent)
 	}
 	return b.bounded
 }

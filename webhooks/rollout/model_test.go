@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
@@ -1150,7 +1151,7 @@ func (w *mworld) replacement(i, slot int, relabel bool) (judged, admitted bool) 
 	if err != nil {
 		panic(err)
 	}
-	vs, judged, err := rep.handler.Replacement(context.Background(), pod, nsLabels, authenticationv1.UserInfo{Username: mOperator})
+	vs, judged, err := rep.handler.Replacement(context.Background(), budget.Deadline{}, pod, nsLabels, authenticationv1.UserInfo{Username: mOperator})
 	if err != nil {
 		panic(err)
 	}

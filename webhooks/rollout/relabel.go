@@ -45,6 +45,7 @@ func (h *Handler) HandlePodRelabel(ctx context.Context, req admission.Request) a
 	if req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
+	deadline := h.Ledgers.Deadline() // the live reads below share it
 	var pod, old corev1.Pod
 	if bad, ok := decodeRelabel(req, "Pod", &pod, &old); !ok {
 		return bad
@@ -67,7 +68,7 @@ func (h *Handler) HandlePodRelabel(ctx context.Context, req admission.Request) a
 		if h.Live == nil {
 			return admission.Allowed("") // gone: nothing replaces the pod
 		}
-		lctx, cancel := h.Ledgers.Bound(ctx)
+		lctx, cancel := deadline.Bound(ctx)
 		found, err := h.readOwner(lctx, key, obj)
 		cancel()
 		if err != nil {
@@ -97,7 +98,7 @@ func (h *Handler) HandlePodRelabel(ctx context.Context, req admission.Request) a
 	if err != nil {
 		return decision.Retry("the pod's namespace", err)
 	}
-	vs, starts, err := h.Replacement(ctx, &old, nsLabels, req.UserInfo)
+	vs, starts, err := h.Replacement(ctx, deadline, &old, nsLabels, req.UserInfo)
 	if err != nil {
 		return decision.Retry("the pod's workload", err)
 	}

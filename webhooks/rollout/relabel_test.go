@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
@@ -97,12 +98,12 @@ func TestPodRelabelThatReleasesIsJudgedAsAReplacement(t *testing.T) {
 	// db-0's name: its DELETE is what lets kube create db-0 from the staged template.
 	released := pod.DeepCopy()
 	released.OwnerReferences, released.Labels = nil, map[string]string{"app": "debug"}
-	if vs, starts, err := h.Replacement(context.Background(), released, ns.Labels, authenticationv1.UserInfo{Username: "alice"}); err != nil || !starts || vs.Action() != decision.Deny {
+	if vs, starts, err := h.Replacement(context.Background(), budget.Deadline{}, released, ns.Labels, authenticationv1.UserInfo{Username: "alice"}); err != nil || !starts || vs.Action() != decision.Deny {
 		t.Errorf("the DELETE of a released pod named as db-0, in the Deny window: starts=%v %v %v, want the window's refusal", starts, vs, err)
 	}
 	stray := released.DeepCopy()
 	stray.Name = "db-7" // beyond the replicas: kube creates no db-7
-	if vs, starts, err := h.Replacement(context.Background(), stray, ns.Labels, authenticationv1.UserInfo{Username: "alice"}); err != nil || starts || len(vs) != 0 {
+	if vs, starts, err := h.Replacement(context.Background(), budget.Deadline{}, stray, ns.Labels, authenticationv1.UserInfo{Username: "alice"}); err != nil || starts || len(vs) != 0 {
 		t.Errorf("the DELETE of a pod named as an ordinal beyond the replicas: starts=%v %v %v, want nothing started", starts, vs, err)
 	}
 	bad := relabel(pod, nil)

@@ -17,6 +17,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -42,7 +43,7 @@ import (
 // would be judged on the workload before. So is its namespace, best effort, when a policy
 // would select the workload but for the namespace's labels the caller read from its cache
 // (a relabel into the selection a moment ago).
-func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map[string]string, user authenticationv1.UserInfo) (vs decision.Violations, starts bool, err error) {
+func (h *Handler) Replacement(ctx context.Context, deadline budget.Deadline, pod *corev1.Pod, nsLabels map[string]string, user authenticationv1.UserInfo) (vs decision.Violations, starts bool, err error) {
 	owner := metav1.GetControllerOfNoCopy(pod)
 	if owner == nil {
 		// A pod no controller owns, named as a StatefulSet's ordinal (one the StatefulSet
@@ -91,12 +92,13 @@ func (h *Handler) Replacement(ctx context.Context, pod *corev1.Pod, nsLabels map
 				h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, nsLabels, o.GetLabels())
 		})
 	}
-	// The live reads share one bound inside the webhook's timeout (past it, "not now").
+	// The live reads share the request's bound inside the webhook's timeout (past it, "not
+	// now").
 	key := client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}
 	lctx := ctx
 	if h.Live != nil {
 		var cancel context.CancelFunc
-		lctx, cancel = h.Ledgers.Bound(ctx)
+		lctx, cancel = deadline.Bound(ctx)
 		defer cancel()
 		found, err := h.readOwner(lctx, key, obj)
 		if err != nil {

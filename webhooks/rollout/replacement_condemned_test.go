@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
@@ -71,7 +72,7 @@ func TestCondemnedOrdinalIsNoReplacement(t *testing.T) {
 	observe(t0.Add(-time.Minute))
 
 	h := &Handler{Reader: reader, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), Matcher: policy.NewMatcher(), Journals: journals}
-	d, starts, err := h.Replacement(context.Background(), pods["db-2"], ns.Labels, authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:node-upgrader"})
+	d, starts, err := h.Replacement(context.Background(), budget.Deadline{}, pods["db-2"], ns.Labels, authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:node-upgrader"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestCondemnedOrdinalIsNoReplacement(t *testing.T) {
 		t.Errorf("the eviction of db-2, an ordinal kube does not re-create (replicas 2), is judged as the start of the staged template: starts=%v %v", starts, d.Messages(0))
 	}
 	// Control: db-0 (ordinal inside the range) is a replacement, rightly judged.
-	if vs, starts, err := h.Replacement(context.Background(), pods["db-0"], ns.Labels, authenticationv1.UserInfo{Username: "x"}); err != nil || !starts || len(vs) == 0 {
+	if vs, starts, err := h.Replacement(context.Background(), budget.Deadline{}, pods["db-0"], ns.Labels, authenticationv1.UserInfo{Username: "x"}); err != nil || !starts || len(vs) == 0 {
 		t.Errorf("the eviction of db-0, whose replacement is the staged template's first pod, in the Deny window: starts=%v %v %v, want the window's refusal", starts, vs, err)
 	}
 }
@@ -103,7 +104,7 @@ func TestReplacementReadsTheWorkloadLive(t *testing.T) {
 
 	judge := func(live client.Reader) (decision.Violations, bool, error) {
 		h := &Handler{Reader: reader, Live: live, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), Matcher: policy.NewMatcher(), Journals: &journal.Store{}}
-		return h.Replacement(context.Background(), pod, ns.Labels, authenticationv1.UserInfo{Username: "alice"})
+		return h.Replacement(context.Background(), budget.Deadline{}, pod, ns.Labels, authenticationv1.UserInfo{Username: "alice"})
 	}
 	if vs, starts, err := judge(nil); err != nil || starts || len(vs) != 0 {
 		t.Fatalf("control, from the cache alone (v1, every pod's): starts=%v %v %v, want nothing started", starts, vs, err)
@@ -210,7 +211,7 @@ func TestReplacementReadsANamespaceRelabelledInLive(t *testing.T) {
 
 	judge := func(live client.Reader) (decision.Violations, bool, error) {
 		h := &Handler{Reader: reader, Live: live, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), Matcher: policy.NewMatcher(), Journals: &journal.Store{}}
-		return h.Replacement(context.Background(), pod, sc.ns.Labels, authenticationv1.UserInfo{Username: "alice"})
+		return h.Replacement(context.Background(), budget.Deadline{}, pod, sc.ns.Labels, authenticationv1.UserInfo{Username: "alice"})
 	}
 	if vs, starts, err := judge(utiltesting.NewMemReader(nil, edited, in)); err != nil || !starts || vs.Action() != decision.Deny {
 		t.Errorf("the namespace relabelled in, read live: starts=%v %v %v, want the Deny window's refusal of v2's first pod", starts, vs, err)
@@ -280,7 +281,7 @@ func TestPartitionHeldStatefulSetMakesPodsOfItsCurrentRevision(t *testing.T) {
 			pod := sc.partitionHeld(tc.podRev)
 			h := &Handler{Reader: sc.reader, Decoder: admission.NewDecoder(informer.NewScheme()), Clock: clocktesting.NewFakePassiveClock(sc.t0.Add(time.Minute)),
 				Matcher: policy.NewMatcher(), Journals: &journal.Store{}}
-			vs, starts, err := h.Replacement(context.Background(), pod, sc.ns.Labels, authenticationv1.UserInfo{Username: "alice"})
+			vs, starts, err := h.Replacement(context.Background(), budget.Deadline{}, pod, sc.ns.Labels, authenticationv1.UserInfo{Username: "alice"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -326,7 +327,7 @@ func TestCanaryOrdinalBelowThePartitionIsMadeFromTheCurrentRevision(t *testing.T
 		pod    *corev1.Pod
 		starts bool
 	}{{first, true}, {second, false}} {
-		vs, starts, err := h.Replacement(context.Background(), c.pod, sc.ns.Labels, authenticationv1.UserInfo{Username: "alice"})
+		vs, starts, err := h.Replacement(context.Background(), budget.Deadline{}, c.pod, sc.ns.Labels, authenticationv1.UserInfo{Username: "alice"})
 		if err != nil {
 			t.Fatal(err)
 		}
