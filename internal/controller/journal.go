@@ -219,6 +219,11 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if journal.Settling(j, w) {
+		if err := h.ReadSelected(ctx, r.Client, w); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	next := journal.Observe(j, w, h, flags, now)
 	next.Attribute(j, r.Writers.Get(w.UID))
 	if len(next.Revisions) == 0 {

@@ -115,6 +115,12 @@ type History struct {
 	// Nodes is when each node the cache holds joined the cluster (its creation), read for
 	// a DaemonSet with pods; nil when not read (NodesBefore).
 	Nodes []time.Time
+	// Selected counts the live pods (terminating ones included) in the workload's
+	// namespace that its selector matches, whatever owns them: its own, and any its
+	// controller may still adopt (an orphaning delete's) or that a deleted workload of its
+	// name left terminating. Read only when asked (ReadSelected, which sets SelectedRead).
+	Selected     int32
+	SelectedRead bool
 }
 
 // NodesBefore counts the nodes there are now that had joined the cluster by t: those a

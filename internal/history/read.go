@@ -106,6 +106,30 @@ func daemonNodes(w *workload.Workload, nodes []corev1.Node) map[string]time.Time
 	return out
 }
 
+// ReadSelected counts the live pods in w's namespace that w's selector matches
+// (History.Selected): one LIST of pods, from r.
+func (h *History) ReadSelected(ctx context.Context, r client.Reader, w *workload.Workload) error {
+	ls, err := w.Selector()
+	if err != nil {
+		return err
+	}
+	selector, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil || ls == nil || selector.Empty() {
+		return nil // kube refuses a workload whose selector is invalid or selects everything: none read
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return err
+	}
+	h.Selected, h.SelectedRead = 0, true
+	for i := range pods.Items {
+		if p := pods.Items[i].Status.Phase; p != corev1.PodSucceeded && p != corev1.PodFailed {
+			h.Selected++
+		}
+	}
+	return nil
+}
+
 // ReadAdoptable gathers the history a workload created as w would adopt: the ReplicaSets
 // (Deployments) or ControllerRevisions (StatefulSets, DaemonSets) in its namespace that no
 // other workload controls and that its spec.selector matches, as an orphaning delete of a

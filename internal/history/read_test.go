@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,5 +73,43 @@ func TestAdoptableKeepsOnlyTheOrdinalsInRange(t *testing.T) {
 		if len(h.Revisions) != 1 || h.Revisions[0].Kept != tc.kept || h.Revisions[0].Live != 7 {
 			t.Errorf("replicas %d from ordinal %d: revisions %+v, want web-1 keeping %d of its 7 live pods", tc.replicas, tc.start, h.Revisions, tc.kept)
 		}
+	}
+}
+
+// TestReadSelectedCountsEveryLivePodTheSelectorMatches: what a workload created in place
+// of a deleted one may still adopt or wait on counts, whatever owns it: its own pods, an
+// orphan, a pod the deleted one still controls (terminating), not a pod that ended nor
+// one its selector does not match, nor one in another namespace.
+func TestReadSelectedCountsEveryLivePodTheSelectorMatches(t *testing.T) {
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "agent", UID: "created"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}}}}}
+	w, err := workload.From(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(ns, name, app string, owner types.UID, phase corev1.PodPhase, terminating bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": app}}, Status: corev1.PodStatus{Phase: phase}}
+		if owner != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: owner, Controller: ptr.To(true)}}
+		}
+		if terminating {
+			p.DeletionTimestamp, p.Finalizers = ptr.To(metav1.NewTime(t0)), []string{"example.com/f"}
+		}
+		return p
+	}
+	r := utiltesting.NewMemReader(nil,
+		pod("ns", "own", "agent", "created", corev1.PodRunning, false),
+		pod("ns", "orphan", "agent", "", corev1.PodRunning, false),
+		pod("ns", "going", "agent", "deleted", corev1.PodRunning, true),
+		pod("ns", "ended", "agent", "deleted", corev1.PodSucceeded, false),
+		pod("ns", "other", "proxy", "", corev1.PodRunning, false),
+		pod("elsewhere", "own", "agent", "", corev1.PodRunning, false))
+	var h History
+	if err := h.ReadSelected(context.Background(), r, w); err != nil {
+		t.Fatal(err)
+	}
+	if !h.SelectedRead || h.Selected != 3 {
+		t.Errorf("selected %d (read %v), want 3: its own, the orphan and the one terminating", h.Selected, h.SelectedRead)
 	}
 }

@@ -347,16 +347,13 @@ func Decode(cm *corev1.ConfigMap) (*Journal, error) {
 		j.Observed.Nodes = int32(n)
 	}
 	if v, ok := cm.Data[lineageKey]; ok && j.Observed != nil {
+		// Read leniently: a value this release cannot read (a later release's) is no
+		// lineage, which only keeps a replaced object's start until it lapses; the journal
+		// itself stays valid.
 		var l lineage
-		dec := json.NewDecoder(strings.NewReader(v))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&l); err != nil {
-			return nil, invalid("%s: %v", lineageKey, err)
+		if err := json.Unmarshal([]byte(v), &l); err == nil && l.Previous != "" {
+			j.Observed.Previous, j.Observed.Settled = l.Previous, l.Settled
 		}
-		if l.Previous == "" {
-			return nil, invalid("%s: no previous UID", lineageKey)
-		}
-		j.Observed.Previous, j.Observed.Settled = l.Previous, l.Settled
 	}
 	if w, ok := cm.Data[writersKey]; ok {
 		if err := j.decodeWriters(w); err != nil {

@@ -385,35 +385,66 @@ func numbered(t *workload.Template, n int64, renumbered ...int64) history.Revisi
 }
 
 // TestLineageOfAWorkloadCreatedAgain (fleet explorer, seed 6279): the journal of a
-// workload deleted and created again under its name records the object it replaced
-// (Previous), and once that the new one settled on one template (Settled): its
-// controller acted on its spec, and neither its status nor its history shows a pod of
-// another template (an orphan it adopted counts until replaced). A start recorded for
-// the deleted object then holds nothing (Observed.Replaced). Both travel under their own
-// key, so that the observed key still reads to the release before it.
+// workload the leader saw deleted, then created again under its name, records the object
+// it replaced (Previous), and once that the new one settled on one template (Settled):
+// its controller acted on its spec, every pod it wants runs its template, and no other
+// pod its selector matches is live (an orphan it may still adopt, a pod of the deleted
+// one still terminating). A start recorded for the deleted object then holds nothing
+// (Observed.Replaced). Both travel under their own key, so that the observed key still
+// reads to the release before it.
 func TestLineageOfAWorkloadCreatedAgain(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	sum, _ := agent(t, 3, 3, 3).Template.Sum()
 	deleted := &Journal{Kind: v1alpha1.KindDaemonSet, Namespace: "kube-system", Name: "konnectivity-agent", UID: "deleted-one", Generation: 2, Deleted: ptr.To(t0),
 		Revisions: []Revision{{Template: sum, Since: t0.Add(-time.Hour), Finished: ptr.To(t0.Add(-50 * time.Minute)), Progressed: t0.Add(-50 * time.Minute), Available: 3}},
 		Observed:  &Observed{Revision: 2, Template: sum}}
+	selected := func(h history.History, n int32) history.History {
+		h.Selected, h.SelectedRead = n, true
+		return h
+	}
 	settled := agentHistory(t, map[string]string{"node-1": "b", "node-2": "b", "node-3": "b"}, nil)
 	adopted := agentHistory(t, map[string]string{"node-1": "b", "node-2": "b", "node-3": "a"}, nil)
 
+	if !Settling(deleted, agent(t, 3, 0, 0)) {
+		t.Errorf("a workload created in place of one the leader saw gone: its pods are not read")
+	}
 	created := Observe(deleted, agent(t, 3, 0, 0), history.History{}, nil, t0.Add(time.Second))
 	if o := created.Observed; o.Previous != "deleted-one" || o.Settled || o.Replaced("deleted-one") {
 		t.Fatalf("first observed, its controller not done: previous %q, settled %v; want deleted-one, false", o.Previous, o.Settled)
 	}
-	if o := Observe(created, agent(t, 3, 3, 3), adopted, nil, t0.Add(2*time.Second)).Observed; o.Previous != "deleted-one" || o.Settled {
-		t.Errorf("an adopted pod of another template still live: previous %q, settled %v; want deleted-one, false", o.Previous, o.Settled)
+	if !Settling(created, agent(t, 3, 3, 3)) {
+		t.Errorf("not settled yet: its pods are not read")
 	}
-	done := Observe(created, agent(t, 3, 3, 3), settled, nil, t0.Add(3*time.Second))
+	for name, h := range map[string]history.History{
+		"an adopted pod of another template still live": selected(adopted, 3),
+		"an orphan its controller has not adopted yet":  selected(settled, 4),
+		"its selected pods not read":                    settled,
+	} {
+		if o := Observe(created, agent(t, 3, 3, 3), h, nil, t0.Add(2*time.Second)).Observed; o.Previous != "deleted-one" || o.Settled {
+			t.Errorf("%s: previous %q, settled %v; want deleted-one, false", name, o.Previous, o.Settled)
+		}
+	}
+	done := Observe(created, agent(t, 3, 3, 3), selected(settled, 3), nil, t0.Add(3*time.Second))
 	if o := done.Observed; !o.Replaced("deleted-one") || o.Replaced("another") || o.Replaced("") {
 		t.Fatalf("settled: previous %q, settled %v; want it to have replaced deleted-one and nothing else", o.Previous, o.Settled)
+	}
+	if Settling(done, agent(t, 3, 3, 3)) {
+		t.Errorf("settled: its pods are still read")
 	}
 	// Settled is for good: a later rollout of the new object is its own journal's to count.
 	if o := Observe(done, agent(t, 3, 1, 3), adopted, nil, t0.Add(4*time.Second)).Observed; !o.Replaced("deleted-one") {
 		t.Errorf("rolling again: previous %q, settled %v; want it kept", o.Previous, o.Settled)
+	}
+	// A leader whose workload cache lags the journals (a failover) observes the object the
+	// journal's replaced: that journal was not seen gone, and the newer object is no
+	// previous one of the older.
+	newer := *done
+	newer.UID, newer.Deleted = "newer-one", nil
+	if Settling(&newer, agent(t, 3, 3, 3)) {
+		t.Errorf("a journal of another object not seen gone: pods read")
+	}
+	if o := Observe(&newer, agent(t, 3, 3, 3), selected(settled, 3), nil, t0.Add(5*time.Second)).Observed; o.Previous != "" || o.Replaced("newer-one") {
+		t.Errorf("the older object observed over the newer one's journal: previous %q, settled %v; want none", o.Previous, o.Settled)
 	}
 	cm, err := Encode(done, "holdfast-system")
 	if err != nil {
@@ -432,11 +463,16 @@ func TestLineageOfAWorkloadCreatedAgain(t *testing.T) {
 	if err := dec.Decode(&previous); err != nil {
 		t.Errorf("observed key no longer reads strictly: %v", err)
 	}
-	for _, bad := range []string{`{"previous":""}`, `{"previous":"u","other":1}`, `[]`} {
-		cm.Data[lineageKey] = bad
-		if _, err := Decode(cm); err == nil {
-			t.Errorf("lineage %s read as valid", bad)
+	// A lineage this release cannot read (a later release's) is none; the journal stays valid.
+	for _, other := range []string{`{"previous":""}`, `[]`, `{`} {
+		cm.Data[lineageKey] = other
+		if back, err := Decode(cm); err != nil || back.Observed.Replaced("deleted-one") {
+			t.Errorf("lineage %s: %v, %+v; want a valid journal without lineage", other, err, back)
 		}
+	}
+	cm.Data[lineageKey] = `{"previous":"deleted-one","settled":true,"later":1}`
+	if back, err := Decode(cm); err != nil || !back.Observed.Replaced("deleted-one") {
+		t.Errorf("a later release's field: %v; want the lineage read", err)
 	}
 	delete(cm.Data, lineageKey) // written by a release before it
 	if back, err := Decode(cm); err != nil || back.Observed.Replaced("deleted-one") {

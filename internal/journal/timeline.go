@@ -641,12 +641,30 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 	return next
 }
 
+// Settling is whether the leader's observation of w needs the pods w's selector matches
+// (history.History.ReadSelected): the journal j is of a workload of w's name that the
+// leader saw gone, which w was created in place of, or it records one and w has not
+// settled since (Observed.Replaced).
+func Settling(j *Journal, w *workload.Workload) bool {
+	switch {
+	case j == nil:
+		return false
+	case j.UID != w.UID:
+		return j.Deleted != nil && j.UID != ""
+	default:
+		return j.Observed != nil && j.Observed.Previous != "" && !j.Observed.Settled
+	}
+}
+
 // lineage records in next, the journal j after the leader observed w with history h, the
-// workload w was created in place of (j's UID, when it was another's) and, once, that w
-// settled since: its controller acted on its spec and neither its status nor its history
-// shows a pod of a template other than sum (Observed.Replaced). A DaemonSet's or
-// StatefulSet's orphans it adopted, a Deployment's orphaned ReplicaSets, count until
-// replaced.
+// workload w was created in place of and, once, that w settled since (Observed.Replaced).
+// Replaced is j's object only once the leader saw it gone (Deleted): a leader whose
+// workload cache lags the journals (a failover) may observe the older object over the
+// newer one's journal, and must not take the newer one for replaced. Settled is read in
+// kube's terms: its controller acted on its spec, every pod it wants runs sum, and no
+// other pod its selector matches is live (h.Selected: orphans it may still adopt, as
+// kube's controllers do once their caches show them orphaned, and pods of the deleted
+// workload still terminating count until gone).
 func (next *Journal) lineage(j *Journal, w *workload.Workload, h history.History, sum string) {
 	o := next.Observed
 	if o == nil || j == nil {
@@ -654,15 +672,19 @@ func (next *Journal) lineage(j *Journal, w *workload.Workload, h history.History
 	}
 	switch {
 	case j.UID != w.UID:
-		o.Previous, o.Settled = j.UID, false
+		o.Previous, o.Settled = "", false
+		if j.Deleted != nil {
+			o.Previous = j.UID
+		}
 	case j.Observed != nil:
 		o.Previous, o.Settled = j.Observed.Previous, j.Observed.Settled
 	}
 	if o.Previous == "" || o.Settled {
 		return
 	}
-	r := &w.Rollout
-	o.Settled = !r.InProgress && !r.Mixed && !r.Held && !h.LiveBesides(sum)
+	r, p := &w.Rollout, w.Rollout.Progress
+	o.Settled = !r.InProgress && !r.Mixed && !r.Held && !h.LiveBesides(sum) &&
+		p.Updated == p.Want && h.SelectedRead && h.Selected == p.Want
 }
 
 // observe records in Observed the newest revision number h shows when it numbers the

@@ -1043,6 +1043,11 @@ func observeNamed(r client.Reader, kind v1alpha1.WorkloadKind, ns, name string, 
 	if err != nil {
 		panic(err)
 	}
+	if journal.Settling(j, wl) {
+		if err := h.ReadSelected(context.Background(), r, wl); err != nil {
+			panic(err)
+		}
+	}
 	return journal.Observe(j, wl, h, flags, now)
 }
 
