@@ -72,6 +72,10 @@ type Input struct {
 	// against, since the API server clears the status a CREATE carries.
 	Nodes int32
 	Now   time.Time
+	// Deadline bounds what the handler reads and writes of the API server for the
+	// request, all of it together; the zero Deadline bounds each such read by the ledgers'
+	// default timeout (holdfast check, tests).
+	Deadline budget.Deadline
 }
 
 // Decision is the outcome of evaluating every applicable policy.

@@ -122,11 +122,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	in.Policies, in.Matcher = policies.Items, h.Matcher
 	in.Now = start
 	// What the request reads and writes of the API server shares one deadline from its
-	// arrival: each read is bounded too, but bounds that add up could carry the answer past
-	// the webhook's timeout, where it fails open under failurePolicy Ignore. A request that
-	// reads only the cache makes no context of it.
-	bound := requestBound{parent: ctx, deadline: h.Ledgers.Deadline()}
-	defer bound.stop()
+	// arrival: bounds per read could add up past the webhook's timeout, where the request
+	// fails open under failurePolicy Ignore. Each read bounds its context by it.
+	in.Deadline = h.Ledgers.Deadline()
 	if in.NamespaceLabels, err = policy.NamespaceLabels(ctx, h.Reader, req.Namespace); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -134,24 +132,16 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		// Best effort: when the API server does not answer in time, the cache's labels
 		// decide, as they did before it was asked (another policy's entry may be what sent
 		// the request, and that policy judges it).
-		if live, err := h.liveNamespaceLabels(bound.ctx(), req.Namespace); err == nil {
+		if live, err := h.liveNamespaceLabels(ctx, in.Deadline, req.Namespace); err == nil {
 			in.NamespaceLabels = live
 		} else {
 			logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", req.Namespace, "error", err.Error())
 		}
 	}
-	readCtx := ctx
-	if in.Old == nil && h.Live != nil {
-		readCtx = bound.ctx() // what a CREATE adopts is read live (readAdoptable)
-	}
-	if err := h.readWorkloadState(readCtx, &in); err != nil {
+	if err := h.readWorkloadState(ctx, &in); err != nil {
 		return errored(err)
 	}
-	decideCtx := ctx
-	if len(h.limitedPolicies(&in)) > 0 || len(sharedPolicies(&in)) > 0 {
-		decideCtx = bound.ctx() // the ledgers are read, and a start written
-	}
-	d, err := h.decideAndRecord(decideCtx, &in, isDryRun(req))
+	d, err := h.decideAndRecord(ctx, &in, isDryRun(req))
 	if err != nil {
 		return errored(err)
 	}
@@ -197,33 +187,10 @@ func (h *Handler) namespaceMayLag(in *Input) bool {
 	return false
 }
 
-// requestBound is the context of a request's reads and writes of the API server, bounded
-// by its deadline, made by the first of them: a request that reads only the cache
-// allocates none.
-type requestBound struct {
-	parent   context.Context
-	deadline budget.Deadline
-	bounded  context.Context
-	cancel   context.CancelFunc
-}
-
-func (b *requestBound) ctx() context.Context {
-	if b.bounded == nil {
-		b.bounded, b.cancel = b.deadline.Bound(b.parent)
-	}
-	return b.bounded
-}
-
-func (b *requestBound) stop() {
-	if b.cancel != nil {
-		b.cancel()
-	}
-}
-
-// liveNamespaceLabels reads a namespace's labels from the API server, within the bound
-// the ledgers' reads keep inside the webhook's timeout.
-func (h *Handler) liveNamespaceLabels(ctx context.Context, name string) (map[string]string, error) {
-	ctx, cancel := h.Ledgers.Bound(ctx)
+// liveNamespaceLabels reads a namespace's labels from the API server, within the
+// request's deadline.
+func (h *Handler) liveNamespaceLabels(ctx context.Context, deadline budget.Deadline, name string) (map[string]string, error) {
+	ctx, cancel := deadline.Bound(ctx)
 	defer cancel()
 	labels, err := policy.LiveNamespaceLabels(ctx, h.Live, name)
 	h.Metrics.namespaceRead(err)
@@ -247,7 +214,7 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		}
 		return d, nil
 	}
-	ctx, cancel := h.Ledgers.Bound(ctx)
+	ctx, cancel := in.Deadline.Bound(ctx)
 	defer cancel()
 	var unlock func()
 	defer func() {
@@ -479,7 +446,7 @@ func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 	in.Journal = h.Journals.Get(in.New.Kind, in.New.Namespace, in.New.Name)
 	var err error
 	if in.Old == nil {
-		if in.History, err = h.readAdoptable(ctx, in.New); err != nil {
+		if in.History, err = h.readAdoptable(ctx, in.Deadline, in.New); err != nil {
 			return fmt.Errorf("reading what %s would adopt: %w; retry", in.New, err)
 		}
 		return nil
@@ -514,11 +481,11 @@ func (h *Handler) readRevisions(ctx context.Context, in *Input) error {
 // One LIST of ReplicaSets or ControllerRevisions in its namespace by its selector, and
 // one of pods when it would adopt any, within the request's bound; a failed read is an
 // error (retry), never a decision on the cache. Without Live (holdfast check), the cache.
-func (h *Handler) readAdoptable(ctx context.Context, w *workload.Workload) (history.History, error) {
+func (h *Handler) readAdoptable(ctx context.Context, deadline budget.Deadline, w *workload.Workload) (history.History, error) {
 	if h.Live == nil {
 		return history.ReadAdoptable(ctx, h.Reader, w)
 	}
-	ctx, cancel := h.Ledgers.Bound(ctx)
+	ctx, cancel := deadline.Bound(ctx)
 	defer cancel()
 	return history.ReadAdoptable(ctx, h.Live, w)
 }

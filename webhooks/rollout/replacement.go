@@ -130,7 +130,7 @@ func (h *Handler) Replacement(ctx context.Context, deadline budget.Deadline, pod
 			return nil, false, nil
 		}
 		// Best effort, as there: a failed read leaves the cache's labels to decide.
-		live, err := h.liveNamespaceLabels(lctx, pod.Namespace)
+		live, err := h.liveNamespaceLabels(ctx, deadline, pod.Namespace)
 		if err != nil {
 			logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", pod.Namespace, "error", err.Error())
 			return nil, false, nil
