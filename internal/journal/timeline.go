@@ -355,36 +355,36 @@ func adopted(t Timeline, h history.History, flags []v1alpha1.ArgMatchesReplicas,
 // it out after the journal last looked, though the journal may record it as an earlier
 // revision.
 func renumberedAway(h history.History, n int64, cur *Revision, flags []v1alpha1.ArgMatchesReplicas) (string, bool) {
+	r, sum, ok := newestWithPods(h)
+	if !ok || r.Number <= n || sum == cur.Template || Matches(cur, r.Template, flags) {
+		return "", false
+	}
+	return sum, true
+}
+
+// newestWithPods is the newest revision in h that has pods, and its fingerprint; false
+// when none has, or its template does not fingerprint.
+func newestWithPods(h history.History) (*history.Revision, string, bool) {
 	for i := len(h.Revisions) - 1; i >= 0; i-- {
 		r := &h.Revisions[i]
 		if r.Pods == 0 && r.Serving == 0 {
 			continue
 		}
 		sum, ok := r.Template.Sum()
-		if !ok || r.Number <= n || sum == cur.Template || Matches(cur, r.Template, flags) {
-			return "", false
-		}
-		return sum, true
+		return r, sum, ok
 	}
-	return "", false
+	return nil, "", false
 }
 
 // unrecorded is the fingerprint of the newest revision in h that has pods, when revs do
 // not record it: it rolled out after the journal last looked. When revs record it, its
 // pods are the current revision's or those the current one replaces.
 func unrecorded(revs []Revision, h history.History, flags []v1alpha1.ArgMatchesReplicas) (string, bool) {
-	for i := len(h.Revisions) - 1; i >= 0; i-- {
-		r := &h.Revisions[i]
-		if r.Pods == 0 && r.Serving == 0 {
-			continue
-		}
-		sum, ok := r.Template.Sum()
-		if !ok || slices.ContainsFunc(revs, func(e Revision) bool { return e.Template == sum || Matches(&e, r.Template, flags) }) {
-			return "", false // recorded, or one differing only in flags that follow the replicas (I4)
-		}
-		return sum, true
+	r, sum, ok := newestWithPods(h)
+	if !ok || slices.ContainsFunc(revs, func(e Revision) bool { return e.Template == sum || Matches(&e, r.Template, flags) }) {
+		return "", false // recorded, or one differing only in flags that follow the replicas (I4)
 	}
-	return "", false
+	return sum, true
 }
 
 // settledIn is whether every pod of the history runs the template with fingerprint sum and
@@ -556,11 +556,16 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 			// record the detour, and the return as becoming current now, as the entry that
 			// brought it in was judged (checkEnteredChange). When it happened is not known;
 			// kept as j dated it, the rate rules would run from the retired record.
-			cur.Until = at(now)
-			if missed := detour(h, own, j.Observed.Revision); missed != "" && missed != sum {
-				// The detour began after j last looked, which is when j was retired.
-				left := earliest(latest(cur.Since, *j.Deleted), now)
-				cur.Until = at(left)
+			// The detour began after j last looked, which is when j was retired. cur points
+			// into next.Revisions: written before the appends.
+			left := now
+			missed := detour(h, own, j.Observed.Revision)
+			detoured := missed != "" && missed != sum
+			if detoured {
+				left = earliest(latest(cur.Since, *j.Deleted), now)
+			}
+			cur.Until = at(left)
+			if detoured {
 				next.Revisions = append(next.Revisions, Revision{Template: missed, Since: left, Until: at(now), Progressed: left})
 			}
 			next.Revisions = append(next.Revisions, Revision{Template: sum, Shape: shape, Since: now, Progressed: now})
