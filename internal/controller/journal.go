@@ -191,7 +191,17 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if last, ok := r.gone.LoadAndDelete(req.NamespacedName); ok && w == nil {
+	last, wasGone := r.gone.LoadAndDelete(req.NamespacedName)
+	if o, ok := last.(client.Object); wasGone && ok && w != nil && j != nil && j.Deleted == nil && o.GetUID() == j.UID && w.UID != j.UID {
+		// Deleted and created again between two looks (kubectl replace --force, or the two
+		// events one request in the queue): the delete shows the journal's object gone,
+		// which the new one was created in place of (journal lineage), as a look between
+		// them would have marked it.
+		seen := *j
+		seen.Deleted = &now
+		j = &seen
+	}
+	if wasGone && w == nil {
 		// Record what the workload last rolled out before retiring its journal; a journal
 		// lost just before the delete is rebuilt from it, so that a re-create with the
 		// template it had finds that template current.
@@ -219,7 +229,7 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if journal.Settling(j, w) {
+	if journal.Settling(j, w, now) {
 		if err := h.ReadSelected(ctx, r.Client, w); err != nil {
 			return reconcile.Result{}, err
 		}

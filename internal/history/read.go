@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -107,7 +108,10 @@ func daemonNodes(w *workload.Workload, nodes []corev1.Node) map[string]time.Time
 }
 
 // ReadSelected counts the live pods in w's namespace that w's selector matches
-// (History.Selected): one LIST of pods, from r.
+// (History.Selected), and for a Deployment the replicas each ReplicaSet the selector
+// matches and w does not control still wants: an orphan it has not adopted yet, or the
+// deleted workload's awaiting the garbage collector, may create pods of its template
+// whatever pods run now. One LIST of pods (and of ReplicaSets), from r.
 func (h *History) ReadSelected(ctx context.Context, r client.Reader, w *workload.Workload) error {
 	ls, err := w.Selector()
 	if err != nil {
@@ -121,12 +125,26 @@ func (h *History) ReadSelected(ctx context.Context, r client.Reader, w *workload
 	if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return err
 	}
-	h.Selected, h.SelectedRead = 0, true
+	var selected int32
 	for i := range pods.Items {
 		if p := pods.Items[i].Status.Phase; p != corev1.PodSucceeded && p != corev1.PodFailed {
-			h.Selected++
+			selected++
 		}
 	}
+	if w.Kind == v1alpha1.KindDeployment {
+		var sets appsv1.ReplicaSetList
+		if err := r.List(ctx, &sets, client.InNamespace(w.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+			return err
+		}
+		for i := range sets.Items {
+			rs := &sets.Items[i]
+			if c := metav1.GetControllerOfNoCopy(rs); c != nil && c.UID == w.UID {
+				continue
+			}
+			selected += ptr.Deref(rs.Spec.Replicas, 1) // the API server's default
+		}
+	}
+	h.Selected, h.SelectedRead = selected, true
 	return nil
 }
 

@@ -112,4 +112,30 @@ func TestReadSelectedCountsEveryLivePodTheSelectorMatches(t *testing.T) {
 	if !h.SelectedRead || h.Selected != 3 {
 		t.Errorf("selected %d (read %v), want 3: its own, the orphan and the one terminating", h.Selected, h.SelectedRead)
 	}
+	// A Deployment's: also the replicas an orphaned ReplicaSet still wants, whatever pods it
+	// has now (its pods may not be created yet, a quota refusing them), not its own sets'.
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "agent", UID: "created"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}}}}}
+	wd, err := workload.From(dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(name string, owner types.UID, replicas int32) *appsv1.ReplicaSet {
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"app": "agent"}},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(replicas)}}
+		if owner != "" {
+			rs.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "agent", UID: owner, Controller: ptr.To(true)}}
+		}
+		return rs
+	}
+	r = utiltesting.NewMemReader(nil, pod("ns", "own", "agent", "", corev1.PodRunning, false),
+		set("agent-own", "created", 1), set("agent-orphan", "", 2), set("agent-scaled-down", "", 0), set("agent-going", "deleted", 1))
+	h = History{}
+	if err := h.ReadSelected(context.Background(), r, wd); err != nil {
+		t.Fatal(err)
+	}
+	if h.Selected != 4 {
+		t.Errorf("a Deployment's selected %d, want 4: its pod, 2 the orphaned set wants and 1 the deleted one's", h.Selected)
+	}
 }

@@ -150,18 +150,20 @@ type Observed struct {
 	// previous release wrote, which drops the key).
 	Nodes int32 `json:"-"`
 	// Previous is the UID of the workload of the name this one was created in place of,
-	// as the leader saw one give way to the other (the journal's UID before this one);
-	// Settled is whether the leader has seen this one rolled out since, on one template:
-	// its controller acted on its spec, and no pod of another template was left
-	// (Replaced). Both kept under lineageKey; empty in a journal a release before it
-	// wrote, which drops the key.
-	Previous types.UID `json:"-"`
-	Settled  bool      `json:"-"`
+	// as the leader saw one give way to the other (the journal's UID before this one), and
+	// PreviousSince when it saw it; Settled is whether the leader has seen this one rolled
+	// out since, on one template: its controller acted on its spec, and no pod of another
+	// template was left (Replaced). Kept under lineageKey until every start of the previous
+	// object has lapsed; empty in a journal a release before it wrote, which drops the key.
+	Previous      types.UID `json:"-"`
+	PreviousSince time.Time `json:"-"`
+	Settled       bool      `json:"-"`
 }
 
 // lineage is what lineageKey holds.
 type lineage struct {
 	Previous types.UID `json:"previous"`
+	Since    time.Time `json:"since"`
 	Settled  bool      `json:"settled,omitempty"`
 }
 
@@ -234,7 +236,7 @@ func Encode(j *Journal, namespace string) (*corev1.ConfigMap, error) {
 		cm.Data[nodesKey] = strconv.Itoa(int(j.Observed.Nodes))
 	}
 	if j.Observed != nil && j.Observed.Previous != "" {
-		l, err := json.Marshal(lineage{Previous: j.Observed.Previous, Settled: j.Observed.Settled})
+		l, err := json.Marshal(lineage{Previous: j.Observed.Previous, Since: j.Observed.PreviousSince, Settled: j.Observed.Settled})
 		if err != nil {
 			return nil, err
 		}
@@ -352,7 +354,7 @@ func Decode(cm *corev1.ConfigMap) (*Journal, error) {
 		// itself stays valid.
 		var l lineage
 		if err := json.Unmarshal([]byte(v), &l); err == nil && l.Previous != "" {
-			j.Observed.Previous, j.Observed.Settled = l.Previous, l.Settled
+			j.Observed.Previous, j.Observed.PreviousSince, j.Observed.Settled = l.Previous, l.Since, l.Settled
 		}
 	}
 	if w, ok := cm.Data[writersKey]; ok {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	"github.com/holdfast-dev/holdfast/test/util/golden"
@@ -405,14 +406,14 @@ func TestLineageOfAWorkloadCreatedAgain(t *testing.T) {
 	settled := agentHistory(t, map[string]string{"node-1": "b", "node-2": "b", "node-3": "b"}, nil)
 	adopted := agentHistory(t, map[string]string{"node-1": "b", "node-2": "b", "node-3": "a"}, nil)
 
-	if !Settling(deleted, agent(t, 3, 0, 0)) {
+	if !Settling(deleted, agent(t, 3, 0, 0), t0.Add(time.Second)) {
 		t.Errorf("a workload created in place of one the leader saw gone: its pods are not read")
 	}
 	created := Observe(deleted, agent(t, 3, 0, 0), history.History{}, nil, t0.Add(time.Second))
 	if o := created.Observed; o.Previous != "deleted-one" || o.Settled || o.Replaced("deleted-one") {
 		t.Fatalf("first observed, its controller not done: previous %q, settled %v; want deleted-one, false", o.Previous, o.Settled)
 	}
-	if !Settling(created, agent(t, 3, 3, 3)) {
+	if !Settling(created, agent(t, 3, 3, 3), t0.Add(2*time.Second)) {
 		t.Errorf("not settled yet: its pods are not read")
 	}
 	for name, h := range map[string]history.History{
@@ -428,8 +429,17 @@ func TestLineageOfAWorkloadCreatedAgain(t *testing.T) {
 	if o := done.Observed; !o.Replaced("deleted-one") || o.Replaced("another") || o.Replaced("") {
 		t.Fatalf("settled: previous %q, settled %v; want it to have replaced deleted-one and nothing else", o.Previous, o.Settled)
 	}
-	if Settling(done, agent(t, 3, 3, 3)) {
+	if Settling(done, agent(t, 3, 3, 3), t0.Add(4*time.Second)) {
 		t.Errorf("settled: its pods are still read")
+	}
+	// Never settled: once every start of the replaced object has lapsed, the lineage is
+	// dropped, and its pods no longer read.
+	lapsed := t0.Add(time.Second + budget.StartLapse + budget.MaxClockSkew)
+	if Settling(created, agent(t, 3, 3, 3), lapsed) {
+		t.Errorf("lapsed: its pods are still read")
+	}
+	if o := Observe(created, agent(t, 3, 3, 3), selected(adopted, 3), nil, lapsed).Observed; o.Previous != "" || o.Settled {
+		t.Errorf("lapsed: previous %q, settled %v; want the lineage dropped", o.Previous, o.Settled)
 	}
 	// Settled is for good: a later rollout of the new object is its own journal's to count.
 	if o := Observe(done, agent(t, 3, 1, 3), adopted, nil, t0.Add(4*time.Second)).Observed; !o.Replaced("deleted-one") {
@@ -440,7 +450,7 @@ func TestLineageOfAWorkloadCreatedAgain(t *testing.T) {
 	// previous one of the older.
 	newer := *done
 	newer.UID, newer.Deleted = "newer-one", nil
-	if Settling(&newer, agent(t, 3, 3, 3)) {
+	if Settling(&newer, agent(t, 3, 3, 3), t0.Add(5*time.Second)) {
 		t.Errorf("a journal of another object not seen gone: pods read")
 	}
 	if o := Observe(&newer, agent(t, 3, 3, 3), selected(settled, 3), nil, t0.Add(5*time.Second)).Observed; o.Previous != "" || o.Replaced("newer-one") {
@@ -450,7 +460,7 @@ func TestLineageOfAWorkloadCreatedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(cm.Data[observedKey], "deleted-one") || cm.Data[lineageKey] != `{"previous":"deleted-one","settled":true}` {
+	if strings.Contains(cm.Data[observedKey], "deleted-one") || cm.Data[lineageKey] != `{"previous":"deleted-one","since":"2026-12-01T08:00:01Z","settled":true}` {
 		t.Errorf("keys: observed %s, lineage %s; want the lineage under its own key only", cm.Data[observedKey], cm.Data[lineageKey])
 	}
 	back, err := Decode(cm)
@@ -470,7 +480,7 @@ func TestLineageOfAWorkloadCreatedAgain(t *testing.T) {
 			t.Errorf("lineage %s: %v, %+v; want a valid journal without lineage", other, err, back)
 		}
 	}
-	cm.Data[lineageKey] = `{"previous":"deleted-one","settled":true,"later":1}`
+	cm.Data[lineageKey] = `{"previous":"deleted-one","since":"2026-12-01T08:00:01Z","settled":true,"later":1}`
 	if back, err := Decode(cm); err != nil || !back.Observed.Replaced("deleted-one") {
 		t.Errorf("a later release's field: %v; want the lineage read", err)
 	}

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -536,7 +537,7 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 		nodes := next.Observed.nodesSeen()
 		next.observe(h, sum, next.Observed.updated())
 		next.Observed.Nodes = nodes
-		next.lineage(j, w, h, sum)
+		next.lineage(j, w, h, sum, now)
 		return next
 	}
 	// fresh: the current revision became current in this observation.
@@ -642,23 +643,31 @@ func Observe(j *Journal, w *workload.Workload, h history.History, flags []v1alph
 	if w.Kind == v1alpha1.KindDaemonSet {
 		next.Observed.Nodes = nodes
 	}
-	next.lineage(j, w, h, sum)
+	next.lineage(j, w, h, sum, now)
 	return next
 }
 
-// Settling is whether the leader's observation of w needs the pods w's selector matches
-// (history.History.ReadSelected): the journal j is of a workload of w's name that the
-// leader saw gone, which w was created in place of, or it records one and w has not
-// settled since (Observed.Replaced).
-func Settling(j *Journal, w *workload.Workload) bool {
+// Settling is whether the leader's observation of w at now needs the pods w's selector
+// matches (history.History.ReadSelected): the journal j is of a workload of w's name that
+// the leader saw gone, which w was created in place of, or it records one and w has not
+// settled since (Observed.Replaced), while a start of that one may still count.
+func Settling(j *Journal, w *workload.Workload, now time.Time) bool {
 	switch {
 	case j == nil:
 		return false
 	case j.UID != w.UID:
 		return j.Deleted != nil && j.UID != ""
 	default:
-		return j.Observed != nil && j.Observed.Previous != "" && !j.Observed.Settled
+		o := j.Observed
+		return o != nil && o.Previous != "" && !o.Settled && !lineageLapsed(o, now)
 	}
+}
+
+// lineageLapsed is whether every start of the object o records as replaced has lapsed
+// (budget.StartLapse, read with another replica's clock margin): they were all admitted
+// before the leader saw it replaced.
+func lineageLapsed(o *Observed, now time.Time) bool {
+	return now.Sub(o.PreviousSince) >= budget.StartLapse+budget.MaxClockSkew
 }
 
 // lineage records in next, the journal j after the leader observed w with history h, the
@@ -670,19 +679,23 @@ func Settling(j *Journal, w *workload.Workload) bool {
 // other pod its selector matches is live (h.Selected: orphans it may still adopt, as
 // kube's controllers do once their caches show them orphaned, and pods of the deleted
 // workload still terminating count until gone).
-func (next *Journal) lineage(j *Journal, w *workload.Workload, h history.History, sum string) {
+func (next *Journal) lineage(j *Journal, w *workload.Workload, h history.History, sum string, now time.Time) {
 	o := next.Observed
 	if o == nil || j == nil {
 		return
 	}
 	switch {
 	case j.UID != w.UID:
-		o.Previous, o.Settled = "", false
+		o.Previous, o.PreviousSince, o.Settled = "", time.Time{}, false
 		if j.Deleted != nil {
-			o.Previous = j.UID
+			o.Previous, o.PreviousSince = j.UID, now
 		}
 	case j.Observed != nil:
-		o.Previous, o.Settled = j.Observed.Previous, j.Observed.Settled
+		o.Previous, o.PreviousSince, o.Settled = j.Observed.Previous, j.Observed.PreviousSince, j.Observed.Settled
+	}
+	if o.Previous != "" && lineageLapsed(o, now) {
+		// Every start of the replaced object has lapsed: nothing reads the lineage now.
+		o.Previous, o.PreviousSince, o.Settled = "", time.Time{}, false
 	}
 	if o.Previous == "" || o.Settled {
 		return

@@ -1132,6 +1132,16 @@ func (w *fworld) record() {
 			w.forget(x, r)
 			continue
 		}
+		if last := x.lastObj; last != nil {
+			// Deleted and created again since the last look: the recorder takes the delete
+			// as the journal's object gone (JournalRecorder.Reconcile, its gone map).
+			x.lastObj = nil
+			if j := x.journal; j != nil && j.Deleted == nil && last.GetUID() == j.UID && x.uid() != j.UID {
+				seen := *j
+				seen.Deleted = ptr.To(w.now)
+				x.journal = &seen
+			}
+		}
 		if w.outside(x) {
 			w.retire(x)
 			continue

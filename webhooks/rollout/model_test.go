@@ -1043,7 +1043,7 @@ func observeNamed(r client.Reader, kind v1alpha1.WorkloadKind, ns, name string, 
 	if err != nil {
 		panic(err)
 	}
-	if journal.Settling(j, wl) {
+	if journal.Settling(j, wl, now) {
 		if err := h.ReadSelected(context.Background(), r, wl); err != nil {
 			panic(err)
 		}
