@@ -73,8 +73,8 @@ type Input struct {
 	Nodes int32
 	Now   time.Time
 	// Deadline bounds what the handler reads and writes of the API server for the
-	// request, all of it together; the zero Deadline bounds each such read by the ledgers'
-	// default timeout (holdfast check, tests).
+	// request, all of it together; the zero Deadline bounds each such read by
+	// budget.DefaultTimeout from the read (holdfast check, tests).
 	Deadline budget.Deadline
 }
 
