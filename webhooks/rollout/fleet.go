@@ -194,11 +194,13 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 			// after the start, which that spec then replaced.
 			continue
 		}
-		if live && cur != nil && cur.Template != s.Template && !j.Held && j.Observed.Replaced(s.UID) {
+		if live && !j.Held && j.Observed.Replaced(s.UID) {
 			// The object the start was for is gone: the leader saw a workload of the name
-			// created in its place and settled on another template since, with no pod of
-			// the started one left that it keeps. kube makes none again unless a request
-			// makes that template current, which is judged as a start of its own.
+			// created in its place and settled since, every pod its selector matches on its
+			// one template. Of another template, kube makes no pod of the started one again
+			// unless a request makes it current (a start of its own); of the same, its
+			// rollout is over (a partition the start lowered on the deleted object, whose
+			// lowered spec the journal will never see, included: seed 22500).
 			continue
 		}
 		// A held workload's journal shows no slot (Rolling), yet kube creates the pods a

@@ -244,6 +244,15 @@ func TestStartOfAnObjectReplacedSinceCountsNoMore(t *testing.T) {
 	if !inFlight(journalWith(journal.Observed{Revision: 1, Template: a, Previous: "u1", Settled: true}, true)) {
 		t.Errorf("a held workload's journal shows no slot: the start must count until it lapses")
 	}
+	// Of the template the new object settled on: a StatefulSet's partition lowered on the
+	// deleted object, whose lowered spec the journal will never see (fleet seed 22500).
+	started = []budget.Start{{Workload: ds.String(), Template: a, At: now.Add(-15 * time.Second), UID: "u1", Generation: 5, Lowered: true}}
+	if inFlight(journalWith(journal.Observed{Revision: 1, Template: a, Previous: "u1", Settled: true}, false)) {
+		t.Errorf("a lowered partition's start on the replaced object, its template settled since, holds the slot")
+	}
+	if !inFlight(journalWith(journal.Observed{Revision: 1, Template: a, Previous: "u1"}, false)) {
+		t.Errorf("a lowered partition's start on the replaced object holds nothing before the new one settled")
+	}
 }
 
 // TestStartScaledSinceIsShownByItsShape: a Deployment created again over what an
