@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,19 +108,29 @@ func daemonNodes(w *workload.Workload, nodes []corev1.Node) map[string]time.Time
 	return out
 }
 
+// claims is the selector by which w's controller claims pods and revisions; false when it
+// claims nothing (kube refuses a workload whose selector is invalid or selects everything).
+func claims(w *workload.Workload) (labels.Selector, bool, error) {
+	ls, err := w.Selector()
+	if err != nil {
+		return nil, false, err
+	}
+	selector, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil || ls == nil || selector.Empty() {
+		return nil, false, nil
+	}
+	return selector, true, nil
+}
+
 // ReadSelected counts the live pods in w's namespace that w's selector matches
 // (History.Selected), and for a Deployment the replicas each ReplicaSet the selector
 // matches and w does not control still wants: an orphan it has not adopted yet, or the
 // deleted workload's awaiting the garbage collector, may create pods of its template
 // whatever pods run now. One LIST of pods (and of ReplicaSets), from r.
 func (h *History) ReadSelected(ctx context.Context, r client.Reader, w *workload.Workload) error {
-	ls, err := w.Selector()
-	if err != nil {
+	selector, ok, err := claims(w)
+	if err != nil || !ok {
 		return err
-	}
-	selector, err := metav1.LabelSelectorAsSelector(ls)
-	if err != nil || ls == nil || selector.Empty() {
-		return nil // kube refuses a workload whose selector is invalid or selects everything: none read
 	}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(w.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
@@ -155,13 +166,9 @@ func (h *History) ReadSelected(ctx context.Context, r client.Reader, w *workload
 // a CREATE continues from when the revision journal has not caught up.
 func ReadAdoptable(ctx context.Context, r client.Reader, w *workload.Workload) (History, error) {
 	var h History
-	ls, err := w.Selector()
-	if err != nil {
+	selector, ok, err := claims(w)
+	if err != nil || !ok {
 		return h, err
-	}
-	selector, err := metav1.LabelSelectorAsSelector(ls)
-	if err != nil || ls == nil || selector.Empty() {
-		return h, nil // kube refuses a workload whose selector is invalid or selects everything
 	}
 	// kube's controllers claim what the selector matches, whatever its other labels
 	// (ClaimReplicaSets, ClaimControllerRevisions, ClaimPods): a template that adds or drops

@@ -167,6 +167,13 @@ type lineage struct {
 	Settled  bool      `json:"settled,omitempty"`
 }
 
+// Replaces is whether the journal is of a live workload, not held, that was created in
+// place of the object uid and has settled since (Observed.Replaced): a start admitted for
+// that object holds nothing now, of the fleet or of its group's evictions.
+func (j *Journal) Replaces(uid types.UID) bool {
+	return j != nil && j.Deleted == nil && !j.Held && j.Observed.Replaced(uid)
+}
+
 // Replaced is whether the workload the journal observes was created in place of the
 // object uid, and the leader has seen it settled since (Previous, Settled): that object is
 // gone, and what it had begun to roll out has no pod left that the workload keeps.

@@ -81,7 +81,7 @@ func (h *Handler) sharedStart(in *Input, s budget.RolloutStart) {
 	if cur := j.Current(); cur != nil && cur.Template == s.Template && s.ObservedBy(j.UID, j.Generation) && j.Deleted == nil {
 		return // the journal shows it: readSharedRollout decided
 	}
-	if j != nil && j.Deleted == nil && !j.Held && j.Observed.Replaced(s.UID) {
+	if j.Replaces(s.UID) {
 		return // its object gone, the workload created in its place settled since
 	}
 	in.Rollout = &r

@@ -194,7 +194,7 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 			// after the start, which that spec then replaced.
 			continue
 		}
-		if live && !j.Held && j.Observed.Replaced(s.UID) {
+		if j.Replaces(s.UID) {
 			// The object the start was for is gone: the leader saw a workload of the name
 			// created in its place and settled since, every pod its selector matches on its
 			// one template. Of another template, kube makes no pod of the started one again
