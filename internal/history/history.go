@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -364,6 +365,12 @@ func Slim(obj any) (any, error) {
 		if o.Annotations[workload.FingerprintAnnotation] != "" {
 			o.Spec.Template = corev1.PodTemplateSpec{}
 		}
+		// One map for its labels and its selector's when they hold the same labels, as a
+		// ReplicaSet of a Deployment selecting by its template's labels does (the cache's
+		// objects are read, never written).
+		if sel := o.Spec.Selector; sel != nil && maps.Equal(sel.MatchLabels, o.Labels) {
+			sel.MatchLabels = o.Labels
+		}
 	case *appsv1.ControllerRevision:
 		if o.Annotations[workload.FingerprintAnnotation] != "" {
 			o.Data = runtime.RawExtension{}
@@ -381,6 +388,12 @@ func Fingerprint(obj any) (any, error) {
 	var m *metav1.ObjectMeta
 	switch o := obj.(type) {
 	case *appsv1.ReplicaSet:
+		if o.Spec.Template.Spec.Containers == nil && o.Annotations[workload.FingerprintAnnotation] != "" {
+			// Slimmed already: a transform may see an object twice (an informer's initial
+			// list streamed as a watch passes each through its store and its queue), and a
+			// second look would fingerprint the emptied template. kube requires a container.
+			return obj, nil
+		}
 		t, m = &o.Spec.Template, &o.ObjectMeta
 	case *appsv1.ControllerRevision:
 		var err error

@@ -48,10 +48,11 @@ func (w *Writers) Forget(uid types.UID) {
 func (w *Writers) Observe(obj metav1.Object) { w.record(obj) }
 
 // record keeps the template's writer of obj, read from its managedFields before they are
-// stripped; an object without one (managed fields disabled, or none owns the template)
-// keeps nothing.
+// stripped; an object whose managed fields own no template field keeps nothing. One without
+// managed fields (stripped already: an informer's first list, streamed as a watch, passes
+// each object through the transform twice; or managed fields disabled) changes nothing.
 func (w *Writers) record(obj metav1.Object) {
-	if w == nil || obj.GetUID() == "" {
+	if w == nil || obj.GetUID() == "" || len(obj.GetManagedFields()) == 0 {
 		return
 	}
 	m := TemplateWriter(obj.GetManagedFields())

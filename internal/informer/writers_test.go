@@ -96,9 +96,18 @@ func TestOptionsKeepTheTemplateWriter(t *testing.T) {
 	if w := writers.Get("u1"); w != "operator-a" {
 		t.Errorf("writer %q, want operator-a", w)
 	}
+	// The transform sees the object again, stripped (an informer's first list, streamed as
+	// a watch, passes each object through it twice): the writer stays.
+	if _, err := transform(got); err != nil {
+		t.Fatal(err)
+	}
+	if w := writers.Get("u1"); w != "operator-a" {
+		t.Errorf("writer %q after a second look at the stripped object, want operator-a", w)
+	}
 	// An update whose managed fields own no template field forgets the writer: it is not
 	// known any more, and nothing stale stands in for it.
-	if _, err := transform(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kas", UID: "u1"}}); err != nil {
+	if _, err := transform(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kas", UID: "u1",
+		ManagedFields: []metav1.ManagedFieldsEntry{updated("hpa", 2, replicasFields)}}}); err != nil {
 		t.Fatal(err)
 	}
 	if w := writers.Get("u1"); w != "" || writers.Len() != 0 {

@@ -15,99 +15,116 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Cache is the manager's cache with its pods read through the Scope: Get and List of pods,
-// their informer (whose handlers see the pods of every watch) and their indexes.
+// Cache is the manager's cache with the kinds the Scope holds read through it: Get and List
+// of pods, ReplicaSets and ControllerRevisions, their informers (whose handlers see the
+// objects of every watch) and their indexes.
 type Cache struct {
 	crcache.Cache
 	scope *Scope
 }
 
-var podKind = corev1.SchemeGroupVersion.WithKind("Pod")
-
-func isPod(obj any) bool {
-	switch obj.(type) {
-	case *corev1.Pod, *corev1.PodList:
-		return true
-	}
-	return false
+var kindGVKs = [kindCount]schema.GroupVersionKind{
+	corev1.SchemeGroupVersion.WithKind("Pod"),
+	appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
+	appsv1.SchemeGroupVersion.WithKind("ControllerRevision"),
 }
 
-// Get reads a pod from the watch that holds it, or anything else from the manager's cache.
+// Get reads an object of a kind the Scope holds from the watch that holds it, or anything
+// else from the manager's cache.
 func (c *Cache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if p, ok := obj.(*corev1.Pod); ok {
-		return c.scope.getPod(ctx, key, p, opts...)
+	if k, ok := c.scope.holds(obj); ok {
+		return c.scope.get(ctx, k, key, obj, opts...)
 	}
 	return c.Cache.Get(ctx, key, obj, opts...)
 }
 
-// List lists pods from the watch that covers them, or from the API server.
+// List lists objects of a kind the Scope holds from the watch that covers them, or from the
+// API server.
 func (c *Cache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if l, ok := list.(*corev1.PodList); ok {
-		return c.scope.listPods(ctx, l, opts...)
+	if k, ok := c.scope.holds(list); ok {
+		return c.scope.list(ctx, k, list, opts...)
 	}
 	return c.Cache.List(ctx, list, opts...)
 }
 
-// GetInformer returns, for pods, an informer over every watch of the Scope.
+// GetInformer returns, for a kind the Scope holds, an informer over every watch of the Scope.
 func (c *Cache) GetInformer(ctx context.Context, obj client.Object, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
-	if isPod(obj) {
-		return c.scope, nil
+	if k, ok := c.scope.holds(obj); ok {
+		return c.scope.informer(k), nil
 	}
 	return c.Cache.GetInformer(ctx, obj, opts...)
 }
 
 // GetInformerForKind is GetInformer by kind.
 func (c *Cache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
-	if gvk == podKind {
-		return c.scope, nil
+	for k, g := range kindGVKs {
+		if g == gvk && c.scope.scoped[k] {
+			return c.scope.informer(k), nil
+		}
 	}
 	return c.Cache.GetInformerForKind(ctx, gvk, opts...)
 }
 
-// RemoveInformer leaves the pod watches to the Scope's plan.
+// RemoveInformer leaves the watches of the kinds the Scope holds to its plan.
 func (c *Cache) RemoveInformer(ctx context.Context, obj client.Object) error {
-	if isPod(obj) {
+	if _, ok := c.scope.holds(obj); ok {
 		return nil
 	}
 	return c.Cache.RemoveInformer(ctx, obj)
 }
 
-// IndexField adds a pod index to every watch, present and future.
+// IndexField adds an index of a kind the Scope holds to every watch, present and future.
 func (c *Cache) IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
-	if isPod(obj) {
-		return c.scope.indexField(ctx, field, extract)
+	if k, ok := c.scope.holds(obj); ok {
+		return c.scope.indexField(k, field, extract)
 	}
 	return c.Cache.IndexField(ctx, obj, field, extract)
 }
 
-func (s *Scope) indexField(ctx context.Context, field string, extract client.IndexerFunc) error {
+func (s *Scope) indexField(k int, field string, extract client.IndexerFunc) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx != nil {
-		return errors.New("pod indexes must be added before the pod scope starts")
+		return errors.New("the scope's indexes must be added before it starts")
 	}
-	s.indexers[field] = extract
+	if s.indexers[k] == nil {
+		s.indexers[k] = map[string]client.IndexerFunc{}
+	}
+	s.indexers[k][field] = extract
 	return nil
 }
 
-// The Scope is the pods' informer: a handler added to it sees the pods of every watch, those
-// started later included (a replaced watch's new cache lists its pods as added again).
+// kindInformer is the informer of one kind the Scope holds: a handler added to it sees the
+// objects of every watch, those started later included (a replaced watch's new cache lists
+// its objects as added again). The Scope is its pods' (it embeds theirs).
+type kindInformer struct {
+	s    *Scope
+	kind int
+}
+
+func (s *Scope) informer(k int) *kindInformer {
+	if k == kindPod {
+		return &s.kindInformer
+	}
+	return &kindInformer{s: s, kind: k}
+}
 
 // AddEventHandler adds a handler to every watch.
-func (s *Scope) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	return s.AddEventHandlerWithOptions(h, toolscache.HandlerOptions{})
+func (i *kindInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.AddEventHandlerWithOptions(h, toolscache.HandlerOptions{})
 }
 
 // AddEventHandlerWithResyncPeriod adds a handler to every watch.
-func (s *Scope) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	return s.AddEventHandlerWithOptions(h, toolscache.HandlerOptions{ResyncPeriod: &resync})
+func (i *kindInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.AddEventHandlerWithOptions(h, toolscache.HandlerOptions{ResyncPeriod: &resync})
 }
 
 // AddEventHandlerWithOptions adds a handler to every watch.
-func (s *Scope) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+func (i *kindInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	s := i.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := &registration{handler: h, opts: o, scope: s}
+	r := &registration{handler: h, opts: o, scope: s, kind: i.kind}
 	s.regs = append(s.regs, r)
 	for _, w := range s.running() {
 		r.attach(w)
@@ -116,7 +133,8 @@ func (s *Scope) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o 
 }
 
 // RemoveEventHandler removes a handler from every watch.
-func (s *Scope) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error {
+func (i *kindInformer) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error {
+	s := i.s
 	r, ok := handle.(*registration)
 	if !ok {
 		return errors.New("not a registration of the pod scope")
@@ -131,26 +149,27 @@ func (s *Scope) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistr
 	}
 	for _, w := range s.running() {
 		if reg, ok := w.regs[r]; ok {
-			_ = w.inf.RemoveEventHandler(reg)
+			_ = w.inf[r.kind].RemoveEventHandler(reg)
 			delete(w.regs, r)
 		}
 	}
 	return nil
 }
 
-// AddIndexers is not supported: pod indexes are added through the cache's IndexField.
-func (s *Scope) AddIndexers(toolscache.Indexers) error {
+// AddIndexers is not supported: the scope's indexes are added through the cache's IndexField.
+func (i *kindInformer) AddIndexers(toolscache.Indexers) error {
 	return errors.New("the pod scope takes indexes through IndexField")
 }
 
 // HasSynced is whether a plan's watches have all synced (Ready).
-func (s *Scope) HasSynced() bool { return s.Ready() == nil }
+func (i *kindInformer) HasSynced() bool { return i.s.Ready() == nil }
 
 // HasSyncedChecker completes once the Scope is Ready.
-func (s *Scope) HasSyncedChecker() toolscache.DoneChecker { return doneChecker{s.planned} }
+func (i *kindInformer) HasSyncedChecker() toolscache.DoneChecker { return doneChecker{i.s.planned} }
 
 // IsStopped is whether the scope has stopped.
-func (s *Scope) IsStopped() bool {
+func (i *kindInformer) IsStopped() bool {
+	s := i.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.ctx != nil && s.ctx.Err() != nil
@@ -166,11 +185,15 @@ type registration struct {
 	handler toolscache.ResourceEventHandler
 	opts    toolscache.HandlerOptions
 	scope   *Scope
+	kind    int
 }
 
 // attach registers the handler with w; the caller holds the Scope's mu.
 func (r *registration) attach(w *watch) {
-	if reg, err := w.inf.AddEventHandlerWithOptions(r.handler, r.opts); err == nil {
+	if inf := w.inf[r.kind]; inf == nil {
+		return
+	}
+	if reg, err := w.inf[r.kind].AddEventHandlerWithOptions(r.handler, r.opts); err == nil {
 		w.regs[r] = reg
 	}
 }
@@ -195,7 +218,7 @@ func (r *registration) HasSynced() bool {
 func (r *registration) HasSyncedChecker() toolscache.DoneChecker {
 	done := make(chan struct{})
 	go func() {
-		for !r.HasSynced() && !r.scope.IsStopped() {
+		for !r.HasSynced() && !r.scope.informer(r.kind).IsStopped() {
 			time.Sleep(50 * time.Millisecond)
 		}
 		close(done)
@@ -204,8 +227,11 @@ func (r *registration) HasSyncedChecker() toolscache.DoneChecker {
 }
 
 // ownerLists are the kinds whose pods are read by owner, bar the Deployment's (it owns
-// ReplicaSets, never pods).
-func ownerLists() []client.ObjectList {
+// ReplicaSets, never pods); for ControllerRevisions (k), those that own them.
+func ownerLists(k int) []client.ObjectList {
+	if k == kindRevision {
+		return []client.ObjectList{&appsv1.StatefulSetList{}, &appsv1.DaemonSetList{}}
+	}
 	return []client.ObjectList{&appsv1.ReplicaSetList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{}}
 }
 

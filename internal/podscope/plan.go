@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
@@ -107,10 +108,11 @@ func valued(r labels.Requirement) bool {
 	return false
 }
 
-// Guarded is a guarded workload's pod selector and namespace.
+// Guarded is a guarded workload's pod selector and namespace, and its UID.
 type Guarded struct {
 	Namespace string
 	Selector  labels.Selector
+	UID       types.UID
 }
 
 // Bounds of a plan, beyond which it watches every pod instead, as holdfast did before it

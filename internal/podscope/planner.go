@@ -82,6 +82,7 @@ func (p *Planner) Start(ctx context.Context) error {
 		if err != nil {
 			p.Log.Error(err, "Planning the pod watches; the current ones stay")
 		} else {
+			s.setGuarded(guarded)
 			s.Apply(Plan(guarded), p.Log)
 		}
 		select {
@@ -147,7 +148,7 @@ func GuardedSelectors(ctx context.Context, r client.Reader, m *policy.Matcher) (
 			if err != nil || w.Selector == nil {
 				sel = labels.Everything() // watched by its namespace
 			}
-			out = append(out, Guarded{Namespace: w.Namespace, Selector: sel})
+			out = append(out, Guarded{Namespace: w.Namespace, Selector: sel, UID: w.UID})
 		})
 		if err != nil {
 			return nil, err

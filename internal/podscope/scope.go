@@ -13,8 +13,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -25,25 +28,35 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
-// Scope is holdfast's pod cache: the watches of the current plan, each a cache of its own
-// started and stopped as the plan changes. A watch whose spec changes is replaced by a new
-// one, and the old one serves what it covers until the new one has synced.
+// Scope is holdfast's cache of the guarded workloads' pods, ReplicaSets and
+// ControllerRevisions: the watches of the current plan, each a cache of its own started and
+// stopped as the plan changes. A watch whose spec changes is replaced by a new one, and the
+// old one serves what it covers until the new one has synced. The Scope is its pods'
+// informer.
 type Scope struct {
+	kindInformer
 	cfg     *rest.Config
 	base    crcache.Options
 	metrics *Metrics
-	// owners reads the workloads and ReplicaSets whose pods are read by owner, for their
+	// owners reads the StatefulSets and DaemonSets whose pods are read by owner, for their
 	// selectors (informer.UIDIndex); live reads the API server.
 	owners client.Reader
 	live   client.Reader
+	// scoped is which kinds the Scope holds: pods always, ReplicaSets and ControllerRevisions
+	// when the manager's cache is built by NewCache (with transforms, the manager's).
+	scoped     [kindCount]bool
+	transforms [kindCount]toolscache.TransformFunc
 
 	mu       sync.RWMutex
 	watches  map[string]*watch // by Spec.Name
 	regs     []*registration
-	indexers map[string]client.IndexerFunc
-	ctx      context.Context // the scope's lifetime, once started
-	liveMu   sync.Mutex
-	lives    map[string]liveList // recent live lists, by namespace and selector
+	indexers [kindCount]map[string]client.IndexerFunc
+	// guarded are the selectors of the plan's workloads, by UID: a list of a workload's
+	// ReplicaSets or ControllerRevisions by owner is served by the watch that covers them.
+	guarded map[types.UID]labels.Selector
+	ctx     context.Context // the scope's lifetime, once started
+	liveMu  sync.Mutex
+	lives   map[string]liveList // recent live lists, by namespace and selector
 
 	// planned is closed once a plan has been applied and every watch of it has synced
 	// (Ready); applied is whether a plan has been.
@@ -56,8 +69,8 @@ type Scope struct {
 type watch struct {
 	spec    Spec
 	cache   crcache.Cache
-	inf     crcache.Informer
-	ctx     context.Context // ends when the watch is stopped
+	inf     [kindCount]crcache.Informer // nil for a kind the Scope does not hold
+	ctx     context.Context             // ends when the watch is stopped
 	cancel  context.CancelFunc
 	started time.Time
 	synced  chan struct{}
@@ -87,16 +100,77 @@ func (s *Scope) running() []*watch {
 	return out
 }
 
-// New returns a Scope that watches nothing until its first plan. metrics may be nil.
-func New(metrics *Metrics) *Scope {
-	return &Scope{metrics: metrics, watches: map[string]*watch{}, indexers: map[string]client.IndexerFunc{},
-		planned: make(chan struct{})}
+// Kinds the Scope holds. A workload's ReplicaSets and ControllerRevisions carry its pod
+// template's labels, which its selector matches (kube's Deployment controller labels a
+// ReplicaSet with its template's, history.NewControllerRevision a revision likewise), so
+// the watch that holds a guarded workload's pods holds them too.
+const (
+	kindPod = iota
+	kindReplicaSet
+	kindRevision
+	kindCount
+)
+
+var kindNames = [kindCount]string{"pods", "replicasets", "controllerrevisions"}
+
+// kindOf is the kind of an object or list the Scope may hold.
+func kindOf(obj any) (int, bool) {
+	switch obj.(type) {
+	case *corev1.Pod, *corev1.PodList:
+		return kindPod, true
+	case *appsv1.ReplicaSet, *appsv1.ReplicaSetList:
+		return kindReplicaSet, true
+	case *appsv1.ControllerRevision, *appsv1.ControllerRevisionList:
+		return kindRevision, true
+	}
+	return 0, false
 }
 
-// NewCache is the manager's NewCache: its cache, with pods read through the Scope and the
-// indexes by UID kept once (informer.UIDIndexes). It keeps
-// the manager's configuration, scheme, mapper and HTTP client for the pod watches.
+// holds is the kind of obj when the Scope holds it.
+func (s *Scope) holds(obj any) (int, bool) {
+	k, ok := kindOf(obj)
+	return k, ok && s.scoped[k]
+}
+
+func newObject(k int) client.Object {
+	switch k {
+	case kindReplicaSet:
+		return &appsv1.ReplicaSet{}
+	case kindRevision:
+		return &appsv1.ControllerRevision{}
+	}
+	return &corev1.Pod{}
+}
+
+func newList(k int) client.ObjectList {
+	switch k {
+	case kindReplicaSet:
+		return &appsv1.ReplicaSetList{}
+	case kindRevision:
+		return &appsv1.ControllerRevisionList{}
+	}
+	return &corev1.PodList{}
+}
+
+// New returns a Scope that watches nothing until its first plan. metrics may be nil.
+func New(metrics *Metrics) *Scope {
+	s := &Scope{metrics: metrics, watches: map[string]*watch{}, planned: make(chan struct{})}
+	s.kindInformer = kindInformer{s: s, kind: kindPod}
+	s.scoped[kindPod] = true
+	s.transforms[kindPod] = informer.LeanPod
+	return s
+}
+
+// NewCache is the manager's NewCache: its cache, with pods, ReplicaSets and
+// ControllerRevisions read through the Scope (with the transforms opts gives them) and the
+// indexes by UID kept once (informer.UIDIndexes). It keeps the manager's configuration,
+// scheme, mapper and HTTP client for the Scope's watches.
 func (s *Scope) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
+	for obj, by := range opts.ByObject {
+		if k, ok := kindOf(obj); ok && k != kindPod {
+			s.scoped[k], s.transforms[k] = true, by.Transform
+		}
+	}
 	c, err := crcache.New(cfg, opts)
 	if err != nil {
 		return nil, err
@@ -106,6 +180,19 @@ func (s *Scope) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache,
 	s.base = crcache.Options{Scheme: opts.Scheme, Mapper: opts.Mapper, HTTPClient: opts.HTTPClient}
 	s.owners = inner
 	return &Cache{Cache: inner, scope: s}, nil
+}
+
+// setGuarded keeps the plan's workloads' selectors by UID.
+func (s *Scope) setGuarded(guarded []Guarded) {
+	by := make(map[types.UID]labels.Selector, len(guarded))
+	for _, g := range guarded {
+		if g.UID != "" {
+			by[g.UID] = g.Selector
+		}
+	}
+	s.mu.Lock()
+	s.guarded = by
+	s.mu.Unlock()
 }
 
 // SetLive sets the reader of the API server that answers the reads no watch covers.
@@ -199,34 +286,48 @@ func (s *Scope) Apply(specs []Spec, log logr.Logger) {
 // start starts a watch for spec; the caller holds mu.
 func (s *Scope) start(sp Spec) (*watch, error) {
 	opts := s.base
-	opts.ByObject = map[client.Object]crcache.ByObject{&corev1.Pod{}: {Transform: informer.LeanPod, Label: sp.Selector()}}
+	opts.ByObject = map[client.Object]crcache.ByObject{}
+	for k := range kindCount {
+		if s.scoped[k] {
+			opts.ByObject[newObject(k)] = crcache.ByObject{Transform: s.transforms[k], Label: sp.Selector()}
+		}
+	}
 	if sp.Key == "" && sp.Namespace != "" {
 		opts.DefaultNamespaces = map[string]crcache.Config{sp.Namespace: {}}
 	}
-	c, err := crcache.New(s.cfg, opts)
+	raw, err := crcache.New(s.cfg, opts)
 	if err != nil {
 		return nil, err
 	}
+	c := informer.UIDIndexes(raw)
 	ctx, cancel := context.WithCancel(s.ctx)
-	for name, fn := range s.indexers {
-		if err := c.IndexField(ctx, &corev1.Pod{}, name, fn); err != nil {
+	w := &watch{spec: sp, cache: c, ctx: ctx, cancel: cancel, started: time.Now(), synced: make(chan struct{}),
+		regs: map[*registration]toolscache.ResourceEventHandlerRegistration{}}
+	var syncs []toolscache.InformerSynced
+	for k := range kindCount {
+		if !s.scoped[k] {
+			continue
+		}
+		for name, fn := range s.indexers[k] {
+			if err := c.IndexField(ctx, newObject(k), name, fn); err != nil {
+				cancel()
+				return nil, err
+			}
+		}
+		inf, err := c.GetInformer(ctx, newObject(k), crcache.BlockUntilSynced(false))
+		if err != nil {
 			cancel()
 			return nil, err
 		}
+		w.inf[k] = inf
+		syncs = append(syncs, inf.HasSynced)
 	}
-	inf, err := c.GetInformer(ctx, &corev1.Pod{}, crcache.BlockUntilSynced(false))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	w := &watch{spec: sp, cache: c, inf: inf, ctx: ctx, cancel: cancel, started: time.Now(), synced: make(chan struct{}),
-		regs: map[*registration]toolscache.ResourceEventHandlerRegistration{}}
 	for _, r := range s.regs {
 		r.attach(w)
 	}
 	go func() { _ = c.Start(ctx) }()
 	go func() {
-		if toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		if toolscache.WaitForCacheSync(ctx.Done(), syncs...) {
 			s.metrics.synced(time.Since(w.started))
 			close(w.synced)
 		}
@@ -284,31 +385,43 @@ func (s *Scope) synced() []crcache.Cache {
 	return out
 }
 
-// getPod reads a pod from a synced watch; NotFound when none holds it (the eviction guard
-// then asks the API server).
-func (s *Scope) getPod(ctx context.Context, key client.ObjectKey, pod *corev1.Pod, opts ...client.GetOption) error {
+// get reads an object from a synced watch. A pod no watch holds is NotFound (the eviction
+// guard then asks the API server); a ReplicaSet or ControllerRevision is read from the API
+// server: its reader (a pod's owner, read by name) cannot tell "outside the scope" from
+// "gone".
+func (s *Scope) get(ctx context.Context, k int, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	for _, c := range s.synced() {
-		err := c.Get(ctx, key, pod, opts...)
+		err := c.Get(ctx, key, obj, opts...)
 		if err == nil || !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
-	return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, key.Name)
+	if k == kindPod {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: kindNames[k]}, key.Name)
+	}
+	if s.live == nil {
+		return fmt.Errorf("the %s are outside holdfast's cache and it has no reader of the API server", kindNames[k])
+	}
+	s.metrics.liveRead(k, ReasonOutside)
+	return s.live.Get(ctx, key, obj)
 }
 
-// listPods lists pods from the watch that covers the list, or from the API server.
-func (s *Scope) listPods(ctx context.Context, list *corev1.PodList, opts ...client.ListOption) error {
+// list lists objects from the watch that covers the list, or from the API server.
+func (s *Scope) list(ctx context.Context, k int, list client.ObjectList, opts ...client.ListOption) error {
 	o := (&client.ListOptions{}).ApplyOptions(opts)
 	sel, liveSel := o.LabelSelector, o.LabelSelector
 	owner, byOwner := "", false
 	if o.FieldSelector != nil && !o.FieldSelector.Empty() {
+		if _, byUID := o.FieldSelector.RequiresExactMatch(informer.UIDIndex); byUID && k != kindPod && len(o.FieldSelector.Requirements()) == 1 {
+			return s.listByUID(ctx, k, list, opts...)
+		}
 		if owner, byOwner = o.FieldSelector.RequiresExactMatch(informer.OwnerIndex); !byOwner || len(o.FieldSelector.Requirements()) != 1 {
-			return fmt.Errorf("pods are read by owner (%s) or by labels, not by field selector %q", informer.OwnerIndex, o.FieldSelector)
+			return fmt.Errorf("%s are read by owner (%s) or by labels, not by field selector %q", kindNames[k], informer.OwnerIndex, o.FieldSelector)
 		}
 	}
 	if byOwner && (sel == nil || sel.Empty()) {
 		var err error
-		if sel, liveSel, err = s.ownerSelector(ctx, o.Namespace, types.UID(owner)); err != nil {
+		if sel, liveSel, err = s.ownerSelector(ctx, k, o.Namespace, types.UID(owner)); err != nil {
 			return err
 		}
 	}
@@ -316,21 +429,66 @@ func (s *Scope) listPods(ctx context.Context, list *corev1.PodList, opts ...clie
 		return c.List(ctx, list, opts...)
 	}
 	if s.live == nil {
-		return errors.New("the pods are outside holdfast's pod cache and it has no reader of the API server")
+		return fmt.Errorf("the %s are outside holdfast's cache and it has no reader of the API server", kindNames[k])
 	}
 	reason := ReasonOutside
 	if sel == nil {
 		reason = ReasonOwnerUnknown
 	}
-	items, err := s.liveList(ctx, o.Namespace, liveSel, reason)
+	got, err := s.liveList(ctx, k, o.Namespace, liveSel, reason)
 	if err != nil {
 		return err
 	}
 	// The owner is filtered here, as the cache's index does.
-	list.Items = list.Items[:0]
-	for i := range items {
-		if ref := metav1.GetControllerOfNoCopy(&items[i]); !byOwner || (ref != nil && string(ref.UID) == owner) {
-			list.Items = append(list.Items, items[i])
+	switch l := list.(type) {
+	case *corev1.PodList:
+		l.Items = ownedBy(got.(*corev1.PodList).Items, l.Items[:0], byOwner, owner)
+	case *appsv1.ReplicaSetList:
+		l.Items = ownedBy(got.(*appsv1.ReplicaSetList).Items, l.Items[:0], byOwner, owner)
+	case *appsv1.ControllerRevisionList:
+		l.Items = ownedBy(got.(*appsv1.ControllerRevisionList).Items, l.Items[:0], byOwner, owner)
+	}
+	return nil
+}
+
+// ownedBy appends to dst the items of src whose controller has the UID owner, or every item
+// when not byOwner.
+func ownedBy[T any, P interface {
+	*T
+	metav1.Object
+}](src, dst []T, byOwner bool, owner string) []T {
+	for i := range src {
+		if ref := metav1.GetControllerOfNoCopy(P(&src[i])); !byOwner || (ref != nil && string(ref.UID) == owner) {
+			dst = append(dst, src[i])
+		}
+	}
+	return dst
+}
+
+// listByUID lists the ReplicaSet (or ControllerRevision) of a UID from the synced watch
+// that holds it, or from a list read from the API server within liveTTL (a pod read by an
+// owner that was itself read live); none found is an empty list, which the reader (a pod
+// read by owner) takes as an owner it does not know.
+func (s *Scope) listByUID(ctx context.Context, k int, list client.ObjectList, opts ...client.ListOption) error {
+	for _, c := range s.synced() {
+		if err := c.List(ctx, list, opts...); err != nil || apimeta.LenList(list) > 0 {
+			return err
+		}
+	}
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	uid, _ := o.FieldSelector.RequiresExactMatch(informer.UIDIndex)
+	now := time.Now()
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	for _, l := range s.lives {
+		if l.kind != k || now.Sub(l.at) >= liveTTL {
+			continue
+		}
+		items, _ := apimeta.ExtractListWithAlloc(l.list)
+		for _, item := range items {
+			if obj, ok := item.(client.Object); ok && string(obj.GetUID()) == uid && (o.Namespace == "" || obj.GetNamespace() == o.Namespace) {
+				return apimeta.SetList(list, []runtime.Object{obj})
+			}
 		}
 	}
 	return nil
@@ -341,14 +499,16 @@ func (s *Scope) listPods(ctx context.Context, list *corev1.PodList, opts ...clie
 const liveTTL = time.Second
 
 type liveList struct {
-	at    time.Time
-	items []corev1.Pod
+	kind int
+	at   time.Time
+	list client.ObjectList
 }
 
-// liveList lists the pods sel selects in namespace from the API server, or returns the list
-// of the same selector read within liveTTL. Its items are shared: read them, never write them.
-func (s *Scope) liveList(ctx context.Context, namespace string, sel labels.Selector, reason string) ([]corev1.Pod, error) {
-	key := namespace + "\x00"
+// liveList lists the objects of kind k sel selects in namespace from the API server, or
+// returns the list of the same selector read within liveTTL. Its items are shared: read
+// them, never write them.
+func (s *Scope) liveList(ctx context.Context, k int, namespace string, sel labels.Selector, reason string) (client.ObjectList, error) {
+	key := kindNames[k] + "\x00" + namespace + "\x00"
 	if sel != nil {
 		key += sel.String()
 	}
@@ -356,12 +516,12 @@ func (s *Scope) liveList(ctx context.Context, namespace string, sel labels.Selec
 	s.liveMu.Lock()
 	if l, ok := s.lives[key]; ok && now.Sub(l.at) < liveTTL {
 		s.liveMu.Unlock()
-		return l.items, nil
+		return l.list, nil
 	}
 	s.liveMu.Unlock()
-	s.metrics.liveRead(reason)
-	var list corev1.PodList
-	if err := s.live.List(ctx, &list, &client.ListOptions{Namespace: namespace, LabelSelector: sel}); err != nil {
+	s.metrics.liveRead(k, reason)
+	list := newList(k)
+	if err := s.live.List(ctx, list, &client.ListOptions{Namespace: namespace, LabelSelector: sel}); err != nil {
 		return nil, err
 	}
 	s.liveMu.Lock()
@@ -374,17 +534,35 @@ func (s *Scope) liveList(ctx context.Context, namespace string, sel labels.Selec
 			delete(s.lives, k)
 		}
 	}
-	s.lives[key] = liveList{at: now, items: list.Items}
-	return list.Items, nil
+	s.lives[key] = liveList{kind: k, at: now, list: list}
+	return list, nil
 }
 
-// ownerSelector is the selector of the ReplicaSet, StatefulSet or DaemonSet with this UID,
-// as the cache holds it: every pod it owns matches it (kube's controllers release the pods
-// that do not). Nil when the cache holds no such owner. live is what to list the API server
-// by: a ReplicaSet's Deployment's selector, so that one list answers all its ReplicaSets.
-func (s *Scope) ownerSelector(ctx context.Context, namespace string, uid types.UID) (sel, live labels.Selector, err error) {
-	for _, list := range ownerLists() {
-		if err := informer.ListByUID(ctx, s.owners, list, namespace, uid); err != nil {
+// ownerSelector is the selector of the owner with this UID of the objects of kind k: every
+// object it keeps matches it (kube's controllers release those that do not). For pods, the
+// ReplicaSet, StatefulSet or DaemonSet of the UID as the caches hold it; for ReplicaSets and
+// ControllerRevisions, the plan's workload of the UID, else the StatefulSet or DaemonSet as
+// the cache holds it. Nil when neither holds such an owner. live is what to list the API
+// server by: a ReplicaSet's Deployment's selector, so that one list answers all its
+// ReplicaSets.
+func (s *Scope) ownerSelector(ctx context.Context, k int, namespace string, uid types.UID) (sel, live labels.Selector, err error) {
+	if k != kindPod {
+		s.mu.RLock()
+		sel = s.guarded[uid]
+		s.mu.RUnlock()
+		if sel != nil || k == kindReplicaSet {
+			return sel, sel, nil // a Deployment's selector is the plan's, or unknown
+		}
+	}
+	for _, list := range ownerLists(k) {
+		var err error
+		if _, ok := list.(*appsv1.ReplicaSetList); ok && s.scoped[kindReplicaSet] {
+			err = s.listByUID(ctx, kindReplicaSet, list, client.InNamespace(namespace),
+				client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(informer.UIDIndex, string(uid))})
+		} else {
+			err = informer.ListByUID(ctx, s.owners, list, namespace, uid)
+		}
+		if err != nil {
 			return nil, nil, err
 		}
 		if sel = selectorOf(list); sel == nil {
@@ -417,9 +595,10 @@ const (
 
 // Metrics are the pod scope's: its watches, their sync times and the reads they did not cover.
 type Metrics struct {
-	watchCount prometheus.Gauge
-	syncTime   prometheus.Histogram
-	live       *prometheus.CounterVec
+	watchCount    prometheus.Gauge
+	syncTime      prometheus.Histogram
+	live          *prometheus.CounterVec
+	revisionsLive *prometheus.CounterVec
 }
 
 // NewMetrics registers the pod scope's metrics.
@@ -438,8 +617,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "holdfast_pod_live_reads_total",
 			Help: "Pod lists read from the API server because no synced pod watch covers them, by reason.",
 		}, []string{"reason"}),
+		revisionsLive: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdfast_revision_live_reads_total",
+			Help: "ReplicaSet and ControllerRevision reads (lists, and gets by name) from the API server because no synced watch holds them, by kind and reason.",
+		}, []string{"kind", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.watchCount, m.syncTime, m.live} {
+	for _, c := range []prometheus.Collector{m.watchCount, m.syncTime, m.live, m.revisionsLive} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -459,9 +642,13 @@ func (m *Metrics) synced(d time.Duration) {
 	}
 }
 
-func (m *Metrics) liveRead(reason string) {
-	if m != nil {
+func (m *Metrics) liveRead(k int, reason string) {
+	switch {
+	case m == nil:
+	case k == kindPod:
 		m.live.WithLabelValues(reason).Inc()
+	default:
+		m.revisionsLive.WithLabelValues(kindNames[k], reason).Inc()
 	}
 }
 
@@ -481,7 +668,23 @@ func (s *Scope) Watching() []string {
 
 // Holds reports whether a synced watch holds the pod key.
 func (s *Scope) Holds(ctx context.Context, key client.ObjectKey) bool {
-	return s.getPod(ctx, key, &corev1.Pod{}) == nil
+	return s.get(ctx, kindPod, key, &corev1.Pod{}) == nil
+}
+
+// HoldsObject reports whether a synced watch holds obj (a pod, ReplicaSet or
+// ControllerRevision, by its key): whether holdfast reads it from its cache.
+func (s *Scope) HoldsObject(ctx context.Context, obj client.Object) bool {
+	k, ok := s.holds(obj)
+	if !ok {
+		return false
+	}
+	key := client.ObjectKeyFromObject(obj)
+	for _, c := range s.synced() {
+		if c.Get(ctx, key, newObject(k)) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Covered reports whether a synced watch covers the pods in namespace that sel selects:

@@ -208,14 +208,15 @@ func (o orphaned) add(ctx context.Context, r client.Reader, pods []Pod, m Meta) 
 		return pods, nil
 	}
 	var owners []types.UID
-	if o.sets {
+	if sel, err := metav1.LabelSelectorAsSelector(m.Selector); o.sets && err == nil && !sel.Empty() {
+		// By the selector, which the ReplicaSets it adopts match: a cache that holds only
+		// the guarded workloads' (podscope) serves the list from the watch that holds them.
 		var sets appsv1.ReplicaSetList
-		if err := informer.ListIn(ctx, r, &sets, m.Namespace); err != nil {
+		if err := r.List(ctx, &sets, client.InNamespace(m.Namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, err
 		}
 		for i := range sets.Items {
-			rs := &sets.Items[i]
-			if metav1.GetControllerOf(rs) == nil && selects(m.Selector, rs.Labels) {
+			if rs := &sets.Items[i]; metav1.GetControllerOf(rs) == nil {
 				owners = append(owners, rs.UID)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -25,11 +26,16 @@ const PackedTemplateAnnotation = "holdfast.dev/template-deflate"
 
 // Pack is the cache transform for Deployments, StatefulSets and DaemonSets: it records the
 // template's fingerprint (FingerprintAnnotation) and packs its spec into
-// PackedTemplateAnnotation. Other objects pass unchanged; a template that does not encode
-// stays typed, without either annotation, so that none the object arrived with is read.
+// PackedTemplateAnnotation, and keeps of the rest what decisions read (Slim). Other objects
+// pass unchanged; a template that does not encode stays typed, without either annotation,
+// so that none the object arrived with is read.
 func Pack(obj any) (any, error) {
 	f, ok := fieldsOf(obj)
-	if !ok || f.template.Spec.Containers == nil { // packed already, or nothing to pack
+	if !ok {
+		return obj, nil
+	}
+	slim(obj, f)
+	if f.template.Spec.Containers == nil { // packed already, or nothing to pack
 		return obj, nil
 	}
 	// A copy: the object's own map may be shared with another's.
@@ -55,6 +61,36 @@ func Pack(obj any) (any, error) {
 	annotations[PackedTemplateAnnotation] = packed
 	f.template.Spec = corev1.PodSpec{}
 	return obj, nil
+}
+
+// slim trims a cached workload to what decisions read, beside its packed template:
+//   - its label maps that hold the same labels become one map: a workload's own labels, its
+//     selector's and its template's are most often one set, and a map costs a few hundred
+//     bytes however few its entries (the cache's objects are read, never written);
+//   - of a Deployment's conditions, Progressing alone, without its message: decisions read
+//     whether it is False for ProgressDeadlineExceeded (Rollout.DeadlineExceeded).
+//
+// At a management cluster's thousands of unguarded workloads, these are most of what each
+// costs beside its struct.
+func slim(obj any, f fields) {
+	if f.selector != nil && maps.Equal(f.selector.MatchLabels, f.template.Labels) {
+		f.selector.MatchLabels = f.template.Labels
+	}
+	if maps.Equal(f.meta.Labels, f.template.Labels) {
+		f.meta.Labels = f.template.Labels
+	}
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return
+	}
+	var kept []appsv1.DeploymentCondition // a new array: the old one would keep the others
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing {
+			c.Message = ""
+			kept = append(kept, c)
+		}
+	}
+	d.Status.Conditions = kept
 }
 
 // packedTemplate is the template Pack packed into obj, known by its fingerprint and

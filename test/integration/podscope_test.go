@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -12,13 +13,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
@@ -257,5 +261,127 @@ func TestCacheHoldsWorkloadTemplatesPacked(t *testing.T) {
 		if f, ok, err := w.Template.Flag("server", "--server-count"); err != nil || !ok || f.Value != "1" {
 			t.Errorf("--server-count reads as %+v, %v, %v", f, ok, err)
 		}
+	}
+}
+
+// revisionLiveReads is how many ReplicaSet and ControllerRevision reads holdfast made of the
+// API server because no watch held them.
+func revisionLiveReads(t *testing.T) float64 {
+	return counter(t, "holdfast_revision_live_reads_total")
+}
+
+// TestRevisionsFollowWhatIsGuarded: holdfast caches the ReplicaSets and ControllerRevisions
+// of the workloads its policies guard, in the watches that hold their pods, and no others:
+// at a management cluster's scale the others are most of what it would cache. A read of
+// the others is the API server's, in full, never an empty answer.
+func TestRevisionsFollowWhatIsGuarded(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	other := createNamespace(t, nil)
+	agent, web := "agent-"+ns, "web-"+ns
+	agentRS, _ := appGroup(t, ns, agent, 2, 0)
+	webRS, _ := appGroup(t, other, web, 2, 0)
+	// A StatefulSet of each, with a revision as kube's controller labels it: its template's
+	// labels and its hash.
+	revisionOf := func(namespace, app string) (*appsv1.StatefulSet, *appsv1.ControllerRevision) {
+		t.Helper()
+		tmpl := utiltesting.MakeDeployment(namespace, app).Obj().Spec
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: app + "-sts"},
+			Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](1), Selector: tmpl.Selector, Template: tmpl.Template}}
+		if err := k8s.Create(ctx, sts); err != nil {
+			t.Fatal(err)
+		}
+		crLabels := map[string]string{appsv1.ControllerRevisionHashLabelKey: "7d9c8b"}
+		for k, v := range sts.Spec.Template.Labels {
+			crLabels[k] = v
+		}
+		cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sts.Name + "-7d9c8b", Labels: crLabels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))}},
+			Revision: 1}
+		tj, err := json.Marshal(sts.Spec.Template)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr.Data.Raw = []byte(`{"spec":{"template":` + strings.Replace(string(tj), "{", `{"$patch":"replace",`, 1) + `}}`)
+		if err := k8s.Create(ctx, cr); err != nil {
+			t.Fatal(err)
+		}
+		return sts, cr
+	}
+	agentSts, agentCR := revisionOf(ns, agent)
+	webSts, webCR := revisionOf(other, web)
+	// The policy comes last: its watch's first list, streamed as a watch, holds them.
+	disruptionPolicy(t, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": agent}}
+	})
+
+	waitFor(t, 15*time.Second, "the guarded workloads' ReplicaSet and revision in holdfast's cache", func() bool {
+		return podScope.HoldsObject(ctx, agentRS) && podScope.HoldsObject(ctx, agentCR)
+	})
+	time.Sleep(500 * time.Millisecond) // the unguarded ones' events, had they been watched
+	for _, obj := range []client.Object{webRS, webCR} {
+		if podScope.HoldsObject(ctx, obj) {
+			t.Errorf("%T %s/%s of an unguarded workload is in holdfast's cache", obj, obj.GetNamespace(), obj.GetName())
+		}
+	}
+
+	// Held as their templates' fingerprints, the ones the API server's objects have: a
+	// transform that sees an object twice (the first list does) must not fingerprint the
+	// template it has emptied.
+	for _, obj := range []client.Object{&appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}} {
+		key := client.ObjectKeyFromObject(agentRS)
+		if _, ok := obj.(*appsv1.ControllerRevision); ok {
+			key = client.ObjectKeyFromObject(agentCR)
+		}
+		if err := k8s.Get(ctx, key, obj); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := history.Fingerprint(obj); err != nil {
+			t.Fatal(err)
+		}
+		want := obj.GetAnnotations()[workload.FingerprintAnnotation]
+		held := obj.DeepCopyObject().(client.Object)
+		if err := cached.Get(ctx, key, held); err != nil {
+			t.Fatal(err)
+		}
+		if got := held.GetAnnotations()[workload.FingerprintAnnotation]; want == "" || got != want {
+			t.Errorf("%T %s held with the fingerprint %q, want %q (its template's)", obj, key, got, want)
+		}
+	}
+
+	owner := func(obj client.Object) types.UID { return metav1.GetControllerOf(obj).UID }
+	for _, c := range []struct {
+		what      string
+		namespace string
+		owner     types.UID
+		list      client.ObjectList
+		live      float64
+	}{
+		{"the guarded Deployment's ReplicaSets", ns, owner(agentRS), &appsv1.ReplicaSetList{}, 0},
+		{"the guarded StatefulSet's revisions", ns, agentSts.UID, &appsv1.ControllerRevisionList{}, 0},
+		{"the unguarded Deployment's ReplicaSets", other, owner(webRS), &appsv1.ReplicaSetList{}, 1},
+		{"the unguarded StatefulSet's revisions", other, webSts.UID, &appsv1.ControllerRevisionList{}, 1},
+	} {
+		before := revisionLiveReads(t)
+		if err := informer.ListOwned(ctx, cached, c.list, c.namespace, c.owner); err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		if n := meta.LenList(c.list); n != 1 {
+			t.Errorf("%s read by owner: %d, want 1", c.what, n)
+		}
+		if got := revisionLiveReads(t) - before; got != c.live {
+			t.Errorf("%s: %v reads of the API server, want %v", c.what, got, c.live)
+		}
+	}
+	// A ReplicaSet read by name (a pod's owner) outside the watches is the API server's.
+	before := revisionLiveReads(t)
+	for _, rs := range []*appsv1.ReplicaSet{agentRS, webRS} {
+		var got appsv1.ReplicaSet
+		if err := cached.Get(ctx, client.ObjectKeyFromObject(rs), &got); err != nil || got.UID != rs.UID {
+			t.Errorf("ReplicaSet %s/%s read by name: %v, UID %s", rs.Namespace, rs.Name, err, got.UID)
+		}
+	}
+	if got := revisionLiveReads(t) - before; got != 1 {
+		t.Errorf("ReplicaSets read by name: %v reads of the API server, want 1 (the unguarded one's)", got)
 	}
 }
