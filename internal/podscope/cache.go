@@ -193,7 +193,11 @@ func (r *registration) attach(w *watch) {
 	if inf := w.inf[r.kind]; inf == nil {
 		return
 	}
-	if reg, err := w.inf[r.kind].AddEventHandlerWithOptions(r.handler, r.opts); err == nil {
+	h := r.handler
+	if r.kind == kindPod {
+		h = podHandler{h}
+	}
+	if reg, err := w.inf[r.kind].AddEventHandlerWithOptions(h, r.opts); err == nil {
 		w.regs[r] = reg
 	}
 }

@@ -46,6 +46,7 @@ type Scope struct {
 	// when the manager's cache is built by NewCache (with transforms, the manager's).
 	scoped     [kindCount]bool
 	transforms [kindCount]toolscache.TransformFunc
+	sharing    sharing
 
 	mu       sync.RWMutex
 	watches  map[string]*watch // by Spec.Name
@@ -157,7 +158,7 @@ func New(metrics *Metrics) *Scope {
 	s := &Scope{metrics: metrics, watches: map[string]*watch{}, planned: make(chan struct{})}
 	s.kindInformer = kindInformer{s: s, kind: kindPod}
 	s.scoped[kindPod] = true
-	s.transforms[kindPod] = informer.LeanPod
+	s.transforms[kindPod] = s.recordPod
 	return s
 }
 
@@ -308,16 +309,34 @@ func (s *Scope) start(sp Spec) (*watch, error) {
 		if !s.scoped[k] {
 			continue
 		}
-		for name, fn := range s.indexers[k] {
-			if err := c.IndexField(ctx, newObject(k), name, fn); err != nil {
-				cancel()
-				return nil, err
+		if k != kindPod {
+			for name, fn := range s.indexers[k] {
+				if err := c.IndexField(ctx, newObject(k), name, fn); err != nil {
+					cancel()
+					return nil, err
+				}
 			}
 		}
 		inf, err := c.GetInformer(ctx, newObject(k), crcache.BlockUntilSynced(false))
 		if err != nil {
 			cancel()
 			return nil, err
+		}
+		if k == kindPod {
+			// The pods are records (podRecord), read here rather than through the cache:
+			// their indexes are keyed by their values alone (UIDs, unique in the cluster).
+			for name, fn := range s.indexers[k] {
+				if err := inf.AddIndexers(toolscache.Indexers{name: func(o any) ([]string, error) {
+					co, ok := o.(client.Object)
+					if !ok {
+						return nil, fmt.Errorf("object of type %T is not an Object", o)
+					}
+					return fn(co), nil
+				}}); err != nil {
+					cancel()
+					return nil, err
+				}
+			}
 		}
 		w.inf[k] = inf
 		syncs = append(syncs, inf.HasSynced)
@@ -360,29 +379,82 @@ func (s *Scope) promoteLocked(w *watch) {
 	}
 }
 
-// serving is the synced watch that covers the pods in namespace sel selects, or nil.
-func (s *Scope) serving(namespace string, sel labels.Selector) crcache.Cache {
+// serving is the synced watch that covers the objects in namespace sel selects, or nil.
+func (s *Scope) serving(namespace string, sel labels.Selector) *watch {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, w := range s.running() {
 		if w.isSynced() && w.spec.Covers(namespace, sel) {
-			return w.cache
+			return w
 		}
 	}
 	return nil
 }
 
 // synced lists the synced watches.
-func (s *Scope) synced() []crcache.Cache {
+func (s *Scope) synced() []*watch {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []crcache.Cache
+	var out []*watch
 	for _, w := range s.running() {
 		if w.isSynced() {
-			out = append(out, w.cache)
+			out = append(out, w)
 		}
 	}
 	return out
+}
+
+// pods is the store of the watch's pod records.
+func (w *watch) pods() toolscache.Indexer {
+	return w.inf[kindPod].(interface{ GetIndexer() toolscache.Indexer }).GetIndexer()
+}
+
+// getPod reads the pod key from the watch's records; false when it holds none.
+func (w *watch) getPod(key client.ObjectKey, pod *corev1.Pod, deep bool) bool {
+	item, ok, err := w.pods().GetByKey(key.String()) // namespace/name, as the store keys pods
+	r, isRecord := item.(*podRecord)
+	if err != nil || !ok || !isRecord {
+		return false
+	}
+	r.fill(pod, deep)
+	return true
+}
+
+// listPods lists the watch's pods as o asks: by owner (the UID owner, when byOwner), in
+// o.Namespace, matching o.LabelSelector.
+func (w *watch) listPods(list *corev1.PodList, o *client.ListOptions, owner string, byOwner bool) error {
+	var items []any
+	var err error
+	switch {
+	case byOwner:
+		items, err = w.pods().ByIndex(informer.OwnerIndex, owner)
+	case o.Namespace != "":
+		items, err = w.pods().ByIndex(toolscache.NamespaceIndex, o.Namespace)
+	default:
+		items = w.pods().List()
+	}
+	if err != nil {
+		return err
+	}
+	deep := o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy
+	list.Items = make([]corev1.Pod, 0, len(items))
+	for _, item := range items {
+		r, ok := item.(*podRecord)
+		if !ok || (o.Namespace != "" && r.Namespace != o.Namespace) ||
+			(o.LabelSelector != nil && !o.LabelSelector.Matches(labels.Set(r.Labels))) {
+			continue
+		}
+		list.Items = append(list.Items, corev1.Pod{})
+		r.fill(&list.Items[len(list.Items)-1], deep)
+	}
+	return nil
+}
+
+// deepRead is whether a read copies what it hands out (the cache's default).
+func deepRead(opts []client.GetOption) bool {
+	o := client.GetOptions{}
+	o.ApplyOptions(opts)
+	return o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy
 }
 
 // get reads an object from a synced watch. A pod no watch holds is NotFound (the eviction
@@ -390,14 +462,20 @@ func (s *Scope) synced() []crcache.Cache {
 // server: its reader (a pod's owner, read by name) cannot tell "outside the scope" from
 // "gone".
 func (s *Scope) get(ctx context.Context, k int, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	for _, c := range s.synced() {
-		err := c.Get(ctx, key, obj, opts...)
+	if pod, ok := obj.(*corev1.Pod); ok {
+		deep := deepRead(opts)
+		for _, w := range s.synced() {
+			if w.getPod(key, pod, deep) {
+				return nil
+			}
+		}
+		return apierrors.NewNotFound(schema.GroupResource{Resource: kindNames[k]}, key.Name)
+	}
+	for _, w := range s.synced() {
+		err := w.cache.Get(ctx, key, obj, opts...)
 		if err == nil || !apierrors.IsNotFound(err) {
 			return err
 		}
-	}
-	if k == kindPod {
-		return apierrors.NewNotFound(schema.GroupResource{Resource: kindNames[k]}, key.Name)
 	}
 	if s.live == nil {
 		return fmt.Errorf("the %s are outside holdfast's cache and it has no reader of the API server", kindNames[k])
@@ -425,8 +503,11 @@ func (s *Scope) list(ctx context.Context, k int, list client.ObjectList, opts ..
 			return err
 		}
 	}
-	if c := s.serving(o.Namespace, sel); c != nil {
-		return c.List(ctx, list, opts...)
+	if w := s.serving(o.Namespace, sel); w != nil {
+		if l, ok := list.(*corev1.PodList); ok {
+			return w.listPods(l, o, owner, byOwner)
+		}
+		return w.cache.List(ctx, list, opts...)
 	}
 	if s.live == nil {
 		return fmt.Errorf("the %s are outside holdfast's cache and it has no reader of the API server", kindNames[k])
@@ -470,8 +551,8 @@ func ownedBy[T any, P interface {
 // owner that was itself read live); none found is an empty list, which the reader (a pod
 // read by owner) takes as an owner it does not know.
 func (s *Scope) listByUID(ctx context.Context, k int, list client.ObjectList, opts ...client.ListOption) error {
-	for _, c := range s.synced() {
-		if err := c.List(ctx, list, opts...); err != nil || apimeta.LenList(list) > 0 {
+	for _, w := range s.synced() {
+		if err := w.cache.List(ctx, list, opts...); err != nil || apimeta.LenList(list) > 0 {
 			return err
 		}
 	}
@@ -679,8 +760,8 @@ func (s *Scope) HoldsObject(ctx context.Context, obj client.Object) bool {
 		return false
 	}
 	key := client.ObjectKeyFromObject(obj)
-	for _, c := range s.synced() {
-		if c.Get(ctx, key, newObject(k)) == nil {
+	for _, w := range s.synced() {
+		if k == kindPod && w.getPod(key, &corev1.Pod{}, false) || k != kindPod && w.cache.Get(ctx, key, newObject(k)) == nil {
 			return true
 		}
 	}
