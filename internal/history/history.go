@@ -255,7 +255,7 @@ func FromControllerRevisions(owner types.UID, ownerName string, revisions []apps
 			if err != nil {
 				return nil, err
 			}
-			t = workload.FromSpec(spec, cr.Annotations[workload.FingerprintAnnotation])
+			t = workload.FromSpec(spec, "") // fingerprinted from itself, as a ReplicaSet's (revisionTemplate)
 		}
 		r := Revision{Name: cr.Name, Number: cr.Revision, Template: t, Created: cr.CreationTimestamp.Time}
 		if joined != nil {
@@ -342,14 +342,17 @@ func sortRevisions(rs []Revision) {
 }
 
 // revisionTemplate is a ReplicaSet's template, or its fingerprint alone once Slim dropped it.
+// The fingerprint annotation is read only then: on a ReplicaSet read from the API server it
+// is whatever the cluster holds (anyone who may edit ReplicaSets may write it, and the
+// Deployment controller copies a Deployment's annotations to its ReplicaSets), so a
+// template that is there is fingerprinted from itself.
 func revisionTemplate(dst *workload.Template, t *corev1.PodTemplateSpec, annotations map[string]string) *workload.Template {
-	sum := annotations[workload.FingerprintAnnotation]
 	if t.Spec.Containers == nil {
-		if _, ok := dst.Wrap(nil, sum).Sum(); ok {
+		if _, ok := dst.Wrap(nil, annotations[workload.FingerprintAnnotation]).Sum(); ok {
 			return dst // slimmed by the cache: known by its fingerprint
 		}
 	}
-	return dst.Wrap(t, sum)
+	return dst.Wrap(t, "")
 }
 
 // Slim is the cache transform for ReplicaSets and ControllerRevisions: it records the
@@ -406,7 +409,8 @@ func Fingerprint(obj any) (any, error) {
 	}
 	sum, err := workload.Fingerprint(t)
 	if err != nil {
-		return obj, nil // compared semantically instead
+		delete(m.Annotations, workload.FingerprintAnnotation) // one the object arrived with is not its template's
+		return obj, nil                                       // compared semantically instead
 	}
 	if m.Annotations == nil {
 		m.Annotations = map[string]string{}

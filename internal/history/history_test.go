@@ -166,3 +166,47 @@ func TestSlimRevisionsStayComparable(t *testing.T) {
 		t.Error("the slimmed ControllerRevision is not found by its template's JSON")
 	}
 }
+
+// TestAForgedFingerprintIsNotRead: a ReplicaSet or ControllerRevision read with its
+// template (from the API server, not the cache) is known by that template, whatever
+// fingerprint annotation it carries: anyone who may edit it may write one, and the
+// Deployment controller copies a Deployment's annotations to its ReplicaSets.
+func TestAForgedFingerprintIsNotRead(t *testing.T) {
+	a, b := tmpl("a"), tmpl("b")
+	forged, ok := workload.FromSpec(&b, "").Sum()
+	if !ok {
+		t.Fatal("no fingerprint for b")
+	}
+	rs := appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "rs-a", UID: "rs",
+		Annotations:     map[string]string{"deployment.kubernetes.io/revision": "1", workload.FingerprintAnnotation: forged},
+		OwnerReferences: []metav1.OwnerReference{{UID: "owner", Controller: ptr.To(true)}}}}
+	rs.Spec.Template = *a.DeepCopy()
+	raw, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Annotations: map[string]string{workload.FingerprintAnnotation: forged},
+		OwnerReferences: []metav1.OwnerReference{{UID: "owner", Controller: ptr.To(true)}}}, Revision: 1,
+		Data: runtime.RawExtension{Raw: []byte(`{"spec":{"template":` + string(raw) + `}}`)}}
+	revs, err := FromControllerRevisions("owner", "web", []appsv1.ControllerRevision{cr}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sumA, _ := workload.FromSpec(&a, "").Sum()
+	for what, h := range map[string]History{"ReplicaSet": {Revisions: FromReplicaSets("owner", []appsv1.ReplicaSet{rs})}, "ControllerRevision": {Revisions: revs}} {
+		// Compared with templates known by their fingerprints, as a journal's revisions are.
+		if h.Find(workload.FromFingerprint(forged)) != nil {
+			t.Errorf("the %s of template a is read as the template its forged fingerprint names", what)
+		}
+		if h.Find(workload.FromFingerprint(sumA)) == nil {
+			t.Errorf("the %s of template a is not found by template a's fingerprint", what)
+		}
+	}
+	// Through the cache's transform, the forged annotation is replaced by the template's.
+	if _, err := Slim(&rs); err != nil {
+		t.Fatal(err)
+	}
+	if h := (History{Revisions: FromReplicaSets("owner", []appsv1.ReplicaSet{rs})}); h.Find(workload.FromSpec(&a, "")) == nil || h.Find(workload.FromSpec(&b, "")) != nil {
+		t.Error("the slimmed ReplicaSet is not known by its own template's fingerprint")
+	}
+}

@@ -288,13 +288,17 @@ func (s *Scope) Apply(specs []Spec, log logr.Logger) {
 func (s *Scope) start(sp Spec) (*watch, error) {
 	opts := s.base
 	opts.ByObject = map[client.Object]crcache.ByObject{}
+	// A namespace's watch selects its namespace by field, not as the cache's namespace: a
+	// cache of namespaces keeps one informer per namespace behind one without a store,
+	// which the pods' records and the UID indexes are read from.
+	var field fields.Selector
+	if sp.Key == "" && sp.Namespace != "" {
+		field = fields.OneTermEqualSelector("metadata.namespace", sp.Namespace)
+	}
 	for k := range kindCount {
 		if s.scoped[k] {
-			opts.ByObject[newObject(k)] = crcache.ByObject{Transform: s.transforms[k], Label: sp.Selector()}
+			opts.ByObject[newObject(k)] = crcache.ByObject{Transform: s.transforms[k], Label: sp.Selector(), Field: field}
 		}
-	}
-	if sp.Key == "" && sp.Namespace != "" {
-		opts.DefaultNamespaces = map[string]crcache.Config{sp.Namespace: {}}
 	}
 	raw, err := crcache.New(s.cfg, opts)
 	if err != nil {
@@ -405,13 +409,20 @@ func (s *Scope) synced() []*watch {
 }
 
 // pods is the store of the watch's pod records.
-func (w *watch) pods() toolscache.Indexer {
-	return w.inf[kindPod].(interface{ GetIndexer() toolscache.Indexer }).GetIndexer()
+func (w *watch) pods() (toolscache.Indexer, error) {
+	if ix, ok := w.inf[kindPod].(interface{ GetIndexer() toolscache.Indexer }); ok {
+		return ix.GetIndexer(), nil
+	}
+	return nil, fmt.Errorf("the pod watch %s has no store", w.spec)
 }
 
 // getPod reads the pod key from the watch's records; false when it holds none.
 func (w *watch) getPod(key client.ObjectKey, pod *corev1.Pod, deep bool) bool {
-	item, ok, err := w.pods().GetByKey(key.String()) // namespace/name, as the store keys pods
+	store, err := w.pods()
+	if err != nil {
+		return false
+	}
+	item, ok, err := store.GetByKey(key.String()) // namespace/name, as the store keys pods
 	r, isRecord := item.(*podRecord)
 	if err != nil || !ok || !isRecord {
 		return false
@@ -423,15 +434,18 @@ func (w *watch) getPod(key client.ObjectKey, pod *corev1.Pod, deep bool) bool {
 // listPods lists the watch's pods as o asks: by owner (the UID owner, when byOwner), in
 // o.Namespace, matching o.LabelSelector.
 func (w *watch) listPods(list *corev1.PodList, o *client.ListOptions, owner string, byOwner bool) error {
+	store, err := w.pods()
+	if err != nil {
+		return err
+	}
 	var items []any
-	var err error
 	switch {
 	case byOwner:
-		items, err = w.pods().ByIndex(informer.OwnerIndex, owner)
+		items, err = store.ByIndex(informer.OwnerIndex, owner)
 	case o.Namespace != "":
-		items, err = w.pods().ByIndex(toolscache.NamespaceIndex, o.Namespace)
+		items, err = store.ByIndex(toolscache.NamespaceIndex, o.Namespace)
 	default:
-		items = w.pods().List()
+		items = store.List()
 	}
 	if err != nil {
 		return err

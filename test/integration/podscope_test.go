@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -384,4 +385,75 @@ func TestRevisionsFollowWhatIsGuarded(t *testing.T) {
 	if got := revisionLiveReads(t) - before; got != 1 {
 		t.Errorf("ReplicaSets read by name: %v reads of the API server, want 1 (the unguarded one's)", got)
 	}
+}
+
+// TestANamespaceWatchServesItsReads: a guarded workload whose selector requires no value
+// of any key is watched by its namespace; that watch serves its pods, ReplicaSets and their
+// reads by owner like any other, and a drain of it is judged from them.
+func TestANamespaceWatchServesItsReads(t *testing.T) {
+	ctx := context.Background()
+	ns := createNamespace(t, nil)
+	app, tier := "free-"+ns, "tier-"+ns
+	d := utiltesting.MakeDeployment(ns, app).Replicas(3).Obj()
+	d.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: tier, Operator: metav1.LabelSelectorOpExists}}}
+	d.Spec.Template.Labels = map[string]string{tier: "x", "app": app}
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	rsLabels := map[string]string{tier: "x", "app": app, appsv1.DefaultDeploymentUniqueLabelKey: "h1"}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app + "-h1", Labels: rsLabels,
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: rsLabels}, Template: d.Spec.Template}}
+	rs.Spec.Template.Labels = rsLabels
+	if err := k8s.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for i := range 3 {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", app, i), Labels: rsLabels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}},
+			Spec: d.Spec.Template.Spec}
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}}
+		if err := k8s.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, p)
+	}
+	disruptionPolicy(t, ns, func(s *v1alpha1.DisruptionPolicySpec) {
+		s.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+	})
+	waitFor(t, 15*time.Second, "the namespace's watch holding the pods and the ReplicaSet", func() bool {
+		return slices.Contains(podScope.Watching(), "every pod in namespace "+ns) &&
+			podScope.HoldsObject(ctx, rs) && podScope.HoldsObject(ctx, pods[2])
+	})
+
+	beforePods, beforeRevisions := liveReads(t), revisionLiveReads(t)
+	var got corev1.Pod
+	if err := cached.Get(ctx, client.ObjectKeyFromObject(pods[0]), &got); err != nil || got.UID != pods[0].UID || len(got.Status.Conditions) != 1 {
+		t.Errorf("pod read by name: %v, %+v", err, got.ObjectMeta)
+	}
+	var list corev1.PodList
+	if err := informer.ListOwned(ctx, cached, &list, ns, rs.UID); err != nil || len(list.Items) != 3 {
+		t.Errorf("pods read by owner: %d, %v; want 3", len(list.Items), err)
+	}
+	var sets appsv1.ReplicaSetList
+	if err := informer.ListOwned(ctx, cached, &sets, ns, d.UID); err != nil || len(sets.Items) != 1 {
+		t.Errorf("ReplicaSets read by owner: %d, %v; want 1", len(sets.Items), err)
+	}
+	var held appsv1.ReplicaSet
+	if err := cached.Get(ctx, client.ObjectKeyFromObject(rs), &held); err != nil || held.UID != rs.UID {
+		t.Errorf("ReplicaSet read by name: %v", err)
+	}
+	if p, r := liveReads(t)-beforePods, revisionLiveReads(t)-beforeRevisions; p != 0 || r != 0 {
+		t.Errorf("reads the namespace's watch covers went to the API server: %v of pods, %v of ReplicaSets", p, r)
+	}
+	// A drain: one may go, the next waits.
+	if err := evict(t, ns, pods[0].Name, false); err != nil {
+		t.Fatalf("the first eviction: %v", err)
+	}
+	assertDeferred(t, evict(t, ns, pods[1].Name, false))
 }
