@@ -38,11 +38,10 @@ func Pack(obj any) (any, error) {
 	if f.template.Spec.Containers == nil { // packed already, or nothing to pack
 		return obj, nil
 	}
-	// A copy: the object's own map may be shared with another's.
-	annotations := make(map[string]string, len(f.meta.Annotations)+2)
-	maps.Copy(annotations, f.meta.Annotations)
-	delete(annotations, FingerprintAnnotation)
-	delete(annotations, PackedTemplateAnnotation)
+	// Its own two alone: no decision reads a cached workload's other annotations (a
+	// Helm release's, a GitOps tool's tracking id), nor one of these it arrived with. A
+	// new map: the object's own may be shared with another's.
+	annotations := make(map[string]string, 2)
 	f.meta.Annotations = annotations
 	raw, err := json.Marshal(f.template)
 	if err != nil {

@@ -62,6 +62,9 @@ func TestPackKeepsWhatDecisionsRead(t *testing.T) {
 			if held.Spec.Containers != nil || !equality.Semantic.DeepEqual(held.Labels, want.Labels) {
 				t.Fatalf("cached template = %+v; want the labels %v and no spec", held, want.Labels)
 			}
+			if a := obj.(metav1.Object).GetAnnotations(); len(a) != 2 || a[FingerprintAnnotation] == "" || a[PackedTemplateAnnotation] == "" {
+				t.Errorf("cached annotations %v: want the fingerprint and the packed template alone", a)
+			}
 			w, err := From(obj)
 			if err != nil {
 				t.Fatal(err)
