@@ -399,9 +399,14 @@ func Fingerprint(obj any) (any, error) {
 		}
 		t, m = &o.Spec.Template, &o.ObjectMeta
 	case *appsv1.ControllerRevision:
+		if len(o.Data.Raw) == 0 && o.Data.Object == nil && o.Annotations[workload.FingerprintAnnotation] != "" {
+			return obj, nil // slimmed already (kube requires a revision's data)
+		}
 		var err error
 		if t, err = TemplateOf(o); err != nil {
-			return obj, nil // Read reports it
+			// Read reports it, unless an annotation it arrived with stands in for it.
+			delete(o.Annotations, workload.FingerprintAnnotation)
+			return obj, nil
 		}
 		m = &o.ObjectMeta
 	default:

@@ -202,6 +202,16 @@ func TestAForgedFingerprintIsNotRead(t *testing.T) {
 			t.Errorf("the %s of template a is not found by template a's fingerprint", what)
 		}
 	}
+	// A revision whose data holds no template is not known by the annotation it carries:
+	// reading it is an error, as without one.
+	bad := cr.DeepCopy()
+	bad.Data.Raw = []byte(`{"spec":{}}`)
+	if _, err := Slim(bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FromControllerRevisions("owner", "web", []appsv1.ControllerRevision{*bad}, nil, nil); err == nil || bad.Annotations[workload.FingerprintAnnotation] != "" {
+		t.Errorf("a revision without a template, with a forged fingerprint: read without error (%v), annotation %q", err, bad.Annotations[workload.FingerprintAnnotation])
+	}
 	// Through the cache's transform, the forged annotation is replaced by the template's.
 	if _, err := Slim(&rs); err != nil {
 		t.Fatal(err)
