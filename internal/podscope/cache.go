@@ -190,14 +190,15 @@ type registration struct {
 
 // attach registers the handler with w; the caller holds the Scope's mu.
 func (r *registration) attach(w *watch) {
-	if inf := w.inf[r.kind]; inf == nil {
+	inf := w.inf[r.kind]
+	if inf == nil {
 		return
 	}
 	h := r.handler
 	if r.kind == kindPod {
-		h = podHandler{h}
+		h = podHandler{h} // the watch holds records; handlers see pods
 	}
-	if reg, err := w.inf[r.kind].AddEventHandlerWithOptions(h, r.opts); err == nil {
+	if reg, err := inf.AddEventHandlerWithOptions(h, r.opts); err == nil {
 		w.regs[r] = reg
 	}
 }

@@ -1,5 +1,7 @@
-// Package podscope keeps holdfast's pod cache to the pods of the workloads its policies
-// guard, so that its memory follows what is guarded and not the size of the cluster.
+// Package podscope keeps holdfast's cache of pods, ReplicaSets and ControllerRevisions to
+// those of the workloads its policies guard, so that its memory follows what is guarded
+// and not the size of the cluster. A workload's ReplicaSets and revisions carry its
+// template's labels, so the watches planned for its pods hold them too.
 //
 // The guarded workloads' selectors are planned into a few watches the API server filters
 // (Plan): one per label key, across the cluster, selecting the pods whose value of that key
