@@ -191,26 +191,38 @@ func LeanPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	lean := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              p.Name,
-			Namespace:         p.Namespace,
-			UID:               p.UID,
-			ResourceVersion:   p.ResourceVersion,
-			Labels:            p.Labels,
-			OwnerReferences:   p.OwnerReferences,
-			CreationTimestamp: p.CreationTimestamp,
-			DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
-		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	return &corev1.Pod{
+		ObjectMeta: LeanPodMeta(p),
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Status:     corev1.PodStatus{Phase: p.Status.Phase, Conditions: LeanPodConditions(p)},
+	}, nil
+}
+
+// LeanPodMeta is what LeanPod keeps of a pod's metadata: its identity, labels, owners,
+// age and deletion. It shares the pod's maps and slices.
+func LeanPodMeta(p *corev1.Pod) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:              p.Name,
+		Namespace:         p.Namespace,
+		UID:               p.UID,
+		ResourceVersion:   p.ResourceVersion,
+		Labels:            p.Labels,
+		OwnerReferences:   p.OwnerReferences,
+		CreationTimestamp: p.CreationTimestamp,
+		DeletionTimestamp: p.DeletionTimestamp,
 	}
+}
+
+// LeanPodConditions is what LeanPod keeps of a pod's conditions: its Ready condition's
+// status and last transition, or none.
+func LeanPodConditions(p *corev1.Pod) []corev1.PodCondition {
+	var out []corev1.PodCondition
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
-			lean.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
+			out = []corev1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
 		}
 	}
-	return lean, nil
+	return out
 }
 
 // Direct reads the API server through r as holdfast's decisions read their cache: a list

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
 // podRecord is how a watch holds a pod: what decisions read of it (informer.LeanPod's
@@ -58,26 +60,8 @@ func recordPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	r := &podRecord{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              p.Name,
-			Namespace:         p.Namespace,
-			UID:               p.UID,
-			ResourceVersion:   p.ResourceVersion,
-			Labels:            p.Labels,
-			OwnerReferences:   p.OwnerReferences,
-			CreationTimestamp: p.CreationTimestamp,
-			DeletionTimestamp: p.DeletionTimestamp,
-		},
-		NodeName: p.Spec.NodeName,
-		Phase:    p.Status.Phase,
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			r.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
-		}
-	}
-	return r, nil
+	return &podRecord{ObjectMeta: informer.LeanPodMeta(p), NodeName: p.Spec.NodeName, Phase: p.Status.Phase,
+		Conditions: informer.LeanPodConditions(p)}, nil
 }
 
 // fill sets pod to the record, as informer.LeanPod keeps a pod; deep copies what the
