@@ -6,7 +6,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,12 +20,6 @@ import (
 type Cache struct {
 	crcache.Cache
 	scope *Scope
-}
-
-var kindGVKs = [kindCount]schema.GroupVersionKind{
-	corev1.SchemeGroupVersion.WithKind("Pod"),
-	appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
-	appsv1.SchemeGroupVersion.WithKind("ControllerRevision"),
 }
 
 // Get reads an object of a kind the Scope holds from the watch that holds it, or anything
@@ -57,8 +50,8 @@ func (c *Cache) GetInformer(ctx context.Context, obj client.Object, opts ...crca
 
 // GetInformerForKind is GetInformer by kind.
 func (c *Cache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
-	for k, g := range kindGVKs {
-		if g == gvk && c.scope.scoped[k] {
+	for k := range kinds {
+		if kinds[k].gvk == gvk && c.scope.scoped[k] {
 			return c.scope.informer(k), nil
 		}
 	}

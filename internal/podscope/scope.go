@@ -112,7 +112,20 @@ const (
 	kindCount
 )
 
-var kindNames = [kindCount]string{"pods", "replicasets", "controllerrevisions"}
+// kinds are the resource, kind and new objects of each kind the Scope holds.
+var kinds = [kindCount]struct {
+	resource string
+	gvk      schema.GroupVersionKind
+	object   func() client.Object
+	list     func() client.ObjectList
+}{
+	kindPod: {"pods", corev1.SchemeGroupVersion.WithKind("Pod"),
+		func() client.Object { return &corev1.Pod{} }, func() client.ObjectList { return &corev1.PodList{} }},
+	kindReplicaSet: {"replicasets", appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
+		func() client.Object { return &appsv1.ReplicaSet{} }, func() client.ObjectList { return &appsv1.ReplicaSetList{} }},
+	kindRevision: {"controllerrevisions", appsv1.SchemeGroupVersion.WithKind("ControllerRevision"),
+		func() client.Object { return &appsv1.ControllerRevision{} }, func() client.ObjectList { return &appsv1.ControllerRevisionList{} }},
+}
 
 // kindOf is the kind of an object or list the Scope may hold.
 func kindOf(obj any) (int, bool) {
@@ -131,26 +144,6 @@ func kindOf(obj any) (int, bool) {
 func (s *Scope) holds(obj any) (int, bool) {
 	k, ok := kindOf(obj)
 	return k, ok && s.scoped[k]
-}
-
-func newObject(k int) client.Object {
-	switch k {
-	case kindReplicaSet:
-		return &appsv1.ReplicaSet{}
-	case kindRevision:
-		return &appsv1.ControllerRevision{}
-	}
-	return &corev1.Pod{}
-}
-
-func newList(k int) client.ObjectList {
-	switch k {
-	case kindReplicaSet:
-		return &appsv1.ReplicaSetList{}
-	case kindRevision:
-		return &appsv1.ControllerRevisionList{}
-	}
-	return &corev1.PodList{}
 }
 
 // New returns a Scope that watches nothing until its first plan. metrics may be nil.
@@ -297,7 +290,7 @@ func (s *Scope) start(sp Spec) (*watch, error) {
 	}
 	for k := range kindCount {
 		if s.scoped[k] {
-			opts.ByObject[newObject(k)] = crcache.ByObject{Transform: s.transforms[k], Label: sp.Selector(), Field: field}
+			opts.ByObject[kinds[k].object()] = crcache.ByObject{Transform: s.transforms[k], Label: sp.Selector(), Field: field}
 		}
 	}
 	raw, err := crcache.New(s.cfg, opts)
@@ -315,13 +308,13 @@ func (s *Scope) start(sp Spec) (*watch, error) {
 		}
 		if k != kindPod {
 			for name, fn := range s.indexers[k] {
-				if err := c.IndexField(ctx, newObject(k), name, fn); err != nil {
+				if err := c.IndexField(ctx, kinds[k].object(), name, fn); err != nil {
 					cancel()
 					return nil, err
 				}
 			}
 		}
-		inf, err := c.GetInformer(ctx, newObject(k), crcache.BlockUntilSynced(false))
+		inf, err := c.GetInformer(ctx, kinds[k].object(), crcache.BlockUntilSynced(false))
 		if err != nil {
 			cancel()
 			return nil, err
@@ -483,7 +476,7 @@ func (s *Scope) get(ctx context.Context, k int, key client.ObjectKey, obj client
 				return nil
 			}
 		}
-		return apierrors.NewNotFound(schema.GroupResource{Resource: kindNames[k]}, key.Name)
+		return apierrors.NewNotFound(schema.GroupResource{Resource: kinds[k].resource}, key.Name)
 	}
 	for _, w := range s.synced() {
 		err := w.cache.Get(ctx, key, obj, opts...)
@@ -492,10 +485,16 @@ func (s *Scope) get(ctx context.Context, k int, key client.ObjectKey, obj client
 		}
 	}
 	if s.live == nil {
-		return fmt.Errorf("the %s are outside holdfast's cache and it has no reader of the API server", kindNames[k])
+		return errNoLive(k)
 	}
 	s.metrics.liveRead(k, ReasonOutside)
 	return s.live.Get(ctx, key, obj)
+}
+
+// errNoLive is the answer to a read no watch covers when the Scope has no reader of the
+// API server.
+func errNoLive(k int) error {
+	return fmt.Errorf("the %s are outside holdfast's cache and it has no reader of the API server", kinds[k].resource)
 }
 
 // list lists objects from the watch that covers the list, or from the API server.
@@ -508,7 +507,7 @@ func (s *Scope) list(ctx context.Context, k int, list client.ObjectList, opts ..
 			return s.listByUID(ctx, k, list, opts...)
 		}
 		if owner, byOwner = o.FieldSelector.RequiresExactMatch(informer.OwnerIndex); !byOwner || len(o.FieldSelector.Requirements()) != 1 {
-			return fmt.Errorf("%s are read by owner (%s) or by labels, not by field selector %q", kindNames[k], informer.OwnerIndex, o.FieldSelector)
+			return fmt.Errorf("%s are read by owner (%s) or by labels, not by field selector %q", kinds[k].resource, informer.OwnerIndex, o.FieldSelector)
 		}
 	}
 	if byOwner && (sel == nil || sel.Empty()) {
@@ -524,7 +523,7 @@ func (s *Scope) list(ctx context.Context, k int, list client.ObjectList, opts ..
 		return w.cache.List(ctx, list, opts...)
 	}
 	if s.live == nil {
-		return fmt.Errorf("the %s are outside holdfast's cache and it has no reader of the API server", kindNames[k])
+		return errNoLive(k)
 	}
 	reason := ReasonOutside
 	if sel == nil {
@@ -603,7 +602,7 @@ type liveList struct {
 // returns the list of the same selector read within liveTTL. Its items are shared: read
 // them, never write them.
 func (s *Scope) liveList(ctx context.Context, k int, namespace string, sel labels.Selector, reason string) (client.ObjectList, error) {
-	key := kindNames[k] + "\x00" + namespace + "\x00"
+	key := kinds[k].resource + "\x00" + namespace + "\x00"
 	if sel != nil {
 		key += sel.String()
 	}
@@ -615,7 +614,7 @@ func (s *Scope) liveList(ctx context.Context, k int, namespace string, sel label
 	}
 	s.liveMu.Unlock()
 	s.metrics.liveRead(k, reason)
-	list := newList(k)
+	list := kinds[k].list()
 	if err := s.live.List(ctx, list, &client.ListOptions{Namespace: namespace, LabelSelector: sel}); err != nil {
 		return nil, err
 	}
@@ -743,7 +742,7 @@ func (m *Metrics) liveRead(k int, reason string) {
 	case k == kindPod:
 		m.live.WithLabelValues(reason).Inc()
 	default:
-		m.revisionsLive.WithLabelValues(kindNames[k], reason).Inc()
+		m.revisionsLive.WithLabelValues(kinds[k].resource, reason).Inc()
 	}
 }
 
@@ -775,7 +774,7 @@ func (s *Scope) HoldsObject(ctx context.Context, obj client.Object) bool {
 	}
 	key := client.ObjectKeyFromObject(obj)
 	for _, w := range s.synced() {
-		if k == kindPod && w.getPod(key, &corev1.Pod{}, false) || k != kindPod && w.cache.Get(ctx, key, newObject(k)) == nil {
+		if k == kindPod && w.getPod(key, &corev1.Pod{}, false) || k != kindPod && w.cache.Get(ctx, key, kinds[k].object()) == nil {
 			return true
 		}
 	}
