@@ -207,8 +207,13 @@ func (o orphaned) add(ctx context.Context, r client.Reader, pods []Pod, m Meta) 
 	if !o.pods && !o.sets {
 		return pods, nil
 	}
+	// An empty or invalid selector adopts nothing, as kube's controllers read them (selects).
+	sel, err := metav1.LabelSelectorAsSelector(m.Selector)
+	if err != nil || sel.Empty() {
+		return pods, nil
+	}
 	var owners []types.UID
-	if sel, err := metav1.LabelSelectorAsSelector(m.Selector); o.sets && err == nil && !sel.Empty() {
+	if o.sets {
 		// By the selector, which the ReplicaSets it adopts match: a cache that holds only
 		// the guarded workloads' (podscope) serves the list from the watch that holds them.
 		var sets appsv1.ReplicaSetList
@@ -229,7 +234,7 @@ func (o orphaned) add(ctx context.Context, r client.Reader, pods []Pod, m Meta) 
 		p := &list.Items[i]
 		ref := metav1.GetControllerOf(p)
 		switch {
-		case o.pods && ref == nil && selects(m.Selector, p.Labels) && (m.Kind != v1alpha1.KindStatefulSet || ordinalOf(m.Name, p.Name)):
+		case o.pods && ref == nil && sel.Matches(labels.Set(p.Labels)) && (m.Kind != v1alpha1.KindStatefulSet || ordinalOf(m.Name, p.Name)):
 			pods = append(pods, PodOf(p))
 		case o.sets && ref != nil && slices.Contains(owners, ref.UID):
 			pods = append(pods, PodOf(p))
