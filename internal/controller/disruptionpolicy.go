@@ -59,7 +59,7 @@ func (r *DisruptionPolicyStatus) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *DisruptionPolicyStatus) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
-	return enqueue.All(ctx, r.Client, func() client.ObjectList { return &v1alpha1.DisruptionPolicyList{} })
+	return enqueue.All(ctx, r.Client, &v1alpha1.DisruptionPolicy{}, &v1alpha1.DisruptionPolicyList{}, "")
 }
 
 // Reconcile handles the finalizer, then computes the status and writes it only when it changed.

@@ -83,13 +83,18 @@ func (r *JournalRecorder) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("journal-"+strings.ToLower(string(r.Kind))).
 		Watches(obj, r.lastSeen()).
+		// Every event of a policy, its status writes too: the status controller writes when
+		// a namespace's labels bring workloads into a selection, which the recorder watches
+		// through it.
 		Watches(&v1alpha1.RolloutPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allWorkloads)).
 		Watches(&corev1.ConfigMap{}, r.journalEvents(), builder.WithPredicates(isJournal)).
 		Complete(r)
 }
 
 func (r *JournalRecorder) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
-	return enqueue.All(ctx, r.Client, func() client.ObjectList { l, _ := workload.NewList(r.Kind); return l })
+	obj, _ := workload.New(r.Kind)
+	list, _ := workload.NewList(r.Kind)
+	return enqueue.All(ctx, r.Client, obj, list, "")
 }
 
 // lastSeen enqueues the workload on every change and keeps the last state of one that is

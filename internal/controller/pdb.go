@@ -57,6 +57,9 @@ func (r *PDBGenerator) SetupWithManager(mgr ctrl.Manager) error {
 		Named("pdb-"+strings.ToLower(string(r.Kind))).
 		For(obj).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		// Every event of a policy, its status writes too: the status controller writes when
+		// a workload of the same kind comes to overlap another's pods, or a pod another PDB
+		// covers enters the pod scope, which the generator sees through it.
 		Watches(&v1alpha1.DisruptionPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allWorkloads)).
 		Watches(&policyv1.PodDisruptionBudget{}, inNamespace, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[pdb.ManagedByLabel] != pdb.ManagedBy
@@ -96,20 +99,23 @@ func podRelabelled() predicate.Funcs {
 	}
 }
 
-func (r *PDBGenerator) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
-	return enqueue.All(ctx, r.Client, func() client.ObjectList { l, _ := workload.NewList(r.Kind); return l }, opts...)
+// requests are a request for each workload of the kind in namespace ("": all).
+func (r *PDBGenerator) requests(ctx context.Context, namespace string) []reconcile.Request {
+	obj, _ := workload.New(r.Kind)
+	list, _ := workload.NewList(r.Kind)
+	return enqueue.All(ctx, r.Client, obj, list, namespace)
 }
 
 func (r *PDBGenerator) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.requests(ctx)
+	return r.requests(ctx, "")
 }
 
 func (r *PDBGenerator) workloadsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.requests(ctx, client.InNamespace(o.GetNamespace()))
+	return r.requests(ctx, o.GetNamespace())
 }
 
 func (r *PDBGenerator) workloadsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.requests(ctx, client.InNamespace(o.GetName()))
+	return r.requests(ctx, o.GetName())
 }
 
 // Reconcile brings the workload's generated PDB to what the policies want: created,

@@ -91,7 +91,7 @@ func watchWorkloadLabels(b *builder.TypedBuilder[reconcile.Request], h handler.E
 }
 
 func (r *RolloutPolicyStatus) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
-	return enqueue.All(ctx, r.Client, func() client.ObjectList { return &v1alpha1.RolloutPolicyList{} })
+	return enqueue.All(ctx, r.Client, &v1alpha1.RolloutPolicy{}, &v1alpha1.RolloutPolicyList{}, "")
 }
 
 // Reconcile computes the policy's status and writes it only when it changed.

@@ -8,13 +8,27 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
-// All lists the objects of a kind (newList gives an empty list of it) and returns a
-// request for each.
-func All(ctx context.Context, c client.Reader, newList func() client.ObjectList, opts ...client.ListOption) []reconcile.Request {
-	list := newList()
-	if err := c.List(ctx, list, opts...); err != nil {
+// All returns a request for each object of obj's kind (list is an empty list of it) that r
+// holds in namespace, or in every namespace when it is "". The objects are read in place,
+// never copied: a fleet's tens of thousands of workloads, deep-copied for their names
+// alone, were most of what a replica held while it started, when every controller that
+// watches the policies lists them all at once (informer.Each).
+func All(ctx context.Context, r client.Reader, obj client.Object, list client.ObjectList, namespace string) []reconcile.Request {
+	var out []reconcile.Request
+	add := func(o client.Object) {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}})
+	}
+	if namespace == "" && informer.Each(ctx, r, obj, list, add) == nil {
+		return out
+	}
+	// One namespace's, or an informer that has not synced yet: a list waits for it (the
+	// objects, shallow copies in the list, share the cache's maps).
+	out = nil
+	if err := informer.ListIn(ctx, r, list, namespace); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing objects to reconcile")
 		return nil
 	}
@@ -22,10 +36,10 @@ func All(ctx context.Context, c client.Reader, newList func() client.ObjectList,
 	if err != nil {
 		return nil
 	}
-	out := make([]reconcile.Request, 0, len(objs))
+	out = make([]reconcile.Request, 0, len(objs))
 	for _, o := range objs {
-		if m, err := meta.Accessor(o); err == nil {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: m.GetNamespace(), Name: m.GetName()}})
+		if m, ok := o.(client.Object); ok {
+			add(m)
 		}
 	}
 	return out

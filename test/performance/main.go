@@ -55,6 +55,7 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 200, "reviews/s of the paced serving phase")
 	flag.IntVar(&o.updates, "updates", 2000, "Deployment updates per admission mode")
 	flag.IntVar(&o.rounds, "rounds", 5, "rounds the updates are split into: the API server comparison's ratios are the median and range of the rounds'")
+	flag.StringVar(&o.points, "points", "", "the scale curve's points (memory) as pods:workloads:guarded%, comma-separated, in place of the default six")
 	flag.BoolVar(&o.scale100k, "scale-100k", false, "extend the scale curve (memory) to 100,000 pods over 20,000 workloads, 5% guarded (raise etcd's quota)")
 	noop := flag.Bool("noop-server", false, "serve as the serving phase's control instead of measuring (see noopServer)")
 	flag.Parse()
@@ -80,6 +81,7 @@ type options struct {
 	workers, rate, updates int
 	rounds, fleet          int
 	journals               int
+	points                 string
 	scale100k              bool
 }
 

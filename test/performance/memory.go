@@ -57,6 +57,16 @@ func (b *bench) memory(ctx context.Context, o options) error {
 		return err
 	}
 	points := []scalePoint{{1000, 200, 10}, {10000, 2000, 10}, {25000, 5000, 0}, {25000, 5000, 10}, {25000, 5000, 50}, {50000, 10000, 10}}
+	if o.points != "" {
+		points = nil
+		for _, s := range strings.Split(o.points, ",") {
+			var pt scalePoint
+			if _, err := fmt.Sscanf(s, "%d:%d:%d", &pt.pods, &pt.workloads, &pt.guardedPct); err != nil || pt.workloads <= 0 {
+				return fmt.Errorf("-points: %q is not pods:workloads:guarded%%", s)
+			}
+			points = append(points, pt)
+		}
+	}
 	if o.scale100k {
 		points = append(points, scalePoint{100000, 20000, 5})
 	}
@@ -127,6 +137,10 @@ func (b *bench) memory(ctx context.Context, o options) error {
 			return err
 		}
 		heap := m[0] / (1 << 20)
+		queued, err := b.metricSum("workqueue_depth")
+		if err != nil {
+			return err
+		}
 		guardedN := float64(pt.pods) * float64(n) / float64(pt.workloads)
 		report(prefix+"-guarded-pods", guardedN, "pods")
 		report(prefix+"-sync", synced.Seconds(), "s")
@@ -137,6 +151,7 @@ func (b *bench) memory(ctx context.Context, o options) error {
 			report(prefix+"-gc-cpu-share", 100*m[1]/(m[1]+m[2]), "%")
 		}
 		report(prefix+"-review-p99", percentile(sorted(lat), 0.99), "ms")
+		report(prefix+"-queued", queued, "requests")
 		guardedPods, unguardedPods, heaps = append(guardedPods, guardedN), append(unguardedPods, float64(pt.pods)-guardedN), append(heaps, heap)
 	}
 	perGuarded, perUnguarded, base := fitPlane(guardedPods, unguardedPods, heaps)
@@ -296,6 +311,31 @@ func procStatus(pid int, field string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// metricSum is the sum of a metric's series over all their labels: requests waiting in
+// every controller's queue (workqueue_depth), say.
+func (b *bench) metricSum(name string) (float64, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", b.proc.MetricsPort))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+"{"); ok {
+			if _, v, ok := strings.Cut(rest, "} "); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					return 0, err
+				}
+				sum += f
+			}
+		}
+	}
+	return sum, sc.Err()
 }
 
 // metrics reads the replica's metrics names (without labels), in order.

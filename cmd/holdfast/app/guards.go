@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/controller"
 	holdfastevents "github.com/holdfast-dev/holdfast/internal/events"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/webhooks/eviction"
 	"github.com/holdfast-dev/holdfast/webhooks/rollout"
 )
@@ -46,7 +47,7 @@ type Guards struct {
 // guardsOf is the server's Guards over one manager: its cache, client, scheme and Event
 // recorder, the real clock, and live, the ledgers' client.
 func guardsOf(mgr manager.Manager, live client.Client, o Options, s *Shared) Guards {
-	return Guards{Cache: mgr.GetCache(), Live: live, Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Clock: clock.RealClock{},
+	return Guards{Cache: mgr.GetCache(), Live: live, Client: informer.WithInformers(mgr.GetClient(), mgr.GetCache()), Scheme: mgr.GetScheme(), Clock: clock.RealClock{},
 		Events: mgr.GetEventRecorder("holdfast"), Namespace: o.Namespace, Identity: o.Identity, Shared: s}
 }
 

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -297,7 +298,22 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("caches", cacheSynced(started, fed)); err != nil {
+	synced := cacheSynced(started, fed)
+	if err := mgr.AddReadyzCheck("caches", synced); err != nil {
+		return err
+	}
+	ready := func() error {
+		if err := synced(nil); err != nil {
+			return err
+		}
+		if scoped {
+			if err := s.Pods.Ready(); err != nil {
+				return err
+			}
+		}
+		return queuesDrained(metrics.Registry)
+	}
+	if err := mgr.Add(webhookRunnable(collectHardWhileSyncing(ready, mgr.GetLogger().WithName("gc")))); err != nil {
 		return err
 	}
 	return mgr.AddReadyzCheck("webhook", srv.StartedChecker())
@@ -323,7 +339,7 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 	}
 
 	for _, kind := range workload.Kinds() {
-		r := &controller.PDBGenerator{Client: mgr.GetClient(), Kind: kind, Matcher: s.Matcher, Clock: clk,
+		r := &controller.PDBGenerator{Client: informer.WithInformers(mgr.GetClient(), mgr.GetCache()), Kind: kind, Matcher: s.Matcher, Clock: clk,
 			Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the PDB generator for %ss: %w", kind, err)
