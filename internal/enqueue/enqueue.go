@@ -13,10 +13,12 @@ import (
 )
 
 // All returns a request for each object of obj's kind (list is an empty list of it) that r
-// holds in namespace, or in every namespace when it is "". The objects are read in place,
-// never copied: a fleet's tens of thousands of workloads, deep-copied for their names
-// alone, were most of what a replica held while it started, when every controller that
-// watches the policies lists them all at once (informer.Each).
+// holds in namespace, or in every namespace when it is "". Every namespace's are read in
+// the informer's store, never copied (informer.Each): a fleet's tens of thousands of
+// workloads, deep-copied for their names alone, were most of what a replica held while it
+// started, when every controller that watches the policies lists them all at once. One
+// namespace's are listed without a deep copy, which still copies each object's top-level
+// struct into the list.
 func All(ctx context.Context, r client.Reader, obj client.Object, list client.ObjectList, namespace string) []reconcile.Request {
 	var out []reconcile.Request
 	add := func(o client.Object) {
@@ -25,9 +27,7 @@ func All(ctx context.Context, r client.Reader, obj client.Object, list client.Ob
 	if namespace == "" && informer.Each(ctx, r, obj, list, add) == nil {
 		return out
 	}
-	// One namespace's, or an informer that has not synced yet: a list waits for it (the
-	// objects, shallow copies in the list, share the cache's maps).
-	out = nil
+	// One namespace's; or a cache not started, which the list answers with its error too.
 	if err := informer.ListIn(ctx, r, list, namespace); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing objects to reconcile")
 		return nil

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,21 +24,22 @@ func TestTheCollectorWorksHarderUntilSynced(t *testing.T) {
 	before := gcPercent()
 	defer debug.SetGCPercent(before)
 	var synced atomic.Bool
-	wait := collectHardWhileSyncing(func() error {
+	phase := &syncPhase{name: "caches", log: logr.Discard(), ready: func() error {
 		if !synced.Load() {
 			return errors.New("not yet")
 		}
 		return nil
-	}, logr.Discard())
+	}}
+	phase.begin()
 	if got := gcPercent(); got != syncGCPercent {
 		t.Fatalf("while syncing the target is %d, want %d", got, syncGCPercent)
 	}
 	done := make(chan struct{})
-	go func() { _ = wait(context.Background()); close(done) }()
+	go func() { _ = phase.Start(context.Background()); close(done) }()
 	select {
 	case <-done:
-		t.Fatal("it stopped before the replica synced")
-	default:
+		t.Fatal("the phase ended before the replica synced")
+	case <-time.After(300 * time.Millisecond):
 	}
 	synced.Store(true)
 	<-done
@@ -46,18 +48,39 @@ func TestTheCollectorWorksHarderUntilSynced(t *testing.T) {
 	}
 }
 
+func TestOverlappingPhasesRestoreTheTargetOnce(t *testing.T) {
+	t.Setenv("GOGC", "")
+	before := gcPercent()
+	defer debug.SetGCPercent(before)
+	endCaches := collectHard()
+	endControllers := collectHard()
+	endCaches()
+	endCaches() // an end called twice counts once
+	if got := gcPercent(); got != syncGCPercent {
+		t.Fatalf("one phase still runs, yet the target is %d, want %d", got, syncGCPercent)
+	}
+	endControllers()
+	if got := gcPercent(); got != before {
+		t.Errorf("both phases ended, yet the target is %d, want %d back", got, before)
+	}
+}
+
 func TestTheOperatorsGOGCIsLeftAlone(t *testing.T) {
 	t.Setenv("GOGC", "200")
 	before := gcPercent()
 	defer debug.SetGCPercent(before)
-	wait := collectHardWhileSyncing(func() error { return errors.New("never") }, logr.Discard())
+	phase := &syncPhase{name: "caches", log: logr.Discard(), ready: func() error { return nil }}
+	phase.begin()
 	if got := gcPercent(); got != before {
 		t.Errorf("the target is %d, want the operator's %d untouched", got, before)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := wait(ctx); err != nil {
+	if err := phase.Start(ctx); err != nil {
 		t.Error(err)
+	}
+	if got := gcPercent(); got != before {
+		t.Errorf("the target is %d after the phase, want the operator's %d", got, before)
 	}
 }
 

@@ -302,18 +302,16 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 	if err := mgr.AddReadyzCheck("caches", synced); err != nil {
 		return err
 	}
-	ready := func() error {
-		if err := synced(nil); err != nil {
+	// The informers' first lists collect at syncGCPercent, from now until they and the
+	// pod scope's watches have synced.
+	caches := &syncPhase{name: "caches", log: mgr.GetLogger().WithName("gc"), ready: func() error {
+		if err := synced(nil); err != nil || !scoped {
 			return err
 		}
-		if scoped {
-			if err := s.Pods.Ready(); err != nil {
-				return err
-			}
-		}
-		return queuesDrained(metrics.Registry)
-	}
-	if err := mgr.Add(webhookRunnable(collectHardWhileSyncing(ready, mgr.GetLogger().WithName("gc")))); err != nil {
+		return s.Pods.Ready()
+	}}
+	caches.begin()
+	if err := mgr.Add(cachePhase{caches}); err != nil {
 		return err
 	}
 	return mgr.AddReadyzCheck("webhook", srv.StartedChecker())
@@ -338,6 +336,12 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 		return fmt.Errorf("setting up the DisruptionPolicy status controller: %w", err)
 	}
 
+	// The controllers' first reconciles, of every workload, collect at syncGCPercent from
+	// when this replica runs them (it took the lease) until their queues have drained.
+	if err := mgr.Add(&syncPhase{name: "controllers", log: mgr.GetLogger().WithName("gc"),
+		ready: func() error { return queuesDrained(metrics.Registry) }}); err != nil {
+		return err
+	}
 	for _, kind := range workload.Kinds() {
 		r := &controller.PDBGenerator{Client: informer.WithInformers(mgr.GetClient(), mgr.GetCache()), Kind: kind, Matcher: s.Matcher, Clock: clk,
 			Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}}
