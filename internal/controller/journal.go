@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
-	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/history"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/policy"
@@ -92,9 +91,7 @@ func (r *JournalRecorder) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *JournalRecorder) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
-	obj, _ := workload.New(r.Kind)
-	list, _ := workload.NewList(r.Kind)
-	return enqueue.All(ctx, r.Client, obj, list, "")
+	return workloadRequests(ctx, r.Client, r.Kind, "")
 }
 
 // lastSeen enqueues the workload on every change and keeps the last state of one that is

@@ -99,23 +99,23 @@ func podRelabelled() predicate.Funcs {
 	}
 }
 
-// requests are a request for each workload of the kind in namespace ("": all).
-func (r *PDBGenerator) requests(ctx context.Context, namespace string) []reconcile.Request {
-	obj, _ := workload.New(r.Kind)
-	list, _ := workload.NewList(r.Kind)
-	return enqueue.All(ctx, r.Client, obj, list, namespace)
+// workloadRequests are a request for each workload of the kind in namespace ("": all).
+func workloadRequests(ctx context.Context, c client.Reader, kind v1alpha1.WorkloadKind, namespace string) []reconcile.Request {
+	obj, _ := workload.New(kind)
+	list, _ := workload.NewList(kind)
+	return enqueue.All(ctx, c, obj, list, namespace)
 }
 
 func (r *PDBGenerator) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.requests(ctx, "")
+	return workloadRequests(ctx, r.Client, r.Kind, "")
 }
 
 func (r *PDBGenerator) workloadsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.requests(ctx, o.GetNamespace())
+	return workloadRequests(ctx, r.Client, r.Kind, o.GetNamespace())
 }
 
 func (r *PDBGenerator) workloadsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.requests(ctx, o.GetName())
+	return workloadRequests(ctx, r.Client, r.Kind, o.GetName())
 }
 
 // Reconcile brings the workload's generated PDB to what the policies want: created,

@@ -4,7 +4,6 @@ package enqueue
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -24,23 +23,15 @@ func All(ctx context.Context, r client.Reader, obj client.Object, list client.Ob
 	add := func(o client.Object) {
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}})
 	}
-	if namespace == "" && informer.Each(ctx, r, obj, list, add) == nil {
-		return out
+	var err error
+	if namespace == "" {
+		err = informer.Each(ctx, r, obj, list, add)
+	} else {
+		err = informer.EachIn(ctx, r, list, namespace, add)
 	}
-	// One namespace's; or a cache not started, which the list answers with its error too.
-	if err := informer.ListIn(ctx, r, list, namespace); err != nil {
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing objects to reconcile")
 		return nil
-	}
-	objs, err := meta.ExtractList(list)
-	if err != nil {
-		return nil
-	}
-	out = make([]reconcile.Request, 0, len(objs))
-	for _, o := range objs {
-		if m, ok := o.(client.Object); ok {
-			add(m)
-		}
 	}
 	return out
 }

@@ -297,7 +297,20 @@ func Each(ctx context.Context, r client.Reader, obj client.Object, list client.O
 			return nil
 		}
 	}
-	if err := List(ctx, r, list); err != nil {
+	return EachIn(ctx, r, list, "", f)
+}
+
+// EachIn calls f with every object of list's kind in namespace ("": every namespace),
+// listed without a deep copy (ListIn), which still copies each object's top-level struct
+// into the list: a read of one namespace, or of a reader that is not an informer cache.
+func EachIn(ctx context.Context, r client.Reader, list client.ObjectList, namespace string, f func(client.Object)) error {
+	var err error
+	if namespace == "" {
+		err = List(ctx, r, list) // its options held in a variable: no allocation
+	} else {
+		err = ListIn(ctx, r, list, namespace)
+	}
+	if err != nil {
 		return err
 	}
 	items, err := meta.ExtractList(list)

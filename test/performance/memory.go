@@ -316,55 +316,61 @@ func procStatus(pid int, field string) (float64, error) {
 // metricSum is the sum of a metric's series over all their labels: requests waiting in
 // every controller's queue (workqueue_depth), say.
 func (b *bench) metricSum(name string) (float64, error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", b.proc.MetricsPort))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), name+"{"); ok {
+	err := b.scrape(func(line string) (err error) {
+		if rest, ok := strings.CutPrefix(line, name+"{"); ok {
 			if _, v, ok := strings.Cut(rest, "} "); ok {
-				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if err != nil {
-					return 0, err
-				}
+				var f float64
+				f, err = strconv.ParseFloat(strings.TrimSpace(v), 64)
 				sum += f
 			}
 		}
-	}
-	return sum, sc.Err()
+		return err
+	})
+	return sum, err
 }
 
 // metrics reads the replica's metrics names (without labels), in order.
 func (b *bench) metrics(names ...string) ([]float64, error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", b.proc.MetricsPort))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	out := make([]float64, len(names))
 	found := 0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	err := b.scrape(func(line string) error {
 		for i, name := range names {
-			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
 				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				out[i] = f
 				found++
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if found != len(names) {
 		return nil, fmt.Errorf("the replica's metrics lack some of %v", names)
 	}
 	return out, nil
+}
+
+// scrape reads the replica's metrics, handing each line to f until it returns an error.
+func (b *bench) scrape(f func(line string) error) error {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", b.proc.MetricsPort))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if err := f(sc.Text()); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }
 
 // saveHeapProfile keeps the replica's heap profile (go tool pprof -top -sample_index=inuse_space

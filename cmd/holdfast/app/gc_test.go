@@ -19,6 +19,14 @@ func gcPercent() int {
 	return p
 }
 
+// wantTarget fails the test when the collector's target is not want; when says when.
+func wantTarget(t *testing.T, want int, when string) {
+	t.Helper()
+	if got := gcPercent(); got != want {
+		t.Fatalf("%s the target is %d, want %d", when, got, want)
+	}
+}
+
 func TestTheCollectorWorksHarderUntilSynced(t *testing.T) {
 	t.Setenv("GOGC", "")
 	before := gcPercent()
@@ -31,9 +39,7 @@ func TestTheCollectorWorksHarderUntilSynced(t *testing.T) {
 		return nil
 	}}
 	phase.begin()
-	if got := gcPercent(); got != syncGCPercent {
-		t.Fatalf("while syncing the target is %d, want %d", got, syncGCPercent)
-	}
+	wantTarget(t, syncGCPercent, "while syncing")
 	done := make(chan struct{})
 	go func() { _ = phase.Start(context.Background()); close(done) }()
 	select {
@@ -43,9 +49,7 @@ func TestTheCollectorWorksHarderUntilSynced(t *testing.T) {
 	}
 	synced.Store(true)
 	<-done
-	if got := gcPercent(); got != before {
-		t.Errorf("after the sync the target is %d, want %d back", got, before)
-	}
+	wantTarget(t, before, "after the sync")
 }
 
 func TestOverlappingPhasesRestoreTheTargetOnce(t *testing.T) {
@@ -56,13 +60,9 @@ func TestOverlappingPhasesRestoreTheTargetOnce(t *testing.T) {
 	endControllers := collectHard()
 	endCaches()
 	endCaches() // an end called twice counts once
-	if got := gcPercent(); got != syncGCPercent {
-		t.Fatalf("one phase still runs, yet the target is %d, want %d", got, syncGCPercent)
-	}
+	wantTarget(t, syncGCPercent, "one phase still runs")
 	endControllers()
-	if got := gcPercent(); got != before {
-		t.Errorf("both phases ended, yet the target is %d, want %d back", got, before)
-	}
+	wantTarget(t, before, "both phases ended")
 }
 
 func TestTheOperatorsGOGCIsLeftAlone(t *testing.T) {
@@ -71,17 +71,13 @@ func TestTheOperatorsGOGCIsLeftAlone(t *testing.T) {
 	defer debug.SetGCPercent(before)
 	phase := &syncPhase{name: "caches", log: logr.Discard(), ready: func() error { return nil }}
 	phase.begin()
-	if got := gcPercent(); got != before {
-		t.Errorf("the target is %d, want the operator's %d untouched", got, before)
-	}
+	wantTarget(t, before, "with the operator's GOGC")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := phase.Start(ctx); err != nil {
 		t.Error(err)
 	}
-	if got := gcPercent(); got != before {
-		t.Errorf("the target is %d after the phase, want the operator's %d", got, before)
-	}
+	wantTarget(t, before, "after the phase, with the operator's GOGC")
 }
 
 func TestQueuesDrained(t *testing.T) {

@@ -324,15 +324,17 @@ func SetupWebhooks(ctx context.Context, mgr manager.Manager, o Options, s *Share
 // the webhooks.
 func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 	clk := clock.RealClock{}
+	// Reads from the cache, whose informers' stores the walks read in place (informer.Each).
+	cached := informer.WithInformers(mgr.GetClient(), mgr.GetCache())
 	audit := func(p *v1alpha1.RolloutPolicy, obj client.Object, nsLabels map[string]string, now time.Time) (decision.Violations, error) {
 		return rollout.Audit(p, obj, nsLabels, s.Matcher, now)
 	}
-	if err := (&controller.RolloutPolicyStatus{Client: informer.WithInformers(mgr.GetClient(), mgr.GetCache()), Matcher: s.Matcher, Journals: s.Journals,
+	if err := (&controller.RolloutPolicyStatus{Client: cached, Matcher: s.Matcher, Journals: s.Journals,
 		Audit: audit, AuditEvery: o.AuditEvery, Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}, Metrics: s.Policies, Clock: clk}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RolloutPolicy status controller: %w", err)
 	}
 
-	if err := (&controller.DisruptionPolicyStatus{Client: informer.WithInformers(mgr.GetClient(), mgr.GetCache()), Matcher: s.Matcher, Metrics: s.Policies, Clock: clk}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.DisruptionPolicyStatus{Client: cached, Matcher: s.Matcher, Metrics: s.Policies, Clock: clk}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DisruptionPolicy status controller: %w", err)
 	}
 
@@ -343,7 +345,7 @@ func SetupControllers(mgr manager.Manager, o Options, s *Shared) error {
 		return err
 	}
 	for _, kind := range workload.Kinds() {
-		r := &controller.PDBGenerator{Client: informer.WithInformers(mgr.GetClient(), mgr.GetCache()), Kind: kind, Matcher: s.Matcher, Clock: clk,
+		r := &controller.PDBGenerator{Client: cached, Kind: kind, Matcher: s.Matcher, Clock: clk,
 			Events: &events.Limiter{Recorder: mgr.GetEventRecorder("holdfast")}}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the PDB generator for %ss: %w", kind, err)
