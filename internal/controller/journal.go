@@ -81,7 +81,7 @@ func (r *JournalRecorder) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("journal-"+strings.ToLower(string(r.Kind))).
-		Watches(obj, r.lastSeen()).
+		Watches(obj, r.lastSeen(), builder.WithPredicates(concerning(r.concern))).
 		// Every event of a policy, its status writes too: the status controller writes when
 		// a namespace's labels bring workloads into a selection, which the recorder watches
 		// through it.
@@ -91,7 +91,7 @@ func (r *JournalRecorder) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *JournalRecorder) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
-	return workloadRequests(ctx, r.Client, r.Kind, "")
+	return workloadRequests(ctx, r.Client, r.Kind, "", r.concern(ctx))
 }
 
 // lastSeen enqueues the workload on every change and keeps the last state of one that is
@@ -252,7 +252,7 @@ func (r *JournalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 		if err := r.Live.Get(ctx, client.ObjectKey{Name: w.Namespace}, ns); err != nil {
 			return reconcile.Result{}, err
 		}
-		if guarded, _ = r.selects(&policies, w, ns.Labels); !guarded {
+		if guarded, _ = r.selects(&policies, w.Labels, ns.Labels); !guarded {
 			return r.retire(ctx, existing, j, now, journal.Retention(policies.Items))
 		}
 	}
@@ -272,7 +272,7 @@ func (r *JournalRecorder) guards(ctx context.Context, policies *v1alpha1.Rollout
 	if err != nil {
 		return false, nil, err
 	}
-	guarded, flags := r.selects(policies, w, nsLabels)
+	guarded, flags := r.selects(policies, w.Labels, nsLabels)
 	return guarded, flags, nil
 }
 
@@ -285,15 +285,16 @@ func newRevision(j, next *journal.Journal) bool {
 	return next.Current() == nil || next.Current().Template != j.Current().Template
 }
 
-// selects is whether a policy selects w in a namespace labelled nsLabels, and the
-// argsMatchReplicas flags of those that do.
-func (r *JournalRecorder) selects(policies *v1alpha1.RolloutPolicyList, w *workload.Workload, nsLabels map[string]string) (bool, []v1alpha1.ArgMatchesReplicas) {
+// selects is whether a policy selects a workload of the recorder's kind labelled
+// objLabels in a namespace labelled nsLabels, and the argsMatchReplicas flags of those
+// that do.
+func (r *JournalRecorder) selects(policies *v1alpha1.RolloutPolicyList, objLabels, nsLabels map[string]string) (bool, []v1alpha1.ArgMatchesReplicas) {
 	guarded := false
 	var flags []v1alpha1.ArgMatchesReplicas
 	for i := range policies.Items {
 		p := &policies.Items[i]
 		// A policy whose selectors do not evaluate selects nothing (policy.Compile).
-		if ok, _ := r.Matcher.Selects(p.Spec.Targets, w.Kind, nsLabels, w.Labels); ok && !p.Spec.Suspend {
+		if ok, _ := r.Matcher.Selects(p.Spec.Targets, r.Kind, nsLabels, objLabels); ok && !p.Spec.Suspend {
 			guarded = true
 			flags = append(flags, p.Spec.Rules.ArgsMatchReplicas...)
 		}

@@ -55,7 +55,7 @@ func (r *PDBGenerator) SetupWithManager(mgr ctrl.Manager) error {
 	inNamespace := handler.EnqueueRequestsFromMapFunc(r.workloadsInNamespace)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("pdb-"+strings.ToLower(string(r.Kind))).
-		For(obj).
+		For(obj, builder.WithPredicates(concerning(r.concern))).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		// Every event of a policy, its status writes too: the status controller writes when
 		// a workload of the same kind comes to overlap another's pods, or a pod another PDB
@@ -99,23 +99,24 @@ func podRelabelled() predicate.Funcs {
 	}
 }
 
-// workloadRequests are a request for each workload of the kind in namespace ("": all).
-func workloadRequests(ctx context.Context, c client.Reader, kind v1alpha1.WorkloadKind, namespace string) []reconcile.Request {
+// workloadRequests are a request for each workload of the kind in namespace ("": all)
+// that concerns the controller.
+func workloadRequests(ctx context.Context, c client.Reader, kind v1alpha1.WorkloadKind, namespace string, concerns concern) []reconcile.Request {
 	obj, _ := workload.New(kind)
 	list, _ := workload.NewList(kind)
-	return enqueue.All(ctx, c, obj, list, namespace)
+	return enqueue.Where(ctx, c, obj, list, namespace, concerns)
 }
 
 func (r *PDBGenerator) allWorkloads(ctx context.Context, _ client.Object) []reconcile.Request {
-	return workloadRequests(ctx, r.Client, r.Kind, "")
+	return workloadRequests(ctx, r.Client, r.Kind, "", r.concern(ctx))
 }
 
 func (r *PDBGenerator) workloadsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return workloadRequests(ctx, r.Client, r.Kind, o.GetNamespace())
+	return workloadRequests(ctx, r.Client, r.Kind, o.GetNamespace(), r.concern(ctx))
 }
 
 func (r *PDBGenerator) workloadsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return workloadRequests(ctx, r.Client, r.Kind, o.GetName())
+	return workloadRequests(ctx, r.Client, r.Kind, o.GetName(), r.concern(ctx))
 }
 
 // Reconcile brings the workload's generated PDB to what the policies want: created,

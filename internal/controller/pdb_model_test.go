@@ -122,6 +122,17 @@ type pmMutant struct {
 	write    func(w *pmWorld, verb string, p *policyv1.PodDisruptionBudget) bool
 	read     func(w *pmWorld, obj runtime.Object)
 	noEvents bool
+	// concern replaces which workloads the generator's watches enqueue, given its own.
+	concern func(w *pmWorld, own concern) concern
+}
+
+// concern is which workloads the generator's watches enqueue now.
+func (w *pmWorld) concern(r *PDBGenerator) concern {
+	own := r.concern(context.Background())
+	if w.mutant != nil && w.mutant.concern != nil {
+		return w.mutant.concern(w, own)
+	}
+	return own
 }
 
 type pmWorld struct {
@@ -163,7 +174,12 @@ type pmClient struct {
 	w *pmWorld
 }
 
+// A mutant that changes what is read changes copies: a read without one (informer.List)
+// hands out the store's own objects, which the model judges by.
 func (c pmClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if c.w.mutant != nil && c.w.mutant.read != nil {
+		opts = nil
+	}
 	err := c.Writer.Get(ctx, key, obj, opts...)
 	if err == nil && c.w.mutant != nil && c.w.mutant.read != nil {
 		c.w.mutant.read(c.w, obj)
@@ -172,6 +188,21 @@ func (c pmClient) Get(ctx context.Context, key client.ObjectKey, obj client.Obje
 }
 
 func (c pmClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if c.w.mutant != nil && c.w.mutant.read != nil {
+		var copying []client.ListOption
+		for _, o := range opts {
+			switch o := o.(type) {
+			case client.UnsafeDisableDeepCopyOption:
+			case *client.ListOptions:
+				c := *o
+				c.UnsafeDisableDeepCopy = nil
+				copying = append(copying, &c)
+			default:
+				copying = append(copying, o)
+			}
+		}
+		opts = copying
+	}
 	err := c.Writer.List(ctx, list, opts...)
 	if err == nil && c.w.mutant != nil && c.w.mutant.read != nil {
 		c.w.mutant.read(c.w, list)
@@ -307,7 +338,12 @@ func (w *pmWorld) settle() bool {
 		before := w.changes
 		jobs := []func(){w.collectGarbage, w.syncPods, w.finalizePolicies}
 		for _, r := range w.generators {
+			// As the generator's watches: only the workloads that concern it are enqueued.
+			concerns := w.concern(r)
 			for _, o := range w.workloads(r.Kind) {
+				if !concerns(o) {
+					continue
+				}
 				ref, req := workload.Ref{Kind: r.Kind, Namespace: o.GetNamespace(), Name: o.GetName()}, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}
 				jobs = append(jobs, func() {
 					w.current = ref
@@ -1357,6 +1393,24 @@ var pmMutants = []pmMutant{
 		}
 	}},
 	{name: "noEvents", noEvents: true},
+	// The watches pass on a workload only while a policy generates for it: one whose last
+	// generating policy let go keeps its PDB.
+	{name: "concernGeneratingOnly", concern: func(w *pmWorld, own concern) concern {
+		return func(o client.Object) bool {
+			m, _ := workload.MetaOf(o)
+			wl := pmWorkloadOf(m.Ref.Kind, o)
+			return own(o) && slices.ContainsFunc(w.policies(), func(p *v1alpha1.DisruptionPolicy) bool {
+				return pmGenerates(p, w.nsLabels(wl.namespace), wl)
+			})
+		}
+	}},
+	// The watches pass on only a workload that has a PDB of its name: none is ever generated.
+	{name: "concernNamedPDBOnly", concern: func(w *pmWorld, own concern) concern {
+		return func(o client.Object) bool {
+			m, _ := workload.MetaOf(o)
+			return own(o) && w.pdbAt(pdb.Name(m.Ref)+"@"+o.GetNamespace()) != nil
+		}
+	}},
 }
 
 // pmRewrite is a mutant that changes every PDB the generator creates or updates.

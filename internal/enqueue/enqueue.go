@@ -19,8 +19,17 @@ import (
 // namespace's are listed without a deep copy, which still copies each object's top-level
 // struct into the list.
 func All(ctx context.Context, r client.Reader, obj client.Object, list client.ObjectList, namespace string) []reconcile.Request {
+	return Where(ctx, r, obj, list, namespace, nil)
+}
+
+// Where is All of the objects keep passes (nil: every one): a controller with work for a
+// few of a fleet's objects keeps the rest out of its queue.
+func Where(ctx context.Context, r client.Reader, obj client.Object, list client.ObjectList, namespace string, keep func(client.Object) bool) []reconcile.Request {
 	var out []reconcile.Request
 	add := func(o client.Object) {
+		if keep != nil && !keep(o) {
+			return
+		}
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}})
 	}
 	var err error

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/holdfast-dev/holdfast/internal/memstore"
@@ -34,5 +35,25 @@ func TestAllNamesEveryObjectOrOneNamespaces(t *testing.T) {
 	}
 	if got := All(ctx, store, &appsv1.Deployment{}, &appsv1.DeploymentList{}, "c"); len(got) != 0 {
 		t.Errorf("an empty namespace: %v, want none", got)
+	}
+}
+
+func TestWhereNamesOnlyWhatItKeeps(t *testing.T) {
+	store := memstore.New(nil)
+	for _, key := range [][2]string{{"a", "one"}, {"a", "two"}, {"b", "three"}} {
+		store.Put(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key[0], Name: key[1]}})
+	}
+	notTwo := func(o client.Object) bool { return o.GetName() != "two" }
+	ctx := context.Background()
+	for _, ns := range []string{"", "a"} {
+		got := Where(ctx, store, &appsv1.Deployment{}, &appsv1.DeploymentList{}, ns, notTwo)
+		for _, r := range got {
+			if r.Name == "two" {
+				t.Errorf("namespace %q: %v names the object keep refused", ns, got)
+			}
+		}
+		if len(got) == 0 {
+			t.Errorf("namespace %q: none named, want the kept", ns)
+		}
 	}
 }

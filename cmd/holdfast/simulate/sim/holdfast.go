@@ -62,6 +62,10 @@ func (s *sim) record() {
 		}
 		w.journalDue = false
 		r := s.recorders[w.ref.Kind]
+		if obj, err := workload.New(w.ref.Kind); err == nil && s.store.Get(context.Background(), client.ObjectKey{Namespace: w.ref.Namespace, Name: w.ref.Name}, obj) == nil &&
+			!r.Concerns(context.Background(), obj) {
+			continue // as the leader's watch of the workloads, which passes on only what concerns the recorder
+		}
 		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: w.ref.Namespace, Name: w.ref.Name}}); err != nil {
 			s.res.Errors = append(s.res.Errors, fmt.Sprintf("%.1fs recording the journal of %s: %v", s.at(), w.ref, err))
 			continue
