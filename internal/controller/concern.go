@@ -21,22 +21,22 @@ import (
 // A concern says which workloads a controller has work for, as its cache shows them when
 // it is made: the journal recorder and the PDB generator reconcile a workload no policy
 // guards and that has nothing of theirs to no effect. It is made once per event, or per
-// walk of a fleet (enqueue.Where). Left out of their queues, a management cluster's
-// thousands of unguarded workloads cost them nothing: a queue's maps keep the size of the
-// largest burst they held, and every workload is one at start.
+// walk of a fleet (enqueue.Where). What it cannot read passes: the reconcile reads it
+// again. Left out of their queues, a management cluster's thousands of unguarded workloads
+// cost them nothing: a queue's maps keep the size of the largest burst they held, and every
+// workload is one at start.
 type concern func(client.Object) bool
 
-// every is the concern of a controller that could not read what decides: every workload,
-// whose reconcile then reads it again.
-func every(client.Object) bool { return true }
-
 // concerning passes the events of a workload that concerns the controller before or after
-// them: a workload that stops being guarded is still reconciled, once.
-func concerning(of func(context.Context) concern) predicate.Funcs {
+// them: a workload that stops being guarded is still reconciled, once. Deletes pass when
+// allDeletes: the recorder reconciles a deleted workload from its last state, when the
+// caches it judges by may have caught up (a namespace relabelled into a selection just
+// before the delete).
+func concerning(of func(context.Context) concern, allDeletes bool) predicate.Funcs {
 	one := func(o client.Object) bool { return of(context.Background())(o) }
 	return predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return one(e.Object) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return one(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return allDeletes || one(e.Object) },
 		GenericFunc: func(e event.GenericEvent) bool { return one(e.Object) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			c := of(context.Background())
@@ -66,23 +66,31 @@ func cached(ctx context.Context, c client.Reader, key client.ObjectKey, obj clie
 }
 
 // concern is the recorder's: a workload a policy selects (not suspended), or one with a
-// journal, the recorder's own write its cache has not shown yet included.
+// journal, the recorder's own write its cache has not shown yet included. The policies are
+// listed once, when a workload without a journal first asks.
 func (r *JournalRecorder) concern(ctx context.Context) concern {
-	var policies v1alpha1.RolloutPolicyList
-	if err := informer.List(ctx, r.Client, &policies); err != nil {
-		return every
-	}
+	var policies *v1alpha1.RolloutPolicyList
 	nsLabels := namespaceLabels(ctx, r.Client)
 	return func(o client.Object) bool {
 		name := journal.Name(r.Kind, o.GetNamespace(), o.GetName())
 		if _, own := r.wrote.Load(name); own || cached(ctx, r.Client, client.ObjectKey{Namespace: r.Namespace, Name: name}, &corev1.ConfigMap{}) {
 			return true
 		}
+		if policies == nil {
+			policies = &v1alpha1.RolloutPolicyList{}
+			if err := informer.List(ctx, r.Client, policies); err != nil {
+				policies = nil
+				return true
+			}
+		}
+		if len(policies.Items) == 0 {
+			return false
+		}
 		ns, err := nsLabels(o.GetNamespace())
 		if err != nil {
 			return true
 		}
-		guarded, _ := r.selects(&policies, o.GetLabels(), ns)
+		guarded, _ := r.selects(policies, o.GetLabels(), ns)
 		return guarded
 	}
 }
@@ -97,21 +105,25 @@ func (r *JournalRecorder) Concerns(ctx context.Context, obj client.Object) bool 
 // concern is the generator's: a workload a policy generates a PDB for, or one with a PDB
 // of its name (Reconcile deletes a generated one no policy wants).
 func (r *PDBGenerator) concern(ctx context.Context) concern {
-	var policies v1alpha1.DisruptionPolicyList
-	if err := informer.List(ctx, r.Client, &policies); err != nil {
-		return every
-	}
 	var generate []*v1alpha1.DisruptionPolicy
-	for i := range policies.Items {
-		if p := &policies.Items[i]; p.Spec.PDB != nil && p.Spec.PDB.Generate {
-			generate = append(generate, p)
-		}
-	}
+	listed := false
 	nsLabels := namespaceLabels(ctx, r.Client)
 	return func(o client.Object) bool {
 		w, ok := workload.MetaOf(o)
 		if !ok || cached(ctx, r.Client, client.ObjectKey{Namespace: w.Namespace, Name: pdb.Name(w.Ref)}, &policyv1.PodDisruptionBudget{}) {
 			return true
+		}
+		if !listed {
+			var policies v1alpha1.DisruptionPolicyList
+			if err := informer.List(ctx, r.Client, &policies); err != nil {
+				return true
+			}
+			for i := range policies.Items {
+				if p := &policies.Items[i]; p.Spec.PDB != nil && p.Spec.PDB.Generate {
+					generate = append(generate, p)
+				}
+			}
+			listed = true
 		}
 		if len(generate) == 0 {
 			return false

@@ -81,7 +81,7 @@ func (r *JournalRecorder) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("journal-"+strings.ToLower(string(r.Kind))).
-		Watches(obj, r.lastSeen(), builder.WithPredicates(concerning(r.concern))).
+		Watches(obj, r.lastSeen(), builder.WithPredicates(concerning(r.concern, true))).
 		// Every event of a policy, its status writes too: the status controller writes when
 		// a namespace's labels bring workloads into a selection, which the recorder watches
 		// through it.

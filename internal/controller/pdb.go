@@ -55,7 +55,7 @@ func (r *PDBGenerator) SetupWithManager(mgr ctrl.Manager) error {
 	inNamespace := handler.EnqueueRequestsFromMapFunc(r.workloadsInNamespace)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("pdb-"+strings.ToLower(string(r.Kind))).
-		For(obj, builder.WithPredicates(concerning(r.concern))).
+		For(obj, builder.WithPredicates(concerning(r.concern, false))).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		// Every event of a policy, its status writes too: the status controller writes when
 		// a workload of the same kind comes to overlap another's pods, or a pod another PDB
