@@ -45,12 +45,12 @@ func concernWorld() *memstore.Store {
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: app, Image: app + ":1"}}}}
 			store.Put(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app, UID: uid, Generation: 1, Labels: l,
 				CreationTimestamp: concernCreated},
-				Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: l}, Template: tmpl},
+				Spec:   appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: l}, Template: tmpl},
 				Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}})
 			rsTmpl := *tmpl.DeepCopy()
 			rsTmpl.Labels = map[string]string{"app": app, "pod-template-hash": "5d4f"}
 			store.Put(&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app + "-5d4f", UID: uid + "-rs", CreationTimestamp: concernCreated,
-				Annotations: map[string]string{"deployment.kubernetes.io/revision": "1"},
+				Annotations:     map[string]string{"deployment.kubernetes.io/revision": "1"},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: app, UID: uid, Controller: ptr.To(true)}}},
 				Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](2), Template: rsTmpl},
 				Status: appsv1.ReplicaSetStatus{Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}})
@@ -114,7 +114,9 @@ func (c counting) Delete(ctx context.Context, obj client.Object, opts ...client.
 }
 
 // Eventf counts an Event recorded through it (events.Limiter's recorder).
-func (c counting) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) { *c.writes++ }
+func (c counting) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {
+	*c.writes++
+}
 
 func workloadRef(t *testing.T, store *memstore.Store, ns, name string) workload.Ref {
 	w, _ := workload.MetaOf(deployment(t, store, ns, name))
