@@ -226,11 +226,9 @@ func TestGeneratorIsConcernedWithGeneratingAndNamedWorkloads(t *testing.T) {
 
 	// A PDB of u/other's name: the generator reads whose it is. A generated one no policy
 	// wants any more is deleted.
-	w, _ := workload.MetaOf(deployment(t, store, "u", "other"))
-	store.Put(&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "u", Name: pdb.Name(w.Ref)}})
+	store.Put(&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "u", Name: pdb.Name(workloadRef(t, store, "u", "other"))}})
 	concernHolds(t, store, r.concern(ctx), &writes, look, "t/web", "u/other")
-	generated := &policyv1.PodDisruptionBudget{}
-	if err := store.Get(ctx, client.ObjectKey{Namespace: "t", Name: pdb.Name(workloadRef(t, store, "t", "web"))}, generated); err != nil {
+	if err := store.Get(ctx, client.ObjectKey{Namespace: "t", Name: pdb.Name(workloadRef(t, store, "t", "web"))}, &policyv1.PodDisruptionBudget{}); err != nil {
 		t.Fatal(err)
 	}
 	p.Spec.PDB.Generate = false

@@ -29,6 +29,7 @@ import (
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/events"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/memstore"
 	"github.com/holdfast-dev/holdfast/internal/pdb"
 	"github.com/holdfast-dev/holdfast/internal/policy"
@@ -178,7 +179,7 @@ type pmClient struct {
 // hands out the store's own objects, which the model judges by.
 func (c pmClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if c.w.mutant != nil && c.w.mutant.read != nil {
-		opts = nil
+		opts = informer.Copying(opts)
 	}
 	err := c.Writer.Get(ctx, key, obj, opts...)
 	if err == nil && c.w.mutant != nil && c.w.mutant.read != nil {
@@ -189,19 +190,7 @@ func (c pmClient) Get(ctx context.Context, key client.ObjectKey, obj client.Obje
 
 func (c pmClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if c.w.mutant != nil && c.w.mutant.read != nil {
-		var copying []client.ListOption
-		for _, o := range opts {
-			switch o := o.(type) {
-			case client.UnsafeDisableDeepCopyOption:
-			case *client.ListOptions:
-				c := *o
-				c.UnsafeDisableDeepCopy = nil
-				copying = append(copying, &c)
-			default:
-				copying = append(copying, o)
-			}
-		}
-		opts = copying
+		opts = informer.Copying(opts)
 	}
 	err := c.Writer.List(ctx, list, opts...)
 	if err == nil && c.w.mutant != nil && c.w.mutant.read != nil {

@@ -35,14 +35,14 @@ type view struct {
 }
 
 func (v view) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if err := v.Reader.Get(ctx, key, obj, copying(opts)...); err != nil {
+	if err := v.Reader.Get(ctx, key, obj, Copying(opts)...); err != nil {
 		return err
 	}
 	return v.transform(obj)
 }
 
 func (v view) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if err := v.Reader.List(ctx, list, copying(opts)...); err != nil {
+	if err := v.Reader.List(ctx, list, Copying(opts)...); err != nil {
 		return err
 	}
 	items, err := meta.ExtractList(list)
@@ -57,14 +57,26 @@ func (v view) List(ctx context.Context, list client.ObjectList, opts ...client.L
 	return nil
 }
 
-// copying is opts without client.UnsafeDisableDeepCopy: the transforms change what a read
-// returns, which must not be the store's own object.
-func copying[O any](opts []O) []O {
+// Copying is opts without client.UnsafeDisableDeepCopy, whether given alone or within
+// client.ListOptions or client.GetOptions (informer.ListIn's): a read that changes what it
+// returns (the view's transforms, a test's mutants) must not be handed the store's own
+// objects, whose pointers a list's items share.
+func Copying[O any](opts []O) []O {
 	out := make([]O, 0, len(opts))
 	for _, o := range opts {
-		if _, unsafe := any(o).(client.UnsafeDisableDeepCopyOption); !unsafe {
-			out = append(out, o)
+		switch opt := any(o).(type) {
+		case client.UnsafeDisableDeepCopyOption:
+			continue
+		case *client.ListOptions:
+			c := *opt
+			c.UnsafeDisableDeepCopy = nil
+			o = any(&c).(O)
+		case *client.GetOptions:
+			c := *opt
+			c.UnsafeDisableDeepCopy = nil
+			o = any(&c).(O)
 		}
+		out = append(out, o)
 	}
 	return out
 }

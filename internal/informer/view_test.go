@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/internal/history"
@@ -67,5 +68,34 @@ func TestCacheViewReadsWhatTheCacheHolds(t *testing.T) {
 	}
 	if stored.Spec.Template.Spec.Containers == nil || stored.ManagedFields == nil || storedPod.Spec.Containers == nil {
 		t.Error("reading through the view changed what the store holds")
+	}
+}
+
+// TestCacheViewNeverTransformsTheStoresObjects: a list of one namespace (ListIn, whose
+// client.ListOptions ask for no copy) through the view still copies, so that a transform
+// writing through a pointer its item shares with the store (a selector) leaves the store's
+// object as it was.
+func TestCacheViewNeverTransformsTheStoresObjects(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New(nil)
+	store.Put(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "d"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "d"}}}})
+	v := informer.CacheView(store, crcache.Options{ByObject: map[client.Object]crcache.ByObject{&appsv1.Deployment{}: {Transform: func(o any) (any, error) {
+		o.(*appsv1.Deployment).Spec.Selector.MatchLabels = map[string]string{"app": "transformed"}
+		return o, nil
+	}}}})
+	var l appsv1.DeploymentList
+	if err := informer.ListIn(ctx, v, &l, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].Spec.Selector.MatchLabels["app"] != "transformed" {
+		t.Fatalf("the view's list: %v, want the transformed Deployment", l.Items)
+	}
+	d := &appsv1.Deployment{}
+	if err := store.Get(ctx, client.ObjectKey{Namespace: "a", Name: "d"}, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Spec.Selector.MatchLabels["app"]; got != "d" {
+		t.Errorf("the store's Deployment after a list through the view: selector app=%s, want d", got)
 	}
 }
