@@ -157,7 +157,8 @@ func New(metrics *Metrics) *Scope {
 
 // NewCache is the manager's NewCache: its cache, with pods, ReplicaSets and
 // ControllerRevisions read through the Scope (with the transforms opts gives them) and the
-// indexes by UID kept once (informer.UIDIndexes). It keeps the manager's configuration,
+// indexes by UID kept once (informer.UIDIndexes), each informer's handlers behind one
+// registration (informer.FanOut). It keeps the manager's configuration,
 // scheme, mapper and HTTP client for the Scope's watches.
 func (s *Scope) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
 	for obj, by := range opts.ByObject {
@@ -169,7 +170,7 @@ func (s *Scope) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache,
 	if err != nil {
 		return nil, err
 	}
-	inner := informer.UIDIndexes(c)
+	inner := informer.UIDIndexes(informer.FanOut(c))
 	s.cfg = cfg
 	s.base = crcache.Options{Scheme: opts.Scheme, Mapper: opts.Mapper, HTTPClient: opts.HTTPClient}
 	s.owners = inner
@@ -297,7 +298,7 @@ func (s *Scope) start(sp Spec) (*watch, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := informer.UIDIndexes(raw)
+	c := informer.UIDIndexes(informer.FanOut(raw))
 	ctx, cancel := context.WithCancel(s.ctx)
 	w := &watch{spec: sp, cache: c, ctx: ctx, cancel: cancel, started: time.Now(), synced: make(chan struct{}),
 		regs: map[*registration]toolscache.ResourceEventHandlerRegistration{}}
