@@ -207,7 +207,7 @@ func workloadReference(ref workload.Ref) *metav1.PartialObjectMetadata {
 }
 
 // labelled is a workload as target selectors see it: its kind, and the object as the cache
-// holds it (read it, never write it).
+// holds it, a record or typed (read it, never write it).
 type labelled struct {
 	kind v1alpha1.WorkloadKind
 	obj  client.Object
@@ -243,7 +243,7 @@ func (r *RolloutPolicyStatus) audit(ctx context.Context, p *v1alpha1.RolloutPoli
 	var n int32
 	reports := map[string]*policyReport{}
 	for _, w := range selected {
-		k, obj := w.kind, w.obj
+		k, obj := w.kind, workload.Typed(w.obj) // the cache's walk hands out records
 		found, err := r.Audit(p, obj, nsLabels[obj.GetNamespace()], now)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Auditing a workload", "policy", p.Name)

@@ -27,6 +27,9 @@ import (
 // deletion of one it never saw. holdfast's handlers queue keys, which that leaves right.
 // A handler must not add or remove a handler of the same informer. A handler asking for
 // resyncs is registered with the informer itself.
+//
+// Handlers are handed the typed objects the store's records stand for (Record), made once
+// per event for them all.
 func FanOut(c crcache.Cache) crcache.Cache {
 	return &fanOutCache{Cache: c, fans: map[toolscache.SharedIndexInformer]*fanInformer{}}
 }
@@ -109,7 +112,7 @@ func (f *fanInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolsc
 // AddEventHandlerWithResyncPeriod registers h with the informer itself: resyncs are per
 // registration.
 func (f *fanInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	return f.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, resync)
+	return f.SharedIndexInformer.AddEventHandlerWithResyncPeriod(typedHandler{h}, resync)
 }
 
 // AddEventHandlerWithOptions adds h to the handlers of the informer's one registration,
@@ -117,7 +120,7 @@ func (f *fanInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEvent
 // the informer itself. The first handler's options (its logger) are the registration's.
 func (f *fanInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
 	if o.ResyncPeriod != nil {
-		return f.SharedIndexInformer.AddEventHandlerWithOptions(h, o)
+		return f.SharedIndexInformer.AddEventHandlerWithOptions(typedHandler{h}, o)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -130,7 +133,7 @@ func (f *fanInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandl
 		f.reg = reg
 	} else {
 		for _, obj := range f.GetStore().List() {
-			h.OnAdd(obj, true)
+			h.OnAdd(typed(obj), true)
 		}
 	}
 	r := &fanHandler{ResourceEventHandler: h, f: f}
@@ -139,7 +142,7 @@ func (f *fanInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandl
 }
 
 // RemoveEventHandler removes a handler this informer's fan added, or one registered with
-// the informer itself.
+// the informer itself (typedHandler's registration).
 func (f *fanInformer) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error {
 	r, ok := handle.(*fanHandler)
 	if !ok {
@@ -158,6 +161,7 @@ func (f *fanInformer) RemoveEventHandler(handle toolscache.ResourceEventHandlerR
 type fanDispatch struct{ f *fanInformer }
 
 func (d fanDispatch) OnAdd(obj any, initial bool) {
+	obj = typed(obj)
 	d.f.mu.Lock()
 	defer d.f.mu.Unlock()
 	for _, h := range d.f.handlers {
@@ -166,6 +170,7 @@ func (d fanDispatch) OnAdd(obj any, initial bool) {
 }
 
 func (d fanDispatch) OnUpdate(oldObj, newObj any) {
+	oldObj, newObj = typed(oldObj), typed(newObj)
 	d.f.mu.Lock()
 	defer d.f.mu.Unlock()
 	for _, h := range d.f.handlers {
@@ -174,9 +179,20 @@ func (d fanDispatch) OnUpdate(oldObj, newObj any) {
 }
 
 func (d fanDispatch) OnDelete(obj any) {
+	obj = typed(obj)
 	d.f.mu.Lock()
 	defer d.f.mu.Unlock()
 	for _, h := range d.f.handlers {
 		h.OnDelete(obj)
 	}
 }
+
+// typedHandler hands a handler registered with the informer itself the typed objects the
+// store's records stand for.
+type typedHandler struct {
+	h toolscache.ResourceEventHandler
+}
+
+func (t typedHandler) OnAdd(obj any, initial bool) { t.h.OnAdd(typed(obj), initial) }
+func (t typedHandler) OnUpdate(oldObj, newObj any) { t.h.OnUpdate(typed(oldObj), typed(newObj)) }
+func (t typedHandler) OnDelete(obj any)            { t.h.OnDelete(typed(obj)) }

@@ -275,8 +275,10 @@ type stored interface{ GetStore() toolscache.Store }
 // write it), without building a list: a list of tens of thousands of workloads holds a
 // copy of each object's top-level struct (over a kilobyte each, a PodSpec included) until
 // the walk ends, more than the cache itself costs when every request and reconcile of a
-// fleet makes one. A reader that is not an informer cache (a client of the API server, a
-// test's store) is listed into list instead, and its items walked.
+// fleet makes one. f is handed what the store holds: a Record where it holds one (read its
+// metadata, or workload.MetaOf and workload.Typed). A reader that is not an informer cache
+// (a client of the API server, a test's store) is listed into list instead, and its items
+// walked.
 func Each(ctx context.Context, r client.Reader, obj client.Object, list client.ObjectList, f func(client.Object)) error {
 	if ix, ok := r.(informers); ok {
 		inf, err := ix.GetInformer(ctx, obj)

@@ -97,6 +97,14 @@ func (v view) transform(obj runtime.Object) error {
 	if out == any(obj) {
 		return nil
 	}
+	if r, ok := out.(Record); ok {
+		// A transform that makes a record (workload.Record): obj is what reads of it hand
+		// out.
+		if co, ok := obj.(client.Object); !ok || !r.Into(co, false) {
+			return fmt.Errorf("the cache's transform of %T returned a %T", obj, out)
+		}
+		return nil
+	}
 	// A transform that builds a new object (LeanPod): it takes obj's place.
 	to, from := reflect.ValueOf(obj), reflect.ValueOf(out)
 	if from.Type() != to.Type() {

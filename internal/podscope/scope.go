@@ -158,7 +158,8 @@ func New(metrics *Metrics) *Scope {
 // NewCache is the manager's NewCache: its cache, with pods, ReplicaSets and
 // ControllerRevisions read through the Scope (with the transforms opts gives them) and the
 // indexes by UID kept once (informer.UIDIndexes), each informer's handlers behind one
-// registration (informer.FanOut). It keeps the manager's configuration,
+// registration (informer.FanOut), and workloads read from their records (informer.Records).
+// It keeps the manager's configuration,
 // scheme, mapper and HTTP client for the Scope's watches.
 func (s *Scope) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
 	for obj, by := range opts.ByObject {
@@ -170,7 +171,7 @@ func (s *Scope) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache,
 	if err != nil {
 		return nil, err
 	}
-	inner := informer.UIDIndexes(informer.FanOut(c))
+	inner := informer.Records(informer.UIDIndexes(informer.FanOut(c)))
 	s.cfg = cfg
 	s.base = crcache.Options{Scheme: opts.Scheme, Mapper: opts.Mapper, HTTPClient: opts.HTTPClient}
 	s.owners = inner

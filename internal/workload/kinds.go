@@ -149,6 +149,9 @@ type Meta struct {
 // MetaOf reads a typed workload; ok is false for other kinds. The selector and labels are
 // the object's own.
 func MetaOf(obj any) (m Meta, ok bool) {
+	if r, ok := obj.(recorded); ok {
+		return r.metaOf(), true
+	}
 	f, ok := fieldsOf(obj)
 	if !ok {
 		return Meta{}, false

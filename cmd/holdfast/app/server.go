@@ -74,11 +74,21 @@ func WebhookServer(ctx context.Context, host string, port int, certDir string) w
 
 // CacheOptions trims what holdfast caches to what its decisions read (informer.Options):
 // revisions carry their template's fingerprint instead of the template (history.Slim),
-// workloads their template packed (workload.Pack), of ConfigMaps only the revision
-// journals in holdfast's namespace are cached, and of a workload's managed fields only its
-// template's last writer, kept in writers.
+// workloads their template packed (workload.Pack) and are held as records
+// (workload.Record), of ConfigMaps only the revision journals in holdfast's namespace are
+// cached, and of a workload's managed fields only its template's last writer, kept in
+// writers.
 func CacheOptions(namespace string, writers *informer.Writers) crcache.Options {
-	return informer.Options(history.Slim, workload.Pack, namespace, labels.SelectorFromSet(labels.Set{journal.ComponentLabel: journal.Component}), writers)
+	return informer.Options(history.Slim, packThenRecord, namespace, labels.SelectorFromSet(labels.Set{journal.ComponentLabel: journal.Component}), writers)
+}
+
+// packThenRecord is the workloads' transform: packed, then held as records.
+func packThenRecord(obj any) (any, error) {
+	obj, err := workload.Pack(obj)
+	if err != nil {
+		return obj, err
+	}
+	return workload.Record(obj)
 }
 
 // Options are the settings Setup needs beyond the manager.

@@ -1,0 +1,107 @@
+package workload
+
+import (
+	"reflect"
+	"testing"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/randfill"
+)
+
+// filled is a typed workload of obj's type with every field set (randfill), its template's
+// spec empty as Pack leaves it.
+func filled[T any, P interface {
+	*T
+	client.Object
+}](t *testing.T, seed int64, gvk schema.GroupVersionKind) P {
+	t.Helper()
+	obj := P(new(T))
+	randfill.NewWithSeed(seed).NilChance(0).NumElements(1, 2).Fill(obj)
+	PodTemplate(obj).Spec = corev1.PodSpec{}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return obj
+}
+
+// TestRecordStandsForEveryField: a record is the workload it was made of, every field of
+// every kind (randfill sets them all, so a field the record forgets fails here), its
+// template's metadata beyond labels included; deep reads share nothing with it; MetaOf
+// reads the same of both; a template not packed stays typed.
+func TestRecordStandsForEveryField(t *testing.T) {
+	for seed := range int64(20) {
+		roundTrip(t, filled[appsv1.Deployment](t, seed, appsv1.SchemeGroupVersion.WithKind("Deployment")), &appsv1.Deployment{})
+		roundTrip(t, filled[appsv1.StatefulSet](t, seed, appsv1.SchemeGroupVersion.WithKind("StatefulSet")), &appsv1.StatefulSet{})
+		roundTrip(t, filled[appsv1.DaemonSet](t, seed, appsv1.SchemeGroupVersion.WithKind("DaemonSet")), &appsv1.DaemonSet{})
+	}
+
+	d := filled[appsv1.Deployment](t, 1, appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c"}}
+	if out, _ := Record(d); out != any(d) {
+		t.Errorf("a template with a spec became a %T, want it typed", out)
+	}
+	other := &corev1.Pod{}
+	if out, _ := Record(other); out != any(other) {
+		t.Errorf("a pod became a %T", out)
+	}
+	r, _ := Record(filled[appsv1.Deployment](t, 2, appsv1.SchemeGroupVersion.WithKind("Deployment")))
+	if r.(recorded).Into(&appsv1.StatefulSet{}, false) {
+		t.Error("a Deployment's record filled a StatefulSet")
+	}
+}
+
+func roundTrip(t *testing.T, want, into client.Object) {
+	t.Helper()
+	out, err := Record(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := out.(recorded)
+	if !ok {
+		t.Fatalf("%T with an empty template spec stayed a %T, want a record", want, out)
+	}
+	if diff := cmp.Diff(want, r.Typed()); diff != "" {
+		t.Fatalf("%T: the record's object differs (-made of +stands for):\n%s", want, diff)
+	}
+	if !r.Into(into, true) {
+		t.Fatalf("a record of %T did not fill one", want)
+	}
+	if diff := cmp.Diff(want, into); diff != "" {
+		t.Fatalf("%T: a deep read differs (-made of +read):\n%s", want, diff)
+	}
+	into.GetLabels()["written"] = "by a reader"
+	PodTemplate(into).Labels["written"] = "by a reader"
+	if _, ok := r.Typed().GetLabels()["written"]; ok {
+		t.Fatalf("%T: a deep read shares its labels with the record", want)
+	}
+	if _, ok := PodTemplate(r.Typed()).Labels["written"]; ok {
+		t.Fatalf("%T: a deep read shares its template's labels with the record", want)
+	}
+	if diff := cmp.Diff(want, r.DeepCopyObject().(recorded).Typed()); diff != "" {
+		t.Fatalf("%T: a copy of the record differs:\n%s", want, diff)
+	}
+	got, _ := MetaOf(r)
+	wantMeta, _ := MetaOf(want)
+	if !reflect.DeepEqual(got, wantMeta) {
+		t.Fatalf("%T: MetaOf a record is %+v, of the object %+v", want, got, wantMeta)
+	}
+}
+
+// TestRecordIsSmall: a record costs less than half its typed struct, which is what
+// holding records is for.
+func TestRecordIsSmall(t *testing.T) {
+	for _, c := range []struct {
+		record, typed uintptr
+	}{
+		{unsafe.Sizeof(deploymentRecord{}), unsafe.Sizeof(appsv1.Deployment{})},
+		{unsafe.Sizeof(statefulSetRecord{}), unsafe.Sizeof(appsv1.StatefulSet{})},
+		{unsafe.Sizeof(daemonSetRecord{}), unsafe.Sizeof(appsv1.DaemonSet{})},
+	} {
+		if c.record > c.typed/2 {
+			t.Errorf("a record of %d bytes stands for a struct of %d", c.record, c.typed)
+		}
+	}
+}
