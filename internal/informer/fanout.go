@@ -3,6 +3,7 @@ package informer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -14,19 +15,21 @@ import (
 )
 
 // FanOut is c with the handlers of each of its informers behind one registration of the
-// informer's own. client-go gives each registration a buffer of the events it has not
-// handled yet, which grows to the largest burst it held and never shrinks; a handler added
-// to a synced informer is handed every object at once, so each holds a slot per object for
-// good. Eight handlers on the workload informers (the controllers' watches, the pod-scope
-// planner, the writers' forgetter) cost more per unguarded workload than its labels do.
+// informer's own. client-go gives each registration a buffer of the events its handler has
+// not handled yet, which grows to the largest burst it held and never shrinks; a handler
+// added to a synced informer is handed every object at once, so each holds a slot per
+// object for good. Eight handlers on the workload informers (the controllers' watches, the
+// pod-scope planner, the writers' forgetter) cost more per unguarded workload than its
+// labels do.
 //
-// A handler added to a fanned-out informer is handed the objects its store holds at once,
-// in the caller's goroutine, and then every event the informer's one registration
-// receives, in turn with the other handlers. Its store can be ahead of the events handed
-// out yet: a handler may be handed an object it was handed by that first walk again, or a
-// deletion of one it never saw. holdfast's handlers queue keys, which that leaves right.
-// A handler must not add or remove a handler of the same informer. A handler asking for
-// resyncs is registered with the informer itself.
+// Each handler of a fan has a queue of its own, as client-go's do, handled in order by a
+// goroutine that runs while the queue holds events: a slow handler delays none of the
+// others, and an empty queue holds no memory. A handler added to a fanned-out informer is
+// queued the objects its store holds, then every event the informer's one registration
+// receives. The store can be ahead of the events handed out yet: a handler may be handed
+// an object it was handed by that first walk again, or a deletion of one it never saw.
+// holdfast's handlers queue keys, which that leaves right. A handler asking for resyncs is
+// registered with the informer itself.
 //
 // Handlers are handed the typed objects the store's records stand for (Record), made once
 // per event for them all.
@@ -52,17 +55,23 @@ func (c *fanOutCache) GetInformerForKind(ctx context.Context, gvk schema.GroupVe
 	return c.fan(inf), err
 }
 
-// RemoveInformer stops the informer of obj's kind and forgets its fan.
+// RemoveInformer stops the informer of obj's kind; its fan is forgotten once it has
+// stopped.
 func (c *fanOutCache) RemoveInformer(ctx context.Context, obj client.Object) error {
-	inf, err := c.Cache.GetInformer(ctx, obj, crcache.BlockUntilSynced(false))
-	if err == nil {
-		if sii, ok := inf.(toolscache.SharedIndexInformer); ok {
-			c.mu.Lock()
+	err := c.Cache.RemoveInformer(ctx, obj)
+	c.mu.Lock()
+	c.forgetStopped()
+	c.mu.Unlock()
+	return err
+}
+
+// forgetStopped forgets the fans of stopped informers; the caller holds mu.
+func (c *fanOutCache) forgetStopped() {
+	for sii := range c.fans {
+		if sii.IsStopped() {
 			delete(c.fans, sii)
-			c.mu.Unlock()
 		}
 	}
-	return c.Cache.RemoveInformer(ctx, obj)
 }
 
 // fan is inf's fan, made once; an informer that is not client-go's is returned as it is.
@@ -75,6 +84,7 @@ func (c *fanOutCache) fan(inf crcache.Informer) crcache.Informer {
 	defer c.mu.Unlock()
 	f := c.fans[sii]
 	if f == nil {
+		c.forgetStopped()
 		f = &fanInformer{SharedIndexInformer: sii}
 		c.fans[sii] = f
 	}
@@ -84,25 +94,12 @@ func (c *fanOutCache) fan(inf crcache.Informer) crcache.Informer {
 // fanInformer is a client-go informer whose handlers share one registration (FanOut).
 type fanInformer struct {
 	toolscache.SharedIndexInformer
-	// mu is held while an event is handed out, and while a handler is added or removed:
-	// a new handler's first walk of the store comes between two events, never inside one.
+	// mu is held while an event is queued to the handlers, and while a handler is added (its
+	// queue filled from the store) or removed: never while a handler runs.
 	mu       sync.Mutex
 	handlers []*fanHandler
 	reg      toolscache.ResourceEventHandlerRegistration // nil until the first handler
 }
-
-// fanHandler is a handler of a fanInformer: its registration.
-type fanHandler struct {
-	toolscache.ResourceEventHandler
-	f *fanInformer
-}
-
-// HasSynced is whether the informer has synced and its registration has handed out every
-// object of its first list: then this handler has seen each, handed out or walked.
-func (h *fanHandler) HasSynced() bool { return h.f.reg.HasSynced() }
-
-// HasSyncedChecker completes when HasSynced holds.
-func (h *fanHandler) HasSyncedChecker() toolscache.DoneChecker { return h.f.reg.HasSyncedChecker() }
 
 // AddEventHandler adds h to the handlers of the informer's one registration.
 func (f *fanInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
@@ -116,14 +113,19 @@ func (f *fanInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEvent
 }
 
 // AddEventHandlerWithOptions adds h to the handlers of the informer's one registration,
-// after handing it the objects the store holds; with a resync period, it registers h with
-// the informer itself. The first handler's options (its logger) are the registration's.
+// its queue filled with the objects the store holds; with a resync period, it registers h
+// with the informer itself. The first handler's options (its logger) are the
+// registration's.
 func (f *fanInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
 	if o.ResyncPeriod != nil {
 		return f.SharedIndexInformer.AddEventHandlerWithOptions(typedHandler{h}, o)
 	}
+	if f.IsStopped() {
+		return nil, fmt.Errorf("handler %v was not added to the informer: it has stopped", h)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	r := &fanHandler{handler: h, f: f}
 	if f.reg == nil {
 		// The informer hands the new registration its store's objects, and through it h.
 		reg, err := f.SharedIndexInformer.AddEventHandlerWithOptions(fanDispatch{f}, o)
@@ -133,16 +135,16 @@ func (f *fanInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandl
 		f.reg = reg
 	} else {
 		for _, obj := range f.GetStore().List() {
-			h.OnAdd(typed(obj), true)
+			r.push(fanEvent{newObj: typed(obj), initial: true})
 		}
 	}
-	r := &fanHandler{ResourceEventHandler: h, f: f}
 	f.handlers = append(f.handlers, r)
 	return r, nil
 }
 
 // RemoveEventHandler removes a handler this informer's fan added, or one registered with
-// the informer itself (typedHandler's registration).
+// the informer itself (typedHandler's registration). A removed handler is handed nothing
+// more.
 func (f *fanInformer) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error {
 	r, ok := handle.(*fanHandler)
 	if !ok {
@@ -152,39 +154,125 @@ func (f *fanInformer) RemoveEventHandler(handle toolscache.ResourceEventHandlerR
 		return errors.New("not a registration of this informer")
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.handlers = slices.DeleteFunc(f.handlers, func(x *fanHandler) bool { return x == r })
+	f.mu.Unlock()
+	r.mu.Lock()
+	r.removed, r.queue = true, nil
+	r.mu.Unlock()
 	return nil
 }
 
-// fanDispatch is the informer's one registration: it hands each event to every handler.
+// fanDispatch is the informer's one registration: it queues each event to every handler.
 type fanDispatch struct{ f *fanInformer }
 
 func (d fanDispatch) OnAdd(obj any, initial bool) {
-	obj = typed(obj)
-	d.f.mu.Lock()
-	defer d.f.mu.Unlock()
-	for _, h := range d.f.handlers {
-		h.OnAdd(obj, initial)
-	}
+	d.queue(fanEvent{newObj: typed(obj), initial: initial})
 }
 
 func (d fanDispatch) OnUpdate(oldObj, newObj any) {
-	oldObj, newObj = typed(oldObj), typed(newObj)
+	d.queue(fanEvent{oldObj: typed(oldObj), newObj: typed(newObj), update: true})
+}
+
+func (d fanDispatch) OnDelete(obj any) { d.queue(fanEvent{oldObj: typed(obj)}) }
+
+func (d fanDispatch) queue(e fanEvent) {
 	d.f.mu.Lock()
 	defer d.f.mu.Unlock()
 	for _, h := range d.f.handlers {
-		h.OnUpdate(oldObj, newObj)
+		h.push(e)
 	}
 }
 
-func (d fanDispatch) OnDelete(obj any) {
-	obj = typed(obj)
-	d.f.mu.Lock()
-	defer d.f.mu.Unlock()
-	for _, h := range d.f.handlers {
-		h.OnDelete(obj)
+// fanEvent is an event queued to a handler: an add (newObj), an update (both) or a
+// deletion (oldObj).
+type fanEvent struct {
+	oldObj, newObj any
+	update         bool
+	// initial is an add of the informer's first list, or of the store's objects the
+	// handler was queued when added.
+	initial bool
+}
+
+// fanHandler is a handler of a fanInformer, its queue, and its registration.
+type fanHandler struct {
+	handler toolscache.ResourceEventHandler
+	f       *fanInformer
+
+	mu       sync.Mutex
+	queue    []fanEvent // nil once handled: a burst's array is not kept
+	running  bool       // a goroutine handles the queue
+	removed  bool
+	initials int // initial adds queued and not yet handled
+}
+
+// push queues e, and starts the goroutine that handles the queue if none runs.
+func (h *fanHandler) push(e fanEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.removed {
+		return
 	}
+	h.queue = append(h.queue, e)
+	if e.initial {
+		h.initials++
+	}
+	if !h.running {
+		h.running = true
+		go h.run()
+	}
+}
+
+// run hands the handler its queue in order, until the queue is empty.
+func (h *fanHandler) run() {
+	for {
+		h.mu.Lock()
+		if len(h.queue) == 0 {
+			h.queue, h.running = nil, false
+			h.mu.Unlock()
+			return
+		}
+		e := h.queue[0]
+		h.queue[0] = fanEvent{}
+		h.queue = h.queue[1:]
+		h.mu.Unlock()
+		switch {
+		case e.update:
+			h.handler.OnUpdate(e.oldObj, e.newObj)
+		case e.newObj != nil:
+			h.handler.OnAdd(e.newObj, e.initial)
+		default:
+			h.handler.OnDelete(e.oldObj)
+		}
+		if e.initial {
+			h.mu.Lock()
+			h.initials--
+			h.mu.Unlock()
+		}
+	}
+}
+
+// HasSynced is whether the informer has synced, its registration has queued every object
+// of its first list, and this handler has handled each it was queued as initial.
+func (h *fanHandler) HasSynced() bool {
+	if !h.f.reg.HasSynced() {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.initials == 0 || h.removed
+}
+
+// HasSyncedChecker completes when HasSynced holds.
+func (h *fanHandler) HasSyncedChecker() toolscache.DoneChecker {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-h.f.reg.HasSyncedChecker().Done()
+		for !h.HasSynced() && !h.f.IsStopped() {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return doneChecker{name: "fan-out handler", done: done}
 }
 
 // typedHandler hands a handler registered with the informer itself the typed objects the
@@ -196,3 +284,11 @@ type typedHandler struct {
 func (t typedHandler) OnAdd(obj any, initial bool) { t.h.OnAdd(typed(obj), initial) }
 func (t typedHandler) OnUpdate(oldObj, newObj any) { t.h.OnUpdate(typed(oldObj), typed(newObj)) }
 func (t typedHandler) OnDelete(obj any)            { t.h.OnDelete(typed(obj)) }
+
+type doneChecker struct {
+	name string
+	done chan struct{}
+}
+
+func (d doneChecker) Name() string          { return d.name }
+func (d doneChecker) Done() <-chan struct{} { return d.done }

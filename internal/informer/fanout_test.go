@@ -117,8 +117,11 @@ func TestFanOutHandsEveryHandlerEveryEventThroughOneRegistration(t *testing.T) {
 		t.Fatal("the first handler did not sync")
 	}
 	// Handed out to the first: a handler added now is handed the store's objects by its
-	// own walk.
+	// own walk, all of them by the time it has synced.
 	add(1)
+	if !toolscache.WaitForCacheSync(ctx.Done(), regs[1].HasSynced) {
+		t.Fatal("the second handler did not sync")
+	}
 	if got, _ := seen[1].state(); len(got) != 100 {
 		t.Fatalf("a handler added to a synced informer was handed %d objects, want the store's 100", len(got))
 	}
@@ -174,9 +177,42 @@ func TestFanOutHandsEveryHandlerEveryEventThroughOneRegistration(t *testing.T) {
 		t.Fatalf("the store holds %d objects, want 100", n)
 	}
 
+	// A handler that does not return delays none of the others, and a handled queue holds
+	// no array.
+	release := make(chan struct{})
+	blocked, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(any, any) { <-release }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Modify(cm(97))
+	src.Modify(cm(96))
+	converge(0, 1, 2, 3)
+	close(release)
+	idle := func(r toolscache.ResourceEventHandlerRegistration) {
+		t.Helper()
+		h := r.(*fanHandler)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			h.mu.Lock()
+			held := h.queue != nil || h.running
+			h.mu.Unlock()
+			if !held {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a handler's queue was not handled, or its array kept")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, r := range append(regs[:], blocked) {
+		idle(r)
+	}
+
 	if err := inf.RemoveEventHandler(regs[1]); err != nil {
 		t.Fatal(err)
 	}
+	idle(regs[1]) // an event it was handling when removed
 	_, before := seen[1].state()
 	src.Modify(cm(99))
 	src.Delete(cm(98))

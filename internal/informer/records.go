@@ -43,9 +43,9 @@ func typed(obj any) any {
 
 // recordedKind is a kind whose cached objects may be records.
 type recordedKind struct {
-	object   func() client.Object
-	resource schema.GroupResource
-	gvk      schema.GroupVersionKind
+	// object is an empty object of the kind, never written: GetInformer reads its type.
+	object client.Object
+	gvk    schema.GroupVersionKind
 }
 
 // recordedKinds are the kinds Records reads, by the Go type of their objects and lists:
@@ -55,18 +55,12 @@ var recordedKinds = func() map[reflect.Type]recordedKind {
 	for _, k := range []struct {
 		obj  client.Object
 		list client.ObjectList
-		name string
 	}{
-		{&appsv1.Deployment{}, &appsv1.DeploymentList{}, "Deployment"},
-		{&appsv1.StatefulSet{}, &appsv1.StatefulSetList{}, "StatefulSet"},
-		{&appsv1.DaemonSet{}, &appsv1.DaemonSetList{}, "DaemonSet"},
+		{&appsv1.Deployment{}, &appsv1.DeploymentList{}},
+		{&appsv1.StatefulSet{}, &appsv1.StatefulSetList{}},
+		{&appsv1.DaemonSet{}, &appsv1.DaemonSetList{}},
 	} {
-		t := reflect.TypeOf(k.obj).Elem()
-		rk := recordedKind{
-			object:   func() client.Object { return reflect.New(t).Interface().(client.Object) },
-			resource: appsv1.SchemeGroupVersion.WithResource(map[string]string{"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets"}[k.name]).GroupResource(),
-			gvk:      appsv1.SchemeGroupVersion.WithKind(k.name),
-		}
+		rk := recordedKind{object: k.obj, gvk: appsv1.SchemeGroupVersion.WithKind(reflect.TypeOf(k.obj).Elem().Name())}
 		out[reflect.TypeOf(k.obj)] = rk
 		out[reflect.TypeOf(k.list)] = rk
 	}
@@ -83,7 +77,7 @@ type records struct{ crcache.Cache }
 
 // store is the synced store of k's informer.
 func (c records) store(ctx context.Context, k recordedKind) (toolscache.Indexer, error) {
-	inf, err := c.Cache.GetInformer(ctx, k.object())
+	inf, err := c.Cache.GetInformer(ctx, k.object)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +88,7 @@ func (c records) store(ctx context.Context, k recordedKind) (toolscache.Indexer,
 	}
 	ix, ok := inf.(indexed)
 	if !ok {
-		return nil, fmt.Errorf("the informer of %s has no store", k.resource)
+		return nil, fmt.Errorf("the informer of %s has no store", k.gvk.Kind)
 	}
 	return ix.GetIndexer(), nil
 }
@@ -116,7 +110,8 @@ func (c records) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		return err
 	}
 	if !exists {
-		return apierrors.NewNotFound(k.resource, key.Name)
+		// As controller-runtime's cache answers: the kind in place of the resource.
+		return apierrors.NewNotFound(schema.GroupResource{Group: k.gvk.Group, Resource: k.gvk.Kind}, key.Name)
 	}
 	return fill(obj, item, k, o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy)
 }
@@ -155,7 +150,7 @@ func (c records) List(ctx context.Context, list client.ObjectList, opts ...clien
 	o := client.ListOptions{}
 	o.ApplyOptions(opts)
 	if o.Continue != "" {
-		return fmt.Errorf("the cache lists %s whole: no continue", k.resource)
+		return fmt.Errorf("the cache lists %s whole: no continue", k.gvk.Kind)
 	}
 	store, err := c.store(ctx, k)
 	if err != nil {
@@ -170,7 +165,7 @@ func (c records) List(ctx context.Context, list client.ObjectList, opts ...clien
 			value, exact = o.FieldSelector.RequiresExactMatch(reqs[0].Field)
 		}
 		if !exact {
-			return fmt.Errorf("field selector %q: the cache lists %s by an exact %s or %s only", o.FieldSelector, k.resource, OwnerIndex, UIDIndex)
+			return fmt.Errorf("field selector %q: the cache lists %s by an exact %s or %s only", o.FieldSelector, k.gvk.Kind, OwnerIndex, UIDIndex)
 		}
 		items, err = store.ByIndex(reqs[0].Field, value)
 	case o.Namespace != "":
@@ -200,5 +195,6 @@ func (c records) List(ctx context.Context, list client.ObjectList, opts ...clien
 			return err
 		}
 	}
+	list.SetContinue("continue-not-supported") // as controller-runtime's cache marks its lists
 	return nil
 }

@@ -159,8 +159,8 @@ func New(metrics *Metrics) *Scope {
 // ControllerRevisions read through the Scope (with the transforms opts gives them) and the
 // indexes by UID kept once (informer.UIDIndexes), each informer's handlers behind one
 // registration (informer.FanOut), and workloads read from their records (informer.Records).
-// It keeps the manager's configuration,
-// scheme, mapper and HTTP client for the Scope's watches.
+// It keeps the manager's configuration, scheme, mapper and HTTP client for the Scope's
+// watches.
 func (s *Scope) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
 	for obj, by := range opts.ByObject {
 		if k, ok := kindOf(obj); ok && k != kindPod {
