@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"encoding/base64"
 	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,6 +30,14 @@ func Record(obj any) (any, error) {
 		return obj, nil
 	}
 	base := record{ObjectMeta: *f.meta, selector: f.selector, labels: f.template.Labels, annotations: f.template.Annotations}
+	if a := base.Annotations; len(a) == 2 && a[FingerprintAnnotation] != "" {
+		encoded := a[PackedTemplateAnnotation]
+		if packed, err := base64.StdEncoding.DecodeString(encoded); err == nil && len(packed) > 0 &&
+			base64.StdEncoding.EncodeToString(packed) == encoded {
+			// Pack's two annotations, its only ones: a map costs more than both strings.
+			base.fingerprint, base.packed, base.Annotations = a[FingerprintAnnotation], string(packed), nil
+		}
+	}
 	if meta := reflect.ValueOf(&f.template.ObjectMeta).Elem(); !onlyLabelled(meta) {
 		rest := f.template.ObjectMeta
 		rest.Labels, rest.Annotations = nil, nil
@@ -88,6 +97,20 @@ type record struct {
 	labels, annotations map[string]string
 	// rest is the template's metadata when it holds more than labels and annotations.
 	rest *metav1.ObjectMeta
+	// fingerprint and packed are Pack's annotations, the template packed in its bytes
+	// rather than base64, when those two are the workload's annotations (ObjectMeta's are
+	// then nil): the object the record stands for has them.
+	fingerprint, packed string
+}
+
+// meta is the workload's metadata, Pack's annotations in a map of their own.
+func (r *record) meta() metav1.ObjectMeta {
+	m := r.ObjectMeta
+	if r.fingerprint != "" {
+		m.Annotations = map[string]string{FingerprintAnnotation: r.fingerprint,
+			PackedTemplateAnnotation: base64.StdEncoding.EncodeToString([]byte(r.packed))}
+	}
+	return m
 }
 
 // GetObjectKind implements runtime.Object: a record carries no kind.
@@ -140,7 +163,7 @@ type deploymentRecord struct {
 }
 
 func (r *deploymentRecord) typed() appsv1.Deployment {
-	return appsv1.Deployment{ObjectMeta: r.ObjectMeta, Spec: appsv1.DeploymentSpec{Replicas: r.replicas, Selector: r.selector,
+	return appsv1.Deployment{ObjectMeta: r.meta(), Spec: appsv1.DeploymentSpec{Replicas: r.replicas, Selector: r.selector,
 		Template: r.template(), Strategy: r.strategy, MinReadySeconds: r.minReadySeconds, RevisionHistoryLimit: r.revisionHistoryLimit,
 		Paused: r.paused, ProgressDeadlineSeconds: r.progressDeadlineSeconds}, Status: r.status}
 }
@@ -183,7 +206,7 @@ type statefulSetRecord struct {
 }
 
 func (r *statefulSetRecord) typed() appsv1.StatefulSet {
-	return appsv1.StatefulSet{ObjectMeta: r.ObjectMeta, Spec: appsv1.StatefulSetSpec{Replicas: r.replicas, Selector: r.selector,
+	return appsv1.StatefulSet{ObjectMeta: r.meta(), Spec: appsv1.StatefulSetSpec{Replicas: r.replicas, Selector: r.selector,
 		Template: r.template(), VolumeClaimTemplates: r.volumeClaimTemplates, ServiceName: r.serviceName,
 		PodManagementPolicy: r.podManagementPolicy, UpdateStrategy: r.updateStrategy, RevisionHistoryLimit: r.revisionHistoryLimit,
 		MinReadySeconds: r.minReadySeconds, PersistentVolumeClaimRetentionPolicy: r.retention, Ordinals: r.ordinals}, Status: r.status}
@@ -221,7 +244,7 @@ type daemonSetRecord struct {
 }
 
 func (r *daemonSetRecord) typed() appsv1.DaemonSet {
-	return appsv1.DaemonSet{ObjectMeta: r.ObjectMeta, Spec: appsv1.DaemonSetSpec{Selector: r.selector, Template: r.template(),
+	return appsv1.DaemonSet{ObjectMeta: r.meta(), Spec: appsv1.DaemonSetSpec{Selector: r.selector, Template: r.template(),
 		UpdateStrategy: r.updateStrategy, MinReadySeconds: r.minReadySeconds, RevisionHistoryLimit: r.revisionHistoryLimit}, Status: r.status}
 }
 

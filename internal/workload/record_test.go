@@ -38,6 +38,21 @@ func TestRecordStandsForEveryField(t *testing.T) {
 		roundTrip(t, filled[appsv1.DaemonSet](t, seed, appsv1.SchemeGroupVersion.WithKind("DaemonSet")), &appsv1.DaemonSet{})
 	}
 
+	// Pack's two annotations are held as the record's strings, and stand for the same.
+	packed := filled[appsv1.Deployment](t, 3, appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	packed.Annotations = map[string]string{FingerprintAnnotation: "sha256:abc", PackedTemplateAnnotation: "AAEC/w=="}
+	roundTrip(t, packed, &appsv1.Deployment{})
+	if r, _ := Record(packed); r.(*deploymentRecord).Annotations != nil || r.(*deploymentRecord).packed != "\x00\x01\x02\xff" {
+		t.Errorf("Pack's annotations kept as %v and %q, want no map and the template's bytes", r.(*deploymentRecord).Annotations, r.(*deploymentRecord).packed)
+	}
+	for _, odd := range []string{"AAEC/w", "AAEC\n/w==", "not base64!"} {
+		packed.Annotations[PackedTemplateAnnotation] = odd
+		roundTrip(t, packed, &appsv1.Deployment{})
+		if r, _ := Record(packed); r.(*deploymentRecord).Annotations == nil {
+			t.Errorf("a packed annotation %q that base64 does not give back was moved out of the map", odd)
+		}
+	}
+
 	d := filled[appsv1.Deployment](t, 1, appsv1.SchemeGroupVersion.WithKind("Deployment"))
 	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c"}}
 	if out, _ := Record(d); out != any(d) {
