@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,8 +32,9 @@ import (
 // holdfast's handlers queue keys, which that leaves right. A handler asking for resyncs is
 // registered with the informer itself.
 //
-// Handlers are handed the typed objects the store's records stand for (Record), made once
-// per event for them all.
+// Handlers are handed the typed objects the store's records stand for (Record), made when
+// each handles its event: a queue holds the store's own objects, never copies, however long
+// it grows.
 func FanOut(c crcache.Cache) crcache.Cache {
 	return &fanOutCache{Cache: c, fans: map[toolscache.SharedIndexInformer]*fanInformer{}}
 }
@@ -135,7 +137,7 @@ func (f *fanInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandl
 		f.reg = reg
 	} else {
 		for _, obj := range f.GetStore().List() {
-			r.push(fanEvent{newObj: typed(obj), initial: true})
+			r.push(fanEvent{newObj: obj, initial: true})
 		}
 	}
 	f.handlers = append(f.handlers, r)
@@ -166,14 +168,14 @@ func (f *fanInformer) RemoveEventHandler(handle toolscache.ResourceEventHandlerR
 type fanDispatch struct{ f *fanInformer }
 
 func (d fanDispatch) OnAdd(obj any, initial bool) {
-	d.queue(fanEvent{newObj: typed(obj), initial: initial})
+	d.queue(fanEvent{newObj: obj, initial: initial})
 }
 
 func (d fanDispatch) OnUpdate(oldObj, newObj any) {
-	d.queue(fanEvent{oldObj: typed(oldObj), newObj: typed(newObj), update: true})
+	d.queue(fanEvent{oldObj: oldObj, newObj: newObj, update: true})
 }
 
-func (d fanDispatch) OnDelete(obj any) { d.queue(fanEvent{oldObj: typed(obj)}) }
+func (d fanDispatch) OnDelete(obj any) { d.queue(fanEvent{oldObj: obj}) }
 
 func (d fanDispatch) queue(e fanEvent) {
 	d.f.mu.Lock()
@@ -184,7 +186,7 @@ func (d fanDispatch) queue(e fanEvent) {
 }
 
 // fanEvent is an event queued to a handler: an add (newObj), an update (both) or a
-// deletion (oldObj).
+// deletion (oldObj), of the store's objects (records among them).
 type fanEvent struct {
 	oldObj, newObj any
 	update         bool
@@ -224,6 +226,7 @@ func (h *fanHandler) push(e fanEvent) {
 
 // run hands the handler its queue in order, until the queue is empty.
 func (h *fanHandler) run() {
+	defer utilruntime.HandleCrash()
 	for {
 		h.mu.Lock()
 		if len(h.queue) == 0 {
@@ -237,11 +240,11 @@ func (h *fanHandler) run() {
 		h.mu.Unlock()
 		switch {
 		case e.update:
-			h.handler.OnUpdate(e.oldObj, e.newObj)
+			h.handler.OnUpdate(typed(e.oldObj), typed(e.newObj))
 		case e.newObj != nil:
-			h.handler.OnAdd(e.newObj, e.initial)
+			h.handler.OnAdd(typed(e.newObj), e.initial)
 		default:
-			h.handler.OnDelete(e.oldObj)
+			h.handler.OnDelete(typed(e.oldObj))
 		}
 		if e.initial {
 			h.mu.Lock()
@@ -262,15 +265,18 @@ func (h *fanHandler) HasSynced() bool {
 	return h.initials == 0 || h.removed
 }
 
-// HasSyncedChecker completes when HasSynced holds.
+// HasSyncedChecker completes when HasSynced holds; never, as client-go's, for an informer
+// that stops first.
 func (h *fanHandler) HasSyncedChecker() toolscache.DoneChecker {
 	done := make(chan struct{})
 	go func() {
-		defer close(done)
-		<-h.f.reg.HasSyncedChecker().Done()
-		for !h.HasSynced() && !h.f.IsStopped() {
-			time.Sleep(10 * time.Millisecond)
+		for !h.HasSynced() {
+			if h.f.IsStopped() {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
+		close(done)
 	}()
 	return doneChecker{name: "fan-out handler", done: done}
 }

@@ -175,6 +175,22 @@ func TestRecordsReadTypedObjects(t *testing.T) {
 			t.Fatalf("a handler was handed a %s", k)
 		}
 	}
+	// A queue holds the store's records, not typed copies, however long it grows.
+	release := make(chan struct{})
+	slow, err := fanned.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { <-release }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := slow.(*fanHandler)
+	h.mu.Lock()
+	for _, e := range h.queue {
+		if _, ok := e.newObj.(Record); !ok && e.newObj.(client.Object).GetName() != "typed" {
+			t.Errorf("a handler's queue holds a %T", e.newObj)
+		}
+	}
+	h.mu.Unlock()
+	close(release)
+
 	records := 0
 	if err := Each(ctx, oneInformerCache{inf: sii}, &appsv1.Deployment{}, &appsv1.DeploymentList{}, func(o client.Object) {
 		if _, ok := o.(Record); ok {

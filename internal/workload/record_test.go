@@ -45,11 +45,19 @@ func TestRecordStandsForEveryField(t *testing.T) {
 	if r, _ := Record(packed); r.(*deploymentRecord).Annotations != nil || r.(*deploymentRecord).packed != "\x00\x01\x02\xff" {
 		t.Errorf("Pack's annotations kept as %v and %q, want no map and the template's bytes", r.(*deploymentRecord).Annotations, r.(*deploymentRecord).packed)
 	}
-	for _, odd := range []string{"AAEC/w", "AAEC\n/w==", "not base64!"} {
-		packed.Annotations[PackedTemplateAnnotation] = odd
+	for _, odd := range []map[string]string{
+		{FingerprintAnnotation: "sha256:abc", PackedTemplateAnnotation: "AAEC/w"},
+		{FingerprintAnnotation: "sha256:abc", PackedTemplateAnnotation: "AAEC\n/w=="},
+		{FingerprintAnnotation: "sha256:abc", PackedTemplateAnnotation: "not base64!"},
+		{FingerprintAnnotation: "sha256:abc", PackedTemplateAnnotation: ""},
+		{FingerprintAnnotation: "", PackedTemplateAnnotation: "AAEC/w=="},
+		{FingerprintAnnotation: "sha256:abc", "other": "AAEC/w=="},
+		{FingerprintAnnotation: "sha256:abc", PackedTemplateAnnotation: "AAEC/w==", "other": "x"},
+	} {
+		packed.Annotations = odd
 		roundTrip(t, packed, &appsv1.Deployment{})
 		if r, _ := Record(packed); r.(*deploymentRecord).Annotations == nil {
-			t.Errorf("a packed annotation %q that base64 does not give back was moved out of the map", odd)
+			t.Errorf("annotations %q that are not Pack's two alone were moved out of the map", odd)
 		}
 	}
 
