@@ -111,7 +111,7 @@ func (f *fanInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolsc
 // AddEventHandlerWithResyncPeriod registers h with the informer itself: resyncs are per
 // registration.
 func (f *fanInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	return f.SharedIndexInformer.AddEventHandlerWithResyncPeriod(typedHandler{h}, resync)
+	return f.SharedIndexInformer.AddEventHandlerWithResyncPeriod(Converting(h, typed), resync)
 }
 
 // AddEventHandlerWithOptions adds h to the handlers of the informer's one registration,
@@ -120,7 +120,7 @@ func (f *fanInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEvent
 // registration's.
 func (f *fanInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
 	if o.ResyncPeriod != nil {
-		return f.SharedIndexInformer.AddEventHandlerWithOptions(typedHandler{h}, o)
+		return f.SharedIndexInformer.AddEventHandlerWithOptions(Converting(h, typed), o)
 	}
 	if f.IsStopped() {
 		return nil, fmt.Errorf("handler %v was not added to the informer: it has stopped", h)
@@ -145,7 +145,7 @@ func (f *fanInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandl
 }
 
 // RemoveEventHandler removes a handler this informer's fan added, or one registered with
-// the informer itself (typedHandler's registration). A removed handler is handed nothing
+// the informer itself (a resync handler's registration). A removed handler is handed nothing
 // more.
 func (f *fanInformer) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error {
 	r, ok := handle.(*fanHandler)
@@ -278,18 +278,26 @@ func (h *fanHandler) HasSyncedChecker() toolscache.DoneChecker {
 		}
 		close(done)
 	}()
-	return doneChecker{name: "fan-out handler", done: done}
+	return Done("fan-out handler", done)
 }
 
-// typedHandler hands a handler registered with the informer itself the typed objects the
-// store's records stand for.
-type typedHandler struct {
-	h toolscache.ResourceEventHandler
+// Converting is h handed each object through convert (a tombstone's object too, if convert
+// handles DeletedFinalStateUnknown): for caches whose stores hold records.
+func Converting(h toolscache.ResourceEventHandler, convert func(any) any) toolscache.ResourceEventHandler {
+	return converting{h: h, convert: convert}
 }
 
-func (t typedHandler) OnAdd(obj any, initial bool) { t.h.OnAdd(typed(obj), initial) }
-func (t typedHandler) OnUpdate(oldObj, newObj any) { t.h.OnUpdate(typed(oldObj), typed(newObj)) }
-func (t typedHandler) OnDelete(obj any)            { t.h.OnDelete(typed(obj)) }
+type converting struct {
+	h       toolscache.ResourceEventHandler
+	convert func(any) any
+}
+
+func (c converting) OnAdd(obj any, initial bool) { c.h.OnAdd(c.convert(obj), initial) }
+func (c converting) OnUpdate(oldObj, newObj any) { c.h.OnUpdate(c.convert(oldObj), c.convert(newObj)) }
+func (c converting) OnDelete(obj any)            { c.h.OnDelete(c.convert(obj)) }
+
+// Done is a DoneChecker named name that completes when done is closed.
+func Done(name string, done chan struct{}) toolscache.DoneChecker { return doneChecker{name, done} }
 
 type doneChecker struct {
 	name string

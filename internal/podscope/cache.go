@@ -12,6 +12,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
 // Cache is the manager's cache with the kinds the Scope holds read through it: Get and List
@@ -158,7 +160,9 @@ func (i *kindInformer) AddIndexers(toolscache.Indexers) error {
 func (i *kindInformer) HasSynced() bool { return i.s.Ready() == nil }
 
 // HasSyncedChecker completes once the Scope is Ready.
-func (i *kindInformer) HasSyncedChecker() toolscache.DoneChecker { return doneChecker{i.s.planned} }
+func (i *kindInformer) HasSyncedChecker() toolscache.DoneChecker {
+	return informer.Done("pod scope", i.s.planned)
+}
 
 // IsStopped is whether the scope has stopped.
 func (i *kindInformer) IsStopped() bool {
@@ -167,11 +171,6 @@ func (i *kindInformer) IsStopped() bool {
 	defer s.mu.RUnlock()
 	return s.ctx != nil && s.ctx.Err() != nil
 }
-
-type doneChecker struct{ done chan struct{} }
-
-func (d doneChecker) Name() string          { return "pod scope" }
-func (d doneChecker) Done() <-chan struct{} { return d.done }
 
 // registration is a handler added to the Scope, and its registration with each watch.
 type registration struct {
@@ -189,7 +188,7 @@ func (r *registration) attach(w *watch) {
 	}
 	h := r.handler
 	if r.kind == kindPod {
-		h = podHandler{h} // the watch holds records; handlers see pods
+		h = informer.Converting(h, asPod) // the watch holds records; handlers see pods
 	}
 	if reg, err := inf.AddEventHandlerWithOptions(h, r.opts); err == nil {
 		w.regs[r] = reg
@@ -221,7 +220,7 @@ func (r *registration) HasSyncedChecker() toolscache.DoneChecker {
 		}
 		close(done)
 	}()
-	return doneChecker{done}
+	return informer.Done("pod scope handler", done)
 }
 
 // ownerLists are the kinds whose pods are read by owner, bar the Deployment's (it owns

@@ -93,15 +93,6 @@ func asPod(obj any) any {
 	return obj
 }
 
-// podHandler hands a handler the Scope's records as corev1.Pods.
-type podHandler struct {
-	h toolscache.ResourceEventHandler
-}
-
-func (p podHandler) OnAdd(obj any, isInInitialList bool) { p.h.OnAdd(asPod(obj), isInInitialList) }
-func (p podHandler) OnUpdate(oldObj, newObj any)         { p.h.OnUpdate(asPod(oldObj), asPod(newObj)) }
-func (p podHandler) OnDelete(obj any)                    { p.h.OnDelete(asPod(obj)) }
-
 // sharing keeps, by controller UID, the labels and owner references the last pod of each
 // controller arrived with: a workload's pods carry the same ones, and each copy is a map
 // or a slice with its strings, a third of what a record costs. The cache's objects are
