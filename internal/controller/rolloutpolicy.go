@@ -29,6 +29,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/enqueue"
 	"github.com/holdfast-dev/holdfast/internal/events"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
@@ -243,7 +244,7 @@ func (r *RolloutPolicyStatus) audit(ctx context.Context, p *v1alpha1.RolloutPoli
 	var n int32
 	reports := map[string]*policyReport{}
 	for _, w := range selected {
-		k, obj := w.kind, workload.Typed(w.obj) // the cache's walk hands out records
+		k, obj := w.kind, informer.Typed(w.obj) // the cache's walk hands out records
 		found, err := r.Audit(p, obj, nsLabels[obj.GetNamespace()], now)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Auditing a workload", "policy", p.Name)

@@ -276,7 +276,7 @@ type stored interface{ GetStore() toolscache.Store }
 // copy of each object's top-level struct (over a kilobyte each, a PodSpec included) until
 // the walk ends, more than the cache itself costs when every request and reconcile of a
 // fleet makes one. f is handed what the store holds: a Record where it holds one (read its
-// metadata, or workload.MetaOf and workload.Typed). A reader that is not an informer cache
+// metadata, or workload.MetaOf and Typed). A reader that is not an informer cache
 // (a client of the API server, a test's store) is listed into list instead, and its items
 // walked.
 func Each(ctx context.Context, r client.Reader, obj client.Object, list client.ObjectList, f func(client.Object)) error {

@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,7 +26,17 @@ type Record interface {
 	Typed() client.Object
 }
 
-// typed is obj, or the typed object it stands for if it is a record (a tombstone's too).
+// Typed is the typed object obj stands for if it is a record (a walk of the store hands
+// them out), sharing its maps and slices (read it, never write it); any other object as it
+// is.
+func Typed(obj client.Object) client.Object {
+	if r, ok := obj.(Record); ok {
+		return r.Typed()
+	}
+	return obj
+}
+
+// typed is Typed of what a store or an event holds, a tombstone's object included.
 func typed(obj any) any {
 	switch o := obj.(type) {
 	case Record:
@@ -75,24 +84,6 @@ func Records(c crcache.Cache) crcache.Cache { return records{c} }
 
 type records struct{ crcache.Cache }
 
-// store is the synced store of k's informer.
-func (c records) store(ctx context.Context, k recordedKind) (toolscache.Indexer, error) {
-	inf, err := c.Cache.GetInformer(ctx, k.object)
-	if err != nil {
-		return nil, err
-	}
-	if !inf.HasSynced() {
-		// A cache not started yet hands out its informer unsynced: its store would answer
-		// "none" where controller-runtime's reads answer an error.
-		return nil, &crcache.ErrCacheNotStarted{}
-	}
-	ix, ok := inf.(indexed)
-	if !ok {
-		return nil, fmt.Errorf("the informer of %s has no store", k.gvk.Kind)
-	}
-	return ix.GetIndexer(), nil
-}
-
 // Get reads a workload from its informer's store.
 func (c records) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	k, ok := recordedKinds[reflect.TypeOf(obj)]
@@ -101,7 +92,7 @@ func (c records) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	}
 	o := client.GetOptions{}
 	o.ApplyOptions(opts)
-	store, err := c.store(ctx, k)
+	store, err := syncedStore(ctx, c.Cache, k.object)
 	if err != nil {
 		return err
 	}
@@ -152,7 +143,7 @@ func (c records) List(ctx context.Context, list client.ObjectList, opts ...clien
 	if o.Continue != "" {
 		return fmt.Errorf("the cache lists %s whole: no continue", k.gvk.Kind)
 	}
-	store, err := c.store(ctx, k)
+	store, err := syncedStore(ctx, c.Cache, k.object)
 	if err != nil {
 		return err
 	}
@@ -184,7 +175,7 @@ func (c records) List(ctx context.Context, list client.ObjectList, opts ...clien
 		if !ok {
 			return fmt.Errorf("cache contained %T, which is not an Object", item)
 		}
-		if (o.Namespace != "" && co.GetNamespace() != o.Namespace) || (o.LabelSelector != nil && !o.LabelSelector.Matches(labels.Set(co.GetLabels()))) {
+		if !Selects(&o, co) {
 			continue
 		}
 		if o.Limit > 0 && int64(out.Len()) == o.Limit {

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -63,6 +64,31 @@ func (c uidIndexes) IndexField(ctx context.Context, obj client.Object, field str
 
 type indexed interface{ GetIndexer() toolscache.Indexer }
 
+// syncedStore is the store of obj's informer in c, once it has synced.
+func syncedStore(ctx context.Context, c crcache.Informers, obj client.Object) (toolscache.Indexer, error) {
+	inf, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	if !inf.HasSynced() {
+		// A cache not started yet hands out its informer unsynced: its store would answer
+		// "none" where controller-runtime's reads answer an error.
+		return nil, &crcache.ErrCacheNotStarted{}
+	}
+	ix, ok := inf.(indexed)
+	if !ok {
+		return nil, fmt.Errorf("the informer of %T has no store", obj)
+	}
+	return ix.GetIndexer(), nil
+}
+
+// Selects is whether a list with options o, read from a store, holds obj: in its
+// namespace, matching its label selector.
+func Selects(o *client.ListOptions, obj metav1.Object) bool {
+	return (o.Namespace == "" || obj.GetNamespace() == o.Namespace) &&
+		(o.LabelSelector == nil || o.LabelSelector.Matches(labels.Set(obj.GetLabels())))
+}
+
 // List answers a list by one of the indexes IndexField keeps from it, as controller-runtime's
 // cache answers one by a field: in the namespace asked, matching the label selector asked,
 // copied unless asked not to.
@@ -81,20 +107,11 @@ func (c uidIndexes) List(ctx context.Context, list client.ObjectList, opts ...cl
 	if !exact {
 		return fmt.Errorf("field selector %q: only an exact match of %s is supported by the cache", o.FieldSelector, req.Field)
 	}
-	inf, err := c.Cache.GetInformer(ctx, obj)
+	store, err := syncedStore(ctx, c.Cache, obj)
 	if err != nil {
 		return err
 	}
-	if !inf.HasSynced() {
-		// A cache not started yet hands out its informer unsynced: its index would answer
-		// "none" where controller-runtime's List answers an error.
-		return &crcache.ErrCacheNotStarted{}
-	}
-	ix, ok := inf.(indexed)
-	if !ok {
-		return fmt.Errorf("the informer of %T has no indexer", obj)
-	}
-	items, err := ix.GetIndexer().ByIndex(req.Field, value)
+	items, err := store.ByIndex(req.Field, value)
 	if err != nil {
 		return err
 	}
@@ -105,7 +122,7 @@ func (c uidIndexes) List(ctx context.Context, list client.ObjectList, opts ...cl
 		if !ok {
 			return fmt.Errorf("cache contained %T, which is not an Object", item)
 		}
-		if (o.Namespace != "" && co.GetNamespace() != o.Namespace) || (o.LabelSelector != nil && !o.LabelSelector.Matches(labels.Set(co.GetLabels()))) {
+		if !Selects(&o, co) {
 			continue
 		}
 		if copied {

@@ -449,8 +449,7 @@ func (w *watch) listPods(list *corev1.PodList, o *client.ListOptions, owner stri
 	list.Items = make([]corev1.Pod, 0, len(items))
 	for _, item := range items {
 		r, ok := item.(*podRecord)
-		if !ok || (o.Namespace != "" && r.Namespace != o.Namespace) ||
-			(o.LabelSelector != nil && !o.LabelSelector.Matches(labels.Set(r.Labels))) {
+		if !ok || !informer.Selects(o, r) {
 			continue
 		}
 		list.Items = append(list.Items, corev1.Pod{})

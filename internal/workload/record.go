@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
 // Record is the cache's transform after Pack: a Deployment, StatefulSet or DaemonSet whose
@@ -23,7 +24,7 @@ import (
 //
 // A record is a client.Object of its own type: the cache's reads hand out the typed
 // object it stands for (informer.Record), and so do its informers' handlers. Walks of the
-// store (informer.Each) hand out records: MetaOf reads them, Typed converts them.
+// store (informer.Each) hand out records: MetaOf reads them, informer.Typed converts them.
 func Record(obj any) (any, error) {
 	f, ok := fieldsOf(obj)
 	if !ok || !reflect.ValueOf(&f.template.Spec).Elem().IsZero() {
@@ -71,21 +72,10 @@ func onlyLabelled(meta reflect.Value) bool {
 	return true
 }
 
-// Typed is the typed workload a record stands for, sharing its maps and slices (read it,
-// never write it); any other object is returned as it is.
-func Typed(obj client.Object) client.Object {
-	if r, ok := obj.(recorded); ok {
-		return r.Typed()
-	}
-	return obj
-}
-
-// recorded is what the records of every kind do (informer.Record's methods, and MetaOf's
-// fields).
+// recorded is what the records of every kind do: informer.Record's methods, and MetaOf's
+// fields.
 type recorded interface {
-	client.Object
-	Into(obj client.Object, deep bool) bool
-	Typed() client.Object
+	informer.Record
 	metaOf() Meta
 }
 
