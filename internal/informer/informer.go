@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -127,8 +128,9 @@ func ControllerUID(obj client.Object) []string {
 // after that, which may replace their pod templates by a fingerprint (history.Slim), and
 // Deployments, StatefulSets and DaemonSets through template, which may pack theirs
 // (workload.Pack). Of ConfigMaps, only holdfast's revision journals in its namespace are
-// cached (journals selects them). Of a workload's managed fields, writers keeps the
-// manager that last changed its template (nil: none).
+// cached (journals selects them), and those that carry the same labels share one map of
+// them (LabelSets). Of a workload's managed fields, writers keeps the manager that last
+// changed its template (nil: none).
 func Options(revision, template toolscache.TransformFunc, namespace string, journals labels.Selector, writers *Writers) crcache.Options {
 	stripManaged := crcache.TransformStripManagedFields()
 	strip := func(obj any) (any, error) {
@@ -157,6 +159,7 @@ func Options(revision, template toolscache.TransformFunc, namespace string, jour
 		return stripThenTemplate(obj)
 	}
 	stripThenRevision := stripThen(revision)
+	sets := &LabelSets{}
 	return crcache.Options{
 		DefaultTransform: strip,
 		ByObject: map[client.Object]crcache.ByObject{
@@ -167,9 +170,42 @@ func Options(revision, template toolscache.TransformFunc, namespace string, jour
 			&appsv1.Deployment{}:         {Transform: recordStripPack},
 			&appsv1.StatefulSet{}:        {Transform: recordStripPack},
 			&appsv1.DaemonSet{}:          {Transform: recordStripPack},
-			&corev1.ConfigMap{}:          {Namespaces: map[string]crcache.Config{namespace: {}}, Label: journals},
+			&corev1.ConfigMap{}:          {Namespaces: map[string]crcache.Config{namespace: {}}, Label: journals, Transform: stripThen(sets.Share)},
 		},
 	}
+}
+
+// LabelSets hands the objects it is given that carry the same labels one map of them, the
+// first it was given: every revision journal carries the same two labels, and a map costs
+// about 300 bytes however few its entries (the cache's objects are read, never written).
+// It keeps at most maxLabelSets sets; the zero LabelSets is ready.
+type LabelSets struct {
+	mu   sync.Mutex
+	sets map[string]map[string]string
+}
+
+// maxLabelSets bounds a LabelSets: past it, it starts again empty.
+const maxLabelSets = 64
+
+// Share is a cache transform: it sets obj's labels to the map LabelSets holds for them.
+func (s *LabelSets) Share(obj any) (any, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok || len(m.GetLabels()) == 0 {
+		return obj, nil
+	}
+	// Sorted, and unambiguous: a label's key holds no '=' nor ',', its value no ','.
+	key := labels.Set(m.GetLabels()).String()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if shared, ok := s.sets[key]; ok {
+		m.SetLabels(shared)
+		return obj, nil
+	}
+	if s.sets == nil || len(s.sets) >= maxLabelSets {
+		s.sets = map[string]map[string]string{}
+	}
+	s.sets[key] = m.GetLabels()
+	return obj, nil
 }
 
 // leanNode keeps of a node what decisions read: its name, labels and taints (which nodes

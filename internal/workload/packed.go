@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"strings"
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 // PackedTemplateAnnotation is set by holdfast's cache (never in the cluster) on
@@ -66,6 +69,8 @@ func Pack(obj any) (any, error) {
 //   - its label maps that hold the same labels become one map: a workload's own labels, its
 //     selector's and its template's are most often one set, and a map costs a few hundred
 //     bytes however few its entries (the cache's objects are read, never written);
+//   - a rolling update's parameters that are kube's defaults (defaultRollingUpdates) become
+//     one struct shared by every workload that has them: four small allocations each;
 //   - of a Deployment's conditions, Progressing alone, without its message: decisions read
 //     whether it is False for ProgressDeadlineExceeded (Rollout.DeadlineExceeded).
 //
@@ -78,10 +83,17 @@ func slim(obj any, f fields) {
 	if maps.Equal(f.meta.Labels, f.template.Labels) {
 		f.meta.Labels = f.template.Labels
 	}
+	switch o := obj.(type) {
+	case *appsv1.StatefulSet:
+		shareDefault(&o.Spec.UpdateStrategy.RollingUpdate, defaultRollingUpdates.statefulSet)
+	case *appsv1.DaemonSet:
+		shareDefault(&o.Spec.UpdateStrategy.RollingUpdate, defaultRollingUpdates.daemonSet)
+	}
 	d, ok := obj.(*appsv1.Deployment)
 	if !ok {
 		return
 	}
+	shareDefault(&d.Spec.Strategy.RollingUpdate, defaultRollingUpdates.deployment)
 	var kept []appsv1.DeploymentCondition // a new array: the old one would keep the others
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing {
@@ -179,4 +191,23 @@ func inflate(packed string) ([]byte, error) {
 		err = fmt.Errorf("more than %d bytes", maxTemplate)
 	}
 	return raw, err
+}
+
+// defaultRollingUpdates are the rolling update parameters kube defaults each kind's to,
+// shared by the cached workloads that have them (slim). Never written.
+var defaultRollingUpdates = struct {
+	deployment  *appsv1.RollingUpdateDeployment
+	statefulSet *appsv1.RollingUpdateStatefulSetStrategy
+	daemonSet   *appsv1.RollingUpdateDaemonSet
+}{
+	deployment:  &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromString("25%")), MaxSurge: ptr.To(intstr.FromString("25%"))},
+	statefulSet: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0)},
+	daemonSet:   &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(0))},
+}
+
+// shareDefault points *p at def when it holds what def holds.
+func shareDefault[T any](p **T, def *T) {
+	if *p != nil && *p != def && reflect.DeepEqual(*p, def) {
+		*p = def
+	}
 }

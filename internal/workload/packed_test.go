@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -9,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 )
@@ -178,5 +181,41 @@ func BenchmarkPack(b *testing.B) {
 		if _, err := Pack(d); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestPackSharesDefaultRollingUpdates: a workload whose rolling update holds kube's
+// defaults holds the one struct of them every such workload shares, and reads the same;
+// one with its own parameters keeps them, and a copied read shares nothing.
+func TestPackSharesDefaultRollingUpdates(t *testing.T) {
+	deployment := func(surge string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n"}, Spec: appsv1.DeploymentSpec{Template: packable(),
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromString("25%")), MaxSurge: ptr.To(intstr.FromString(surge))}}}}
+	}
+	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Template: packable(), UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
+		Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0)}}}}
+	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: packable(), UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
+		Type: appsv1.RollingUpdateDaemonSetStrategyType, RollingUpdate: &appsv1.RollingUpdateDaemonSet{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(0))}}}}
+	a, b, own := deployment("25%"), deployment("25%"), deployment("1")
+	wantOwn := own.Spec.Strategy.RollingUpdate.DeepCopy()
+	for _, obj := range []runtime.Object{a, b, own, sts, ds} {
+		if _, err := Pack(obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.Spec.Strategy.RollingUpdate != defaultRollingUpdates.deployment || b.Spec.Strategy.RollingUpdate != a.Spec.Strategy.RollingUpdate {
+		t.Error("two Deployments with kube's default rolling update hold one each")
+	}
+	if sts.Spec.UpdateStrategy.RollingUpdate != defaultRollingUpdates.statefulSet || ds.Spec.UpdateStrategy.RollingUpdate != defaultRollingUpdates.daemonSet {
+		t.Error("a StatefulSet's or DaemonSet's default rolling update is not the shared one")
+	}
+	if own.Spec.Strategy.RollingUpdate == defaultRollingUpdates.deployment || !reflect.DeepEqual(own.Spec.Strategy.RollingUpdate, wantOwn) {
+		t.Errorf("a Deployment's own rolling update became %+v", own.Spec.Strategy.RollingUpdate)
+	}
+	if c := a.DeepCopy(); c.Spec.Strategy.RollingUpdate == defaultRollingUpdates.deployment ||
+		*c.Spec.Strategy.RollingUpdate.MaxSurge != intstr.FromString("25%") {
+		t.Error("a copied read shares the default, or reads otherwise")
 	}
 }

@@ -141,8 +141,16 @@ func (b *bench) memory(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
+		// Journals of workloads guarded at an earlier point are kept for the policy's
+		// retention after they leave the selection (journal.Retention): the replica caches
+		// them too.
+		journals, _, err := b.journalBytes(ctx)
+		if err != nil {
+			return err
+		}
 		guardedN := float64(pt.pods) * float64(n) / float64(pt.workloads)
 		report(prefix+"-guarded-pods", guardedN, "pods")
+		report(prefix+"-journals", float64(journals), "journals")
 		report(prefix+"-sync", synced.Seconds(), "s")
 		report(prefix+"-peak-rss", peak, "MiB")
 		report(prefix+"-rss", mib, "MiB")
