@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -149,6 +150,9 @@ func (s *Scope) holds(obj any) (int, bool) {
 // New returns a Scope that watches nothing until its first plan. metrics may be nil.
 func New(metrics *Metrics) *Scope {
 	s := &Scope{metrics: metrics, watches: map[string]*watch{}, planned: make(chan struct{})}
+	if metrics != nil {
+		metrics.scope.Store(s)
+	}
 	s.kindInformer = kindInformer{s: s, kind: kindPod}
 	s.scoped[kindPod] = true
 	s.transforms[kindPod] = s.recordPod
@@ -688,12 +692,16 @@ const (
 	ReasonOwnerUnknown = "owner-unknown"
 )
 
-// Metrics are the pod scope's: its watches, their sync times and the reads they did not cover.
+// Metrics are the pod scope's: its watches, their sync times, how long one has been
+// syncing, and the reads they did not cover.
 type Metrics struct {
 	watchCount    prometheus.Gauge
 	syncTime      prometheus.Histogram
+	unsynced      prometheus.GaugeFunc
 	live          *prometheus.CounterVec
 	revisionsLive *prometheus.CounterVec
+	// scope is the Scope whose watches unsynced reads (New sets it).
+	scope atomic.Pointer[Scope]
 }
 
 // NewMetrics registers the pod scope's metrics.
@@ -717,7 +725,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "ReplicaSet and ControllerRevision reads (lists, and gets by name) from the API server because no synced watch holds them, by kind and reason.",
 		}, []string{"kind", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.watchCount, m.syncTime, m.live, m.revisionsLive} {
+	m.unsynced = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "holdfast_pod_watch_unsynced_seconds",
+		Help: "How long the pod watch of the plan that has been syncing longest has been at it; 0 when every one has synced. The pods only it covers are read from the API server meanwhile.",
+	}, func() float64 {
+		if s := m.scope.Load(); s != nil {
+			return s.unsyncedFor(time.Now()).Seconds()
+		}
+		return 0
+	})
+	for _, c := range []prometheus.Collector{m.watchCount, m.syncTime, m.unsynced, m.live, m.revisionsLive} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -745,6 +762,21 @@ func (m *Metrics) liveRead(k int, reason string) {
 	default:
 		m.revisionsLive.WithLabelValues(kinds[k].resource, reason).Inc()
 	}
+}
+
+// unsyncedFor is how long, at now, the watch of the plan that has been syncing longest has
+// been at it (a plan's new watch, or the successor of a changed one); 0 when every one has
+// synced.
+func (s *Scope) unsyncedFor(now time.Time) time.Duration {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var longest time.Duration
+	for _, w := range s.running() {
+		if !w.isSynced() {
+			longest = max(longest, now.Sub(w.started))
+		}
+	}
+	return longest
 }
 
 // Watching lists the synced watches, as Spec.String names them.

@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -108,5 +111,63 @@ func TestAWatchDroppedBeforeItSyncsBlocksNoOther(t *testing.T) {
 	s.mu.RUnlock()
 	if stuck || !cur.spec.Equal(Spec{Key: "tier", Values: []string{"t", "u"}}) {
 		t.Errorf("label/tier serves %v (a synced successor waiting: %v), want tier in (t,u) alone", cur.spec, stuck)
+	}
+}
+
+// A widened plan whose new watch never syncs (its first list is never answered): the
+// Scope stays ready, no read is served by that watch (they go to the API server), and
+// holdfast_pod_watch_unsynced_seconds says for how long it has been syncing, until the plan
+// drops it.
+func TestAWatchThatNeverSyncsIsMeasuredAndLeavesTheScopeReady(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testScope(t, ctx, fakeAPI(t).URL)
+	s.metrics = m
+	m.scope.Store(s)
+	unsynced := func() float64 {
+		var out dto.Metric
+		if err := m.unsynced.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out.GetGauge().GetValue()
+	}
+	tier := Spec{Key: "tier", Values: []string{"t"}}
+	s.Apply([]Spec{tier}, logr.Discard())
+	for deadline := time.Now().Add(5 * time.Second); s.Ready() != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the tier watch never synced: harness problem")
+		}
+	}
+	if got := unsynced(); got != 0 {
+		t.Fatalf("every watch has synced, yet the gauge reads %v s", got)
+	}
+
+	s.Apply([]Spec{tier, {Key: "app", Values: []string{"a"}}}, logr.Discard())
+	time.Sleep(1200 * time.Millisecond)
+	if err := s.Ready(); err != nil {
+		t.Errorf("a widened watch that has not synced made the Scope un-Ready: %v", err)
+	}
+	first := unsynced()
+	if first < 1 {
+		t.Errorf("the app watch has been syncing for over a second, the gauge reads %v s", first)
+	}
+	if w := s.serving("ns", labels.SelectorFromSet(labels.Set{"app": "a"})); w != nil {
+		t.Errorf("the unsynced watch %s serves reads of app=a", w.spec)
+	}
+	if s.serving("ns", labels.SelectorFromSet(labels.Set{"tier": "t"})) == nil {
+		t.Error("the synced tier watch no longer serves its reads")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if later := unsynced(); later <= first {
+		t.Errorf("the gauge did not grow while the watch kept syncing: %v s, then %v s", first, later)
+	}
+
+	s.Apply([]Spec{tier}, logr.Discard())
+	if got := unsynced(); got != 0 {
+		t.Errorf("the plan dropped the unsynced watch, yet the gauge reads %v s", got)
 	}
 }

@@ -91,3 +91,17 @@ func BenchmarkParseWindows(b *testing.B) {
 		}
 	})
 }
+
+// TestWindowsAreParsedOncePerContent: once a list of windows has been parsed, reading it
+// again (every request under the policy, until the policy's windows change) parses
+// nothing: it allocates nothing, where parsing allocates.
+func TestWindowsAreParsedOncePerContent(t *testing.T) {
+	ws := []v1alpha1.Window{win("30 1 * * 6", "3h", "Asia/Tokyo", v1alpha1.WindowAllow), win("0 9 * * *", "2h", "Europe/Berlin", v1alpha1.WindowDeny)}
+	if n := testing.AllocsPerRun(10, func() { parseWindows(ws) }); n == 0 {
+		t.Fatal("parsing allocates nothing: the test cannot tell a parse from a cache hit")
+	}
+	ParseWindows(ws)
+	if n := testing.AllocsPerRun(100, func() { ParseWindows(ws) }); n != 0 {
+		t.Errorf("reading parsed windows again allocates %v times: they were parsed again", n)
+	}
+}

@@ -183,17 +183,22 @@ func (b *bench) fleet(ctx context.Context, o options) error {
 		report("fleet-"+k, float64(counts[k]), "requests")
 	}
 	report("fleet-burst", burst.Seconds(), "s")
-	peak := 0
+	peak, peakOf := 0, map[string]int{}
 	for sec, c := range perSecond {
 		line, all := fmt.Sprintf("bench: fleet second %d:", sec), 0
 		for _, k := range outcomes {
 			line += fmt.Sprintf(" %s %d", k, c[k])
 			all += c[k]
+			peakOf[k] = max(peakOf[k], c[k])
 		}
 		fmt.Fprintln(os.Stderr, line)
 		peak = max(peak, all)
 	}
 	report("fleet-answers-peak-per-second", float64(peak), "requests")
+	for _, k := range []string{"admitted", "refused"} {
+		report("fleet-"+k+"-per-second", float64(counts[k])/max(burst.Seconds(), 1), "requests")
+		report("fleet-"+k+"-peak-per-second", float64(peakOf[k]), "requests")
+	}
 	report("fleet-answer-p50", percentile(s, 0.50), "ms")
 	report("fleet-answer-p99", percentile(s, 0.99), "ms")
 	report("fleet-lease-conflicts", conflictsAfter-conflictsBefore, "conflicts")

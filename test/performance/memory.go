@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,7 +53,11 @@ func (b *bench) memory(ctx context.Context, o options) error {
 	p := utiltesting.MakeRolloutPolicy("memory").Kinds(v1alpha1.KindDeployment).
 		NamespaceSelector(map[string]string{"bench.holdfast.dev/memory": "true"}).Obj()
 	p.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{guardedLabel: "true"}}
-	p.Spec.Rules.Settle = &v1alpha1.SettleRule{}
+	// A journal is kept for the policy's longest look-back after its workload leaves the
+	// selection (journal.Retention; settle's stallAfter here). One minute, so that each
+	// point's cluster holds the journals of its guarded workloads alone, whatever the points
+	// before it guarded: the point measures its share guarded, not the bench's history.
+	p.Spec.Rules.Settle = &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: time.Minute}}
 	if err := b.c.Create(ctx, p); err != nil {
 		return err
 	}
@@ -108,6 +113,14 @@ func (b *bench) memory(ctx context.Context, o options) error {
 		}
 		fmt.Fprintf(os.Stderr, "bench: %d Deployments (%d guarded), ReplicaSets and %d pods in the cluster (%s)\n",
 			pt.workloads, n, pt.pods, time.Since(start).Round(time.Second))
+		// The journals of the workloads no longer guarded retire (the tenant's workload has
+		// one too).
+		if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			journals, _, err := b.journalBytes(ctx)
+			return journals <= n+1, err
+		}); err != nil {
+			return fmt.Errorf("the journals of the workloads no longer guarded were not retired: %w", err)
+		}
 		// A fresh replica: its memory is its caches, not what earlier measurements left.
 		began := time.Now()
 		if err := b.restart(ctx); err != nil {
@@ -141,9 +154,6 @@ func (b *bench) memory(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		// Journals of workloads guarded at an earlier point are kept for the policy's
-		// retention after they leave the selection (journal.Retention): the replica caches
-		// them too.
 		journals, _, err := b.journalBytes(ctx)
 		if err != nil {
 			return err
