@@ -75,9 +75,12 @@ type watch struct {
 	ctx     context.Context             // ends when the watch is stopped
 	cancel  context.CancelFunc
 	started time.Time
-	synced  chan struct{}
-	next    *watch
-	regs    map[*registration]toolscache.ResourceEventHandlerRegistration
+	// unsyncedSince is when the watches it replaces began syncing, when none of them had
+	// synced (a plan that keeps changing a watch that cannot sync): started otherwise.
+	unsyncedSince time.Time
+	synced        chan struct{}
+	next          *watch
+	regs          map[*registration]toolscache.ResourceEventHandlerRegistration
 }
 
 func (w *watch) isSynced() bool {
@@ -256,6 +259,11 @@ func (s *Scope) Apply(specs []Spec, log logr.Logger) {
 			continue
 		}
 		log.Info("Watching pods", "watch", sp.String())
+		for _, old := range []*watch{cur, nextOf(cur)} {
+			if old != nil && !old.isSynced() && old.unsyncedSince.Before(w.unsyncedSince) {
+				w.unsyncedSince = old.unsyncedSince
+			}
+		}
 		if cur == nil {
 			s.watches[sp.Name()] = w
 		} else {
@@ -305,7 +313,8 @@ func (s *Scope) start(sp Spec) (*watch, error) {
 	}
 	c := informer.UIDIndexes(informer.FanOut(raw))
 	ctx, cancel := context.WithCancel(s.ctx)
-	w := &watch{spec: sp, cache: c, ctx: ctx, cancel: cancel, started: time.Now(), synced: make(chan struct{}),
+	now := time.Now()
+	w := &watch{spec: sp, cache: c, ctx: ctx, cancel: cancel, started: now, unsyncedSince: now, synced: make(chan struct{}),
 		regs: map[*registration]toolscache.ResourceEventHandlerRegistration{}}
 	var syncs []toolscache.InformerSynced
 	for k := range kindCount {
@@ -358,6 +367,14 @@ func (s *Scope) start(sp Spec) (*watch, error) {
 }
 
 func (w *watch) stop() { w.cancel() }
+
+// nextOf is w's successor; nil when w is nil or has none.
+func nextOf(w *watch) *watch {
+	if w == nil {
+		return nil
+	}
+	return w.next
+}
 
 // promote puts w in the place of the watch it replaces once it has synced; a watch stopped
 // before it synced (the plan changed again) is given up.
@@ -765,15 +782,15 @@ func (m *Metrics) liveRead(k int, reason string) {
 }
 
 // unsyncedFor is how long, at now, the watch of the plan that has been syncing longest has
-// been at it (a plan's new watch, or the successor of a changed one); 0 when every one has
-// synced.
+// been at it (a plan's new watch, or the successor of a changed one, since the first of the
+// unsynced ones it replaced began); 0 when every one has synced.
 func (s *Scope) unsyncedFor(now time.Time) time.Duration {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var longest time.Duration
 	for _, w := range s.running() {
 		if !w.isSynced() {
-			longest = max(longest, now.Sub(w.started))
+			longest = max(longest, now.Sub(w.unsyncedSince))
 		}
 	}
 	return longest

@@ -21,22 +21,23 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// fakeAPI answers pod lists whose label selector names tier at once (empty), and holds
-// every other list (a large cluster's slow first list); watches stay open, silent.
+// fakeAPI answers pod lists whose label selector names tier at once (empty), unless it
+// also names stuck, and holds every other list (a large cluster's slow first list);
+// watches stay open, silent.
 func fakeAPI(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if q.Get("watch") == "true" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(200)
-			if q.Get("sendInitialEvents") == "true" && strings.Contains(q.Get("labelSelector"), "tier") {
+			if q.Get("sendInitialEvents") == "true" && answered(q.Get("labelSelector")) {
 				_, _ = w.Write([]byte(`{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}` + "\n"))
 			}
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
 			return
 		}
-		if strings.Contains(q.Get("labelSelector"), "tier") {
+		if answered(q.Get("labelSelector")) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`))
 			return
@@ -45,6 +46,10 @@ func fakeAPI(t *testing.T) *httptest.Server {
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+func answered(selector string) bool {
+	return strings.Contains(selector, "tier") && !strings.Contains(selector, "stuck")
 }
 
 func testScope(t *testing.T, ctx context.Context, host string) *Scope {
@@ -162,12 +167,25 @@ func TestAWatchThatNeverSyncsIsMeasuredAndLeavesTheScopeReady(t *testing.T) {
 		t.Error("the synced tier watch no longer serves its reads")
 	}
 	time.Sleep(500 * time.Millisecond)
-	if later := unsynced(); later <= first {
+	later := unsynced()
+	if later <= first {
 		t.Errorf("the gauge did not grow while the watch kept syncing: %v s, then %v s", first, later)
 	}
 
 	s.Apply([]Spec{tier}, logr.Discard())
 	if got := unsynced(); got != 0 {
 		t.Errorf("the plan dropped the unsynced watch, yet the gauge reads %v s", got)
+	}
+
+	// A plan that keeps changing a synced watch into one that cannot sync does not start
+	// the clock again with each successor.
+	s.Apply([]Spec{{Key: "tier", Values: []string{"t", "stuck"}}}, logr.Discard())
+	time.Sleep(1200 * time.Millisecond)
+	s.Apply([]Spec{{Key: "tier", Values: []string{"t", "stuck", "stuck-too"}}}, logr.Discard())
+	if changed := unsynced(); changed < 1 {
+		t.Errorf("the successor of a watch syncing for over a second reads %v s", changed)
+	}
+	if s.serving("ns", labels.SelectorFromSet(labels.Set{"tier": "t"})) == nil {
+		t.Error("the synced tier watch stopped serving while its successors sync")
 	}
 }

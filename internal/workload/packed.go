@@ -193,15 +193,16 @@ func inflate(packed string) ([]byte, error) {
 	return raw, err
 }
 
-// defaultRollingUpdates are the rolling update parameters kube defaults each kind's to,
-// shared by the cached workloads that have them (slim). Never written.
+// defaultRollingUpdates are the rolling update parameters kube 1.37 defaults each kind's to
+// (internal/defaults), shared by the cached workloads that have them (slim). Never
+// written: every field is set, and defaulting fills only unset ones.
 var defaultRollingUpdates = struct {
 	deployment  *appsv1.RollingUpdateDeployment
 	statefulSet *appsv1.RollingUpdateStatefulSetStrategy
 	daemonSet   *appsv1.RollingUpdateDaemonSet
 }{
 	deployment:  &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromString("25%")), MaxSurge: ptr.To(intstr.FromString("25%"))},
-	statefulSet: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0)},
+	statefulSet: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0), MaxUnavailable: ptr.To(intstr.FromInt32(1))},
 	daemonSet:   &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(0))},
 }
 

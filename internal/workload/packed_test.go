@@ -194,7 +194,7 @@ func TestPackSharesDefaultRollingUpdates(t *testing.T) {
 				MaxUnavailable: ptr.To(intstr.FromString("25%")), MaxSurge: ptr.To(intstr.FromString(surge))}}}}
 	}
 	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Template: packable(), UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
-		Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0)}}}}
+		Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0), MaxUnavailable: ptr.To(intstr.FromInt32(1))}}}}
 	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: packable(), UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
 		Type: appsv1.RollingUpdateDaemonSetStrategyType, RollingUpdate: &appsv1.RollingUpdateDaemonSet{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(0))}}}}

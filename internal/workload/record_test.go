@@ -185,5 +185,5 @@ func BenchmarkRecordHeld(b *testing.B) {
 	runtime.ReadMemStats(&after)
 	n := len(held)
 	held[n-1].(client.Object).GetName() // held to here
-	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)-int64(n)*16)/float64(n), "heldB/workload")
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)-int64(cap(held))*16)/float64(n), "heldB/workload")
 }

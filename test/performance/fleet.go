@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -184,7 +186,8 @@ func (b *bench) fleet(ctx context.Context, o options) error {
 	}
 	report("fleet-burst", burst.Seconds(), "s")
 	peak, peakOf := 0, map[string]int{}
-	for sec, c := range perSecond {
+	for _, sec := range slices.Sorted(maps.Keys(perSecond)) {
+		c := perSecond[sec]
 		line, all := fmt.Sprintf("bench: fleet second %d:", sec), 0
 		for _, k := range outcomes {
 			line += fmt.Sprintf(" %s %d", k, c[k])

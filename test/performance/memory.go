@@ -53,10 +53,11 @@ func (b *bench) memory(ctx context.Context, o options) error {
 	p := utiltesting.MakeRolloutPolicy("memory").Kinds(v1alpha1.KindDeployment).
 		NamespaceSelector(map[string]string{"bench.holdfast.dev/memory": "true"}).Obj()
 	p.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{guardedLabel: "true"}}
-	// A journal is kept for the policy's longest look-back after its workload leaves the
-	// selection (journal.Retention; settle's stallAfter here). One minute, so that each
-	// point's cluster holds the journals of its guarded workloads alone, whatever the points
-	// before it guarded: the point measures its share guarded, not the bench's history.
+	// A journal is kept for the policies' longest look-back after its workload leaves the
+	// selection (journal.Retention; settle's stallAfter here, and the tenant's, below). One
+	// minute, so that each point's cluster holds the journals of its guarded workloads
+	// alone, whatever the points before it guarded: the point measures its share guarded,
+	// not the bench's history.
 	p.Spec.Rules.Settle = &v1alpha1.SettleRule{StallAfter: &metav1.Duration{Duration: time.Minute}}
 	if err := b.c.Create(ctx, p); err != nil {
 		return err
@@ -79,6 +80,13 @@ func (b *bench) memory(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	// Journals are kept for the longest look-back of every policy: the tenant's 10 minutes
+	// are one here too, and back after.
+	restore, err := b.lookBack(ctx, "serve", time.Minute)
+	if err != nil {
+		return err
+	}
+	defer restore()
 	b.memLimit = chartMemoryLimit
 	defer func() { b.memLimit = "" }()
 	var guardedPods, unguardedPods, heaps []float64
@@ -177,6 +185,30 @@ func (b *bench) memory(ctx context.Context, o options) error {
 	report("scale-bytes-per-unguarded-pod", perUnguarded*(1<<20), "bytes")
 	report("scale-base-heap", base, "MiB")
 	return nil
+}
+
+// lookBack sets the look-backs of RolloutPolicy name (revertWindow, settle's stallAfter) to
+// d, and returns what sets them back.
+func (b *bench) lookBack(ctx context.Context, name string, d time.Duration) (func(), error) {
+	p := &v1alpha1.RolloutPolicy{}
+	if err := b.c.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+		return nil, err
+	}
+	rules := *p.Spec.Rules.DeepCopy()
+	p.Spec.Rules.RevertWindow = &metav1.Duration{Duration: d}
+	if p.Spec.Rules.Settle != nil {
+		p.Spec.Rules.Settle.StallAfter = &metav1.Duration{Duration: d}
+	}
+	if err := b.c.Update(ctx, p); err != nil {
+		return nil, err
+	}
+	return func() {
+		ctx := context.Background()
+		if err := b.c.Get(ctx, client.ObjectKey{Name: name}, p); err == nil {
+			p.Spec.Rules = rules
+			_ = b.c.Update(ctx, p)
+		}
+	}, nil
 }
 
 // chartMemoryLimit is the chart's default memory limit, which its GOMEMLIMIT follows.
