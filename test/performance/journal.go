@@ -238,8 +238,8 @@ func (b *bench) startControllerManager() (*exec.Cmd, error) {
 func (b *bench) waitJournals(ctx context.Context, want, revisions int) error {
 	var have int
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var cms corev1.ConfigMapList
-		if err := b.c.List(ctx, &cms, client.InNamespace(holdfastNamespace), client.MatchingLabels{journal.ComponentLabel: journal.Component}); err != nil {
+		cms, err := b.listJournals(ctx)
+		if err != nil {
 			return false, err
 		}
 		have = 0
@@ -259,8 +259,8 @@ func (b *bench) waitJournals(ctx context.Context, want, revisions int) error {
 // journalBytes counts the journals and sums their size as the API server stores them in
 // etcd (its protobuf encoding, managed fields included).
 func (b *bench) journalBytes(ctx context.Context) (int, int, error) {
-	var cms corev1.ConfigMapList
-	if err := b.c.List(ctx, &cms, client.InNamespace(holdfastNamespace), client.MatchingLabels{journal.ComponentLabel: journal.Component}); err != nil {
+	cms, err := b.listJournals(ctx)
+	if err != nil {
 		return 0, 0, err
 	}
 	scheme := harness.NewScheme()
@@ -277,6 +277,13 @@ func (b *bench) journalBytes(ctx context.Context) (int, int, error) {
 		size += buf.Len()
 	}
 	return len(cms.Items), size, nil
+}
+
+// listJournals lists the revision journals in holdfast's namespace.
+func (b *bench) listJournals(ctx context.Context) (*corev1.ConfigMapList, error) {
+	cms := &corev1.ConfigMapList{}
+	err := b.c.List(ctx, cms, client.InNamespace(holdfastNamespace), client.MatchingLabels{journal.ComponentLabel: journal.Component})
+	return cms, err
 }
 
 // leaderMemory reports the replica's resident memory and its live heap after a forced
@@ -307,8 +314,8 @@ func (b *bench) deleteJournalWorkloads(nss []string) {
 		_ = b.c.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace(ns))
 		_ = b.c.DeleteAllOf(ctx, &appsv1.ReplicaSet{}, client.InNamespace(ns))
 	}
-	var cms corev1.ConfigMapList
-	if err := b.c.List(ctx, &cms, client.InNamespace(holdfastNamespace), client.MatchingLabels{journal.ComponentLabel: journal.Component}); err != nil {
+	cms, err := b.listJournals(ctx)
+	if err != nil {
 		return
 	}
 	_ = parallel(ctx, 4*runtime.NumCPU(), len(cms.Items), func(ctx context.Context, i int) error {

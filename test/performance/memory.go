@@ -199,8 +199,8 @@ func (b *bench) memory(ctx context.Context, o options) error {
 
 // memoryJournals counts the journals of the memory measurement's workloads.
 func (b *bench) memoryJournals(ctx context.Context) (int, error) {
-	var cms corev1.ConfigMapList
-	if err := b.c.List(ctx, &cms, client.InNamespace(holdfastNamespace), client.MatchingLabels{journal.ComponentLabel: journal.Component}); err != nil {
+	cms, err := b.listJournals(ctx)
+	if err != nil {
 		return 0, err
 	}
 	n := 0
