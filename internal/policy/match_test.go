@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -72,5 +73,43 @@ func TestSelects(t *testing.T) {
 				t.Errorf("Selects = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestOutsideByNamespaceOnlyKnowsTheNameLabelIsFixed: a namespace selector that leaves a
+// namespace out by a requirement on kubernetes.io/metadata.name leaves it out whatever a
+// relabel does (the API server sets the label to the name), so the cache's labels cannot
+// lag there; a requirement on any other label can, even beside a name requirement that
+// passes.
+func TestOutsideByNamespaceOnlyKnowsTheNameLabelIsFixed(t *testing.T) {
+	m := NewMatcher()
+	obj := map[string]string{"app": "kube-apiserver"}
+	sel := &metav1.LabelSelector{MatchLabels: obj}
+	ns := map[string]string{corev1.LabelMetadataName: "tenant-a"}
+	name := func(op metav1.LabelSelectorOperator, values ...string) metav1.LabelSelectorRequirement {
+		return metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: op, Values: values}
+	}
+	for _, tc := range []struct {
+		name  string
+		nsSel *metav1.LabelSelector
+		want  bool
+	}{
+		{"another tenant by matchLabels", &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "tenant-b"}}, false},
+		{"other tenants by In", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{name(metav1.LabelSelectorOpIn, "tenant-b", "tenant-c")}}, false},
+		{"this tenant by NotIn", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{name(metav1.LabelSelectorOpNotIn, "tenant-a")}}, false},
+		{"no name label, which every namespace has", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{name(metav1.LabelSelectorOpDoesNotExist)}}, false},
+		{"a label a relabel may add", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}, true},
+		{"a label beside a name requirement that passes", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"},
+			MatchExpressions: []metav1.LabelSelectorRequirement{name(metav1.LabelSelectorOpIn, "tenant-a", "tenant-b")}}, true},
+		{"a label beside the name label Exists", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"},
+			MatchExpressions: []metav1.LabelSelectorRequirement{name(metav1.LabelSelectorOpExists)}}, true},
+		{"selected already", &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "tenant-a"}}, false},
+	} {
+		if got := m.OutsideByNamespaceOnly(tc.nsSel, sel, "tenant-a", ns, obj); got != tc.want {
+			t.Errorf("%s: OutsideByNamespaceOnly = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+	if m.OutsideByNamespaceOnly(&metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}, sel, "tenant-a", ns, map[string]string{"app": "other"}) {
+		t.Error("an object the selector does not match is outside by its own labels too")
 	}
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,18 +46,49 @@ func AllNamespaceLabels(ctx context.Context, r client.Reader) (map[string]map[st
 }
 
 // OutsideByNamespaceOnly reports whether sel selects objLabels while nsSel, which is set,
-// does not select nsLabels: an object a policy would select but for its namespace's
-// labels as read. Read from a cache, those labels may not show yet a relabel that brought
-// the namespace in (LiveNamespaceLabels). Selectors that do not compile select nothing.
-func (m *Matcher) OutsideByNamespaceOnly(nsSel, sel *metav1.LabelSelector, nsLabels, objLabels map[string]string) bool {
+// does not select the namespace named nsName with nsLabels: an object a policy would select
+// but for its namespace's labels as read. Read from a cache, those labels may not show yet
+// a relabel that brought the namespace in (LiveNamespaceLabels), unless nsSel leaves the
+// namespace out by its name (excludedByName): no relabel brings it in then. Selectors that
+// do not compile select nothing.
+func (m *Matcher) OutsideByNamespaceOnly(nsSel, sel *metav1.LabelSelector, nsName string, nsLabels, objLabels map[string]string) bool {
 	if nsSel == nil {
 		return false
 	}
-	if inNs, err := m.Matches(nsSel, nsLabels); err != nil || inNs {
+	if inNs, err := m.Matches(nsSel, nsLabels); err != nil || inNs || excludedByName(nsSel, nsName) {
 		return false
 	}
 	ok, err := m.Matches(sel, objLabels)
 	return err == nil && ok
+}
+
+// excludedByName reports whether a requirement of nsSel on kubernetes.io/metadata.name
+// fails for the namespace named name. The API server sets that label to the namespace's
+// name on every write and read (kube's namespace defaulting and Canonicalize), so no
+// relabel can change what such a requirement answers: a policy that selects tenants'
+// namespaces by name never needs the namespace read live for another tenant's workload.
+func excludedByName(nsSel *metav1.LabelSelector, name string) bool {
+	if v, ok := nsSel.MatchLabels[corev1.LabelMetadataName]; ok && v != name {
+		return true
+	}
+	for _, r := range nsSel.MatchExpressions {
+		if r.Key != corev1.LabelMetadataName {
+			continue
+		}
+		switch r.Operator {
+		case metav1.LabelSelectorOpIn:
+			if !slices.Contains(r.Values, name) {
+				return true
+			}
+		case metav1.LabelSelectorOpNotIn:
+			if slices.Contains(r.Values, name) {
+				return true
+			}
+		case metav1.LabelSelectorOpDoesNotExist:
+			return true
+		}
+	}
+	return false
 }
 
 // LiveNamespaceLabels reads a namespace's labels from the API server (metadata only).

@@ -162,7 +162,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, start time.
 	if err != nil {
 		return h.fail(err)
 	}
-	if h.namespaceMayLag(policies.Items, nsLabels, pod.Labels) {
+	if h.namespaceMayLag(policies.Items, pod.Namespace, nsLabels, pod.Labels) {
 		// Best effort: when the API server does not answer in time, the cache's labels
 		// decide, as they did before it was asked.
 		if live, err := h.liveNamespaceLabels(ctx, deadline, req.Namespace); err == nil {
@@ -610,14 +610,15 @@ func (h *Handler) notNowEarly(err error, in Input, start time.Time, deleted *cor
 // a relabel that brought the namespace in, and an eviction there would be admitted
 // unjudged. The API server sends such an eviction only when its own view of the namespace
 // matches an entry's namespaceSelector, so outside that lag it happens only where another
-// policy's entry covers the namespace (one GET per such request).
-func (h *Handler) namespaceMayLag(policies []v1alpha1.DisruptionPolicy, nsLabels, podLabels map[string]string) bool {
+// policy's entry covers the namespace (one GET per such request), and never for a policy
+// that leaves the namespace out by its name, which no relabel changes.
+func (h *Handler) namespaceMayLag(policies []v1alpha1.DisruptionPolicy, ns string, nsLabels, podLabels map[string]string) bool {
 	if h.APIReader == nil {
 		return false
 	}
 	for i := range policies {
 		t := &policies[i].Spec.Targets
-		if !policies[i].Spec.Suspend && h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, nsLabels, podLabels) {
+		if !policies[i].Spec.Suspend && h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, ns, nsLabels, podLabels) {
 			return true
 		}
 	}

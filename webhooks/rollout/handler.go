@@ -169,7 +169,8 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // workload judged unselected there is changed, or relabelled out, unguarded. The API server
 // sends holdfast such a request only when its own view of the namespace matches an entry's
 // namespaceSelector, so outside that lag it happens only where another policy's entry
-// covers the namespace (one GET per such request).
+// covers the namespace (one GET per such request), and never for a policy that leaves the
+// namespace out by its name, which no relabel changes (per-tenant policies).
 func (h *Handler) namespaceMayLag(in *Input) bool {
 	if h.Live == nil {
 		return false
@@ -179,8 +180,8 @@ func (h *Handler) namespaceMayLag(in *Input) bool {
 		if in.Policies[i].Spec.Suspend || (len(t.Kinds) > 0 && !slices.Contains(t.Kinds, in.New.Kind)) {
 			continue
 		}
-		if in.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, in.NamespaceLabels, in.New.Labels) ||
-			(in.Old != nil && in.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, in.NamespaceLabels, in.Old.Labels)) {
+		if in.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, in.New.Namespace, in.NamespaceLabels, in.New.Labels) ||
+			(in.Old != nil && in.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, in.New.Namespace, in.NamespaceLabels, in.Old.Labels)) {
 			return true
 		}
 	}

@@ -295,6 +295,31 @@ func TestNamespaceRelabelledInIsReadLive(t *testing.T) {
 	if got := utiltesting.Counts(t, reg, "holdfast_rollout_namespace_live_reads_total"); got["result=read"] != 1 || got["result=failed"] != 1 {
 		t.Errorf("namespaces read live: %v, want 1 read and 1 failed", got)
 	}
+
+	// A policy that selects another tenant's namespace by name leaves tenant-a out whatever
+	// its labels: the API server keeps kubernetes.io/metadata.name equal to the name, so
+	// no relabel brings tenant-a in and its workloads read no namespace live (a read per
+	// review in every other tenant's namespace, where per-tenant policies select alike).
+	for _, sel := range []*metav1.LabelSelector{
+		{MatchLabels: map[string]string{corev1.LabelMetadataName: "tenant-b"}},
+		{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: []string{"tenant-b", "tenant-c"}}}},
+		{MatchLabels: map[string]string{"env": "prod"}, MatchExpressions: []metav1.LabelSelectorRequirement{{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"tenant-a"}}}},
+	} {
+		byName := utiltesting.MakeRolloutPolicy("tenant-b").Obj()
+		byName.Spec.Targets.NamespaceSelector = sel
+		byName.Spec.Targets.Selector = p.Spec.Targets.Selector
+		cache := fake.NewClientBuilder().WithScheme(s).
+			WithIndex(&appsv1.ControllerRevision{}, informer.OwnerIndex, informer.ControllerUID).
+			WithIndex(&corev1.Pod{}, informer.OwnerIndex, informer.ControllerUID).
+			WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Labels: map[string]string{corev1.LabelMetadataName: "tenant-a"}}}, byName).Build()
+		h := &Handler{Reader: cache, Live: failing, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now()), Metrics: m}
+		if resp := h.Handle(context.Background(), req); !resp.Allowed {
+			t.Errorf("namespace selector %v: %+v, want admitted (tenant-a is not selected)", sel, resp.Result)
+		}
+	}
+	if got := utiltesting.Counts(t, reg, "holdfast_rollout_namespace_live_reads_total"); got["result=read"] != 1 || got["result=failed"] != 1 {
+		t.Errorf("namespaces read live after the by-name policies: %v, want still 1 read and 1 failed", got)
+	}
 }
 
 // etcdTierControlPlane is tenant-a's StatefulSet etcd, labelled tier: control-plane, its

@@ -89,7 +89,7 @@ func (h *Handler) Replacement(ctx context.Context, deadline budget.Deadline, pod
 		return h.Live != nil && slices.ContainsFunc(policies.Items, func(p v1alpha1.RolloutPolicy) bool {
 			t := &p.Spec.Targets
 			return !p.Spec.Suspend && slices.Contains(workload.Targeted(*t), kind) &&
-				h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, nsLabels, o.GetLabels())
+				h.Matcher.OutsideByNamespaceOnly(t.NamespaceSelector, t.Selector, pod.Namespace, nsLabels, o.GetLabels())
 		})
 	}
 	// The live reads share the request's bound inside the webhook's timeout (past it, "not
