@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -112,6 +113,7 @@ func (b *bench) memory(ctx context.Context, o options) error {
 			return err
 		}
 		have = pt.workloads
+		created := time.Since(start)
 		// Workload i is guarded when i mod 100 < guardedPct: spread over the namespaces.
 		err = parallel(ctx, 4*runtime.NumCPU(), pt.workloads, func(ctx context.Context, i int) error {
 			want := i%100 < pt.guardedPct
@@ -130,8 +132,8 @@ func (b *bench) memory(ctx context.Context, o options) error {
 				n++
 			}
 		}
-		fmt.Fprintf(os.Stderr, "bench: %d Deployments (%d guarded), ReplicaSets and %d pods in the cluster (%s)\n",
-			pt.workloads, n, pt.pods, time.Since(start).Round(time.Second))
+		fmt.Fprintf(os.Stderr, "bench: %d Deployments (%d guarded), ReplicaSets and %d pods in the cluster (%s: created in %s)\n",
+			pt.workloads, n, pt.pods, time.Since(start).Round(time.Second), created.Round(time.Second))
 		// The journals of the workloads no longer guarded retire.
 		if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 			journals, err := b.memoryJournals(ctx)
@@ -190,7 +192,13 @@ func (b *bench) memory(ctx context.Context, o options) error {
 		report(prefix+"-queued", queued, "requests")
 		guardedPods, unguardedPods, heaps = append(guardedPods, guardedN), append(unguardedPods, float64(pt.pods)-guardedN), append(heaps, heap)
 	}
-	perGuarded, perUnguarded, base := fitPlane(guardedPods, unguardedPods, heaps)
+	perGuarded, perUnguarded, base, ok := fitPlane(guardedPods, unguardedPods, heaps)
+	if !ok {
+		// Fewer than three points, or points on one line (guarded and unguarded pods in
+		// one proportion at every point), fit no plane: no figure beats a made-up one.
+		fmt.Fprintln(os.Stderr, "bench: the points do not fit a plane (they need three not on one line): no per-pod figures")
+		return nil
+	}
 	report("scale-bytes-per-guarded-pod", perGuarded*(1<<20), "bytes")
 	report("scale-bytes-per-unguarded-pod", perUnguarded*(1<<20), "bytes")
 	report("scale-base-heap", base, "MiB")
@@ -318,7 +326,7 @@ func fit(xs, ys []float64) (slope, intercept float64) {
 }
 
 // fitPlane is the least-squares plane z = a·x + b·y + c through the points.
-func fitPlane(xs, ys, zs []float64) (a, b, c float64) {
+func fitPlane(xs, ys, zs []float64) (a, b, c float64, ok bool) {
 	// The normal equations, solved by Cramer's rule.
 	var n, sx, sy, sz, sxx, syy, sxy, sxz, syz float64
 	for i := range xs {
@@ -332,8 +340,8 @@ func fitPlane(xs, ys, zs []float64) (a, b, c float64) {
 	m := [3][3]float64{{sxx, sxy, sx}, {sxy, syy, sy}, {sx, sy, n}}
 	r := [3]float64{sxz, syz, sz}
 	d := det(m)
-	if d == 0 {
-		return 0, 0, 0
+	if len(xs) < 3 || math.Abs(d) <= 1e-9*math.Abs(sxx*syy*n) {
+		return 0, 0, 0, false
 	}
 	var out [3]float64
 	for k := range 3 {
@@ -343,7 +351,7 @@ func fitPlane(xs, ys, zs []float64) (a, b, c float64) {
 		}
 		out[k] = det(mk) / d
 	}
-	return out[0], out[1], out[2]
+	return out[0], out[1], out[2], true
 }
 
 // parallel runs do(i) for i in [0, n) on workers goroutines and returns the first error.
