@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
 // RuleSharedBudget names, in both guards' findings, a rollout held for its workload's
@@ -82,6 +84,13 @@ func (l *Ledgers) Deadline() Deadline {
 		timeout = l.Timeout
 	}
 	return Deadline{at: time.Now().Add(timeout)}
+}
+
+// Carry is ctx carrying d for the reads a cache passes on to the API server
+// (informer.WithLiveDeadline): they end by it, while reads the caches answer cost nothing
+// for it.
+func (d *Deadline) Carry(ctx context.Context) context.Context {
+	return informer.WithLiveDeadline(ctx, &d.at)
 }
 
 // Bound is ctx bounded by d; the zero Deadline bounds it by DefaultTimeout from now.

@@ -510,6 +510,8 @@ func (s *Scope) get(ctx context.Context, k int, key client.ObjectKey, obj client
 		return errNoLive(k)
 	}
 	s.metrics.liveRead(k, ReasonOutside)
+	ctx, cancel := informer.BoundLive(ctx)
+	defer cancel()
 	return s.live.Get(ctx, key, obj)
 }
 
@@ -637,6 +639,8 @@ func (s *Scope) liveList(ctx context.Context, k int, namespace string, sel label
 	s.liveMu.Unlock()
 	s.metrics.liveRead(k, reason)
 	list := kinds[k].list()
+	ctx, cancel := informer.BoundLive(ctx)
+	defer cancel()
 	if err := s.live.List(ctx, list, &client.ListOptions{Namespace: namespace, LabelSelector: sel}); err != nil {
 		return nil, err
 	}

@@ -19,6 +19,9 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/holdfast-dev/holdfast/internal/informer"
 )
 
 // fakeAPI answers pod lists whose label selector names tier at once (empty), unless it
@@ -187,5 +190,27 @@ func TestAWatchThatNeverSyncsIsMeasuredAndLeavesTheScopeReady(t *testing.T) {
 	}
 	if s.serving("ns", labels.SelectorFromSet(labels.Set{"tier": "t"})) == nil {
 		t.Error("the synced tier watch stopped serving while its successors sync")
+	}
+}
+
+// TestALiveReadEndsByTheRequestsDeadline: a read no synced watch answers goes to the API
+// server, and ends by the deadline the request carries (informer.WithLiveDeadline, a
+// request's one deadline) when the API server does not answer: an answer to retry, in
+// time for the webhook's timeout, rather than the API server giving up on holdfast.
+func TestALiveReadEndsByTheRequestsDeadline(t *testing.T) {
+	srv := fakeAPI(t) // holds lists whose selector does not name tier
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s := testScope(t, ctx, srv.URL)
+	live, err := client.New(s.cfg, client.Options{Scheme: s.base.Scheme, Mapper: s.base.Mapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.live = live
+	at := time.Now().Add(100 * time.Millisecond)
+	began := time.Now()
+	_, err = s.liveList(informer.WithLiveDeadline(ctx, &at), kindPod, "tenant-a", labels.SelectorFromSet(labels.Set{"app": "etcd"}), ReasonOutside)
+	if took := time.Since(began); err == nil || took > 2*time.Second {
+		t.Errorf("a live list the API server does not answer: err %v after %s, want an error by the 100ms deadline", err, took)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,12 +24,20 @@ func NamespaceMetadata() *metav1.PartialObjectMetadata {
 // NamespaceLabels reads a namespace's labels from the cache, for namespace selectors. The
 // map is the cache's own: read it, never write it.
 func NamespaceLabels(ctx context.Context, r client.Reader, name string) (map[string]string, error) {
-	ns := NamespaceMetadata()
+	ns := namespaces.Get().(*metav1.PartialObjectMetadata)
+	defer func() {
+		*ns = metav1.PartialObjectMetadata{TypeMeta: ns.TypeMeta}
+		namespaces.Put(ns)
+	}()
 	if err := informer.Get(ctx, r, client.ObjectKey{Name: name}, ns); err != nil {
 		return nil, fmt.Errorf("reading namespace %q: %w", name, err)
 	}
 	return ns.Labels, nil
 }
+
+// namespaces are the objects NamespaceLabels reads into, one per request otherwise: only
+// the labels map, the cache's own, outlives the read.
+var namespaces = sync.Pool{New: func() any { return NamespaceMetadata() }}
 
 // AllNamespaceLabels reads every namespace's labels from the cache (metadata only, not
 // copied), by namespace name: read them, never write them.

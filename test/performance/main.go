@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -97,6 +98,8 @@ type bench struct {
 	webhook  string // https://127.0.0.1:port
 	// pprofPort serves the replica's /debug/pprof.
 	pprofPort int
+	// relabelRetries counts the memory measurement's relabels holdfast answered "retry".
+	relabelRetries atomic.Int64
 	// installed is whether the webhook configuration is installed (install).
 	installed bool
 	// memLimit is the GOMEMLIMIT the replica restarts with; empty for none.

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,9 +20,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -134,6 +138,7 @@ func (b *bench) memory(ctx context.Context, o options) error {
 		}
 		fmt.Fprintf(os.Stderr, "bench: %d Deployments (%d guarded), ReplicaSets and %d pods in the cluster (%s: created in %s)\n",
 			pt.workloads, n, pt.pods, time.Since(start).Round(time.Second), created.Round(time.Second))
+		report(fmt.Sprintf("scale-%dpods-%dpct-relabel-retries", pt.pods, pt.guardedPct), float64(b.relabelRetries.Swap(0)), "requests")
 		// The journals of the workloads no longer guarded retire.
 		if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 			journals, err := b.memoryJournals(ctx)
@@ -255,7 +260,19 @@ func (b *bench) guard(ctx context.Context, ns string, i int, guarded bool) error
 		value = `"true"`
 	}
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, guardedLabel, value)
-	return b.c.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(patch)))
+	// A relabel into the selection reads the workload's history from the API server (no
+	// watch holds it yet); when the API server is too slow for the request's deadline,
+	// holdfast answers "retry", and the bench retries as a user would, counting it.
+	return retry.OnError(wait.Backoff{Duration: time.Second, Factor: 2, Steps: 5}, func(err error) bool {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) && slices.Contains([]int32{http.StatusInternalServerError, http.StatusTooManyRequests, http.StatusGatewayTimeout}, status.Status().Code) {
+			b.relabelRetries.Add(1)
+			return true
+		}
+		return false
+	}, func() error {
+		return b.c.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(patch)))
+	})
 }
 
 // scaleWorkload creates Deployment i in ns, its ReplicaSet, and n pods as a kubelet

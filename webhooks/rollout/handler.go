@@ -138,7 +138,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 			logf.FromContext(ctx).V(1).Info("Reading the namespace's labels from the API server failed; judging on the cache's", "namespace", req.Namespace, "error", err.Error())
 		}
 	}
-	if err := h.readWorkloadState(ctx, &in); err != nil {
+	// The workload's history and nodes come from the cache, or from the API server where no
+	// synced watch holds them (a workload entering a selection): under the same deadline.
+	if err := h.readWorkloadState(in.Deadline.Carry(ctx), &in); err != nil {
 		return errored(err)
 	}
 	d, err := h.decideAndRecord(ctx, &in, isDryRun(req))

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
+	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/informer"
 	utiltesting "github.com/holdfast-dev/holdfast/test/util/testing"
 )
@@ -319,6 +320,51 @@ func TestNamespaceRelabelledInIsReadLive(t *testing.T) {
 	}
 	if got := utiltesting.Counts(t, reg, "holdfast_rollout_namespace_live_reads_total"); got["result=read"] != 1 || got["result=failed"] != 1 {
 		t.Errorf("namespaces read live after the by-name policies: %v, want still 1 read and 1 failed", got)
+	}
+}
+
+// TestHistoryReadLiveSharesTheRequestsDeadline: a workload's history that no synced watch
+// holds (a workload entering a selection, a watch still syncing) is read from the API
+// server, and that read shares the request's one deadline: an API server too busy to
+// answer it in time gets "retry" from holdfast before the webhook's timeout, never a
+// request left to the API server's timeout (refused under failurePolicy Fail, let through
+// under Ignore).
+func TestHistoryReadLiveSharesTheRequestsDeadline(t *testing.T) {
+	s := informer.NewScheme()
+	p := utiltesting.MakeRolloutPolicy("hosted").Obj()
+	p.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "control-plane"}}
+	sts := etcdTierControlPlane()
+	busy := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).
+		WithIndex(&appsv1.ControllerRevision{}, informer.OwnerIndex, informer.ControllerUID).
+		WithIndex(&corev1.Pod{}, informer.OwnerIndex, informer.ControllerUID).
+		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}, p).Build(),
+		interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*appsv1.ControllerRevisionList); ok {
+				// A cache passing the read on to the API server, as podscope does.
+				ctx, cancel := informer.BoundLive(ctx)
+				defer cancel()
+				select { // the API server does not answer, for 5 s
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(5 * time.Second):
+					return context.DeadlineExceeded
+				}
+			}
+			return c.List(ctx, list, opts...)
+		}})
+	changed := sts.DeepCopy()
+	changed.Spec.Template.Spec.Containers[0].Image = "registry.example/etcd:B"
+	req := request(admissionv1.Update, "StatefulSet", mustJSON(t, changed), mustJSON(t, sts))
+	req.Resource.Resource, req.Name = "statefulsets", "etcd"
+	h := &Handler{Reader: busy, Decoder: admission.NewDecoder(s), Clock: clocktesting.NewFakePassiveClock(time.Now()),
+		Ledgers: &budget.Ledgers{Timeout: 100 * time.Millisecond}}
+	began := time.Now()
+	resp := h.Handle(context.Background(), req)
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("answered after %s, want within the request's deadline of 100ms", took)
+	}
+	if resp.Allowed || resp.Result.Code != http.StatusInternalServerError || !strings.Contains(resp.Result.Message, "retry") {
+		t.Errorf("the history's read cut short: %+v, want 500 and retry", resp.Result)
 	}
 }
 
