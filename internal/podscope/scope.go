@@ -670,8 +670,11 @@ func (s *Scope) ownerSelector(ctx context.Context, k int, namespace string, uid 
 		s.mu.RLock()
 		sel = s.guarded[uid]
 		s.mu.RUnlock()
+		if sel == nil && k == kindReplicaSet {
+			sel = s.deploymentSelector(ctx, namespace, uid)
+		}
 		if sel != nil || k == kindReplicaSet {
-			return sel, sel, nil // a Deployment's selector is the plan's, or unknown
+			return sel, sel, nil // a Deployment's selector is the plan's, the cache's, or unknown
 		}
 	}
 	for _, list := range ownerLists(k) {
@@ -702,6 +705,32 @@ func (s *Scope) ownerSelector(ctx context.Context, k int, namespace string, uid 
 		return sel, live, nil
 	}
 	return nil, nil, nil
+}
+
+// deploymentSelector is the selector of the Deployment with this UID in namespace as the
+// cache holds it, nil when it holds none: a Deployment the plan does not have (entering a
+// selection, or no policy's) has its ReplicaSets read by it, as kube's controller claims
+// them (it releases those its selector, immutable, does not match), rather than its
+// namespace's every ReplicaSet, megabytes in a namespace of hundreds of workloads. The
+// walk is of the store in place.
+func (s *Scope) deploymentSelector(ctx context.Context, namespace string, uid types.UID) labels.Selector {
+	if s.owners == nil {
+		return nil
+	}
+	name := ""
+	err := informer.Each(ctx, s.owners, &appsv1.Deployment{}, &appsv1.DeploymentList{}, func(o client.Object) {
+		if o.GetUID() == uid && o.GetNamespace() == namespace {
+			name = o.GetName()
+		}
+	})
+	if err != nil || name == "" {
+		return nil
+	}
+	d := &appsv1.Deployment{}
+	if err := informer.Get(ctx, s.owners, client.ObjectKey{Namespace: namespace, Name: name}, d); err != nil || d.UID != uid {
+		return nil
+	}
+	return parseSelector(d.Spec.Selector)
 }
 
 // Reasons a pod read went to the API server.

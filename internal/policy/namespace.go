@@ -26,7 +26,7 @@ func NamespaceMetadata() *metav1.PartialObjectMetadata {
 func NamespaceLabels(ctx context.Context, r client.Reader, name string) (map[string]string, error) {
 	ns := namespaces.Get().(*metav1.PartialObjectMetadata)
 	defer func() {
-		*ns = metav1.PartialObjectMetadata{TypeMeta: ns.TypeMeta}
+		*ns = metav1.PartialObjectMetadata{TypeMeta: namespaceType}
 		namespaces.Put(ns)
 	}()
 	if err := informer.Get(ctx, r, client.ObjectKey{Name: name}, ns); err != nil {
@@ -34,6 +34,9 @@ func NamespaceLabels(ctx context.Context, r client.Reader, name string) (map[str
 	}
 	return ns.Labels, nil
 }
+
+// namespaceType is a namespace's, read as metadata only.
+var namespaceType = NamespaceMetadata().TypeMeta
 
 // namespaces are the objects NamespaceLabels reads into, one per request otherwise: only
 // the labels map, the cache's own, outlives the read.
@@ -77,6 +80,9 @@ func (m *Matcher) OutsideByNamespaceOnly(nsSel, sel *metav1.LabelSelector, nsNam
 // relabel can change what such a requirement answers: a policy that selects tenants'
 // namespaces by name never needs the namespace read live for another tenant's workload.
 func excludedByName(nsSel *metav1.LabelSelector, name string) bool {
+	if name == "" {
+		return false // no name to read the label off: the cache's labels, and the live read, decide
+	}
 	if v, ok := nsSel.MatchLabels[corev1.LabelMetadataName]; ok && v != name {
 		return true
 	}

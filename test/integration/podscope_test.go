@@ -282,6 +282,7 @@ func TestRevisionsFollowWhatIsGuarded(t *testing.T) {
 	agent, web := "agent-"+ns, "web-"+ns
 	agentRS, _ := appGroup(t, ns, agent, 2, 0)
 	webRS, _ := appGroup(t, other, web, 2, 0)
+	apiRS, _ := appGroup(t, other, "api-"+ns, 2, 0)
 	// A StatefulSet of each, with a revision as kube's controller labels it: its template's
 	// labels and its hash.
 	revisionOf := func(namespace, app string) (*appsv1.StatefulSet, *appsv1.ControllerRevision) {
@@ -361,6 +362,11 @@ func TestRevisionsFollowWhatIsGuarded(t *testing.T) {
 		{"the guarded Deployment's ReplicaSets", ns, owner(agentRS), &appsv1.ReplicaSetList{}, 0},
 		{"the guarded StatefulSet's revisions", ns, agentSts.UID, &appsv1.ControllerRevisionList{}, 0},
 		{"the unguarded Deployment's ReplicaSets", other, owner(webRS), &appsv1.ReplicaSetList{}, 1},
+		// Read by its Deployment's selector, as the cache holds the Deployment, not by its
+		// namespace: another Deployment's ReplicaSets there, a moment later, are a read of
+		// their own (a namespace's list, kept a second, would have answered them; in a
+		// namespace of hundreds of workloads it is megabytes per request).
+		{"another unguarded Deployment's ReplicaSets, in the same namespace", other, owner(apiRS), &appsv1.ReplicaSetList{}, 1},
 		{"the unguarded StatefulSet's revisions", other, webSts.UID, &appsv1.ControllerRevisionList{}, 1},
 	} {
 		before := revisionLiveReads(t)

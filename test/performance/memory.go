@@ -228,24 +228,35 @@ func (b *bench) memoryJournals(ctx context.Context) (int, error) {
 // lookBack sets the look-backs of RolloutPolicy name (revertWindow, settle's stallAfter) to
 // d, and returns what sets them back.
 func (b *bench) lookBack(ctx context.Context, name string, d time.Duration) (func(), error) {
-	p := &v1alpha1.RolloutPolicy{}
-	if err := b.c.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
-		return nil, err
-	}
-	rules := *p.Spec.Rules.DeepCopy()
-	p.Spec.Rules.RevertWindow = &metav1.Duration{Duration: d}
-	if p.Spec.Rules.Settle != nil {
-		p.Spec.Rules.Settle.StallAfter = &metav1.Duration{Duration: d}
-	}
-	if err := b.c.Update(ctx, p); err != nil {
+	var rules *v1alpha1.RolloutRules
+	// holdfast writes the policy's status meanwhile: a conflict is read again.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &v1alpha1.RolloutPolicy{}
+		if err := b.c.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+			return err
+		}
+		if rules == nil {
+			rules = p.Spec.Rules.DeepCopy()
+		}
+		p.Spec.Rules.RevertWindow = &metav1.Duration{Duration: d}
+		if p.Spec.Rules.Settle != nil {
+			p.Spec.Rules.Settle.StallAfter = &metav1.Duration{Duration: d}
+		}
+		return b.c.Update(ctx, p)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return func() {
 		ctx := context.Background()
-		if err := b.c.Get(ctx, client.ObjectKey{Name: name}, p); err == nil {
-			p.Spec.Rules = rules
-			_ = b.c.Update(ctx, p)
-		}
+		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p := &v1alpha1.RolloutPolicy{}
+			if err := b.c.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+				return err
+			}
+			p.Spec.Rules = *rules
+			return b.c.Update(ctx, p)
+		})
 	}, nil
 }
 

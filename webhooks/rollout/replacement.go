@@ -150,8 +150,10 @@ func (h *Handler) Replacement(ctx context.Context, deadline budget.Deadline, pod
 		return nil, false, err
 	}
 	in := Input{Operation: admissionv1.Update, Old: w, New: w, Replaces: pod.Name, User: user,
-		Policies: policies.Items, Matcher: h.Matcher, Now: h.Clock.Now(), NamespaceLabels: nsLabels}
-	if err := h.readWorkloadState(ctx, &in); err != nil {
+		Policies: policies.Items, Matcher: h.Matcher, Now: h.Clock.Now(), NamespaceLabels: nsLabels, Deadline: deadline}
+	// Its history, where no synced watch holds it, is read from the API server within the
+	// request's deadline too.
+	if err := h.readWorkloadState(in.Deadline.Carry(ctx), &in); err != nil {
 		return nil, false, err
 	}
 	if !startsStaged(in) && len(currentStarts(in)) == 0 {

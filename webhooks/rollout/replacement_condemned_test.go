@@ -336,3 +336,43 @@ func TestCanaryOrdinalBelowThePartitionIsMadeFromTheCurrentRevision(t *testing.T
 		}
 	}
 }
+
+// TestReplacementsHistoryReadEndsByTheRequestsDeadline: the eviction of db-0, whose
+// replacement would be the staged template's first pod, reads the StatefulSet's history;
+// where no synced watch holds it the read goes to the API server, and it ends by the
+// eviction's one deadline: an answer in time for the webhook's timeout ("not now"), not
+// the API server giving up on holdfast.
+func TestReplacementsHistoryReadEndsByTheRequestsDeadline(t *testing.T) {
+	sc := newDBScene()
+	t0, ns, reader, sts := sc.t0, sc.ns, sc.reader, sc.sts
+	reader.Put(sc.revision("a", "v1", 1, t0.Add(-3*time.Hour)))
+	pod := sc.pod(0)
+	reader.Put(pod)
+	sts.Generation, sts.Spec.Template = 2, sc.tmpl("v2")
+	reader.Put(sc.revision("b", "v2", 2, t0.Add(-2*time.Hour)))
+	reader.Put(sts)
+	h := &Handler{Reader: revisionsGoLive{reader}, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), Matcher: policy.NewMatcher(), Journals: &journal.Store{}}
+	began := time.Now()
+	_, _, err := h.Replacement(context.Background(), (&budget.Ledgers{Timeout: 100 * time.Millisecond}).Deadline(), pod, ns.Labels, authenticationv1.UserInfo{Username: "alice"})
+	if took := time.Since(began); err == nil || took > 2*time.Second {
+		t.Errorf("the history read the API server does not answer: err %v after %s, want an error by the 100ms deadline", err, took)
+	}
+}
+
+// revisionsGoLive is a cache that passes ControllerRevision lists on to an API server that
+// does not answer (for 5 s), bounded as podscope bounds its live reads.
+type revisionsGoLive struct{ client.Reader }
+
+func (r revisionsGoLive) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*appsv1.ControllerRevisionList); !ok {
+		return r.Reader.List(ctx, list, opts...)
+	}
+	ctx, cancel := informer.BoundLive(ctx)
+	defer cancel()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(5 * time.Second):
+		return context.DeadlineExceeded
+	}
+}
