@@ -88,10 +88,11 @@ func (l *Ledgers) Deadline() Deadline {
 
 // Carry is ctx carrying d for the reads a cache passes on to the API server
 // (informer.WithLiveDeadline): they end by it, while reads the caches answer cost nothing
-// for it. The zero Deadline becomes DefaultTimeout from now, as Bound has it.
+// for it. The zero Deadline carries DefaultTimeout from now, as Bound has it.
 func (d *Deadline) Carry(ctx context.Context) context.Context {
 	if d.at.IsZero() {
-		d.at = time.Now().Add(DefaultTimeout) // as Bound has the zero Deadline
+		at := time.Now().Add(DefaultTimeout) // as Bound has the zero Deadline; d stays zero
+		return informer.WithLiveDeadline(ctx, &at)
 	}
 	return informer.WithLiveDeadline(ctx, &d.at)
 }
