@@ -694,11 +694,8 @@ func (s *Scope) ownerSelector(ctx context.Context, k int, namespace string, uid 
 		live = sel
 		if rs, ok := list.(*appsv1.ReplicaSetList); ok {
 			if ref := metav1.GetControllerOfNoCopy(&rs.Items[0]); ref != nil && ref.Kind == "Deployment" {
-				d := &appsv1.Deployment{}
-				if err := informer.Get(ctx, s.owners, client.ObjectKey{Namespace: namespace, Name: ref.Name}, d); err == nil && d.UID == ref.UID {
-					if dsel := parseSelector(d.Spec.Selector); dsel != nil {
-						live = dsel
-					}
+				if dsel := s.selectorOfDeployment(ctx, namespace, ref.Name, ref.UID); dsel != nil {
+					live = dsel
 				}
 			}
 		}
@@ -726,6 +723,12 @@ func (s *Scope) deploymentSelector(ctx context.Context, namespace string, uid ty
 	if err != nil || name == "" {
 		return nil
 	}
+	return s.selectorOfDeployment(ctx, namespace, name, uid)
+}
+
+// selectorOfDeployment is the selector of the Deployment namespace/name as the cache holds
+// it, when it has this UID; nil otherwise.
+func (s *Scope) selectorOfDeployment(ctx context.Context, namespace, name string, uid types.UID) labels.Selector {
 	d := &appsv1.Deployment{}
 	if err := informer.Get(ctx, s.owners, client.ObjectKey{Namespace: namespace, Name: name}, d); err != nil || d.UID != uid {
 		return nil

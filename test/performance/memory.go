@@ -229,35 +229,32 @@ func (b *bench) memoryJournals(ctx context.Context) (int, error) {
 // d, and returns what sets them back.
 func (b *bench) lookBack(ctx context.Context, name string, d time.Duration) (func(), error) {
 	var rules *v1alpha1.RolloutRules
-	// holdfast writes the policy's status meanwhile: a conflict is read again.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p := &v1alpha1.RolloutPolicy{}
-		if err := b.c.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
-			return err
-		}
+	err := b.editRules(ctx, name, func(r *v1alpha1.RolloutRules) {
 		if rules == nil {
-			rules = p.Spec.Rules.DeepCopy()
+			rules = r.DeepCopy()
 		}
-		p.Spec.Rules.RevertWindow = &metav1.Duration{Duration: d}
-		if p.Spec.Rules.Settle != nil {
-			p.Spec.Rules.Settle.StallAfter = &metav1.Duration{Duration: d}
+		r.RevertWindow = &metav1.Duration{Duration: d}
+		if r.Settle != nil {
+			r.Settle.StallAfter = &metav1.Duration{Duration: d}
 		}
-		return b.c.Update(ctx, p)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return func() {
-		ctx := context.Background()
-		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			p := &v1alpha1.RolloutPolicy{}
-			if err := b.c.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
-				return err
-			}
-			p.Spec.Rules = *rules
-			return b.c.Update(ctx, p)
-		})
-	}, nil
+	return func() { _ = b.editRules(context.Background(), name, func(r *v1alpha1.RolloutRules) { *r = *rules }) }, nil
+}
+
+// editRules edits the rules of RolloutPolicy name, read again on a conflict: holdfast
+// writes the policy's status meanwhile.
+func (b *bench) editRules(ctx context.Context, name string, edit func(*v1alpha1.RolloutRules)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &v1alpha1.RolloutPolicy{}
+		if err := b.c.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+			return err
+		}
+		edit(&p.Spec.Rules)
+		return b.c.Update(ctx, p)
+	})
 }
 
 // chartMemoryLimit is the chart's default memory limit, which its GOMEMLIMIT follows.

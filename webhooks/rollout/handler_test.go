@@ -334,24 +334,10 @@ func TestHistoryReadLiveSharesTheRequestsDeadline(t *testing.T) {
 	p := utiltesting.MakeRolloutPolicy("hosted").Obj()
 	p.Spec.Targets.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "control-plane"}}
 	sts := etcdTierControlPlane()
-	busy := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).
+	busy := revisionsGoLive{fake.NewClientBuilder().WithScheme(s).
 		WithIndex(&appsv1.ControllerRevision{}, informer.OwnerIndex, informer.ControllerUID).
 		WithIndex(&corev1.Pod{}, informer.OwnerIndex, informer.ControllerUID).
-		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}, p).Build(),
-		interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if _, ok := list.(*appsv1.ControllerRevisionList); ok {
-				// A cache passing the read on to the API server, as podscope does.
-				ctx, cancel := informer.BoundLive(ctx)
-				defer cancel()
-				select { // the API server does not answer, for 5 s
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(5 * time.Second):
-					return context.DeadlineExceeded
-				}
-			}
-			return c.List(ctx, list, opts...)
-		}})
+		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}, p).Build()}
 	changed := sts.DeepCopy()
 	changed.Spec.Template.Spec.Containers[0].Image = "registry.example/etcd:B"
 	req := request(admissionv1.Update, "StatefulSet", mustJSON(t, changed), mustJSON(t, sts))
