@@ -21,7 +21,7 @@ import (
 
 // Planner keeps the Scope's plan to the workloads the policies guard: it plans again
 // (after Debounce) whenever a policy, a namespace's labels or a workload's labels or pod
-// template labels change.
+// template labels change, and when a plan the Scope held back can be applied (Again).
 type Planner struct {
 	Scope *Scope
 	// Cache is the manager's cache: the policies, namespaces and workloads, and their informers.
@@ -89,6 +89,7 @@ func (p *Planner) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-s.Again(): // a plan held back while a watch synced
 		}
 		select {
 		case <-ctx.Done():

@@ -65,7 +65,23 @@ type Scope struct {
 	planned     chan struct{}
 	plannedOnce sync.Once
 	applied     bool
+
+	// again is signalled when a plan Apply held back can be applied (Again); held is
+	// whether the last Apply held one back, and resume the timer that ends its patience.
+	again    chan struct{}
+	held     bool
+	resume   *time.Timer
+	patience time.Duration // Patience
 }
+
+// Patience is how long a widened or narrowed watch still syncing is left to sync before a
+// later plan of the same watch replaces it. A plan that changes every few hundred
+// milliseconds (a fleet relabelled into a selection, one workload after another) would
+// otherwise restart, each time, a watch that lists every pod it covers, so that it never
+// syncs and every list is the API server's work for nothing. Past Patience the latest
+// plan replaces it as before: a watch that cannot sync (its list refused) holds up no plan
+// for longer.
+const Patience = time.Minute
 
 // watch is one started cache of the plan, and the one that will replace it.
 type watch struct {
@@ -152,7 +168,7 @@ func (s *Scope) holds(obj any) (int, bool) {
 
 // New returns a Scope that watches nothing until its first plan. metrics may be nil.
 func New(metrics *Metrics) *Scope {
-	s := &Scope{metrics: metrics, watches: map[string]*watch{}, planned: make(chan struct{})}
+	s := &Scope{metrics: metrics, watches: map[string]*watch{}, planned: make(chan struct{}), again: make(chan struct{}, 1), patience: Patience}
 	if metrics != nil {
 		metrics.scope.Store(s)
 	}
@@ -226,7 +242,9 @@ func (s *Scope) Ready() error {
 }
 
 // Apply replaces the plan: it starts the watches of specs that are new or changed and stops
-// the others. It must follow Start.
+// the others. A changed watch whose successor is still syncing, for less than Patience, is
+// left to it: the plan is held back and Again signals when it can be applied (the
+// successor has synced, or its patience has run out). It must follow Start.
 func (s *Scope) Apply(specs []Spec, log logr.Logger) {
 	defer func() { _ = s.Ready() }() // after the unlock: a plan of no watches is ready at once
 	s.mu.Lock()
@@ -236,6 +254,9 @@ func (s *Scope) Apply(specs []Spec, log logr.Logger) {
 	}
 	want := map[string]Spec{}
 	var pending []*watch
+	now := time.Now()
+	var wait time.Duration // until the first held-back successor's patience runs out
+	s.held = false
 	for _, sp := range specs {
 		want[sp.Name()] = sp
 		cur := s.watches[sp.Name()]
@@ -251,6 +272,15 @@ func (s *Scope) Apply(specs []Spec, log logr.Logger) {
 			// Back to what the current watch selects: its pending successor is not needed.
 			cur.next.stop()
 			cur.next = nil
+			continue
+		case cur != nil && cur.next != nil && now.Sub(cur.next.started) < s.patience:
+			// Changed again while its successor syncs: the successor is let finish, and the
+			// plan is applied once it has. Meanwhile what neither covers is read live.
+			left := s.patience - now.Sub(cur.next.started)
+			if !s.held || left < wait {
+				wait = left
+			}
+			s.held = true
 			continue
 		}
 		w, err := s.start(sp)
@@ -288,6 +318,24 @@ func (s *Scope) Apply(specs []Spec, log logr.Logger) {
 	s.applied = true
 	for _, w := range pending {
 		go s.promote(w)
+	}
+	if s.resume != nil {
+		s.resume.Stop()
+		s.resume = nil
+	}
+	if s.held {
+		s.resume = time.AfterFunc(wait, s.signalAgain)
+	}
+}
+
+// Again is signalled when a plan that Apply held back can be applied: a successor it waited
+// for has synced, or its patience has run out. The planner plans again then.
+func (s *Scope) Again() <-chan struct{} { return s.again }
+
+func (s *Scope) signalAgain() {
+	select {
+	case s.again <- struct{}{}:
+	default:
 	}
 }
 
@@ -386,8 +434,12 @@ func (s *Scope) promote(w *watch) {
 	}
 	s.mu.Lock()
 	s.promoteLocked(w)
+	held := s.held
 	s.mu.Unlock()
 	_ = s.Ready() // the plan may be complete now
+	if held {
+		s.signalAgain()
+	}
 }
 
 // promoteLocked replaces, by w, the current watch of w's name if w is its successor; the

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -212,5 +213,126 @@ func TestALiveReadEndsByTheRequestsDeadline(t *testing.T) {
 	_, err = s.liveList(informer.WithLiveDeadline(ctx, &at), kindPod, "tenant-a", labels.SelectorFromSet(labels.Set{"app": "etcd"}), ReasonOutside)
 	if took := time.Since(began); err == nil || took > 2*time.Second {
 		t.Errorf("a live list the API server does not answer: err %v after %s, want an error by the 100ms deadline", err, took)
+	}
+}
+
+// A plan that changes a watch again while its successor is still syncing (a fleet
+// relabelled into a selection one workload after another) lets the successor finish,
+// rather than restarting a list of every pod it covers each time; Again then signals, and
+// the held-back plan starts. A successor syncing for longer than the scope's patience (one
+// that cannot sync) is replaced by the latest plan, and Again signals when the patience
+// runs out even with no change to the plan.
+func TestAChangeWaitsForTheSuccessorSyncing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	release := make(chan struct{})
+	var mu sync.Mutex
+	lists := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		sel := q.Get("labelSelector")
+		slow, stuck := strings.Contains(sel, "slow"), strings.Contains(sel, "stuck")
+		if q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true" { // a list, or a watch-list
+			mu.Lock()
+			lists[sel]++
+			mu.Unlock()
+		}
+		if stuck {
+			<-r.Context().Done()
+			return
+		}
+		if slow {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if q.Get("watch") == "true" {
+			w.WriteHeader(200)
+			if q.Get("sendInitialEvents") == "true" {
+				_, _ = w.Write([]byte(`{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}` + "\n"))
+			}
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		_, _ = w.Write([]byte(`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`))
+	}))
+	t.Cleanup(srv.Close)
+	listed := func(sel string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return lists[sel]
+	}
+	s := testScope(t, ctx, srv.URL)
+	successor := func() *watch {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return s.watches["label/tier"].next
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("never: %s (lists: %v)", what, lists)
+			}
+		}
+	}
+	signalled := func(within time.Duration) bool {
+		select {
+		case <-s.Again():
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
+
+	s.Apply([]Spec{{Key: "tier", Values: []string{"t"}}}, logr.Discard())
+	waitFor("the first watch synced", func() bool { return s.Ready() == nil })
+	s.Apply([]Spec{{Key: "tier", Values: []string{"slow", "t"}}}, logr.Discard())
+	waitFor("the successor listed", func() bool { return listed("tier in (slow,t)") > 0 })
+	first := successor()
+	for _, v := range []string{"u", "v", "w"} {
+		s.Apply([]Spec{{Key: "tier", Values: []string{"slow", "t", v}}}, logr.Discard())
+		if got := successor(); got != first {
+			t.Fatalf("a change while the successor syncs replaced it with %v", got.spec)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := listed("tier in (slow,t,w)"); n != 0 {
+		t.Errorf("the held-back plan was listed %d times while the successor synced", n)
+	}
+	if signalled(0) {
+		t.Error("Again signalled before the successor synced")
+	}
+	close(release)
+	if !signalled(5 * time.Second) {
+		t.Fatal("the successor synced, and Again never signalled")
+	}
+	waitFor("the successor promoted", func() bool { return slices.Contains(s.Watching(), "tier in (slow,t)") })
+	s.Apply([]Spec{{Key: "tier", Values: []string{"slow", "t", "w"}}}, logr.Discard())
+	waitFor("the held-back plan synced", func() bool { return slices.Equal(s.Watching(), []string{"tier in (slow,t,w)"}) })
+
+	// A successor that cannot sync is waited for no longer than the patience.
+	s.patience = 300 * time.Millisecond
+	s.Apply([]Spec{{Key: "tier", Values: []string{"slow", "stuck", "t", "w"}}}, logr.Discard())
+	stuck := successor()
+	s.Apply([]Spec{{Key: "tier", Values: []string{"slow", "stuck", "t", "w", "x"}}}, logr.Discard())
+	if successor() != stuck {
+		t.Fatal("a change within the patience replaced the syncing successor")
+	}
+	if !signalled(2 * time.Second) {
+		t.Fatal("the patience ran out, and Again never signalled")
+	}
+	s.Apply([]Spec{{Key: "tier", Values: []string{"slow", "stuck", "t", "w", "x"}}}, logr.Discard())
+	if got := successor(); got == stuck || got == nil || !got.spec.Equal(Spec{Key: "tier", Values: []string{"slow", "stuck", "t", "w", "x"}}) {
+		t.Errorf("past the patience the latest plan did not replace the stuck successor: %v", got)
+	}
+	if stuck.ctx.Err() == nil {
+		t.Error("the stuck successor was not stopped")
 	}
 }
