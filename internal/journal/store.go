@@ -197,9 +197,18 @@ func (s Slot) Name() string {
 // most stallAfter again) after its last progress. A stalled one is Released once lifetime has passed since it
 // stalled; lifetime 0 never releases it.
 func (s *Store) Slots(refs []workload.Ref, stallAfter, lifetime time.Duration, now time.Time) []Slot {
+	return slots(s, refs, stallAfter, lifetime, now)
+}
+
+// reader reads a workload's journal: a Store, or Once.
+type reader interface {
+	Get(kind v1alpha1.WorkloadKind, namespace, name string) *Journal
+}
+
+func slots(r reader, refs []workload.Ref, stallAfter, lifetime time.Duration, now time.Time) []Slot {
 	var out []Slot
 	for _, w := range refs {
-		j := s.Get(w.Kind, w.Namespace, w.Name)
+		j := r.Get(w.Kind, w.Namespace, w.Name)
 		cur := j.Rolling()
 		if cur == nil || !j.Served() {
 			continue
@@ -237,7 +246,45 @@ func (j *Journal) Served() bool {
 // FleetSlots are the slots the workloads among refs hold or held under the policy's fleet
 // limit: Slots with its settle.stallAfter and concurrency.stalledSlotLifetime.
 func (s *Store) FleetSlots(p *v1alpha1.RolloutPolicy, refs []workload.Ref, now time.Time) []Slot {
-	return s.Slots(refs, StallAfter(p.Spec.Rules.Settle), SlotLifetime(p.Spec.Rules.Concurrency), now)
+	return fleetSlots(s, p, refs, now)
+}
+
+func fleetSlots(r reader, p *v1alpha1.RolloutPolicy, refs []workload.Ref, now time.Time) []Slot {
+	return slots(r, refs, StallAfter(p.Spec.Rules.Settle), SlotLifetime(p.Spec.Rules.Concurrency), now)
+}
+
+// Once reads each workload's journal from a Store at most once, as it was then: a decision
+// that reads a journal twice (a fleet's slots, then the starts its ledger records) reads the
+// same one, though the leader writes it in between. Read twice, a journal written between
+// the reads (a rollout the leader has just seen start) is neither a slot, in the first,
+// nor the start's to count, in the second, which then finds the journal shows it: the
+// start would count nowhere. Once is for one decision, and one goroutine.
+type Once struct {
+	store *Store
+	read  map[workloadKey]*Journal
+}
+
+// Once returns a reader of the store that reads each journal at most once.
+func (s *Store) Once() *Once { return &Once{store: s} }
+
+// Get is the workload's journal as the store held it when Once first read it; nil when
+// it held none.
+func (o *Once) Get(kind v1alpha1.WorkloadKind, namespace, name string) *Journal {
+	k := workloadKey{kind, namespace, name}
+	if j, ok := o.read[k]; ok {
+		return j
+	}
+	if o.read == nil {
+		o.read = map[workloadKey]*Journal{}
+	}
+	j := o.store.Get(kind, namespace, name)
+	o.read[k] = j
+	return j
+}
+
+// FleetSlots is Store.FleetSlots, each journal read once.
+func (o *Once) FleetSlots(p *v1alpha1.RolloutPolicy, refs []workload.Ref, now time.Time) []Slot {
+	return fleetSlots(o, p, refs, now)
 }
 
 // DefaultStalledSlotLifetime is concurrency.stalledSlotLifetime's default, as the CRD sets it.

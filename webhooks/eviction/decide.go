@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 	"github.com/holdfast-dev/holdfast/internal/policy"
 	"github.com/holdfast-dev/holdfast/internal/workload"
 )
@@ -55,6 +56,10 @@ type Input struct {
 	// Rollout is the group's workload's rollout in flight under a RolloutPolicy that shares
 	// a DisruptionPolicy's budget; nil when there is none.
 	Rollout *budget.SharedRollout
+	// journal is the group's workload's revision journal as the request first read it, and
+	// journalRead whether it has (Handler.groupJournal).
+	journal     *journal.Journal
+	journalRead bool
 	// Identity is this replica's, as it signs records; Now is its clock.
 	Identity string
 	Now      time.Time

@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -579,4 +580,43 @@ func TestExplorerFindings(t *testing.T) {
 			t.Errorf("p1's retry a second after p0's went: %v, want the cooldown", d.Violations)
 		}
 	})
+}
+
+// TestAJournalWrittenMidRequestStillHoldsTheStart: the leader writes the group's journal
+// (it has seen the rollout a recorded start began) between readSharedRollout, which reads
+// the old one (its revision finished: no rollout), and sharedStart, which would read the
+// new one as showing the start and leave it to readSharedRollout: the start held nothing,
+// and the drain went on beside the rollout. A request reads the journal once.
+func TestAJournalWrittenMidRequestStillHoldsTheStart(t *testing.T) {
+	old, started := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	agents := dp(nil)
+	g := group(v1alpha1.KindDaemonSet, 3)
+	finished := now.Add(-time.Hour)
+	encode := func(j *journal.Journal) *corev1.ConfigMap {
+		cm, err := journal.Encode(j, "holdfast-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm
+	}
+	before := encode(&journal.Journal{Kind: g.Kind, Namespace: g.Namespace, Name: g.Name, UID: g.UID, Generation: 1,
+		Revisions: []journal.Revision{{Template: old, Since: now.Add(-2 * time.Hour), Finished: &finished}}})
+	after := encode(&journal.Journal{Kind: g.Kind, Namespace: g.Namespace, Name: g.Name, UID: g.UID, Generation: 2,
+		Revisions: []journal.Revision{{Template: old, Since: now.Add(-2 * time.Hour), Until: &finished, Finished: &finished},
+			{Template: started, Since: now.Add(-time.Second), Progressed: now.Add(-time.Second)}}})
+	start := budget.RolloutStart{Template: started, At: now.Add(-2 * time.Second), RolloutPolicy: "agents-rollouts", Budgets: []string{agents.Name},
+		UID: g.UID, Generation: 2}
+	store := &journal.Store{}
+	store.Add(before)
+	h := &Handler{Journals: store}
+	in := Input{Group: g, Now: now, Identity: "self", Policies: []v1alpha1.DisruptionPolicy{agents}, PodLabels: map[string]string{"app": "agent"}}
+	in.Pod = g.Pods[0]
+	if err := h.readSharedRollout(context.Background(), &in); err != nil || in.Rollout != nil {
+		t.Fatalf("the journal before the rollout shows one: %v %v", in.Rollout, err)
+	}
+	store.Add(after) // the leader's write lands here
+	h.sharedStart(&in, start)
+	if in.Rollout == nil {
+		t.Error("a journal written mid-request left the recorded start holding nothing")
+	}
 }

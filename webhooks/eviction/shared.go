@@ -10,6 +10,7 @@ import (
 	"github.com/holdfast-dev/holdfast/internal/budget"
 	"github.com/holdfast-dev/holdfast/internal/decision"
 	"github.com/holdfast-dev/holdfast/internal/informer"
+	"github.com/holdfast-dev/holdfast/internal/journal"
 )
 
 // sharedRolloutHold defers the eviction of a serving pod while its workload rolls out
@@ -31,7 +32,7 @@ func (h *Handler) readSharedRollout(ctx context.Context, in *Input) error {
 	if in.Group == nil || h.Journals == nil {
 		return nil
 	}
-	j := h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name)
+	j := h.groupJournal(in)
 	cur := j.Rolling()
 	if cur == nil {
 		return nil
@@ -77,7 +78,7 @@ func (h *Handler) sharedStart(in *Input, s budget.RolloutStart) {
 	// CREATE continuing the rollout of a workload of its name deleted moments ago finds
 	// that workload's journal, marked deleted (it rolls nothing out), with the template
 	// current, until the leader observes the new object.
-	j := h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name)
+	j := h.groupJournal(in)
 	if cur := j.Current(); cur != nil && cur.Template == s.Template && s.ObservedBy(j.UID, j.Generation) && j.Deleted == nil {
 		return // the journal shows it: readSharedRollout decided
 	}
@@ -85,4 +86,16 @@ func (h *Handler) sharedStart(in *Input, s budget.RolloutStart) {
 		return // its object gone, the workload created in its place settled since
 	}
 	in.Rollout = &r
+}
+
+// groupJournal is the group's workload's revision journal, read once per request: the
+// leader may write it between readSharedRollout, which found no rollout in it, and
+// sharedStart, which would find the start shown in it and leave it to readSharedRollout
+// (the start then held nothing, and a drain went on beside the rollout). Read once, an
+// older journal leaves the start to hold the group until it shows it.
+func (h *Handler) groupJournal(in *Input) *journal.Journal {
+	if !in.journalRead {
+		in.journal, in.journalRead = h.Journals.Get(in.Group.Kind, in.Group.Namespace, in.Group.Name), true
+	}
+	return in.journal
 }

@@ -131,10 +131,17 @@ func Served(selected []workload.Ref, journals *journal.Store, self string) int {
 	return max(n, 1)
 }
 
+// testHookAfterSlots, when a test sets it, runs between InFlight's reads of the slots and of
+// the starts: where the leader's write of a journal lands in a decision.
+var testHookAfterSlots func()
+
 // InFlight lists the workloads among selected whose rollouts hold slots as their journals
 // recorded them (Slots, less those released), and those starts record that no journal
 // shows yet, leaving out self; sorted. Released lists the stalled ones whose slots lapsed.
-func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *journal.Store, starts []budget.Start, self string, now time.Time) (out, released []string) {
+func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, store *journal.Store, starts []budget.Start, self string, now time.Time) (out, released []string) {
+	// Each journal as it was when first read: one the leader writes between the slots and
+	// the starts would otherwise count in neither (journal.Once).
+	journals := store.Once()
 	seen := map[string]bool{self: true}
 	for _, s := range journals.FleetSlots(p, selected, now) {
 		name := s.Ref.String()
@@ -147,6 +154,9 @@ func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *jour
 		} else {
 			out = append(out, s.Name())
 		}
+	}
+	if testHookAfterSlots != nil {
+		testHookAfterSlots()
 	}
 	for _, s := range starts {
 		if seen[s.Workload] {

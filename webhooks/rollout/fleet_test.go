@@ -2,8 +2,11 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/holdfast-dev/holdfast/api/v1alpha1"
@@ -784,5 +788,112 @@ func TestStartOfTheSameObjectALaggingLeaderDatesLater(t *testing.T) {
 	started[0].UID = "u0" // the start of the object deleted before u1 was created
 	if got, _ := InFlight(&p, selected, store, started, self, now); len(got) != 0 {
 		t.Errorf("the start of a workload of the name deleted since, u1 having made a current after it: in flight %v, want none", got)
+	}
+}
+
+// gatedGets counts the Gets of the client it wraps, each held until gate closes.
+type gatedGets struct {
+	client.Client
+	gate chan struct{}
+	gets atomic.Int32
+}
+
+func (g *gatedGets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	g.gets.Add(1)
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestABurstSharesOneReadOfTheLedger: the requests of a burst under one policy that read
+// its fleet ledger from the API server at once share one read, rather than each queueing a
+// GET for the connection's streams ahead of the writes that record starts; each gets a
+// ledger of its own (a write updates only its own), and one whose deadline
+// ends first is answered by it, not held to the shared read's.
+func TestABurstSharesOneReadOfTheLedger(t *testing.T) {
+	h, in, _ := startScene(t)
+	h.Ledgers.Timeout = 5 * time.Second
+	if _, err := h.decideAndRecord(context.Background(), in, false); err != nil {
+		t.Fatal(err) // a ledger with one start in the API server
+	}
+	h.written = nil // another replica's, as far as this one knows
+	gated := &gatedGets{Client: h.Ledgers.Live, gate: make(chan struct{})}
+	h.Ledgers.Live = gated
+	p := &in.Policies[0]
+
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := h.readFleet(short, p, now); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a request whose deadline ends while the shared read waits: %v, want its deadline", err)
+	}
+	const readers = 20
+	var wg sync.WaitGroup
+	got := make([]budget.Fleet, readers)
+	errs := make([]error, readers)
+	for i := range readers {
+		wg.Go(func() { got[i], errs[i] = h.readFleet(context.Background(), p, now) })
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(gated.gate)
+	wg.Wait()
+	if n := gated.gets.Load(); n != 1 {
+		t.Errorf("%d reads of the ledger for %d requests (and one that gave up) at once, want 1", n, readers)
+	}
+	for i := range readers {
+		if errs[i] != nil || len(got[i].Records) != 1 {
+			t.Fatalf("reader %d: %d records (%v), want the one start", i, len(got[i].Records), errs[i])
+		}
+	}
+	if got[0].Ledger == got[1].Ledger {
+		t.Error("two requests share one ledger: a start one records (its version, its records) would show in the other's")
+	}
+}
+
+// TestAJournalWrittenMidDecisionStillCountsTheStart: the leader writes a workload's
+// journal (it has seen the rollout a start began) while a decision counts the fleet: the
+// slots are read before the write, the starts after it. Read twice, the journal is no slot
+// in the first (the old revision finished) and shows the start in the second (so it is not
+// the ledger's to count): the start counted nowhere, and a burst admitted one past the
+// limit (make bench: 51 starts under 50). Each journal is read once per decision.
+func TestAJournalWrittenMidDecisionStillCountsTheStart(t *testing.T) {
+	sum := func(tag string) string {
+		s, _ := workload.FromSpec(template(tag, "3"), "").Sum()
+		return s
+	}
+	a, b := sum("a"), sum("b")
+	finished := now.Add(-time.Hour)
+	ref := workload.Ref{Kind: v1alpha1.KindDeployment, Namespace: "t1", Name: "kube-apiserver", UID: "u1"}
+	before := &journal.Journal{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Generation: 1,
+		Revisions: []journal.Revision{{Template: a, Since: now.Add(-2 * time.Hour), Progressed: now.Add(-2 * time.Hour), Finished: &finished}}}
+	after := &journal.Journal{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Generation: 2,
+		Revisions: []journal.Revision{{Template: a, Since: now.Add(-2 * time.Hour), Until: &finished, Progressed: now.Add(-2 * time.Hour), Finished: &finished},
+			{Template: b, Since: now.Add(-time.Second), Progressed: now.Add(-time.Second)}}}
+	start := budget.Start{Workload: ref.String(), Template: b, At: now.Add(-2 * time.Second), UID: ref.UID, Generation: 2}
+	p := fleetPolicy(intstr.FromInt32(1))
+	for _, c := range []struct {
+		name   string
+		journ  *journal.Journal
+		change *journal.Journal
+	}{
+		{"before the leader saw it", before, nil},
+		{"after", after, nil},
+		{"written between the slots and the starts", before, after},
+	} {
+		store := storeOf(t, c.journ)
+		if c.change != nil {
+			cm, err := journal.Encode(c.change, "holdfast-system")
+			if err != nil {
+				t.Fatal(err)
+			}
+			testHookAfterSlots = func() { store.Add(cm) }
+		}
+		got, _ := InFlight(&p, []workload.Ref{ref}, store, []budget.Start{start}, "Deployment t2/kube-apiserver", now)
+		testHookAfterSlots = nil
+		if !slices.Equal(got, []string{ref.String()}) {
+			t.Errorf("%s: in flight = %v, want the started workload", c.name, got)
+		}
 	}
 }

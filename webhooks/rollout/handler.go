@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	admissionv1 "k8s.io/api/admission/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,6 +82,9 @@ type Handler struct {
 	// written are the fleet ledgers this replica wrote last, by policy UID (readFleet).
 	written   map[types.UID]writtenFleet
 	writtenMu sync.Mutex
+	// reading shares one read of a policy's fleet ledger among the requests that read it
+	// meanwhile (readFleet), by policy UID.
+	reading singleflight.Group
 }
 
 // writtenFleet is a fleet ledger as this replica wrote it, and when.
@@ -398,6 +402,13 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 // replica wrote since makes this replica's next write conflict, and the ledger is then read
 // afresh; a refusal on the one written last is sound, as starts leave a ledger only by
 // lapsing with time, which decisions count. In a burst, only starts reach the API server.
+//
+// The requests that read the ledger from the API server at once share one read: a burst of
+// 500 changes under one policy is one GET, not 500 that queue for the connection's streams
+// ahead of the writes that record starts. A read begun before the request arrived is as
+// sound as the ledger written last, for the same reason; the read is bounded by the
+// ledgers' timeout, not by the first reader's request, and each request waits for it no
+// longer than its own deadline.
 func (h *Handler) readFleet(ctx context.Context, p *v1alpha1.RolloutPolicy, now time.Time) (budget.Fleet, error) {
 	h.writtenMu.Lock()
 	f, ok := h.written[p.UID]
@@ -405,7 +416,20 @@ func (h *Handler) readFleet(ctx context.Context, p *v1alpha1.RolloutPolicy, now 
 	if ok && now.Sub(f.at) < writtenFresh {
 		return f.Copy(), nil // a write updates the ledger it was made with
 	}
-	return h.Ledgers.ReadFleet(ctx, p)
+	read := h.reading.DoChan(string(p.UID), func() (any, error) {
+		ctx, cancel := h.Ledgers.Bound(context.WithoutCancel(ctx))
+		defer cancel()
+		return h.Ledgers.ReadFleet(ctx, p)
+	})
+	select {
+	case r := <-read:
+		if r.Err != nil {
+			return budget.Fleet{}, r.Err
+		}
+		return r.Val.(budget.Fleet).Copy(), nil // each request its own, to record a start in
+	case <-ctx.Done():
+		return budget.Fleet{}, ctx.Err()
+	}
 }
 
 // recordStart writes the start into each policy's ledger; the first failure stops it (the
