@@ -81,6 +81,9 @@ func (p *Planner) Start(ctx context.Context) error {
 		guarded, err := GuardedSelectors(ctx, p.Cache, p.Matcher)
 		if err != nil {
 			p.Log.Error(err, "Planning the pod watches; the current ones stay")
+			// Planned again in a second, should no change come first: a plan held back
+			// (Again) would otherwise wait for the next change.
+			time.AfterFunc(time.Second, s.signalAgain)
 		} else {
 			s.setGuarded(guarded)
 			s.Apply(Plan(guarded), p.Log)

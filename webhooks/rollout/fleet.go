@@ -122,6 +122,15 @@ func named(names []string) string {
 // Served counts the workloads among selected that have served (journal.Journal.Served),
 // self (kind namespace/name) always.
 func Served(selected []workload.Ref, journals *journal.Store, self string) int {
+	return served(selected, journals, self)
+}
+
+// journalReader reads a workload's journal: a journal.Store, or a journal.Once of one.
+type journalReader interface {
+	Get(kind v1alpha1.WorkloadKind, namespace, name string) *journal.Journal
+}
+
+func served(selected []workload.Ref, journals journalReader, self string) int {
 	n := 0
 	for _, w := range selected {
 		if w.String() == self || journals.Get(w.Kind, w.Namespace, w.Name).Served() {
@@ -139,9 +148,12 @@ var testHookAfterSlots func()
 // recorded them (Slots, less those released), and those starts record that no journal
 // shows yet, leaving out self; sorted. Released lists the stalled ones whose slots lapsed.
 func InFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, store *journal.Store, starts []budget.Start, self string, now time.Time) (out, released []string) {
-	// Each journal as it was when first read: one the leader writes between the slots and
-	// the starts would otherwise count in neither (journal.Once).
-	journals := store.Once()
+	return inFlight(p, selected, store.Once(), starts, self, now)
+}
+
+// inFlight is InFlight with each journal read once: one the leader writes between the
+// slots and the starts would otherwise count in neither (journal.Once).
+func inFlight(p *v1alpha1.RolloutPolicy, selected []workload.Ref, journals *journal.Once, starts []budget.Start, self string, now time.Time) (out, released []string) {
 	seen := map[string]bool{self: true}
 	for _, s := range journals.FleetSlots(p, selected, now) {
 		name := s.Ref.String()

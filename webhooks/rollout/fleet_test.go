@@ -850,6 +850,33 @@ func TestABurstSharesOneReadOfTheLedger(t *testing.T) {
 	if got[0].Ledger == got[1].Ledger {
 		t.Error("two requests share one ledger: a start one records (its version, its records) would show in the other's")
 	}
+
+	// A write forgets the shared read: a decision after it never joins a read begun before
+	// it (which would miss the start, and its write conflict again).
+	gated = &gatedGets{Client: gated.Client, gate: make(chan struct{})}
+	h.Ledgers.Live = gated
+	defer close(gated.gate)
+	go func() { _, _ = h.readFleet(context.Background(), p, now) }()
+	waitGets := func(n int32) bool {
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if gated.gets.Load() >= n {
+				return true
+			}
+		}
+		return false
+	}
+	if !waitGets(1) {
+		t.Fatal("the first read never reached the API server")
+	}
+	second := budget.Start{Workload: "Deployment other/kube-apiserver", Template: "b", At: now, UID: "u2", Generation: 2}
+	if err := h.recordStart(context.Background(), []*v1alpha1.RolloutPolicy{p}, map[string]budget.Fleet{p.Name: got[0]}, second); err != nil {
+		t.Fatal(err)
+	}
+	h.written = nil // as after another policy's failed write
+	go func() { _, _ = h.readFleet(context.Background(), p, now) }()
+	if !waitGets(2) {
+		t.Error("a read after a write joined the read begun before it")
+	}
 }
 
 // TestAJournalWrittenMidDecisionStillCountsTheStart: the leader writes a workload's

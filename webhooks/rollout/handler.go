@@ -390,8 +390,10 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 			}
 			ledgers[p.Name], starts = l, l.Records
 		}
-		f := Fleet{Selected: Served(selected, h.Journals, in.New.Ref.String()), Starts: starts}
-		f.InFlight, f.Released = InFlight(p, selected, h.Journals, starts, in.New.Ref.String(), in.Now)
+		// One read of each journal for both counts (journal.Once).
+		journals := h.Journals.Once()
+		f := Fleet{Selected: served(selected, journals, in.New.Ref.String()), Starts: starts}
+		f.InFlight, f.Released = inFlight(p, selected, journals, starts, in.New.Ref.String(), in.Now)
 		in.Fleets[p.Name] = f
 	}
 	return ledgers, nil
@@ -438,7 +440,11 @@ func (h *Handler) readFleet(ctx context.Context, p *v1alpha1.RolloutPolicy, now 
 func (h *Handler) recordStart(ctx context.Context, limited []*v1alpha1.RolloutPolicy, ledgers map[string]budget.Fleet, s budget.Start) error {
 	for _, p := range limited {
 		f := ledgers[p.Name]
-		if err := f.RecordStart(ctx, h.Ledgers, s); err != nil {
+		err := f.RecordStart(ctx, h.Ledgers, s)
+		// A read shared from before this write, which it may have changed, is joined by
+		// no later decision: each reads afresh (readFleet).
+		h.reading.Forget(string(p.UID))
+		if err != nil {
 			h.writtenMu.Lock()
 			clear(h.written)
 			h.writtenMu.Unlock()
