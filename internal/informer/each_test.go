@@ -93,3 +93,68 @@ func TestEachWalksTheStoreInPlace(t *testing.T) {
 		t.Fatalf("through a client: %v (%v), want a/x and b/y", names, err)
 	}
 }
+
+// indexInformer is a client-go informer's indexer, as EachInNamespaces reads it.
+type indexInformer struct {
+	crcache.Informer
+	indexer toolscache.Indexer
+}
+
+func (i indexInformer) GetIndexer() toolscache.Indexer { return i.indexer }
+func (i indexInformer) HasSynced() bool                { return true }
+
+type indexCache struct {
+	client.Reader
+	inf indexInformer
+}
+
+func (c indexCache) GetInformer(context.Context, client.Object, ...crcache.InformerGetOption) (crcache.Informer, error) {
+	return c.inf, nil
+}
+
+// TestEachInNamespacesReadsTheirObjectsAlone: over an informer with controller-runtime's
+// namespace index, the walk visits the store's own objects of the namespaces named and no
+// other; an informer without the index, or a reader that is not an informer cache, is
+// listed namespace by namespace, with the same objects.
+func TestEachInNamespacesReadsTheirObjectsAlone(t *testing.T) {
+	ctx := context.Background()
+	indexed := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	plain := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	builder := fake.NewClientBuilder()
+	for i := range 300 {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns-%d", i%30), Name: fmt.Sprintf("d-%d", i)}}
+		for _, s := range []toolscache.Indexer{indexed, plain} {
+			if err := s.Add(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		builder = builder.WithObjects(d.DeepCopy())
+	}
+	live := builder.Build()
+	for name, r := range map[string]client.Reader{
+		"namespace index": indexCache{Reader: live, inf: indexInformer{indexer: indexed}},
+		"no index":        indexCache{Reader: live, inf: indexInformer{indexer: plain}},
+		"not an informer": live,
+	} {
+		var seen []string
+		err := EachInNamespaces(ctx, r, &appsv1.Deployment{}, &appsv1.DeploymentList{}, []string{"ns-3", "ns-17"}, func(o client.Object) {
+			seen = append(seen, o.GetNamespace())
+		})
+		if err != nil || len(seen) != 20 {
+			t.Errorf("%s: walked %d objects (%v), want the 20 of ns-3 and ns-17", name, len(seen), err)
+		}
+		for _, ns := range seen {
+			if ns != "ns-3" && ns != "ns-17" {
+				t.Errorf("%s: walked an object of %s", name, ns)
+				break
+			}
+		}
+	}
+}
+
+// noList is a reader whose lists fail: a walk that reads an index must not list.
+type noList struct{ client.Reader }
+
+func (noList) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("listed where the index answers")
+}

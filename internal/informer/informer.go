@@ -338,6 +338,45 @@ func Each(ctx context.Context, r client.Reader, obj client.Object, list client.O
 	return EachIn(ctx, r, list, "", f)
 }
 
+// EachInNamespaces calls f with every object of obj's kind in the namespaces, read in place
+// (as Each) from the informer's namespace index, which controller-runtime's informers keep:
+// a walk of a few namespaces of a cluster of tens of thousands of workloads visits theirs
+// alone. A reader that is not an informer cache, or an informer without the index, is
+// read namespace by namespace (EachIn).
+func EachInNamespaces(ctx context.Context, r client.Reader, obj client.Object, list client.ObjectList, namespaces []string, f func(client.Object)) error {
+	if ix, ok := r.(informers); ok {
+		inf, err := ix.GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if !inf.HasSynced() {
+			return &crcache.ErrCacheNotStarted{}
+		}
+		if s, ok := inf.(indexed); ok {
+			if _, ok := s.GetIndexer().GetIndexers()[toolscache.NamespaceIndex]; ok {
+				for _, ns := range namespaces {
+					items, err := s.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
+					if err != nil {
+						return err
+					}
+					for _, item := range items {
+						if o, ok := item.(client.Object); ok {
+							f(o)
+						}
+					}
+				}
+				return nil
+			}
+		}
+	}
+	for _, ns := range namespaces {
+		if err := EachIn(ctx, r, list, ns, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // EachIn calls f with every object of list's kind in namespace ("": every namespace),
 // listed without a deep copy (ListIn), which still copies each object's top-level struct
 // into the list: a read of one namespace, or of a reader that is not an informer cache.

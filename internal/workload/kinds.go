@@ -75,6 +75,15 @@ func Each(ctx context.Context, r client.Reader, kind v1alpha1.WorkloadKind, f fu
 	return informer.Each(ctx, r, obj, list, f)
 }
 
+// EachInNamespaces is Each over the namespaces named alone (informer.EachInNamespaces).
+func EachInNamespaces(ctx context.Context, r client.Reader, kind v1alpha1.WorkloadKind, namespaces []string, f func(client.Object)) error {
+	obj, list, err := goTypes(kind)
+	if err != nil {
+		return err
+	}
+	return informer.EachInNamespaces(ctx, r, obj, list, namespaces, f)
+}
+
 // NewList returns an empty list of a guarded kind.
 func NewList(kind v1alpha1.WorkloadKind) (client.ObjectList, error) {
 	_, list, err := goTypes(kind)
