@@ -84,6 +84,22 @@ func checkConcurrency(in Input, p *v1alpha1.RolloutPolicy, skip skipper) []findi
 		in.New, len(mine), in.New.Namespace, named(mine), *r.MaxInFlightPerNamespace)}}
 }
 
+// filled lists the policies among limited whose fleets a start just recorded under them
+// fills: the others in flight as the decision read them were fewer than the limit, and
+// with this one reach it. A start admitted into a fleet already full (a rollback, never
+// held) fills nothing: a burst of rollbacks does not wake each other's requests again and
+// again.
+func filled(in *Input, limited []*v1alpha1.RolloutPolicy) []*v1alpha1.RolloutPolicy {
+	var out []*v1alpha1.RolloutPolicy
+	for _, p := range limited {
+		f, ok := in.Fleets[p.Name]
+		if limit := Limit(p.Spec.Rules.Concurrency, f.Selected); ok && len(f.InFlight) < limit && len(f.InFlight)+1 >= limit {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Limit is maxInFlight resolved against the selected workloads that have served: a number
 // as it is; a percentage rounded up, at least 1 and at most maxInFlightCap.
 func Limit(r *v1alpha1.ConcurrencyRule, selected int) int {

@@ -674,7 +674,7 @@ func startScene(t *testing.T) (*Handler, *Input, *clocktesting.FakePassiveClock)
 func TestCreateThatStartsWaitsForTheStartLock(t *testing.T) {
 	h, in, _ := startScene(t)
 	// Another start under the policy is being recorded.
-	if _, err := h.starts.lock(context.Background(), []*v1alpha1.RolloutPolicy{&in.Policies[0]}); err != nil {
+	if _, err := h.starts.lock(context.Background(), []*v1alpha1.RolloutPolicy{&in.Policies[0]}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.decideAndRecord(context.Background(), in, false); err == nil || !strings.Contains(err.Error(), "waiting to record the start") {
@@ -695,7 +695,7 @@ func TestStartLocksArePerPolicy(t *testing.T) {
 	in.Operation, in.Old, in.TemplateChanged = admissionv1.Update, wl(v1alpha1.KindDeployment, 3, template("B", "3"), workload.Rollout{}), true
 	other := fleetPolicy(intstr.FromInt32(1))
 	other.Name, other.UID = "other-tenants", "other-uid"
-	unlock, err := h.starts.lock(context.Background(), []*v1alpha1.RolloutPolicy{&other})
+	unlock, err := h.starts.lock(context.Background(), []*v1alpha1.RolloutPolicy{&other}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -922,5 +922,78 @@ func TestAJournalWrittenMidDecisionStillCountsTheStart(t *testing.T) {
 		if !slices.Equal(got, []string{ref.String()}) {
 			t.Errorf("%s: in flight = %v, want the started workload", c.name, got)
 		}
+	}
+}
+
+// TestAFilledFleetRefusesItsWaitersWithoutTheLock: requests that would start a rollout wait
+// for the replica's start lock of their policy; a start recorded meanwhile that fills the
+// fleet wakes them, and each decides again without the lock: refused at once, while the
+// lock is still held, instead of one after another behind it past their deadlines. A start
+// that leaves room wakes nobody.
+func TestAFilledFleetRefusesItsWaitersWithoutTheLock(t *testing.T) {
+	h, in, _ := startScene(t)
+	h.Ledgers.Timeout = 5 * time.Second
+	p := &in.Policies[0] // maxInFlight 1
+	h.decide = func(in Input) (Decision, error) {
+		if f := in.Fleets[p.Name]; len(f.InFlight) >= Limit(p.Spec.Rules.Concurrency, f.Selected) {
+			return Decision{Violations: []decision.Violation{{Rule: RuleConcurrency, Message: "full"}}}, nil
+		}
+		return Decision{Starts: true}, nil
+	}
+	unlock, err := h.starts.lock(context.Background(), []*v1alpha1.RolloutPolicy{p}, false) // a start being recorded
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := *in
+	waiter.New = wl(v1alpha1.KindDeployment, 3, template("B", "3"), workload.Rollout{})
+	waiter.New.Name = "waiter"
+	type answer struct {
+		d   Decision
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		d, err := h.decideAndRecord(context.Background(), &waiter, false)
+		answered <- answer{d, err}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case a := <-answered:
+		t.Fatalf("the waiter was answered before the fleet filled: %v %v", a.d.Violations, a.err)
+	default:
+	}
+	// The holder's start fills the fleet: recorded, kept as written, and announced.
+	f, err := h.readFleet(context.Background(), p, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := budget.Start{Workload: "Deployment other/filler", Template: "x", At: now, UID: "filler", Generation: 2}
+	if err := h.recordStart(context.Background(), []*v1alpha1.RolloutPolicy{p}, map[string]budget.Fleet{p.Name: f}, start); err != nil {
+		t.Fatal(err)
+	}
+	h.starts.fill(p.UID)
+	select {
+	case a := <-answered:
+		if a.err != nil || len(a.d.Violations) == 0 || a.d.Starts {
+			t.Errorf("the waiter after the fleet filled: %v %v, want refused", a.d.Violations, a.err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("the fleet filled, and the waiter still waits for the lock")
+	}
+	unlock()
+
+	// filled: a start fills the fleet when the others in flight and it reach the limit.
+	in.Fleets = map[string]Fleet{p.Name: {Selected: 10}}
+	if got := filled(in, []*v1alpha1.RolloutPolicy{p}); len(got) != 1 {
+		t.Errorf("the first start under maxInFlight 1 fills nothing: %v", got)
+	}
+	two := fleetPolicy(intstr.FromInt32(2))
+	in.Fleets = map[string]Fleet{two.Name: {Selected: 10}}
+	if got := filled(in, []*v1alpha1.RolloutPolicy{&two}); len(got) != 0 {
+		t.Errorf("the first start under maxInFlight 2 fills %v", got)
+	}
+	in.Fleets = map[string]Fleet{p.Name: {Selected: 10, InFlight: []string{"Deployment a/a"}}}
+	if got := filled(in, []*v1alpha1.RolloutPolicy{p}); len(got) != 0 {
+		t.Errorf("a start admitted into a full fleet (a rollback) fills it again: %v", got)
 	}
 }

@@ -224,6 +224,7 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 	ctx, cancel := in.Deadline.Bound(ctx)
 	defer cancel()
 	var unlock func()
+	woken := false // by a start that filled a fleet, once (startLocks.lock)
 	defer func() {
 		if unlock != nil {
 			unlock()
@@ -247,7 +248,10 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 			// policies whose ledgers it writes, then record. A CREATE of fresh pods starts
 			// nothing and never gets here; a re-create that adopts a deleted workload's
 			// pods is a start like any other.
-			if unlock, err = h.starts.lock(ctx, append(slices.Clone(limited), shared...)); err != nil {
+			if unlock, err = h.starts.lock(ctx, append(slices.Clone(limited), shared...), woken); errors.Is(err, errFilled) {
+				in.Now, woken = h.Clock.Now(), true
+				continue // decided again without the lock: most likely refused now
+			} else if err != nil {
 				return Decision{}, fmt.Errorf("waiting to record the start of %s: %w; retry", in.New, err)
 			}
 			in.Now = h.Clock.Now()
@@ -271,6 +275,9 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 		}
 		if err == nil {
 			h.Metrics.fleetStart(limited, "admitted")
+			for _, p := range filled(in, limited) {
+				h.starts.fill(p.UID)
+			}
 			return d, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsNotFound(err) {
