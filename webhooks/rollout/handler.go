@@ -230,7 +230,7 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 			unlock()
 		}
 	}()
-	for range startAttempts {
+	for attempt := 0; attempt < startAttempts; attempt++ {
 		ledgers, group, err := h.readLedgers(ctx, in, limited, shared)
 		if err != nil {
 			return Decision{}, err
@@ -249,8 +249,11 @@ func (h *Handler) decideAndRecord(ctx context.Context, in *Input, dryRun bool) (
 			// nothing and never gets here; a re-create that adopts a deleted workload's
 			// pods is a start like any other.
 			if unlock, err = h.starts.lock(ctx, append(slices.Clone(limited), shared...), woken); errors.Is(err, errFilled) {
+				// Decided again without the lock: most likely refused now. Once per
+				// request, and no attempt used: a rollback woken goes back to wait as before.
 				in.Now, woken = h.Clock.Now(), true
-				continue // decided again without the lock: most likely refused now
+				attempt--
+				continue
 			} else if err != nil {
 				return Decision{}, fmt.Errorf("waiting to record the start of %s: %w; retry", in.New, err)
 			}

@@ -34,11 +34,13 @@ type startLock struct {
 
 // errFilled is lock's answer to a waiter when a start recorded meanwhile filled the fleet
 // of one of its policies: it decides again without the lock, as it did before it waited.
-// A burst's refusals, once its fleet is full, need no lock (a refusal read from any
-// ledger is sound: starts leave one only by lapsing), and would otherwise be decided one
-// after another behind it, each in turn, past the request's deadline (500 changes at
-// once at 10,000 Deployments: the 50 starts admitted within a second and most of the 450
-// refusals answered "retry").
+// A burst's refusals, once its fleet is full, need no lock: a refusal read without it is
+// as sound as the first decision every request makes before it waits: it admits nothing,
+// and a read a moment old counts a start the ledger has since let lapse, or a rollout the
+// journal has since seen finish, at worst (a refusal to retry). Under the lock they
+// were decided one after another, past the requests' deadlines (500 changes at once at
+// 10,000 Deployments: the 50 starts admitted within a second and most of the 450 refusals
+// answered "retry"). An admission still decides again under the lock.
 var errFilled = errors.New("a start filled the fleet")
 
 // lock takes the locks of the policies, in the order of their UIDs (so that two starts
