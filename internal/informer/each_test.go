@@ -14,15 +14,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
-// storeInformer is the part of a client-go shared informer Each reads: its store.
+// storeInformer is the part of a client-go shared informer Each and EachInNamespaces
+// read: its store, an indexer.
 type storeInformer struct {
 	crcache.Informer
-	store    toolscache.Store
+	store    toolscache.Indexer
 	unsynced bool
 }
 
-func (s storeInformer) GetStore() toolscache.Store { return s.store }
-func (s storeInformer) HasSynced() bool            { return !s.unsynced }
+func (s storeInformer) GetStore() toolscache.Store     { return s.store }
+func (s storeInformer) GetIndexer() toolscache.Indexer { return s.store }
+func (s storeInformer) HasSynced() bool                { return !s.unsynced }
 
 // storeCache hands out one informer for every kind, as an informer cache does.
 type storeCache struct {
@@ -38,7 +40,7 @@ func (c storeCache) GetInformer(context.Context, client.Object, ...crcache.Infor
 // objects, with no list of copies (one allocation however many objects: the store's
 // slice of pointers); over any other reader it lists, and walks every item.
 func TestEachWalksTheStoreInPlace(t *testing.T) {
-	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
 	held := map[*appsv1.Deployment]bool{}
 	for i := range 1000 {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("d-%d", i)}}
@@ -94,24 +96,6 @@ func TestEachWalksTheStoreInPlace(t *testing.T) {
 	}
 }
 
-// indexInformer is a client-go informer's indexer, as EachInNamespaces reads it.
-type indexInformer struct {
-	crcache.Informer
-	indexer toolscache.Indexer
-}
-
-func (i indexInformer) GetIndexer() toolscache.Indexer { return i.indexer }
-func (i indexInformer) HasSynced() bool                { return true }
-
-type indexCache struct {
-	client.Reader
-	inf indexInformer
-}
-
-func (c indexCache) GetInformer(context.Context, client.Object, ...crcache.InformerGetOption) (crcache.Informer, error) {
-	return c.inf, nil
-}
-
 // TestEachInNamespacesReadsTheirObjectsAlone: over an informer with controller-runtime's
 // namespace index, the walk visits the store's own objects of the namespaces named and no
 // other; an informer without the index, or a reader that is not an informer cache, is
@@ -132,8 +116,8 @@ func TestEachInNamespacesReadsTheirObjectsAlone(t *testing.T) {
 	}
 	live := builder.Build()
 	for name, r := range map[string]client.Reader{
-		"namespace index": indexCache{Reader: live, inf: indexInformer{indexer: indexed}},
-		"no index":        indexCache{Reader: live, inf: indexInformer{indexer: plain}},
+		"namespace index": storeCache{Reader: noList{live}, inf: storeInformer{store: indexed}},
+		"no index":        storeCache{Reader: live, inf: storeInformer{store: plain}},
 		"not an informer": live,
 	} {
 		var seen []string

@@ -317,25 +317,39 @@ type stored interface{ GetStore() toolscache.Store }
 // walked.
 func Each(ctx context.Context, r client.Reader, obj client.Object, list client.ObjectList, f func(client.Object)) error {
 	if ix, ok := r.(informers); ok {
-		inf, err := ix.GetInformer(ctx, obj)
+		inf, err := synced(ctx, ix, obj)
 		if err != nil {
 			return err
 		}
-		if !inf.HasSynced() {
-			// A cache not started yet adds the informer and returns it unsynced: walking its
-			// store would answer "none" where List answers an error.
-			return &crcache.ErrCacheNotStarted{}
-		}
 		if s, ok := inf.(stored); ok {
-			for _, item := range s.GetStore().List() {
-				if o, ok := item.(client.Object); ok {
-					f(o)
-				}
-			}
+			walk(s.GetStore().List(), f)
 			return nil
 		}
 	}
 	return EachIn(ctx, r, list, "", f)
+}
+
+// synced is obj's informer in c, once it has synced. A cache not started yet adds the
+// informer and returns it unsynced: walking its store would answer "none" where List
+// answers an error.
+func synced(ctx context.Context, c informers, obj client.Object) (crcache.Informer, error) {
+	inf, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	if !inf.HasSynced() {
+		return nil, &crcache.ErrCacheNotStarted{}
+	}
+	return inf, nil
+}
+
+// walk calls f with each of items that is an object.
+func walk(items []any, f func(client.Object)) {
+	for _, item := range items {
+		if o, ok := item.(client.Object); ok {
+			f(o)
+		}
+	}
 }
 
 // EachInNamespaces calls f with every object of obj's kind in the namespaces, read in place
@@ -345,12 +359,9 @@ func Each(ctx context.Context, r client.Reader, obj client.Object, list client.O
 // read namespace by namespace (EachIn).
 func EachInNamespaces(ctx context.Context, r client.Reader, obj client.Object, list client.ObjectList, namespaces []string, f func(client.Object)) error {
 	if ix, ok := r.(informers); ok {
-		inf, err := ix.GetInformer(ctx, obj)
+		inf, err := synced(ctx, ix, obj)
 		if err != nil {
 			return err
-		}
-		if !inf.HasSynced() {
-			return &crcache.ErrCacheNotStarted{}
 		}
 		if s, ok := inf.(indexed); ok {
 			if _, ok := s.GetIndexer().GetIndexers()[toolscache.NamespaceIndex]; ok {
@@ -359,11 +370,7 @@ func EachInNamespaces(ctx context.Context, r client.Reader, obj client.Object, l
 					if err != nil {
 						return err
 					}
-					for _, item := range items {
-						if o, ok := item.(client.Object); ok {
-							f(o)
-						}
-					}
+					walk(items, f)
 				}
 				return nil
 			}

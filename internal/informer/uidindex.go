@@ -66,14 +66,9 @@ type indexed interface{ GetIndexer() toolscache.Indexer }
 
 // syncedStore is the store of obj's informer in c, once it has synced.
 func syncedStore(ctx context.Context, c crcache.Informers, obj client.Object) (toolscache.Indexer, error) {
-	inf, err := c.GetInformer(ctx, obj)
+	inf, err := synced(ctx, c, obj)
 	if err != nil {
 		return nil, err
-	}
-	if !inf.HasSynced() {
-		// A cache not started yet hands out its informer unsynced: its store would answer
-		// "none" where controller-runtime's reads answer an error.
-		return nil, &crcache.ErrCacheNotStarted{}
 	}
 	ix, ok := inf.(indexed)
 	if !ok {

@@ -200,12 +200,12 @@ func (s *Store) Slots(refs []workload.Ref, stallAfter, lifetime time.Duration, n
 	return slots(s, refs, stallAfter, lifetime, now)
 }
 
-// reader reads a workload's journal: a Store, or Once.
-type reader interface {
+// Reader reads a workload's journal: a Store, or a Once of one.
+type Reader interface {
 	Get(kind v1alpha1.WorkloadKind, namespace, name string) *Journal
 }
 
-func slots(r reader, refs []workload.Ref, stallAfter, lifetime time.Duration, now time.Time) []Slot {
+func slots(r Reader, refs []workload.Ref, stallAfter, lifetime time.Duration, now time.Time) []Slot {
 	var out []Slot
 	for _, w := range refs {
 		j := r.Get(w.Kind, w.Namespace, w.Name)
@@ -249,7 +249,7 @@ func (s *Store) FleetSlots(p *v1alpha1.RolloutPolicy, refs []workload.Ref, now t
 	return fleetSlots(s, p, refs, now)
 }
 
-func fleetSlots(r reader, p *v1alpha1.RolloutPolicy, refs []workload.Ref, now time.Time) []Slot {
+func fleetSlots(r Reader, p *v1alpha1.RolloutPolicy, refs []workload.Ref, now time.Time) []Slot {
 	return slots(r, refs, StallAfter(p.Spec.Rules.Settle), SlotLifetime(p.Spec.Rules.Concurrency), now)
 }
 

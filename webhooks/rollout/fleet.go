@@ -141,12 +141,7 @@ func Served(selected []workload.Ref, journals *journal.Store, self string) int {
 	return served(selected, journals, self)
 }
 
-// journalReader reads a workload's journal: a journal.Store, or a journal.Once of one.
-type journalReader interface {
-	Get(kind v1alpha1.WorkloadKind, namespace, name string) *journal.Journal
-}
-
-func served(selected []workload.Ref, journals journalReader, self string) int {
+func served(selected []workload.Ref, journals journal.Reader, self string) int {
 	n := 0
 	for _, w := range selected {
 		if w.String() == self || journals.Get(w.Kind, w.Namespace, w.Name).Served() {

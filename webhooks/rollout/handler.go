@@ -387,6 +387,7 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 	}
 	in.Fleets = make(map[string]Fleet, len(limited))
 	ledgers := map[string]budget.Fleet{}
+	journals := h.Journals.Once() // one read of each journal for every count (journal.Once)
 	for _, p := range limited {
 		selected, err := policy.SelectedWorkloads(ctx, h.Reader, h.Matcher, p.Spec.Targets, nsLabels)
 		if err != nil {
@@ -400,8 +401,6 @@ func (h *Handler) readFleets(ctx context.Context, in *Input, limited []*v1alpha1
 			}
 			ledgers[p.Name], starts = l, l.Records
 		}
-		// One read of each journal for both counts (journal.Once).
-		journals := h.Journals.Once()
 		f := Fleet{Selected: served(selected, journals, in.New.Ref.String()), Starts: starts}
 		f.InFlight, f.Released = inFlight(p, selected, journals, starts, in.New.Ref.String(), in.Now)
 		in.Fleets[p.Name] = f

@@ -58,16 +58,15 @@ func (l *startLocks) lock(ctx context.Context, policies []*v1alpha1.RolloutPolic
 	wait, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	for _, ch := range full {
-		if woken {
-			break
+		if !woken {
+			go func() {
+				select {
+				case <-ch:
+					stop(errFilled)
+				case <-wait.Done():
+				}
+			}()
 		}
-		go func() {
-			select {
-			case <-ch:
-				stop(errFilled)
-			case <-wait.Done():
-			}
-		}()
 	}
 	for i, s := range locks {
 		if err := s.sem.Acquire(wait, 1); err != nil {
